@@ -1,0 +1,40 @@
+# ReConForM for Blender. `make demo` and `make test` set everything up on a fresh machine.
+PY      ?= python3.11
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+PYTHON  := $(BIN)/python
+STAMP   := $(VENV)/.installed
+PYTEST  := $(PYTHON) -m pytest -p no:pytest-blender
+BLEXT    = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','..','addons_core','bl_pkg','cli','blender_ext.py')))")
+BLTAGS   = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','_bpy_internal','extensions','tags.py')))")
+
+.PHONY: install demo test test-core bench extension clean
+
+$(STAMP): requirements.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PYTHON) tools/demo.py --out demo_output
+
+test: $(STAMP)
+	$(PYTEST) -q
+
+test-core: $(STAMP)
+	$(PYTEST) -q tests/core
+
+bench: $(STAMP)
+	$(PYTHON) tools/bench.py
+
+extension: $(STAMP)
+	mkdir -p dist
+	$(PYTHON) $(BLEXT) validate --valid-tags $(BLTAGS) .
+	$(PYTHON) $(BLEXT) build --source-dir . --output-dir dist --valid-tags $(BLTAGS)
+	$(PYTHON) $(BLEXT) validate dist/reconform-$$(sed -n 's/^version = "\(.*\)"/\1/p' blender_manifest.toml).zip
+
+clean:
+	rm -rf dist build demo_output .pytest_cache

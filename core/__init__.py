@@ -1,0 +1,9 @@
+"""ReConForM core: pure numpy / torch / POT. Never imports bpy or mathutils.
+
+Conventions (shapes, quaternion order, spaces) are written once in ``docs/conventions.md``.
+"""
+
+from .errors import CoreError
+from .types import Skeleton, SkinnedMesh, Motion
+
+__all__ = ["CoreError", "Skeleton", "SkinnedMesh", "Motion"]
