@@ -4,6 +4,6 @@ Conventions (shapes, quaternion order, spaces) are written once in ``docs/conven
 """
 
 from .errors import CoreError
-from .types import Skeleton, SkinnedMesh, Motion
+from .types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
-__all__ = ["CoreError", "Skeleton", "SkinnedMesh", "Motion"]
+__all__ = ["CoreError", "Character", "KeyVertexSet", "Motion", "Skeleton", "SkinnedMesh"]

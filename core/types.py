@@ -187,3 +187,59 @@ class Motion:
         """Frames [start, stop) as a new Motion (indices into this clip, not scene frames)."""
         return Motion(self.rotations[start:stop].copy(), self.locations[start:stop].copy(), self.fps,
                       self.frame_start + start)
+
+
+@dataclass(frozen=True)
+class KeyVertexSet:
+    """Key vertices of one character: chosen vertices of its SkinnedMesh.
+
+    Attributes:
+        names: (N,) stable names from the template (``left_palm``, ``face_center``, ...).
+        limbs: (N,) limb of each key vertex (``core.humanoid.LIMBS``).
+        vertex_ids: (N,) int64 indices into the character's SkinnedMesh.
+        locked: (N,) bool, True where a user placed the vertex by hand (re-transfer keeps it).
+        eye: name of the key vertex used as the eye for gaze (the face centre).
+    """
+
+    names: tuple
+    limbs: tuple
+    vertex_ids: np.ndarray
+    locked: np.ndarray = None
+    eye: str = "face_center"
+
+    def __post_init__(self):
+        ids = np.asarray(self.vertex_ids, dtype=np.int64)
+        object.__setattr__(self, "vertex_ids", ids)
+        object.__setattr__(self, "names", tuple(self.names))
+        object.__setattr__(self, "limbs", tuple(self.limbs))
+        locked = np.zeros(len(ids), bool) if self.locked is None else np.asarray(self.locked, dtype=bool)
+        object.__setattr__(self, "locked", locked)
+        if not (len(self.names) == len(self.limbs) == len(ids) == len(locked)):
+            raise CoreError("KeyVertexSet: names, limbs, vertex_ids and locked must have the same length.")
+
+    def __len__(self):
+        return len(self.vertex_ids)
+
+
+@dataclass
+class Character:
+    """Everything the core needs about one character.
+
+    Attributes:
+        skeleton: its Skeleton.
+        mesh: its SkinnedMesh (all deforming mesh objects merged), or None for a skeleton-only source
+            until a body is fitted to it (``core.body``).
+        bone_map: {canonical humanoid bone name: bone name} (``core.humanoid``).
+        keyverts: its KeyVertexSet, once transferred.
+        height: h_c, world-space height of the mesh in T-pose (metres), once measured.
+    """
+
+    skeleton: Skeleton
+    mesh: SkinnedMesh = None
+    bone_map: dict = field(default_factory=dict)
+    keyverts: KeyVertexSet = None
+    height: float = None
+
+    @property
+    def name(self) -> str:
+        return self.skeleton.name
