@@ -1,0 +1,12 @@
+"""Blender <-> core bridge: read armatures, skinned meshes and animation into ``core`` types, write Actions.
+
+Everything here imports bpy; nothing here imports torch at module level. Spaces and units: docs/bridge.md.
+"""
+
+from .errors import BridgeError
+from .io import find_armature, import_file
+from .read import find_meshes, read_motion, read_skeleton, read_skinned_mesh
+from .write import write_motion
+
+__all__ = ["BridgeError", "find_armature", "find_meshes", "import_file", "read_motion", "read_skeleton",
+           "read_skinned_mesh", "write_motion"]

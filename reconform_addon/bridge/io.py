@@ -1,0 +1,147 @@
+"""Import character / motion files into the current scene and find armatures by name."""
+
+from __future__ import annotations
+
+import os
+
+import bpy
+import numpy as np
+
+from .errors import BridgeError
+
+SUPPORTED = (".blend", ".fbx", ".glb", ".gltf", ".bvh")
+
+#: Length units tried (in this order) for skeleton-only BVH/FBX files that are not in metres:
+#: centimetres, inches, the CMU ASF unit (1/0.45 inch), millimetres.
+UNIT_CANDIDATES = (("cm", 0.01), ("in", 0.0254), ("CMU ASF unit", 0.0254 / 0.45), ("mm", 0.001))
+#: A skeleton counts as "in metres" when its rest-pose size (largest bounding-box side of its non-root
+#: joints, in world units) lies in this range.
+METRE_RANGE = (0.5, 3.0)
+#: A unit candidate is accepted when it brings the size into this (adult human) range.
+HUMAN_RANGE = (1.0, 2.5)
+
+
+def _run_importer(path: str, ext: str, bvh_fps: bool):
+    if ext == ".fbx":
+        return bpy.ops.import_scene.fbx(filepath=path)
+    if ext in (".glb", ".gltf"):
+        return bpy.ops.import_scene.gltf(filepath=path)
+    if ext == ".bvh":
+        return bpy.ops.import_anim.bvh(filepath=path, update_scene_fps=bvh_fps, update_scene_duration=False)
+    raise AssertionError(ext)
+
+
+def _append_blend(path: str) -> None:
+    with bpy.data.libraries.load(path, link=False) as (src, dst):
+        dst.objects = list(src.objects)
+    coll = bpy.data.collections.new(os.path.splitext(os.path.basename(path))[0])
+    bpy.context.scene.collection.children.link(coll)
+    for ob in dst.objects:
+        if ob is not None:
+            coll.objects.link(ob)
+
+
+def skeleton_size(arm_obj) -> float:
+    """Largest side of the world-space bounding box of the rest joints (heads and tails), root bones excluded
+    (BVH/FBX roots often sit at the origin far from the body)."""
+    bones = [b for b in arm_obj.data.bones if b.parent is not None] or list(arm_obj.data.bones)
+    pts = np.array([tuple(b.head_local) for b in bones] + [tuple(b.tail_local) for b in bones], dtype=np.float64)
+    M = np.array(arm_obj.matrix_world, dtype=np.float64)
+    pts = pts @ M[:3, :3].T + M[:3, 3]
+    return float((pts.max(0) - pts.min(0)).max())
+
+
+def auto_unit_scale(arm_obj, report=print):
+    """Scale a skeleton-only armature imported in another length unit so that it is in metres.
+
+    Rule: when its size (``skeleton_size``) is outside ``METRE_RANGE``, the first unit of
+    ``UNIT_CANDIDATES`` that brings it inside ``HUMAN_RANGE`` is applied to the object scale (so motion keys are
+    untouched). Returns the factor applied (1.0 when none).
+    """
+    size = skeleton_size(arm_obj)
+    lo, hi = METRE_RANGE
+    if lo <= size <= hi or size <= 0:
+        return 1.0
+    for unit, factor in UNIT_CANDIDATES:
+        if HUMAN_RANGE[0] <= size * factor <= HUMAN_RANGE[1]:
+            arm_obj.scale = tuple(s * factor for s in arm_obj.scale)
+            arm_obj.location = tuple(c * factor for c in arm_obj.location)
+            bpy.context.view_layer.update()
+            report(f"'{arm_obj.name}': skeleton size {size:.4g} looks like {unit}; object scale x{factor:.6g} "
+                   f"gives {size * factor:.3f} m.")
+            return factor
+    report(f"'{arm_obj.name}': skeleton size {size:.4g} matches no known unit; left as is.")
+    return 1.0
+
+
+def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, report=print) -> list:
+    """Import a .blend (append all its objects), .fbx, .glb/.gltf or .bvh file into the current scene.
+
+    Args:
+        path: file path.
+        unit_scale: 'auto' rescales skeleton-only armatures from BVH/FBX files that are not in metres
+            (``auto_unit_scale``); 'none' keeps the importer's result.
+        set_scene_fps: BVH only: set the scene frame rate from the file (FBX/glTF importers do it themselves).
+    Returns:
+        the new objects. Raises BridgeError naming the file when it is missing or unreadable; a failed import
+        leaves no new objects behind.
+    """
+    path = os.path.abspath(os.fspath(path))
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in SUPPORTED:
+        raise BridgeError(f"Cannot import '{path}': unsupported file type '{ext}' (use .blend, .fbx, .glb, .gltf "
+                          "or .bvh).")
+    if not os.path.isfile(path):
+        raise BridgeError(f"Cannot import '{path}': file not found.")
+    if bpy.context.object is not None and bpy.context.object.mode != 'OBJECT':
+        bpy.ops.object.mode_set(mode='OBJECT')
+    before = set(bpy.data.objects)
+    try:
+        if ext == ".blend":
+            _append_blend(path)
+        else:
+            result = _run_importer(path, ext, set_scene_fps)
+            if 'FINISHED' not in result:
+                raise RuntimeError("the importer cancelled")
+    except Exception as ex:  # importers raise RuntimeError / OSError / their own errors
+        for ob in set(bpy.data.objects) - before:
+            bpy.data.objects.remove(ob)
+        reason = str(ex).strip().splitlines()
+        raise BridgeError(f"Cannot import '{path}': {reason[-1] if reason else type(ex).__name__}") from None
+    new = sorted(set(bpy.data.objects) - before, key=lambda o: o.name)
+    if not new:
+        raise BridgeError(f"Cannot import '{path}': the file contains no objects.")
+    if unit_scale == 'auto' and ext in (".bvh", ".fbx"):
+        from .read import find_meshes
+        for ob in new:
+            if ob.type == 'ARMATURE' and ob.parent is None and not find_meshes(ob):
+                auto_unit_scale(ob, report=report)
+    return new
+
+
+def find_armature(objects=None, name=None):
+    """The armature called ``name`` (a mesh name gives the armature deforming it), or the only armature
+    among ``objects`` (the scene's objects when None). Raises BridgeError with what to do otherwise."""
+    pool = list(objects) if objects is not None else list(bpy.context.scene.objects)
+    if name:
+        ob = next((o for o in pool if o.name == name), None)
+        if ob is None:
+            ob = bpy.data.objects.get(name) if objects is None else None
+        if ob is None:
+            arms = ", ".join(sorted(o.name for o in pool if o.type == 'ARMATURE')) or "none"
+            raise BridgeError(f"No object named '{name}' (armatures available: {arms}).")
+        if ob.type == 'ARMATURE':
+            return ob
+        if ob.type == 'MESH':
+            for m in ob.modifiers:
+                if m.type == 'ARMATURE' and m.object is not None:
+                    return m.object
+            if ob.parent is not None and ob.parent.type == 'ARMATURE':
+                return ob.parent
+        raise BridgeError(f"Object '{name}' is a {ob.type.lower()} with no armature: pick an armature.")
+    arms = [o for o in pool if o.type == 'ARMATURE']
+    if len(arms) == 1:
+        return arms[0]
+    if not arms:
+        raise BridgeError("No armature found: import or select a character with an armature.")
+    raise BridgeError(f"Several armatures found ({', '.join(sorted(o.name for o in arms))}): name the one to use.")

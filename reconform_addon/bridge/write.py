@@ -1,0 +1,111 @@
+"""Write a core.Motion as a NEW Action (slotted Action API, one code path for Blender 4.5 and 5.x)."""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+from ...core.types import Motion, Skeleton
+from .errors import BridgeError
+
+HAS_SLOTS = hasattr(bpy.types, "ActionSlot")  # Blender 4.4+
+
+
+def _new_action(arm_obj, name: str):
+    """A new Action (Blender makes ``name`` unique) with one slot for ``arm_obj``; returns (action, slot, bag)."""
+    act = bpy.data.actions.new(name)
+    if not HAS_SLOTS:  # pragma: no cover - Blender < 4.4 is not supported by the manifest
+        return act, None, act
+    slot = act.slots.new(id_type='OBJECT', name=arm_obj.name)
+    bag = act.layers.new("Layer").strips.new(type='KEYFRAME').channelbag(slot, ensure=True)
+    return act, slot, bag
+
+
+def assign_action(arm_obj, action, slot=None):
+    """Make ``action`` (with ``slot``) the active Action of ``arm_obj``."""
+    ad = arm_obj.animation_data or arm_obj.animation_data_create()
+    ad.action = action
+    if HAS_SLOTS and action is not None:
+        ad.action_slot = slot if slot is not None else (action.slots[0] if len(action.slots) else None)
+
+
+def write_motion(arm_obj, skeleton: Skeleton, motion: Motion, name: str, interpolation: str = 'LINEAR',
+                 assign: bool = True):
+    """Write ``motion`` onto ``arm_obj`` as a NEW Action named ``name`` (made unique) and assign it with its slot.
+
+    Every bone gets rotation_quaternion (sign-continuous over time) and location keys on every frame
+    ``motion.frame_start + t``; written bones are switched to QUATERNION rotation mode and unit scale.
+    Nothing else in the file changes; if writing fails, the new Action is removed and the bones restored.
+    Returns the Action.
+    """
+    from ...core.rotations import quat_make_continuous  # lazy: imports torch
+
+    if getattr(arm_obj, "type", None) != 'ARMATURE':
+        raise BridgeError(f"Object '{getattr(arm_obj, 'name', arm_obj)}' is not an armature: "
+                          "pick the character's armature.")
+    pbones = arm_obj.pose.bones
+    if tuple(pb.name for pb in pbones) != tuple(skeleton.names):
+        raise BridgeError(f"Armature '{arm_obj.name}' does not match skeleton '{skeleton.name}': "
+                          "re-read the armature before writing.")
+    T, J = motion.num_frames, skeleton.num_bones
+    if motion.rotations.shape[1] != J:
+        raise BridgeError(f"Motion has {motion.rotations.shape[1]} bones, armature '{arm_obj.name}' has {J}.")
+    if T == 0:
+        raise BridgeError(f"Motion for '{arm_obj.name}' has no frames.")
+    quats = np.asarray(motion.rotations, dtype=np.float64)
+    if not (np.isfinite(quats).all() and np.isfinite(motion.locations).all()):
+        raise BridgeError(f"Motion for '{arm_obj.name}' contains NaN or infinite values; nothing was written.")
+    quats = quats / np.maximum(np.linalg.norm(quats, axis=-1, keepdims=True), 1e-12)
+    quats = quat_make_continuous(quats, axis=0)
+    locs = np.asarray(motion.locations, dtype=np.float64)
+
+    ad = arm_obj.animation_data
+    old_assign = (ad.action, getattr(ad, "action_slot", None)) if ad is not None else None
+    old_bones = [(pb.rotation_mode, tuple(pb.scale)) for pb in pbones]
+    act = None
+    try:
+        act, slot, bag = _new_action(arm_obj, name)
+        frames = motion.frame_start + np.arange(T, dtype=np.float64)
+        co = np.empty((T, 2), dtype=np.float32)
+        co[:, 0] = frames
+        ival = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items[interpolation].value
+        ivals = np.full(T, ival, dtype=np.int32)
+        for b, pb in enumerate(pbones):
+            pb.rotation_mode = 'QUATERNION'
+            pb.scale = (1.0, 1.0, 1.0)
+            grp = bag.groups.new(pb.name)
+            base = f'pose.bones["{bpy.utils.escape_identifier(pb.name)}"]'
+            for prop, arr, n in (("rotation_quaternion", quats, 4), ("location", locs, 3)):
+                for i in range(n):
+                    fc = bag.fcurves.new(f"{base}.{prop}", index=i)
+                    fc.group = grp
+                    kp = fc.keyframe_points
+                    kp.add(T)
+                    co[:, 1] = arr[:, b, i]
+                    kp.foreach_set("co", co.ravel())
+                    kp.foreach_set("interpolation", ivals)
+                    fc.update()
+        if assign:
+            assign_action(arm_obj, act, slot)
+        return act
+    except Exception:
+        if act is not None:
+            bpy.data.actions.remove(act)
+        for pb, (mode, scale) in zip(pbones, old_bones):
+            pb.rotation_mode = mode
+            pb.scale = scale
+        if old_assign is not None:
+            assign_action(arm_obj, old_assign[0], old_assign[1])
+        raise
+
+
+def remove_action(arm_obj, action, previous=None):
+    """Undo a write: unassign and delete ``action``; ``previous`` = (action, slot) to restore."""
+    ad = arm_obj.animation_data
+    if ad is not None and ad.action == action:
+        if previous is not None and previous[0] is not None:
+            assign_action(arm_obj, previous[0], previous[1])
+        else:
+            ad.action = None
+    if action is not None and action.name in bpy.data.actions:
+        bpy.data.actions.remove(action)
