@@ -1,0 +1,82 @@
+"""Loss terms of the ReConForM objective (method.md §1.6), one pure function each.
+
+Every function returns the *sum* written in the paper (a 0-d tensor); the solver divides each term by a
+reference scale (docs/solver.md "Balancing") and multiplies it by its weight. ``weight`` arguments are the
+already mixed adaptive weights W^{s→t}; ``scale`` arguments are optional per-entry multipliers of the squared
+residual (per-body-part overrides from conflict resolution), default 1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _scaled(x: torch.Tensor, scale):
+    return x if scale is None else x * scale
+
+
+def reg_loss(p: torch.Tensor, p_init: torch.Tensor, scale=None) -> torch.Tensor:
+    """L_reg = Σ_t Σ_i ||p_{i,t} − p^init_{i,t}||².  p, p_init (T, N, 3); scale (N,) or (T, N)."""
+    return _scaled((p - p_init).square().sum(-1), scale).sum()
+
+
+def jerk(p: torch.Tensor, fps: float) -> torch.Tensor:
+    """Third forward difference (p_{t+3} − 3 p_{t+2} + 3 p_{t+1} − p_t) · fps³.
+
+    p (T, ...) -> (T − 3, ...), in units of p per s³ (first-order accurate, centred at t + 1.5).
+    """
+    return (p[3:] - 3.0 * p[2:-1] + 3.0 * p[1:-2] - p[:-3]) * float(fps) ** 3
+
+
+def smooth_loss(p: torch.Tensor, fps: float, scale=None, eps: float = 1e-3) -> torch.Tensor:
+    """L_smooth = Σ_t Σ_i ||jerk(p)_{i,t}|| (non-squared L2, as printed), smoothed as sqrt(||·||² + eps²).
+
+    p (T, N, 3); scale (N,); eps in m/s³ keeps the gradient finite where the jerk vanishes.
+    Returns 0 for clips shorter than 4 frames.
+    """
+    if p.shape[0] < 4:
+        return p.sum() * 0.0
+    j = jerk(p, fps)
+    return _scaled((j.square().sum(-1) + eps * eps).sqrt(), scale).sum()
+
+
+def dist_loss(tgt_dist, src_dist, weight, scale=None) -> torch.Tensor:
+    """L_dist = Σ (W ∘ (M_dist^src − M_dist^tgt))².  All (E,) on the same entries."""
+    return _scaled((weight * (src_dist - tgt_dist)).square(), scale).sum()
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:
+    """Element-wise cosine similarity over the last axis; (..., 3), (..., 3) -> (...)."""
+    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
+
+
+def dir_loss(tgt_dir, src_dir, weight, scale=None) -> torch.Tensor:
+    """L_dir = Σ (W ∘ (1 − S_cos(M_dir^src, M_dir^tgt)))² (the printed S_cos is a sign typo, method.md).
+
+    tgt_dir, src_dir (E, 3); weight (E,).
+    """
+    return _scaled((weight * (1.0 - cosine(src_dir, tgt_dir))).square(), scale).sum()
+
+
+def pen_loss(tgt_pen, src_pen, weight, scale=None) -> torch.Tensor:
+    """L_pen = Σ (W ∘ (M_pen^src − M_pen^tgt))².  All (E,)."""
+    return _scaled((weight * (src_pen - tgt_pen)).square(), scale).sum()
+
+
+def floor_barrier(tgt_height: torch.Tensor, scale=None) -> torch.Tensor:
+    """Σ min(0, M_height^tgt)² over every key vertex and frame (unweighted).  (T, N)."""
+    return _scaled(tgt_height.clamp(max=0.0).square(), scale).sum()
+
+
+def height_loss(tgt_height, src_height, weight, scale=None) -> torch.Tensor:
+    """L_height = Σ min(0, M_height^tgt)² + Σ (W_floor ∘ (M_height^src − M_height^tgt))².  (T, N)."""
+    match = _scaled((weight * (src_height - tgt_height)).square(), scale).sum()
+    return floor_barrier(tgt_height, scale) + match
+
+
+def sliding_loss(tgt_vel, src_vel, weight, scale=None) -> torch.Tensor:
+    """L_sliding = Σ (W_floor ∘ (M_sliding^src − M_sliding^tgt))².
+
+    tgt_vel, src_vel (T − 1, N, 2); weight (T − 1, N) broadcast over both horizontal components.
+    """
+    return _scaled((weight[..., None] * (src_vel - tgt_vel)).square().sum(-1), scale).sum()

@@ -1,0 +1,165 @@
+"""Adaptive weights (method.md §1.5–1.6): W_interaction, W_floor, the source→target mix and the α ramp,
+plus the sparse set of (frame, i, j) key-vertex pairs on which pair terms are evaluated.
+
+Thresholds are per character: d_min = h_min = ``MIN_FRACTION`` · h_c, d_max = h_max = ``MAX_FRACTION`` · h_c.
+For a pair of key vertices of two different stacked characters the mean of their heights is used.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from .descriptors import pair_descriptors
+
+MIN_FRACTION = 0.05
+MAX_FRACTION = 0.15
+
+
+def ramp_weight(value: torch.Tensor, vmin, vmax) -> torch.Tensor:
+    """clamp(1 − (value − vmin) / (vmax − vmin)) in [0, 1]; vmin, vmax broadcast with value."""
+    return (1.0 - (value - vmin) / (vmax - vmin)).clamp(0.0, 1.0)
+
+
+def interaction_weight(dist: torch.Tensor, d_min, d_max) -> torch.Tensor:
+    """W_interaction = clamp(1 − (M_dist − d_min) / (d_max − d_min)); any shape."""
+    return ramp_weight(dist, d_min, d_max)
+
+
+def floor_weight(height: torch.Tensor, h_min, h_max) -> torch.Tensor:
+    """W_floor = clamp(1 − (M_height − h_min) / (h_max − h_min)); any shape."""
+    return ramp_weight(height, h_min, h_max)
+
+
+def alpha_ramp(step: int, total: int) -> float:
+    """α rises linearly from 0 at the first step to 1 at the last (1 when total <= 1)."""
+    if total <= 1:
+        return 1.0
+    return float(min(max(step / (total - 1), 0.0), 1.0))
+
+
+def mix_weights(w_src: torch.Tensor, w_tgt: torch.Tensor, alpha: float) -> torch.Tensor:
+    """W^{s→t} = W_src + α · stopgrad(W_tgt) (Eq. 2), values in [0, 2]."""
+    return w_src + alpha * w_tgt.detach()
+
+
+def pair_thresholds(heights_per_vertex: np.ndarray, i: np.ndarray, j: np.ndarray):
+    """(d_min, d_max) per pair from the owning characters' heights (mean of the two), numpy (E,)."""
+    h = 0.5 * (heights_per_vertex[i] + heights_per_vertex[j])
+    return MIN_FRACTION * h, MAX_FRACTION * h
+
+
+def allowed_pairs(limbs, character=None, exclude_same_limb: bool = True) -> np.ndarray:
+    """(N, N) bool mask of unordered pairs i < j that pair terms may use.
+
+    The diagonal is always excluded. With ``exclude_same_limb``, pairs of key vertices on the same limb of the
+    same character are excluded: they sit on one rigid or nearly rigid segment chain, so their raw distances
+    cannot be matched across morphologies and only pull the skeleton out of shape (method.md §1.5 open issue).
+    """
+    N = len(limbs)
+    mask = np.triu(np.ones((N, N), bool), k=1)
+    if exclude_same_limb:
+        limbs = np.asarray(limbs)
+        same = limbs[:, None] == limbs[None, :]
+        if character is not None:
+            c = np.asarray(character)
+            same &= c[:, None] == c[None, :]
+        mask &= ~same
+    return mask
+
+
+class PairSet(NamedTuple):
+    """E active entries: frame t, key vertices i < j (int64 tensors), with the source descriptors there.
+
+    src_dist (E,), src_dir (E, 3), src_pen_ij (E,) = n_i·(p_j − p_i), src_pen_ji (E,) = n_j·(p_i − p_j),
+    w_src (E,) source interaction weight; tgt_dmin, tgt_dmax (E,) target thresholds.
+    """
+
+    t: torch.Tensor
+    i: torch.Tensor
+    j: torch.Tensor
+    src_dist: torch.Tensor
+    src_dir: torch.Tensor
+    src_pen_ij: torch.Tensor
+    src_pen_ji: torch.Tensor
+    w_src: torch.Tensor
+    tgt_dmin: torch.Tensor
+    tgt_dmax: torch.Tensor
+
+    def __len__(self):
+        return int(self.t.numel())
+
+
+def _close_entries(p: torch.Tensor, ii: torch.Tensor, jj: torch.Tensor, limit: torch.Tensor, chunk: int):
+    """(t, pair index) of entries with ||p_j − p_i|| < limit[pair]; p (T, N, 3) without grad."""
+    ts, ks = [], []
+    for s in range(0, p.shape[0], chunk):
+        blk = p[s:s + chunk]
+        d = (blk[:, jj] - blk[:, ii]).norm(dim=-1)  # (B, P)
+        t, k = torch.nonzero(d < limit, as_tuple=True)
+        ts.append(t + s)
+        ks.append(k)
+    return torch.cat(ts), torch.cat(ks)
+
+
+class ActivePairs:
+    """Maintains the sparse set of (t, i, j) entries on which W_interaction^{s→t} can be non-zero.
+
+    An entry is active when the source pair is closer than the source d_max (its source weight is non-zero;
+    fixed for the whole solve) or the target pair is closer than the target d_max plus ``margin`` (refreshed
+    from the current target every few steps; the margin covers what the target can move in between).
+
+    Args:
+        src_p, src_n: (T, N, 3) source key-vertex positions and normals (fixed).
+        src_heights, tgt_heights: (N,) h_c of the character owning each source / target key vertex.
+        mask: (N, N) allowed unordered pairs (``allowed_pairs``).
+        margin: extra distance, as a fraction of the target pair's height, for the target test.
+    """
+
+    def __init__(self, src_p: torch.Tensor, src_n: torch.Tensor, src_heights: np.ndarray,
+                 tgt_heights: np.ndarray, mask: np.ndarray, margin: float = 0.05, chunk: int = 2048):
+        self.src_p, self.src_n = src_p.detach(), src_n.detach()
+        dev = src_p.device
+        ii, jj = np.nonzero(mask)
+        self.ii = torch.as_tensor(ii, device=dev)
+        self.jj = torch.as_tensor(jj, device=dev)
+        s_min, s_max = pair_thresholds(np.asarray(src_heights), ii, jj)
+        t_min, t_max = pair_thresholds(np.asarray(tgt_heights), ii, jj)
+        dt = src_p.dtype
+        self.s_min = torch.as_tensor(s_min, dtype=dt, device=dev)
+        self.s_max = torch.as_tensor(s_max, dtype=dt, device=dev)
+        self.t_min = torch.as_tensor(t_min, dtype=dt, device=dev)
+        self.t_max = torch.as_tensor(t_max, dtype=dt, device=dev)
+        self.t_limit = self.t_max + margin * torch.as_tensor(0.5 * (np.asarray(tgt_heights)[ii]
+                                                                   + np.asarray(tgt_heights)[jj]),
+                                                             dtype=dt, device=dev)
+        self.num_pairs = len(ii)
+        self.num_frames = src_p.shape[0]
+        self.chunk = chunk
+        if self.num_pairs:
+            st, sk = _close_entries(self.src_p, self.ii, self.jj, self.s_max, chunk)
+        else:
+            st = sk = torch.zeros(0, dtype=torch.long, device=dev)
+        self.src_keys = st * max(self.num_pairs, 1) + sk  # sorted by (t, k)
+
+    @property
+    def num_source_entries(self) -> int:
+        return int(self.src_keys.numel())
+
+    def build(self, tgt_p: torch.Tensor = None) -> PairSet:
+        """The active PairSet for the current target positions ``tgt_p`` (T, N, 3) (source only if None)."""
+        P = max(self.num_pairs, 1)
+        keys = self.src_keys
+        if tgt_p is not None and self.num_pairs:
+            tt, tk = _close_entries(tgt_p.detach(), self.ii, self.jj, self.t_limit, self.chunk)
+            keys = torch.unique(torch.cat([keys, tt * P + tk]))
+        t = keys // P
+        k = keys % P
+        i, j = self.ii[k], self.jj[k]
+        d = pair_descriptors(self.src_p, self.src_n, t, i, j)
+        n_j = self.src_n.reshape(-1, 3)[t * self.src_p.shape[1] + j]
+        pen_ji = -(n_j * d.dir).sum(-1)
+        w = interaction_weight(d.dist, self.s_min[k], self.s_max[k])
+        return PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.t_min[k], self.t_max[k])
