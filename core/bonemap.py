@@ -1,0 +1,657 @@
+"""Automatic humanoid bone mapping (names + topology) and JSON bone-map presets.
+
+A bone map is ``{canonical name: bone name}`` with canonical names from ``core.humanoid``.
+Detection works in three passes (docs/bone_mapping.md):
+
+1. **Names.** Each bone name is normalised (namespace such as ``mixamorig1:`` and rig prefixes such as
+   ``DEF-``, ``J_Bip_``, ``CC_Base_`` removed, split into words at separators and camelCase) into a side
+   (left / right / none) and a part word (``upperarm``, ``forearm``, ``thigh``, ``hand``, ...).
+2. **Anchors and chains.** Head, hands and feet come from names when possible, else from the tree and the
+   rest pose in world space (lowest leaves = feet, highest central chain = head, widest leaves = hands).
+   Hips = lowest common ancestor of both feet and the head; the spine chain is the path hips -> head,
+   the arm and leg chains are the paths to the hands and feet. Canonical bones are picked along each path by
+   name, else by position along the chain, so unusual names still map.
+3. **Extras.** Toes and fingers by name inside the foot and hand subtrees (toes also by the tree).
+
+Presets are versioned JSON files (``SCHEMA``/``VERSION``); built-in ones live in ``core/presets``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import CoreError
+from .humanoid import CANONICAL_BONES, CORE_BONES, FINGERS, REQUIRED_BONES, SIDES
+from .types import Skeleton
+
+SCHEMA = "reconform.bone_map"
+VERSION = 1
+PRESET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets")
+
+
+class BoneMapResult(NamedTuple):
+    """Result of :func:`detect_bone_map`.
+
+    bone_map: {canonical name: bone name}; unmapped: bone names no canonical bone points to (tree order);
+    rig_type: detected rig family (``mixamo``, ``unreal``, ``rigify``, ``metarig``, ``makehuman``, ``cmu``,
+    ``daz``, ``bandai``, ``vrm``, ``character_creator`` or ``generic``); missing_required: REQUIRED_BONES
+    not found.
+    """
+
+    bone_map: dict
+    unmapped: list
+    rig_type: str
+    missing_required: list
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Name analysis
+
+_NAMESPACE = re.compile(r"^.*[:|]")
+_PREFIXES = ("def-", "org-", "mch-", "j_bip_", "j_adj_", "j_sec_", "j_opt_", "cc_base_", "bip001", "bip01",
+             "bip_", "b_", "jnt_", "bn_", "bone_")
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+#: Words that mark helper / control / leaf bones that must never be mapped.
+_HELPER_WORDS = {"ik", "fk", "pole", "target", "twist", "roll", "ctrl", "control", "helper", "tweak", "jiggle",
+                 "corrective", "prop", "weapon", "gun", "end", "nub", "tip", "top", "site", "leaf", "mch", "vis",
+                 "wgt", "mstr", "master", "eye", "eyes", "jaw", "tongue", "teeth", "ear", "breast", "hair", "skirt",
+                 "bust", "adj", "sec", "opt", "metacarpal", "palm", "heel", "lip", "lid", "brow", "cheek", "nose"}
+_ROOT_WORDS = {"root", "armature", "reference", "world", "master", "origin", "trajectory", "jointroot"}
+
+# part words (side-less, lowercase, digits removed) -> part
+_PART_WORDS = {
+    "hips": "hips", "hip": "hips", "pelvis": "hips",
+    "head": "head",
+    "neck": "neck", "necktwist": "neck",
+    "spine": "spine", "abdomen": "spine", "lowerback": "spine", "waist": "spine", "torso": "spine",
+    "chest": "spine", "upperchest": "spine", "abdomen2": "spine", "back": "spine", "ribcage": "spine",
+    "shoulder": "shoulder", "clavicle": "shoulder", "collar": "shoulder", "collarbone": "shoulder",
+    "clav": "shoulder",
+    "upperarm": "upper_arm", "arm": "upper_arm", "shldr": "upper_arm", "uparm": "upper_arm",
+    "humerus": "upper_arm", "bicep": "upper_arm",
+    "forearm": "lower_arm", "lowerarm": "lower_arm", "elbow": "lower_arm", "radius": "lower_arm",
+    "ulna": "lower_arm", "forearms": "lower_arm",
+    "hand": "hand", "wrist": "hand",
+    "upleg": "upper_leg", "thigh": "upper_leg", "upperleg": "upper_leg", "femur": "upper_leg",
+    "leg": "lower_leg", "shin": "lower_leg", "calf": "lower_leg", "lowerleg": "lower_leg", "knee": "lower_leg",
+    "tibia": "lower_leg", "crus": "lower_leg",
+    "foot": "foot", "ankle": "foot",
+    "toe": "toes", "toes": "toes", "toebase": "toes", "ball": "toes",
+    "hipjoint": "hip_joint", "buttock": "hip_joint",
+}
+_FINGER_WORDS = {"thumb": "thumb", "index": "index", "middle": "middle", "mid": "middle", "ring": "ring",
+                 "pinky": "little", "little": "little", "pinkie": "little"}
+#: MakeHuman default rig: finger1..5 = thumb..little.
+_MH_FINGER = {1: "thumb", 2: "index", 3: "middle", 4: "ring", 5: "little"}
+
+
+class NameInfo(NamedTuple):
+    side: str          # 'left', 'right' or ''
+    word: str          # side-less part word, lowercase, digits removed ('upperarm')
+    numbers: tuple     # digits found in the name, as ints
+    part: str          # canonical part ('upper_arm', 'hand', ...) or '' when unknown
+    finger: str        # finger name ('index') or ''
+    helper: bool       # helper/control/leaf bone: never mapped
+    priority: int      # 2 deform (DEF-), 1 plain, 0 ORG-; MCH- is a helper
+
+
+def _words(name: str):
+    """Split a bone name into words: separators, camelCase and digits (``LeftUpLeg`` -> Left Up Leg)."""
+    out = []
+    for chunk in re.split(r"[\s._\-]+", name):
+        out.extend(_WORD.findall(chunk))
+    return out
+
+
+def analyse_name(name: str) -> NameInfo:
+    """Normalise one bone name into side, part word and flags (see module docstring)."""
+    raw = _NAMESPACE.sub("", name)
+    low = raw.lower()
+    priority = 1
+    if low.startswith("def-"):
+        priority = 2
+    elif low.startswith("org-"):
+        priority = 0
+    helper = low.startswith(("mch-", "wgt-", "vis_", "ctrl_", "ik_", "ikfk", "tgt-", "vis-"))
+    for p in _PREFIXES:
+        if low.startswith(p):
+            raw = raw[len(p):]
+            low = low[len(p):]
+            break
+    words = _words(raw)
+    side = ""
+    kept = []
+    for w in words:
+        lw = w.lower()
+        if lw in ("l", "left", "lft", "lf") and not side:
+            side = "left"
+        elif lw in ("r", "right", "rgt", "rt") and not side:
+            side = "right"
+        elif lw in ("c", "center", "centre") and len(words) > 1:
+            continue                                          # J_Bip_C_Hips: centre marker
+        else:
+            kept.append(lw)
+    numbers = tuple(int(w) for w in kept if w.isdigit())
+    alpha = [w for w in kept if not w.isdigit()]
+    if any(w in _HELPER_WORDS for w in alpha):
+        helper = True
+    word = "".join(alpha)
+    finger = ""
+    for w in alpha:
+        if w in _FINGER_WORDS:
+            finger = _FINGER_WORDS[w]
+            break
+    if not finger and alpha and alpha[-1] == "finger" and numbers and numbers[0] in _MH_FINGER and side:
+        finger = _MH_FINGER[numbers[0]]                      # MakeHuman finger1-1.L
+    part = ""
+    if not finger:
+        part = _PART_WORDS.get(word, "")
+        if not part and word.startswith("hand") and word[4:] in _FINGER_WORDS:
+            finger = _FINGER_WORDS[word[4:]]
+    if part == "hips" and side:
+        part = "hip_joint"                                   # pelvis.L / LHip: side bones of the pelvis
+    return NameInfo(side, word, numbers, part, finger, helper, priority)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tree helpers
+
+class _Tree:
+    def __init__(self, skeleton: Skeleton):
+        self.s = skeleton
+        self.parents = skeleton.parents
+        self.J = skeleton.num_bones
+        self.children = [[] for _ in range(self.J)]
+        for j, p in enumerate(self.parents):
+            if p >= 0:
+                self.children[p].append(j)
+        G = skeleton.object_matrix @ skeleton.rest_global
+        self.pos = G[:, :3, 3]                                       # world rest heads (J, 3)
+        self.depth = skeleton.depths
+        self.size = np.ones(self.J, dtype=np.int64)                  # subtree sizes
+        for j in range(self.J - 1, 0, -1):
+            if self.parents[j] >= 0:
+                self.size[self.parents[j]] += self.size[j]
+
+    def ancestors(self, j):
+        """[j, parent(j), ..., root]."""
+        out = []
+        while j >= 0:
+            out.append(j)
+            j = int(self.parents[j])
+        return out
+
+    def is_ancestor(self, a, b):
+        """True when a is b or an ancestor of b."""
+        return a in self.ancestors(b)
+
+    def lca(self, *bones):
+        common = None
+        for b in bones:
+            anc = self.ancestors(b)
+            common = anc if common is None else [a for a in common if a in set(anc)]
+        return common[0] if common else -1
+
+    def path(self, a, b):
+        """Bones strictly below a down to b inclusive (a must be an ancestor of b)."""
+        anc = self.ancestors(b)
+        return list(reversed(anc[:anc.index(a)]))
+
+    def descendants(self, j):
+        out, stack = [], [j]
+        while stack:
+            k = stack.pop()
+            out.append(k)
+            stack.extend(self.children[k])
+        return sorted(out)
+
+
+def _scale(tree: _Tree) -> float:
+    ext = tree.pos.max(0) - tree.pos.min(0)
+    return float(max(ext.max(), 1e-9))
+
+
+def _pick(cands, infos, tree):
+    """Best of several bones for the same role: deform > plain > ORG, then shallowest, then first."""
+    if not cands:
+        return -1
+    return min(cands, key=lambda j: (-infos[j].priority, tree.depth[j], j))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Detection
+
+def _rig_type(names, infos) -> str:
+    n = set(names)
+    low = {x.lower() for x in names}
+    if any(re.match(r"^mixamorig\d*:", x) for x in names):
+        return "mixamo"
+    if any(x.startswith("J_Bip_") for x in names):
+        return "vrm"
+    if any(x.startswith("CC_Base_") for x in names):
+        return "character_creator"
+    if any(x.startswith("DEF-") for x in names):
+        return "rigify"
+    if {"pelvis", "spine_01", "thigh_l", "upperarm_l"} <= low:
+        return "unreal"
+    if {"spine.001", "upper_arm.L", "thigh.L"} <= n:
+        return "metarig"
+    if any(re.match(r"^(upperleg|lowerarm|upperarm)0\d", x.lower()) for x in names) or "spine05" in low:
+        return "makehuman"
+    if {"LHipJoint", "LowerBack"} & n or "LeftUpLeg" in n and "LeftForeArm" in n and "Spine1" in n:
+        return "mixamo" if "LeftHandIndex2" in n and "LHipJoint" not in n else "cmu"
+    if {"lShldr", "lThigh", "abdomen"} <= n:
+        return "daz"
+    if {"UpperArm_L", "LowerLeg_L"} <= n:
+        return "bandai"
+    return "generic"
+
+
+def _named(infos, tree, part, side, within=None):
+    """Non-helper bones whose name says ``part`` on ``side`` (optionally inside a subtree)."""
+    out = [j for j, i in enumerate(infos)
+           if i.part == part and i.side == side and not i.helper and (within is None or j in within)]
+    return out
+
+
+def _leaves(tree, infos, bones):
+    """Bones of ``bones`` without a non-helper child."""
+    return [j for j in bones if not any(not infos[c].helper for c in tree.children[j])]
+
+
+def _lowest_leaf_pair(tree, infos, usable):
+    """Feet by geometry: the lowest leaf, then the lowest leaf of another branch that splits high up."""
+    leaves = sorted(_leaves(tree, infos, usable), key=lambda j: tree.pos[j, 2])
+    if len(leaves) < 2:
+        return -1, -1
+    a = leaves[0]
+    zmin = tree.pos[a, 2]
+    height = max(float(np.ptp(tree.pos[:, 2])), 1e-9)
+    for b in leaves[1:]:
+        r = tree.lca(a, b)
+        if r >= 0 and r not in (a, b) and tree.pos[r, 2] - zmin > 0.25 * height:
+            return a, b
+    return a, -1
+
+
+def _foot_on_path(tree, path):
+    """The ankle: the bone where the last long, mostly vertical segment (the shin) of the path ends."""
+    pts = tree.pos[path]
+    seg = np.diff(pts, axis=0)
+    n = np.linalg.norm(seg, axis=1)
+    if not len(n):
+        return path[-1]
+    vertical = (np.abs(seg[:, 2]) > 0.7 * np.maximum(n, 1e-12)) & (n > 0.25 * n.max())
+    ks = np.nonzero(vertical)[0]
+    return path[int(ks[-1]) + 1] if len(ks) else path[-1]
+
+
+def _fraction_picks(tree, origin, path, fractions):
+    """For each fraction f, the path bone whose head lies nearest to f of the chain length from ``origin``.
+
+    Returns increasing indices into ``path``, or None when the path is too short.
+    """
+    if len(path) < len(fractions):
+        return None
+    pts = np.vstack([tree.pos[origin][None], tree.pos[path]])
+    cum = np.cumsum(np.linalg.norm(np.diff(pts, axis=0), axis=1))
+    total = cum[-1] if cum[-1] > 1e-9 else 1.0
+    out, lo = [], 0
+    for n, f in enumerate(fractions):
+        hi = len(path) - (len(fractions) - n - 1)           # leave room for the next picks
+        k = min(range(lo, hi), key=lambda i: abs(cum[i] / total - f))
+        out.append(k)
+        lo = k + 1
+    return out
+
+
+def _leg_picks(tree, origin, path, end):
+    """Upper leg = first bone going mostly down; lower leg = the later bone nearest mid-height to the ankle."""
+    for k, j in enumerate(path):
+        nxt = tree.pos[path[k + 1]] if k + 1 < len(path) else tree.pos[end]
+        seg = nxt - tree.pos[j]
+        if np.linalg.norm(seg) > 1e-9 and -seg[2] > 0.8 * np.linalg.norm(seg) and k + 1 < len(path):
+            mid = 0.5 * (tree.pos[j, 2] + tree.pos[end, 2])
+            m = min(range(k + 1, len(path)), key=lambda i: abs(tree.pos[path[i], 2] - mid))
+            return [k, m]
+    return _fraction_picks(tree, origin, path, (0.12, 0.55))
+
+
+def _limb(tree, infos, origin, end, parts, picker):
+    """Pick ``parts`` (root-most first) on the path origin -> end (end excluded).
+
+    By name first (first matching bone in path order, order increasing); the rest by ``picker(path)``
+    (indices into the path, one per part) where they keep the order with the named ones.
+    """
+    path = tree.path(origin, end)[:-1]
+    path = [j for j in path if not infos[j].helper] or path
+    if not path:
+        return {}
+    by_name, last = {}, -1
+    for part in parts:
+        for k, j in enumerate(path):
+            if k > last and infos[j].part == part:
+                by_name[part] = k
+                last = k
+                break
+    geo = picker(path) if len(by_name) < len(parts) else None
+    out = {p: path[k] for p, k in by_name.items()}
+    if geo is not None:
+        for n, part in enumerate(parts):
+            if part in by_name:
+                continue
+            k = geo[n]
+            before = [by_name[p] for p in parts[:n] if p in by_name]
+            after = [by_name[p] for p in parts[n + 1:] if p in by_name]
+            if (not before or k > max(before)) and (not after or k < min(after)) and path[k] not in out.values():
+                out[part] = path[k]
+    return out
+
+
+def detect_bone_map(skeleton: Skeleton) -> BoneMapResult:
+    """Map a humanoid skeleton onto the canonical humanoid (``core.humanoid``), by names and topology.
+
+    Never raises for an incomplete result: bones it cannot find are listed in ``missing_required``.
+    """
+    tree = _Tree(skeleton)
+    names = skeleton.names
+    infos = [analyse_name(n) for n in names]
+    usable = [j for j in range(tree.J) if not infos[j].helper]
+    rig = _rig_type(names, infos)
+    bmap: dict = {}
+
+    # ---- feet ---------------------------------------------------------------------------------------------
+    feet = {}
+    for side in SIDES:
+        c = _named(infos, tree, "foot", side)
+        if c:
+            feet[side] = _pick(c, infos, tree)
+    if len(feet) < 2:
+        a, b = _lowest_leaf_pair(tree, infos, usable)
+        if a >= 0 and b >= 0:
+            r = tree.lca(a, b)
+            fa = _foot_on_path(tree, [r] + tree.path(r, a))
+            fb = _foot_on_path(tree, [r] + tree.path(r, b))
+            left = _left_axis(tree, fa, fb)
+            sa = "left" if (tree.pos[fa] - tree.pos[fb]) @ left > 0 else "right"
+            feet = {sa: fa, ("right" if sa == "left" else "left"): fb}
+    if len(feet) < 2:
+        return _result(skeleton, bmap, rig)
+    # ---- hips = lowest common ancestor of the legs (and of a named head) ----------------------------------
+    hips = tree.lca(feet["left"], feet["right"])
+    named_heads = _named(infos, tree, "head", "")
+    if hips >= 0 and named_heads:
+        h = _pick(named_heads, infos, tree)
+        if not tree.is_ancestor(hips, h):                   # Character Creator: Hip -> Pelvis -> thighs
+            hips = tree.lca(feet["left"], feet["right"], h)
+    if hips >= 0 and (infos[hips].word in _ROOT_WORDS or infos[hips].helper):
+        inside = [j for j in _named(infos, tree, "hips", "") if tree.is_ancestor(hips, j)
+                  and all(tree.is_ancestor(j, f) for f in feet.values())]
+        if inside:
+            hips = _pick(inside, infos, tree)
+    if hips < 0:
+        return _result(skeleton, bmap, rig)
+    bmap["hips"] = hips
+    leg_bones = set()
+    for f in feet.values():
+        leg_bones.update(tree.path(hips, f))
+        leg_bones.update(tree.descendants(f))
+    # ---- hands, head -----------------------------------------------------------------------------------------
+    hands = {}
+    for side in SIDES:
+        c = [j for j in _named(infos, tree, "hand", side) if tree.is_ancestor(hips, j) and j not in leg_bones]
+        if c:
+            hands[side] = _pick(c, infos, tree)
+    if len(hands) < 2:
+        hands = _hands_by_tree(tree, infos, hips, leg_bones, feet) or hands
+    branch = tree.lca(hands["left"], hands["right"]) if len(hands) == 2 else -1
+    heads = [j for j in named_heads if tree.is_ancestor(hips, j) and j != hips]
+    head = _pick(heads, infos, tree)
+    if head < 0:
+        head = _head_by_tree(tree, infos, hips, branch, leg_bones, hands)
+    if head >= 0:
+        bmap["head"] = head
+    # ---- spine chain -------------------------------------------------------------------------------------------
+    spine_path = tree.path(hips, head)[:-1] if head >= 0 else []
+    if branch >= 0 and branch in spine_path:
+        torso = spine_path[:spine_path.index(branch) + 1]
+        neckpart = spine_path[spine_path.index(branch) + 1:]
+    else:
+        necks = [k for k, j in enumerate(spine_path) if infos[j].part == "neck"]
+        cut = necks[0] if necks else max(len(spine_path) - 1, 1)
+        torso, neckpart = spine_path[:cut], spine_path[cut:]
+    torso = [j for j in torso if not infos[j].helper]
+    if neckpart:
+        bmap["neck"] = neckpart[0]
+    n = len(torso)
+    if n == 1:
+        bmap["spine"] = torso[0]
+    elif n == 2:
+        bmap["spine"], bmap["chest"] = torso
+    elif n >= 3:
+        bmap["spine"], bmap["chest"], bmap["upper_chest"] = torso[0], torso[(n - 1) // 2 if n > 3 else 1], torso[-1]
+    # ---- arms ----------------------------------------------------------------------------------------------------
+    for side, hand in hands.items():
+        origin = branch if branch >= 0 and tree.is_ancestor(branch, hand) else hips
+        got = _limb(tree, infos, origin, hand, ("shoulder", "upper_arm", "lower_arm"),
+                    lambda path, o=origin: _fraction_picks(tree, o, path, (0.08, 0.3, 0.65))
+                    or ([None] + (_fraction_picks(tree, o, path, (0.3, 0.65)) or [None, None])))
+        for part, j in got.items():
+            if j is not None:
+                bmap[f"{side}_{part}"] = j
+        bmap[f"{side}_hand"] = hand
+        _fingers(tree, infos, hand, side, bmap)
+    # ---- legs ----------------------------------------------------------------------------------------------------
+    for side, foot in feet.items():
+        if foot == hips or not tree.is_ancestor(hips, foot):
+            continue
+        got = _limb(tree, infos, hips, foot, ("upper_leg", "lower_leg"),
+                    lambda path, f=foot: _leg_picks(tree, hips, path, f))
+        for part, j in got.items():
+            bmap[f"{side}_{part}"] = j
+        bmap[f"{side}_foot"] = foot
+        toes = [j for j in _named(infos, tree, "toes", side, set(tree.descendants(foot))) if j != foot]
+        if toes:
+            bmap[f"{side}_toes"] = _pick(toes, infos, tree)
+        else:
+            kids = [c for c in tree.children[foot] if not infos[c].helper and infos[c].part in ("", "toes")]
+            if kids:                                  # the plain child reaching farthest forward-ish: the toe
+                off = tree.pos[kids] - tree.pos[foot]
+                k = int(np.argmax(np.linalg.norm(off[:, :2], axis=1)))
+                if np.linalg.norm(off[k, :2]) > abs(off[k, 2]):
+                    bmap[f"{side}_toes"] = kids[k]
+    for side in SIDES:                                # rigs without clavicles
+        if bmap.get(f"{side}_shoulder") == branch:
+            del bmap[f"{side}_shoulder"]
+    return _result(skeleton, bmap, rig)
+
+
+def _left_axis(tree, foot_a, foot_b):
+    """World left axis from the feet: forward = mean ankle -> toe direction, left = up x forward."""
+    fwd = np.zeros(3)
+    for f in (foot_a, foot_b):
+        for c in tree.children[f]:
+            fwd += tree.pos[c] - tree.pos[f]
+    fwd[2] = 0.0
+    if np.linalg.norm(fwd) < 1e-9:
+        fwd = np.array([0.0, -1.0, 0.0])       # Blender convention: characters face -Y
+    fwd /= np.linalg.norm(fwd)
+    return np.cross([0.0, 0.0, 1.0], fwd)
+
+
+def _hands_by_tree(tree, infos, hips, leg_bones, feet):
+    """Hands by topology: the leaves farthest to the left and right, walked back to where fingers branch."""
+    left = tree.pos[feet["left"]] - tree.pos[feet["right"]]
+    left[2] = 0.0
+    if np.linalg.norm(left) < 1e-9:
+        return {}
+    left /= np.linalg.norm(left)
+    cands = _leaves(tree, infos, [j for j in tree.descendants(hips) if j not in leg_bones and not infos[j].helper])
+    if len(cands) < 2:
+        return {}
+    out = {}
+    for side, sign in (("left", 1.0), ("right", -1.0)):
+        tip = max(cands, key=lambda j: sign * (tree.pos[j] - tree.pos[hips]) @ left)
+        out[side] = tip
+    if out["left"] == out["right"]:
+        return {}
+    branch = tree.lca(out["left"], out["right"])
+    for side, tip in list(out.items()):
+        path = tree.path(branch, tip)                 # arm root .. tip
+        reach = np.linalg.norm(tree.pos[tip] - tree.pos[path[0]])
+        hand = tip
+        for j in path:
+            far = np.linalg.norm(tree.pos[j] - tree.pos[path[0]]) > 0.5 * reach
+            if far and len([c for c in tree.children[j] if not infos[c].helper]) >= 2:
+                hand = j                              # where the fingers branch
+                break
+        out[side] = hand
+    return out
+
+
+def _head_by_tree(tree, infos, hips, branch, leg_bones, hands):
+    """Head by topology: from the arms' branch bone, follow the chain that reaches highest; the head is where
+    that chain splits (eyes, face) or its last bone."""
+    start = branch if branch >= 0 else hips
+    arm_bones = set()
+    for h in hands.values():
+        arm_bones.update(tree.path(start, h) if tree.is_ancestor(start, h) else [])
+    cands = [j for j in tree.descendants(start) if j not in leg_bones and j not in arm_bones and j != start
+             and not infos[j].helper]
+    if not cands:
+        return -1
+    top = max(cands, key=lambda j: tree.pos[j, 2])
+    path = tree.path(start, top)
+    for j in path[1:]:
+        if len([c for c in tree.children[j] if not infos[c].helper]) >= 2:
+            return j
+    return path[-1]
+
+
+def _fingers(tree, infos, hand, side, bmap):
+    sub = tree.descendants(hand)
+    by_finger = {}
+    for j in sub:
+        i = infos[j]
+        if j != hand and i.finger and not i.helper:
+            by_finger.setdefault(i.finger, []).append(j)
+    for finger, bones in by_finger.items():
+        bones = sorted(bones, key=lambda j: (tree.depth[j], j))
+        # keep one chain: each next bone must descend from the previous one
+        chain = [bones[0]]
+        for j in bones[1:]:
+            if tree.is_ancestor(chain[-1], j) and tree.depth[j] > tree.depth[chain[-1]]:
+                chain.append(j)
+        for k, j in enumerate(chain[:3]):
+            bmap[f"{side}_{finger}_{k + 1}"] = j
+
+
+def _result(skeleton, bmap_idx, rig):
+    names = skeleton.names
+    bone_map = {c: names[bmap_idx[c]] for c in CANONICAL_BONES if c in bmap_idx}
+    used = set(bone_map.values())
+    unmapped = [n for n in names if n not in used]
+    missing = [c for c in REQUIRED_BONES if c not in bone_map]
+    return BoneMapResult(bone_map, unmapped, rig, missing)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Validation and presets
+
+def validate_bone_map(bone_map: dict, skeleton: Skeleton = None, what: str = "bone map") -> dict:
+    """Check a bone map's shape (canonical keys, string values, no bone used twice, bones exist).
+
+    Returns the map as a plain dict; raises CoreError naming the first problem.
+    """
+    if not isinstance(bone_map, dict):
+        raise CoreError(f"{what}: expected an object {{canonical name: bone name}}, got {type(bone_map).__name__}.")
+    seen = {}
+    for k, v in bone_map.items():
+        if k not in CANONICAL_BONES:
+            raise CoreError(f"{what}: '{k}' is not a canonical humanoid bone (see docs/bone_mapping.md).")
+        if not isinstance(v, str) or not v:
+            raise CoreError(f"{what}: the bone for '{k}' must be a non-empty string.")
+        if v in seen:
+            raise CoreError(f"{what}: bone '{v}' is mapped twice ('{seen[v]}' and '{k}').")
+        seen[v] = k
+        if skeleton is not None and v not in skeleton.names:
+            raise CoreError(f"{what}: armature '{skeleton.name}' has no bone '{v}' (mapped to '{k}').")
+    return dict(bone_map)
+
+
+def save_bone_map(path, bone_map: dict, rig_type: str = "custom") -> None:
+    """Write a bone-map preset (JSON, schema ``reconform.bone_map`` version 1)."""
+    validate_bone_map(bone_map, what=f"Bone map for '{path}'")
+    ordered = {c: bone_map[c] for c in CANONICAL_BONES if c in bone_map}
+    data = {"schema": SCHEMA, "version": VERSION, "rig_type": str(rig_type), "bone_map": ordered}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def load_bone_map(path):
+    """Read a bone-map preset. Returns ``(bone_map, rig_type)``; raises CoreError with the reason."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as ex:
+        raise CoreError(f"Bone-map preset '{path}' cannot be read: {ex.strerror}.") from None
+    except json.JSONDecodeError as ex:
+        raise CoreError(f"Bone-map preset '{path}' is not valid JSON (line {ex.lineno}): {ex.msg}.") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise CoreError(f"'{path}' is not a bone-map preset (expected \"schema\": \"{SCHEMA}\").")
+    ver = data.get("version")
+    if not isinstance(ver, int) or ver < 1 or ver > VERSION:
+        raise CoreError(f"Bone-map preset '{path}' has version {ver!r}; this version reads 1..{VERSION}: "
+                        f"update the add-on.")
+    if "bone_map" not in data:
+        raise CoreError(f"Bone-map preset '{path}' has no \"bone_map\".")
+    bone_map = validate_bone_map(data["bone_map"], what=f"Bone-map preset '{path}'")
+    return bone_map, str(data.get("rig_type", "custom"))
+
+
+def list_presets() -> list:
+    """Names of the built-in presets (file stems in ``core/presets``)."""
+    if not os.path.isdir(PRESET_DIR):
+        return []
+    return sorted(f[:-5] for f in os.listdir(PRESET_DIR) if f.endswith(".json"))
+
+
+def load_preset(name: str):
+    """A built-in preset by name: ``(bone_map, rig_type)``."""
+    path = os.path.join(PRESET_DIR, f"{name}.json")
+    if not os.path.isfile(path):
+        raise CoreError(f"No built-in bone-map preset '{name}'; available: {', '.join(list_presets())}.")
+    return load_bone_map(path)
+
+
+def apply_bone_map(skeleton: Skeleton, bone_map: dict) -> BoneMapResult:
+    """Fit a (preset) bone map to a skeleton: bones are matched exactly, else ignoring namespaces
+    (``mixamorig:`` vs ``mixamorig1:``) and case. Canonical bones whose bone is absent are dropped."""
+    validate_bone_map(bone_map)
+    exact = set(skeleton.names)
+    loose = {}
+    for n in skeleton.names:
+        loose.setdefault(_NAMESPACE.sub("", n).lower(), n)
+    out = {}
+    for c, b in bone_map.items():
+        if b in exact:
+            out[c] = b
+        elif _NAMESPACE.sub("", b).lower() in loose:
+            out[c] = loose[_NAMESPACE.sub("", b).lower()]
+    used = set(out.values())
+    return BoneMapResult(out, [n for n in skeleton.names if n not in used], "preset",
+                         [c for c in REQUIRED_BONES if c not in out])
+
+
+__all__ = ["BoneMapResult", "CORE_BONES", "FINGERS", "SCHEMA", "VERSION", "analyse_name", "apply_bone_map",
+           "detect_bone_map", "list_presets", "load_bone_map", "load_preset", "save_bone_map",
+           "validate_bone_map"]
