@@ -1,0 +1,374 @@
+"""The "ReConForM" tab of the 3D viewport's sidebar (N-panel). Panels only draw; operators do the work.
+
+Layout: ReConForM (characters, clip, PyTorch status) > Bone Map > Key Vertices > Solver (> Advanced) >
+Retarget (button, progress, status) > Conflicts > Metrics.
+"""
+
+import bpy
+from bpy.types import Panel, UIList
+
+from . import deps, operators
+
+CATEGORY = "ReConForM"
+
+#: Display names of metric keys (``core.metrics.evaluate``); unknown keys are shown prettified.
+METRIC_LABELS = {
+    "jerk": "Jerk", "floor_penetration": "Floor penetration", "self_penetration": "Self-penetration",
+    "grounded_f1": "Grounded feet F1", "grounded_auc": "Grounded feet AUC", "locked_f1": "Foot locked F1",
+    "locked_auc": "Foot locked AUC", "contact_f1": "Contact F1",
+}
+#: Metrics where lower is better (the rest: higher is better, or neutral).
+LOWER_IS_BETTER = ("jerk", "penetration", "sliding", "error")
+
+
+def metric_label(key: str) -> str:
+    """'floor_penetration.mean' -> 'Floor penetration (mean)'."""
+    head, _, tail = key.partition(".")
+    label = METRIC_LABELS.get(head, head.replace("_", " ").capitalize())
+    return f"{label} ({tail.replace('.', ' ').replace('_', ' ')})" if tail else label
+
+
+def metric_rows(s) -> list:
+    """[(label, value text, copy-rotations text or '', better: True/False/None)] for the Metrics panel."""
+    rows = []
+    for m in s.metrics:
+        val = f"{m.value:.4g}"
+        ref = f"{m.reference:.4g}" if m.has_reference else ""
+        better = None
+        if m.has_reference and abs(m.value - m.reference) > 1e-12:
+            lower = any(w in m.name for w in LOWER_IS_BETTER)
+            better = (m.value < m.reference) if lower else (m.value > m.reference)
+        rows.append((metric_label(m.name), val, ref, better))
+    return rows
+
+
+def conflict_text(c) -> str:
+    return f"{c.body_part}: {c.term_a} vs {c.term_b}"
+
+
+class _Base:
+    bl_space_type = 'VIEW_3D'
+    bl_region_type = 'UI'
+    bl_category = CATEGORY
+
+    @classmethod
+    def poll(cls, context):
+        return getattr(context.scene, "reconform", None) is not None
+
+
+class RECONFORM_UL_bone_map(UIList):
+    """Canonical bone | the character's bone (searchable)."""
+
+    bl_idname = "RECONFORM_UL_bone_map"
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0, flt_flag=0):
+        arm = data.character(data.bone_map_role)
+        row = layout.row(align=True)
+        split = row.split(factor=0.42, align=True)
+        warn = item.required and not item.bone
+        split.label(text=item.canonical, icon='ERROR' if warn else ('BONE_DATA' if item.bone else 'BLANK1'))
+        if arm is not None and arm.type == 'ARMATURE':
+            split.prop_search(item, "bone", arm.data, "bones", text="")
+        else:
+            split.prop(item, "bone", text="")
+
+    def filter_items(self, context, data, propname):
+        items = getattr(data, propname)
+        flags = [self.bitflag_filter_item] * len(items)
+        if self.filter_name:
+            pat = self.filter_name.lower()
+            flags = [self.bitflag_filter_item if (pat in it.canonical.lower() or pat in it.bone.lower()) else 0
+                     for it in items]
+        return flags, []
+
+
+class RECONFORM_UL_conflicts(UIList):
+    """Body part: term A vs term B | severity | balance slider."""
+
+    bl_idname = "RECONFORM_UL_conflicts"
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0, flt_flag=0):
+        row = layout.row(align=True)
+        split = row.split(factor=0.55, align=True)
+        split.label(text=conflict_text(item), icon='ERROR' if item.severity > 0.5 else 'INFO')
+        split.prop(item, "balance", text="", slider=True)
+
+
+class VIEW3D_PT_reconform(_Base, Panel):
+    bl_label = "ReConForM"
+    bl_idname = "VIEW3D_PT_reconform"
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        ok, _ = deps.torch_status()
+        if not ok and s.method == 'RECONFORM':
+            box = layout.box()
+            lines = deps.missing_message()
+            box.label(text=lines[0], icon='ERROR')
+            for line in lines[1:]:
+                box.label(text=line)
+            row = box.row(align=True)
+            row.operator("reconform.copy_install_command", icon='COPYDOWN')
+            row.operator("reconform.check_torch", icon='FILE_REFRESH')
+        col = layout.column()
+        col.use_property_split = True
+        col.use_property_decorate = False
+        col.prop(s, "source", icon='ARMATURE_DATA')
+        self._meshes(col, s.source)
+        col.prop(s, "target", icon='ARMATURE_DATA')
+        self._meshes(col, s.target)
+        col.separator()
+        col.prop(s, "action", icon='ACTION')
+        col.prop(s, "use_scene_range")
+        if not s.use_scene_range:
+            col.prop(s, "use_custom_range")
+            if s.use_custom_range:
+                sub = col.column(align=True)
+                sub.prop(s, "frame_start")
+                sub.prop(s, "frame_end", text="End")
+        col.prop(s, "method")
+
+    @staticmethod
+    def _meshes(col, arm):
+        if arm is None:
+            return
+        from .bridge import find_meshes
+
+        try:
+            meshes = find_meshes(arm)
+        except Exception:  # noqa: BLE001 - drawing must never fail
+            meshes = []
+        row = col.row()
+        if meshes:
+            names = ", ".join(m.name for m in meshes[:3]) + ("…" if len(meshes) > 3 else "")
+            row.label(text=names, icon='MESH_DATA')
+        else:
+            row.label(text="No mesh: a body is fitted to the skeleton", icon='INFO')
+
+
+class VIEW3D_PT_reconform_bone_map(_Base, Panel):
+    bl_label = "Bone Map"
+    bl_idname = "VIEW3D_PT_reconform_bone_map"
+    bl_parent_id = "VIEW3D_PT_reconform"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        layout.row().prop(s, "bone_map_role", expand=True)
+        role = s.bone_map_role
+        arm = s.character(role)
+        if arm is None:
+            layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
+            return
+        row = layout.row(align=True)
+        row.operator("reconform.detect_bone_map", icon='VIEWZOOM').role = role
+        row.operator("reconform.load_bone_map", text="", icon='FILEBROWSER').role = role
+        row.operator("reconform.save_bone_map", text="", icon='FILE_TICK').role = role
+        items = s.bone_map_items(role)
+        owner = getattr(s, f"{role.lower()}_bone_map_owner")
+        if not len(items) or owner != arm.name:
+            layout.label(text="Not mapped yet: Auto-Detect runs on Retarget if left empty", icon='INFO')
+            return
+        mapped = sum(1 for it in items if it.bone)
+        missing = [it.canonical for it in items if it.required and not it.bone]
+        rig = getattr(s, f"{role.lower()}_rig_type")
+        layout.label(text=f"{rig or 'Custom'}: {mapped} of {len(items)} mapped",
+                     icon='ERROR' if missing else 'CHECKMARK')
+        if missing:
+            layout.label(text="Missing: " + ", ".join(missing[:4]) + ("…" if len(missing) > 4 else ""))
+        layout.template_list("RECONFORM_UL_bone_map", role, s, f"{role.lower()}_bone_map", s,
+                             f"{role.lower()}_bone_map_index", rows=6)
+
+
+class VIEW3D_PT_reconform_keyverts(_Base, Panel):
+    bl_label = "Key Vertices"
+    bl_idname = "VIEW3D_PT_reconform_keyverts"
+    bl_parent_id = "VIEW3D_PT_reconform"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        row = layout.row()
+        row.prop(s, "keyvert_count", expand=True)
+        layout.row().prop(s, "keyvert_role", expand=True)
+        role = s.keyvert_role
+        arm = s.character(role)
+        if arm is None:
+            layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
+            return
+        from . import gizmos
+
+        try:
+            items = gizmos.keyvert_items(gizmos.keyvert_holder(arm))
+        except Exception:  # noqa: BLE001 - drawing must never fail
+            items = None
+        n = len(items) if items is not None else 0
+        nl = sum(1 for it in items if it.locked) if n else 0
+        col = layout.column(align=True)
+        op = col.operator("reconform.transfer_keyverts", icon='GROUP_VERTEX')
+        op.role, op.keep_locked = role, True
+        sub = col.row(align=True)
+        sub.enabled = n > 0
+        sub.operator("reconform.reset_keyverts", icon='LOOP_BACK').role = role
+        sub.operator("reconform.unlock_keyverts", icon='UNLOCKED').role = role
+        if n:
+            layout.label(text=f"{n} key vertices, {nl} placed by hand", icon='CHECKMARK')
+        else:
+            layout.label(text="None yet: Transfer (Retarget does it too)", icon='INFO')
+        row = layout.row(align=True)
+        row.prop(s, "show_keyverts", icon='HIDE_OFF' if s.show_keyverts else 'HIDE_ON', toggle=True)
+        row.prop(s, "keyvert_size", text="Size")
+        if s.show_keyverts and n:
+            layout.label(text="Drag a sphere; it snaps to the surface on release", icon='MOUSE_LMB_DRAG')
+
+
+class VIEW3D_PT_reconform_solver(_Base, Panel):
+    bl_label = "Solver"
+    bl_idname = "VIEW3D_PT_reconform_solver"
+    bl_parent_id = "VIEW3D_PT_reconform"
+
+    @classmethod
+    def poll(cls, context):
+        s = getattr(context.scene, "reconform", None)
+        return s is not None and s.method == 'RECONFORM'
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        layout.row().prop(s, "quality", expand=True)
+        col = layout.column()
+        col.use_property_split = True
+        col.use_property_decorate = False
+        col.prop(s, "device")
+        if s.device == 'CUDA' and not deps.cuda_available():
+            col.label(text="No CUDA device seen by PyTorch: the solve will fail", icon='ERROR')
+        col.prop(s, "push_to_nla")
+
+
+class VIEW3D_PT_reconform_solver_advanced(_Base, Panel):
+    bl_label = "Advanced"
+    bl_idname = "VIEW3D_PT_reconform_solver_advanced"
+    bl_parent_id = "VIEW3D_PT_reconform_solver"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw_header(self, context):
+        self.layout.prop(context.scene.reconform, "use_advanced", text="")
+
+    def draw(self, context):
+        from .properties import ADVANCED_FLOATS, ADVANCED_INTS
+
+        layout = self.layout
+        s = context.scene.reconform
+        layout.operator("reconform.apply_preset", icon='PRESET')
+        col = layout.column(align=True)
+        col.use_property_split = True
+        col.use_property_decorate = False
+        col.enabled = s.use_advanced
+        for name, *_ in ADVANCED_INTS + ADVANCED_FLOATS:
+            col.prop(s, name)
+        layout.prop(s, "warm_start_fraction")
+
+
+class VIEW3D_PT_reconform_run(_Base, Panel):
+    bl_label = "Retarget"
+    bl_idname = "VIEW3D_PT_reconform_run"
+    bl_parent_id = "VIEW3D_PT_reconform"
+    bl_options = {'HIDE_HEADER'}
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        running = operators.is_running(context.scene)
+        col = layout.column()
+        if s.method == 'COPY_ROTATIONS':
+            col.prop(s, "push_to_nla")
+        row = col.row()
+        row.scale_y = 1.5
+        row.enabled = not running
+        row.operator("reconform.retarget", icon='PLAY')
+        if running:
+            col.progress(factor=s.progress, type='BAR', text=s.status or "Solving…")
+            col.label(text="Esc cancels (the scene is left unchanged)", icon='CANCEL')
+        elif s.status:
+            col.label(text=s.status, icon='INFO')
+        if s.last_action is not None:
+            col.label(text=f"Result: {s.last_action.name}", icon='ACTION')
+
+
+class VIEW3D_PT_reconform_conflicts(_Base, Panel):
+    bl_label = "Conflicts"
+    bl_idname = "VIEW3D_PT_reconform_conflicts"
+    bl_parent_id = "VIEW3D_PT_reconform"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    @classmethod
+    def poll(cls, context):
+        s = getattr(context.scene, "reconform", None)
+        return s is not None and (len(s.conflicts) > 0 or operators.last_solve(context.scene) is not None)
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        if not len(s.conflicts):
+            layout.label(text="No conflicting terms in the last solve", icon='CHECKMARK')
+        else:
+            layout.label(text="Left favours the first term, right the second")
+            layout.template_list("RECONFORM_UL_conflicts", "", s, "conflicts", s, "conflicts_index", rows=3)
+            if 0 <= s.conflicts_index < len(s.conflicts):
+                c = s.conflicts[s.conflicts_index]
+                box = layout.box()
+                box.label(text=conflict_text(c), icon='ERROR' if c.severity > 0.5 else 'INFO')
+                box.progress(factor=c.severity, type='BAR', text=f"Severity {c.severity:.2f} (cos {c.cosine:+.2f})")
+                if c.frames:
+                    box.label(text=f"Frames: {c.frames}")
+                box.prop(c, "balance", text=f"{c.term_a}  ⟷  {c.term_b}", slider=True)
+        row = layout.row(align=True)
+        row.operator("reconform.resolve", icon='FILE_REFRESH')
+        row.operator("reconform.reset_conflicts", text="", icon='LOOP_BACK')
+        layout.prop(s, "warm_start_fraction")
+
+
+class VIEW3D_PT_reconform_metrics(_Base, Panel):
+    bl_label = "Metrics"
+    bl_idname = "VIEW3D_PT_reconform_metrics"
+    bl_parent_id = "VIEW3D_PT_reconform"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    @classmethod
+    def poll(cls, context):
+        s = getattr(context.scene, "reconform", None)
+        return s is not None and len(s.metrics) > 0
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        rows = metric_rows(s)
+        has_ref = any(r[2] for r in rows)
+        grid = layout.grid_flow(row_major=True, columns=3 if has_ref else 2, even_columns=False, align=True)
+        grid.label(text="Metric")
+        grid.label(text="Result")
+        if has_ref:
+            grid.label(text="Copy Rot.")
+        for label, val, ref, better in rows:
+            grid.label(text=label)
+            icon = 'NONE' if better is None else ('TRIA_UP' if better else 'TRIA_DOWN')
+            grid.label(text=val, icon=icon)
+            if has_ref:
+                grid.label(text=ref)
+
+
+classes = (
+    RECONFORM_UL_bone_map,
+    RECONFORM_UL_conflicts,
+    VIEW3D_PT_reconform,
+    VIEW3D_PT_reconform_bone_map,
+    VIEW3D_PT_reconform_keyverts,
+    VIEW3D_PT_reconform_solver,
+    VIEW3D_PT_reconform_solver_advanced,
+    VIEW3D_PT_reconform_run,
+    VIEW3D_PT_reconform_conflicts,
+    VIEW3D_PT_reconform_metrics,
+)

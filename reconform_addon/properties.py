@@ -1,0 +1,300 @@
+"""Scene-level settings of the ReConForM panel: ``scene.reconform`` (a ``ReconformSettings``).
+
+Everything the N-panel shows lives here: the two characters, the clip and frame range, one bone map per
+character role, the key-vertex template size, solver quality and advanced weights, progress and status of a
+running retarget, the metrics of the last solve and the conflicts it found. Key vertices themselves live on
+the mesh objects (``reconform_addon.keyverts``), so they travel with the character.
+
+Nothing here imports torch; ``solver_settings()`` imports ``core.solver`` when called.
+"""
+
+
+import dataclasses
+import json
+
+import bpy
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
+                       PointerProperty, StringProperty)
+from bpy.types import PropertyGroup
+
+ROLES = ('source', 'target')
+
+QUALITY_ITEMS = (
+    ('FAST', "Fast", "Few iterations: a quick preview of the result"),
+    ('BALANCED', "Balanced", "Default iterations and weights"),
+    ('BEST', "Best", "More iterations: slower, lowest residuals"),
+)
+METHOD_ITEMS = (
+    ('RECONFORM', "ReConForM", "Optimise the copied rotations so contacts, floor and distances are kept"),
+    ('COPY_ROTATIONS', "Copy Rotations", "Copy world-space bone rotations only (fast baseline, no PyTorch)"),
+)
+DEVICE_ITEMS = (
+    ('CPU', "CPU", "Solve on the CPU"),
+    ('CUDA', "CUDA", "Solve on the first NVIDIA GPU (needs a CUDA build of PyTorch)"),
+)
+KEYVERT_COUNT_ITEMS = (
+    ('41', "41", "Default template: sparse full-body coverage"),
+    ('96', "96", "Extended template: denser around hands, feet and torso"),
+)
+ROLE_ITEMS = (
+    ('SOURCE', "Source", "The character whose motion is retargeted"),
+    ('TARGET', "Target", "The character receiving the motion"),
+)
+
+#: Advanced solver fields shown in the panel: (SolverSettings field, label, description, default, min, max).
+#: Defaults here only matter until the first preset is applied; ``apply_preset`` copies the preset's values.
+ADVANCED_FLOATS = (
+    ("w_reg", "Regularisation", "Weight of staying close to the copied rotations", 0.3, 0.0, 1000.0),
+    ("w_smooth", "Smoothness", "Weight of temporal smoothness (jerk of key vertices)", 0.5, 0.0, 1000.0),
+    ("w_sem", "Semantics", "Global weight of the semantic terms below", 1.0, 0.0, 1000.0),
+    ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 1.0, 0.0, 1000.0),
+    ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
+    ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 1.0, 0.0, 1000.0),
+    ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),
+    ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 1.0, 0.0,
+     1000.0),
+    ("lr_rot", "Rotation Step", "Adam step on the rotation residual (about radians)", 0.02, 1e-5, 1.0),
+    ("lr_root", "Root Step", "Adam step on the root offset, in target heights", 0.01, 1e-5, 1.0),
+)
+ADVANCED_INTS = (
+    ("iterations", "Iterations", "Adam steps over the whole clip (a first solve)", 120, 1, 100000),
+)
+
+
+def _is_armature(self, obj):
+    return obj.type == 'ARMATURE'
+
+
+def _tag_redraw(self=None, context=None):
+    wm = bpy.context.window_manager
+    for win in wm.windows:
+        for area in win.screen.areas:
+            if area.type == 'VIEW_3D':
+                area.tag_redraw()
+
+
+class ReconformBoneMapItem(PropertyGroup):
+    """One row of a bone map: a canonical humanoid bone and the character's bone playing it."""
+
+    canonical: StringProperty(name="Canonical", description="Canonical humanoid bone (core.humanoid)")
+    bone: StringProperty(name="Bone", description="This character's bone for the canonical bone ('' = unmapped)")
+    required: BoolProperty(name="Required", description="Retargeting needs this bone")
+
+
+class ReconformConflict(PropertyGroup):
+    """Two semantic terms whose gradients disagree on one body part (method §1.7c)."""
+
+    body_part: StringProperty(name="Body Part")
+    term_a: StringProperty(name="Term A")
+    term_b: StringProperty(name="Term B")
+    cosine: FloatProperty(name="Cosine", description="Cosine between the two terms' gradients (-1: opposed)",
+                          min=-1.0, max=1.0)
+    severity: FloatProperty(name="Severity", description="How strongly they conflict (0 none, 1 opposed)",
+                            min=0.0, max=1.0, subtype='FACTOR')
+    frames: StringProperty(name="Frames", description="Frames where the conflict is strongest")
+    balance: FloatProperty(
+        name="Balance", default=0.0, min=-1.0, max=1.0, subtype='FACTOR',
+        description="Trade one term against the other on the next Re-solve: left favours term A, right term B "
+                    "(each end multiplies one weight by 4 and divides the other by 4)")
+
+
+class ReconformMetric(PropertyGroup):
+    """One number of the last solve's metrics (``core.metrics.evaluate``)."""
+
+    value: FloatProperty(name="Value")
+    reference: FloatProperty(name="Copy Rotations", description="Same metric for the copy-rotations start")
+    has_reference: BoolProperty()
+
+
+class ReconformSettings(PropertyGroup):
+    # --- characters and clip -------------------------------------------------------------------------------
+    source: PointerProperty(name="Source", type=bpy.types.Object, poll=_is_armature,
+                            description="Armature whose animation is retargeted (its meshes are found "
+                                        "automatically; a skeleton-only source gets a fitted body)")
+    target: PointerProperty(name="Target", type=bpy.types.Object, poll=_is_armature,
+                            description="Armature receiving the motion (its meshes are found automatically)")
+    action: PointerProperty(name="Action", type=bpy.types.Action,
+                            description="Source clip; empty = whatever is playing on the source")
+    use_scene_range: BoolProperty(name="Scene Range", default=False,
+                                  description="Use the scene's frame range instead of the clip's")
+    use_custom_range: BoolProperty(name="Custom Range", default=False,
+                                   description="Retarget only the frames below (default: the whole clip)")
+    frame_start: IntProperty(name="Start", default=1, description="First source frame to retarget")
+    frame_end: IntProperty(name="End", default=250, description="Last source frame to retarget")
+    method: EnumProperty(name="Method", items=METHOD_ITEMS, default='RECONFORM')
+    push_to_nla: BoolProperty(name="Push to NLA", default=False,
+                              description="Push the new Action onto a new NLA track of the target")
+
+    # --- bone maps -----------------------------------------------------------------------------------------
+    source_bone_map: CollectionProperty(type=ReconformBoneMapItem)
+    source_bone_map_index: IntProperty()
+    source_bone_map_owner: StringProperty(description="Armature the source bone map was made for")
+    source_rig_type: StringProperty(name="Rig Type")
+    target_bone_map: CollectionProperty(type=ReconformBoneMapItem)
+    target_bone_map_index: IntProperty()
+    target_bone_map_owner: StringProperty(description="Armature the target bone map was made for")
+    target_rig_type: StringProperty(name="Rig Type")
+    bone_map_role: EnumProperty(name="Character", items=ROLE_ITEMS, default='SOURCE',
+                                description="Whose bone map the list shows")
+
+    # --- key vertices --------------------------------------------------------------------------------------
+    keyvert_count: EnumProperty(name="Template", items=KEYVERT_COUNT_ITEMS, default='41',
+                                description="Number of key vertices per character")
+    keyvert_role: EnumProperty(name="Edit", items=ROLE_ITEMS, default='TARGET', update=_tag_redraw,
+                               description="Whose key vertices the viewport shows and edits")
+    show_keyverts: BoolProperty(name="Show Key Vertices", default=False, update=_tag_redraw,
+                                description="Show the key vertices as draggable spheres in the viewport")
+    keyvert_size: FloatProperty(name="Sphere Size", default=1.0, min=0.1, max=5.0, update=_tag_redraw)
+    keyvert_active: IntProperty(name="Active Key Vertex", default=-1, update=_tag_redraw,
+                                description="Key vertex highlighted in the viewport (the last one clicked)")
+    keyvert_active_object: StringProperty(description="Mesh object of the active key vertex")
+
+    # --- solver --------------------------------------------------------------------------------------------
+    quality: EnumProperty(name="Quality", items=QUALITY_ITEMS, default='BALANCED',
+                          update=lambda self, ctx: self.apply_preset())
+    use_advanced: BoolProperty(name="Override Weights", default=False,
+                               description="Use the advanced values below instead of the preset's")
+    device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='CPU')
+    warm_start_fraction: FloatProperty(
+        name="Re-solve Iterations", default=0.3, min=0.05, max=1.0, subtype='FACTOR',
+        description="Share of the first solve's iterations a Re-solve runs, starting from the last result")
+
+    # --- run state (written by the operators only) ---------------------------------------------------------
+    is_running: BoolProperty(options={'SKIP_SAVE'})
+    progress: FloatProperty(name="Progress", min=0.0, max=1.0, subtype='FACTOR', options={'SKIP_SAVE'})
+    status: StringProperty(name="Status")
+    last_action: PointerProperty(type=bpy.types.Action, name="Result",
+                                 description="Action written by the last retarget")
+    last_method: StringProperty()
+    metrics: CollectionProperty(type=ReconformMetric)
+    metrics_json: StringProperty(description="Full metrics dict of the last solve, as JSON")
+    conflicts: CollectionProperty(type=ReconformConflict)
+    conflicts_index: IntProperty()
+
+    # ------------------------------------------------------------------------------------------------------
+    def character(self, role: str):
+        """The armature of ``role`` ('source'|'target', any case)."""
+        return self.source if role.lower() == 'source' else self.target
+
+    def bone_map_items(self, role: str):
+        return self.source_bone_map if role.lower() == 'source' else self.target_bone_map
+
+    def bone_map(self, role: str) -> dict:
+        """{canonical: bone} of ``role``, mapped rows only; {} when the stored map was made for another armature."""
+        arm = self.character(role)
+        owner = getattr(self, f"{role.lower()}_bone_map_owner")
+        if arm is None or owner != arm.name:
+            return {}
+        return {it.canonical: it.bone for it in self.bone_map_items(role) if it.bone}
+
+    def set_bone_map(self, role: str, bone_map: dict, rig_type: str = "", owner: str = ""):
+        """Fill ``role``'s list with every canonical bone, mapped or not."""
+        from ..core import humanoid
+
+        items = self.bone_map_items(role)
+        items.clear()
+        names = list(humanoid.CANONICAL_BONES) + [c for c in bone_map if c not in humanoid.CANONICAL_BONES]
+        for canonical in names:
+            it = items.add()
+            it.canonical = canonical
+            it.bone = bone_map.get(canonical, "") or ""
+            it.required = canonical in humanoid.REQUIRED_BONES
+        setattr(self, f"{role.lower()}_rig_type", rig_type)
+        setattr(self, f"{role.lower()}_bone_map_owner", owner)
+        setattr(self, f"{role.lower()}_bone_map_index", 0)
+
+    def frame_range(self):
+        """(start, end) to read, or (None, None) for the whole clip."""
+        if self.use_scene_range:
+            sc = self.id_data
+            return sc.frame_start, sc.frame_end
+        if self.use_custom_range:
+            return self.frame_start, self.frame_end
+        return None, None
+
+    def apply_preset(self):
+        """Copy the quality preset's values into the advanced fields (no-op when core.solver can't import)."""
+        try:
+            base = preset_settings(self.quality)
+        except Exception:  # noqa: BLE001 - torch missing: the panel says so elsewhere
+            return
+        for name, *_ in ADVANCED_FLOATS + ADVANCED_INTS:
+            if hasattr(base, name):
+                setattr(self, name, getattr(base, name))
+
+    def solver_settings(self, overrides: dict | None = None):
+        """A ``core.solver.SolverSettings`` for this panel: preset, advanced values if enabled, device, overrides."""
+        base = preset_settings(self.quality)
+        fields = {f.name for f in dataclasses.fields(base)}
+        changes = {}
+        if self.use_advanced:
+            for name, *_ in ADVANCED_FLOATS + ADVANCED_INTS:
+                if name in fields:
+                    changes[name] = getattr(self, name)
+        if "device" in fields:
+            changes["device"] = self.device.lower()
+        if "resolve_fraction" in fields:
+            changes["resolve_fraction"] = float(self.warm_start_fraction)
+        for k, v in (overrides or {}).items():
+            if k in fields:
+                changes[k] = v
+        return dataclasses.replace(base, **changes)
+
+    def set_metrics(self, metrics: dict, reference: dict | None = None):
+        """Store ``core.metrics.evaluate`` output (flattened to scalars) for the panel."""
+        self.metrics.clear()
+        flat = flatten_metrics(metrics)
+        ref = flatten_metrics(reference or {})
+        for name, value in flat.items():
+            it = self.metrics.add()
+            it.name = name
+            it.value = value
+            if name in ref:
+                it.reference = ref[name]
+                it.has_reference = True
+        self.metrics_json = json.dumps({"metrics": flat, "reference": ref}, sort_keys=True)
+
+
+# Add the advanced solver fields as annotations (one place lists them: ADVANCED_FLOATS / ADVANCED_INTS).
+for _name, _label, _desc, _default, _min, _max in ADVANCED_FLOATS:
+    ReconformSettings.__annotations__[_name] = FloatProperty(
+        name=_label, description=_desc, default=_default, min=_min, soft_max=min(_max, 100.0), max=_max,
+        precision=4 if _name.startswith("lr") else 3)
+for _name, _label, _desc, _default, _min, _max in ADVANCED_INTS:
+    ReconformSettings.__annotations__[_name] = IntProperty(name=_label, description=_desc, default=_default,
+                                                           min=_min, max=_max)
+
+
+def preset_settings(quality: str):
+    """``core.solver.SolverSettings`` of a quality preset ('FAST'|'BALANCED'|'BEST'); imports torch."""
+    from ..core.solver import SolverSettings
+
+    return SolverSettings.preset(quality.lower())
+
+
+def flatten_metrics(metrics, prefix: str = "") -> dict:
+    """{'floor_penetration.mean': 0.01, ...}: nested dicts flattened with dots, only finite scalars kept."""
+    out = {}
+    for k, v in (metrics or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten_metrics(v, key + "."))
+        else:
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                continue
+            if f == f and abs(f) != float("inf"):
+                out[key] = f
+    return out
+
+
+classes = (ReconformBoneMapItem, ReconformConflict, ReconformMetric, ReconformSettings)
+
+
+def register():
+    bpy.types.Scene.reconform = PointerProperty(type=ReconformSettings)
+
+
+def unregister():
+    del bpy.types.Scene.reconform
