@@ -438,7 +438,8 @@ def _read_fcurves(arm_obj, skeleton, action, frames):
             rot[:, j] = axis_angle_to_quat(channel("rotation_axis_angle", 4, tuple(pb.rotation_axis_angle)))
         else:
             rot[:, j] = euler_to_quat(channel("rotation_euler", 3, tuple(pb.rotation_euler)), mode)
-        loc[:, j] = channel("location", 3, tuple(pb.location))
+        if not pb.bone.use_connect:  # Blender ignores the location of connected bones
+            loc[:, j] = channel("location", 3, tuple(pb.location))
     return rot, loc
 
 
