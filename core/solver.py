@@ -58,6 +58,7 @@ class SolverSettings:
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
     lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
+    knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
     refresh_every: int = 10     #: steps between refreshes of the active pair set
     pair_margin: float = 0.05   #: target pairs closer than d_max + margin·h_c are kept active
     exclude_same_limb: bool = True
@@ -193,8 +194,23 @@ def estimate_ground(character: Character, motion: Motion, percentile: float = 3.
     return float(np.percentile(np.concatenate(lows), percentile))
 
 
-class _Balancing(NamedTuple):
-    scales: dict  # term -> float reference scale
+def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
+    """(T, C) uniform cubic B-spline basis with control points every ``spacing`` frames (identity if <= 1).
+
+    Row t holds the weights of the 4 control points that shape frame t; rows sum to 1.
+    """
+    if spacing <= 1.0 or num_frames < 4:
+        return np.eye(num_frames)
+    u = np.arange(num_frames) / spacing
+    seg = np.minimum(np.floor(u).astype(np.int64), int(np.floor((num_frames - 1) / spacing)))
+    s = u - seg
+    C = int(np.floor((num_frames - 1) / spacing)) + 4
+    b = np.stack([(1 - s) ** 3, 3 * s ** 3 - 6 * s ** 2 + 4, -3 * s ** 3 + 3 * s ** 2 + 3 * s + 1, s ** 3], 1) / 6
+    B = np.zeros((num_frames, C))
+    rows = np.arange(num_frames)
+    for m in range(4):
+        B[rows, seg + m] = b[:, m]
+    return B
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -375,8 +391,12 @@ class SolveJob:
         self.R_init_opt = self.R_init[:, self.opt_idx]      # (T, Jo, 3, 3)
         self.L_init = torch.as_tensor(self.init_motion.locations, dtype=dt, device=dev)
         self.root_jac_inv = self._root_jacobian_inverse().to(dt).to(dev)  # (T, 3, 3) world -> basis
-        self.delta = torch.zeros((T, len(opt), 6), dtype=dt, device=dev)
-        self.root_off = torch.zeros((T, 3), dtype=dt, device=dev)   # world metres / h_tgt
+        basis = bspline_basis(T, s.knot_spacing * self.fps)
+        self.basis = torch.as_tensor(basis, dtype=dt, device=dev)           # (T, C)
+        self.num_controls = basis.shape[1]
+        C = self.num_controls
+        self.delta = torch.zeros((C, len(opt), 6), dtype=dt, device=dev)    # 6D residual controls
+        self.root_off = torch.zeros((C, 3), dtype=dt, device=dev)           # world offset / h_tgt
         if self.warm_start is not None:
             self._init_from(self.warm_start)
         self.delta.requires_grad_(True)
@@ -435,11 +455,14 @@ class SolveJob:
         rel = Ri.transpose(-1, -2) @ R
         d6 = torch.cat((rel[..., :, 0], rel[..., :, 1]), dim=-1) - torch.as_tensor(_IDENTITY_6D,
                                                                                  dtype=torch.float64)
-        self.delta = d6.to(self.dtype).to(self.device).contiguous()
         dloc = torch.as_tensor(motion.locations[:, self.root_idx] - self.init_motion.locations[:, self.root_idx])
         Jinv = self.root_jac_inv.double().cpu()
         off = torch.linalg.solve(Jinv, dloc[..., None])[..., 0]
-        self.root_off = off.to(self.dtype).to(self.device).contiguous()
+        # least-squares fit of the control points to the per-frame residuals
+        pinv = torch.linalg.pinv(self.basis.double().cpu())
+        T = d6.shape[0]
+        self.delta = (pinv @ d6.reshape(T, -1)).reshape(-1, *d6.shape[1:]).to(self.dtype).to(self.device)
+        self.root_off = (pinv @ off).to(self.dtype).to(self.device).contiguous()
 
     def _vertex_scales(self) -> dict:
         """{term: (N,) multiplier or None} from settings.part_weights {(part, term): factor}."""
@@ -482,14 +505,21 @@ class SolveJob:
 
     # -- forward ----------------------------------------------------------------------------------------
 
-    def _opt_channels(self):
+    def frame_residuals(self):
+        """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
+        C, Jo = self.delta.shape[:2]
+        d = (self.basis @ self.delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6)
+        return d, self.basis @ self.root_off
+
+    def _opt_channels(self, residuals=None):
         """Current (T, Jo, 3, 3) rotations of the optimised bones and (T, 3) hips basis location."""
-        R = self.R_init_opt @ sixd_to_matrix(self.identity6 + self.delta)
-        loc = self.L_init[:, self.root_idx] + (self.root_jac_inv @ self.root_off[..., None])[..., 0]
+        d, off = self.frame_residuals() if residuals is None else residuals
+        R = self.R_init_opt @ sixd_to_matrix(self.identity6 + d)
+        loc = self.L_init[:, self.root_idx] + (self.root_jac_inv @ off[..., None])[..., 0]
         return R, loc
 
-    def _forward(self):
-        R, loc_root = self._opt_channels()
+    def _forward(self, residuals=None):
+        R, loc_root = self._opt_channels(residuals)
         rot = self.R_init.index_copy(1, self.opt_idx, R)
         loc = self.L_init.index_copy(1, torch.as_tensor([self.root_idx], device=self.device), loc_root[:, None])
         return self.rig(rot, loc)
@@ -531,10 +561,11 @@ class SolveJob:
     def _alpha(self) -> float:
         return 1.0 if self.warm_start is not None else alpha_ramp(self._step, self.total)
 
-    def weighted_terms(self, alpha: float = None, pairset=None) -> dict:
-        """{term: weight · raw / scale} at the current variables (differentiable w.r.t. them)."""
+    def weighted_terms(self, alpha: float = None, pairset=None, residuals=None) -> dict:
+        """{term: weight · raw / scale} at the current variables (differentiable w.r.t. them, or w.r.t.
+        ``residuals`` = (per-frame 6D (T, Jo, 6), root offset (T, 3)) when given)."""
         alpha = self._alpha() if alpha is None else alpha
-        p, n = self._forward()
+        p, n = self._forward(residuals)
         raw = self._raw_terms(p, n, alpha, self.pairset if pairset is None else pairset)
         return {k: self.settings.weight(k) * raw[k] / self.scales[k] for k in TERMS}
 
@@ -559,7 +590,7 @@ class SolveJob:
             self.optim.step()
         finally:
             torch.use_deterministic_algorithms(prev)
-        vals = {k: float(v) for k, v in terms.items()}
+        vals = {k: float(v.detach()) for k, v in terms.items()}
         self.history.append(vals)
         self._step += 1
         return Progress(self._step / self.total, step, self.total, float(loss), vals)
