@@ -111,7 +111,7 @@ def missing_message() -> list[str]:
     return [
         "PyTorch is not installed for Blender's Python.",
         f"({msg})",
-        "Copy-rotations works; ReConForM needs PyTorch.",
+        "Retargeting needs it (the math runs in PyTorch).",
         "Fix: Preferences > Add-ons > ReConForM > Copy Install Command,",
         "run it in a terminal, then restart Blender.",
     ]

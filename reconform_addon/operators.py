@@ -473,22 +473,75 @@ class RECONFORM_OT_load_bone_map(_RoleMixin, bpy.types.Operator, ImportHelper):
         except Exception as ex:  # noqa: BLE001
             self.report({'ERROR'}, f"Could not load '{self.filepath}': {_error_text(ex)}")
             return {'CANCELLED'}
-        bm, rig_type = (loaded if isinstance(loaded, tuple) else (loaded, ""))
-        if hasattr(bm, "bone_map"):
-            bm, rig_type = bm.bone_map, getattr(bm, "rig_type", rig_type)
-        bones = arm.data.bones
-        kept = {c: b for c, b in bm.items() if b in bones}
-        missing = sorted(set(bm) - set(kept))
-        if not kept:
-            self.report({'ERROR'}, f"None of the preset's bones exist in '{arm.name}': wrong preset for this rig?")
+        bm, rig_type = loaded
+        return _apply_loaded_map(self, context, arm, bm, rig_type)
+
+
+def _apply_loaded_map(op, context, arm, bm: dict, rig_type: str):
+    """Fit a loaded bone map to ``arm`` (exact names, else ignoring namespaces and case) and store it."""
+    from ..core.bonemap import apply_bone_map
+    from .bridge import read_skeleton
+
+    s = settings_of(context)
+    try:
+        res = apply_bone_map(read_skeleton(arm), bm)
+    except Exception as ex:  # noqa: BLE001
+        op.report({'ERROR'}, _error_text(ex))
+        return {'CANCELLED'}
+    kept = dict(res.bone_map)
+    missing = sorted(set(bm) - set(kept))
+    if not kept:
+        op.report({'ERROR'}, f"None of the preset's bones exist in '{arm.name}': wrong preset for this rig?")
+        return {'CANCELLED'}
+    s.set_bone_map(op.role, kept, rig_type, arm.name)
+    if missing:
+        op.report({'WARNING'}, f"'{arm.name}' lacks {len(missing)} preset bones ({', '.join(missing[:4])}"
+                               f"{'…' if len(missing) > 4 else ''}); they are unmapped")
+    else:
+        op.report({'INFO'}, f"Loaded {len(kept)} bones")
+    return {'FINISHED'}
+
+
+_PRESET_ITEMS = []  # Blender needs dynamic enum strings kept alive on the Python side
+
+
+def _builtin_preset_items(self, context):
+    from ..core.bonemap import list_presets
+
+    _PRESET_ITEMS[:] = [(n, n.replace("_", " ").title(), f"Built-in bone map '{n}'") for n in list_presets()] \
+        or [('NONE', "(none)", "No built-in presets")]
+    return _PRESET_ITEMS
+
+
+class RECONFORM_OT_load_builtin_bone_map(_RoleMixin, bpy.types.Operator):
+    """Apply one of the built-in bone-map presets (Mixamo, Unreal, Rigify, ...) to this character"""
+
+    bl_idname = "reconform.load_builtin_bone_map"
+    bl_label = "Built-in Preset"
+    bl_options = {'REGISTER', 'UNDO'}
+    bl_property = "preset"
+
+    preset: EnumProperty(name="Preset", items=_builtin_preset_items)
+
+    def invoke(self, context, event):
+        context.window_manager.invoke_search_popup(self)
+        return {'RUNNING_MODAL'}
+
+    def execute(self, context):
+        from ..core.bonemap import load_preset
+
+        arm = self.armature(context)
+        if arm is None:
+            self.report({'ERROR'}, f"No {self.role.lower()} armature: pick one in the Characters panel.")
             return {'CANCELLED'}
-        s.set_bone_map(self.role, kept, rig_type, arm.name)
-        if missing:
-            self.report({'WARNING'}, f"'{arm.name}' lacks {len(missing)} preset bones ({', '.join(missing[:4])}"
-                                     f"{'…' if len(missing) > 4 else ''}); they are unmapped")
-        else:
-            self.report({'INFO'}, f"Loaded {len(kept)} bones")
-        return {'FINISHED'}
+        if self.preset == 'NONE':
+            return {'CANCELLED'}
+        try:
+            bm, rig_type = load_preset(self.preset)
+        except Exception as ex:  # noqa: BLE001
+            self.report({'ERROR'}, _error_text(ex))
+            return {'CANCELLED'}
+        return _apply_loaded_map(self, context, arm, bm, rig_type)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -726,11 +779,9 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
 
     def _start(self, context):
         s = settings_of(context)
-        if s.method == 'RECONFORM':
-            ok, msg = deps.torch_status()
-            if not ok:
-                raise RuntimeError("PyTorch is missing (see the panel for the fix); use Copy Rotations meanwhile. "
-                                   + msg)
+        ok, msg = deps.torch_status()
+        if not ok:
+            raise RuntimeError(f"PyTorch is missing ({msg}): the ReConForM panel shows how to install it.")
         self._runner_started = time.perf_counter()
         prep = prepare(context)
         self._prep = prep
@@ -848,6 +899,7 @@ classes = (
     RECONFORM_OT_detect_bone_map,
     RECONFORM_OT_save_bone_map,
     RECONFORM_OT_load_bone_map,
+    RECONFORM_OT_load_builtin_bone_map,
     RECONFORM_OT_transfer_keyverts,
     RECONFORM_OT_reset_keyverts,
     RECONFORM_OT_unlock_keyverts,

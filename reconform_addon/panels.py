@@ -46,6 +46,24 @@ def conflict_text(c) -> str:
     return f"{c.body_part}: {c.term_a} vs {c.term_b}"
 
 
+def draw_meshes(col, arm):
+    """One line under a character: the meshes it deforms, or the note that a body will be fitted."""
+    if arm is None:
+        return
+    from .bridge import find_meshes
+
+    try:
+        meshes = find_meshes(arm)
+    except Exception:  # noqa: BLE001 - drawing must never fail
+        meshes = []
+    row = col.row()
+    if meshes:
+        names = ", ".join(m.name for m in meshes[:3]) + ("…" if len(meshes) > 3 else "")
+        row.label(text=names, icon='MESH_DATA')
+    else:
+        row.label(text="No mesh: a body is fitted to the skeleton", icon='INFO')
+
+
 class _Base:
     bl_space_type = 'VIEW_3D'
     bl_region_type = 'UI'
@@ -102,7 +120,7 @@ class VIEW3D_PT_reconform(_Base, Panel):
         layout = self.layout
         s = context.scene.reconform
         ok, _ = deps.torch_status()
-        if not ok and s.method == 'RECONFORM':
+        if not ok:
             box = layout.box()
             lines = deps.missing_message()
             box.label(text=lines[0], icon='ERROR')
@@ -115,9 +133,9 @@ class VIEW3D_PT_reconform(_Base, Panel):
         col.use_property_split = True
         col.use_property_decorate = False
         col.prop(s, "source", icon='ARMATURE_DATA')
-        self._meshes(col, s.source)
+        draw_meshes(col, s.source)
         col.prop(s, "target", icon='ARMATURE_DATA')
-        self._meshes(col, s.target)
+        draw_meshes(col, s.target)
         col.separator()
         col.prop(s, "action", icon='ACTION')
         col.prop(s, "use_scene_range")
@@ -128,23 +146,6 @@ class VIEW3D_PT_reconform(_Base, Panel):
                 sub.prop(s, "frame_start")
                 sub.prop(s, "frame_end", text="End")
         col.prop(s, "method")
-
-    @staticmethod
-    def _meshes(col, arm):
-        if arm is None:
-            return
-        from .bridge import find_meshes
-
-        try:
-            meshes = find_meshes(arm)
-        except Exception:  # noqa: BLE001 - drawing must never fail
-            meshes = []
-        row = col.row()
-        if meshes:
-            names = ", ".join(m.name for m in meshes[:3]) + ("…" if len(meshes) > 3 else "")
-            row.label(text=names, icon='MESH_DATA')
-        else:
-            row.label(text="No mesh: a body is fitted to the skeleton", icon='INFO')
 
 
 class VIEW3D_PT_reconform_bone_map(_Base, Panel):
@@ -164,6 +165,7 @@ class VIEW3D_PT_reconform_bone_map(_Base, Panel):
             return
         row = layout.row(align=True)
         row.operator("reconform.detect_bone_map", icon='VIEWZOOM').role = role
+        row.operator("reconform.load_builtin_bone_map", text="", icon='PRESET').role = role
         row.operator("reconform.load_bone_map", text="", icon='FILEBROWSER').role = role
         row.operator("reconform.save_bone_map", text="", icon='FILE_TICK').role = role
         items = s.bone_map_items(role)

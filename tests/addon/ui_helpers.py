@@ -1,0 +1,204 @@
+"""Helpers for the UI tests: the add-on's modules in their bl_ext namespace, a recording stand-in for
+``UILayout`` that checks every property, operator and icon a panel asks for, and small fake solver jobs."""
+
+import importlib
+import threading
+
+import numpy as np
+
+
+def ui(addon, name):
+    """``reconform_addon.<name>`` of the enabled extension."""
+    return importlib.import_module(f"{addon.__name__}.reconform_addon.{name}")
+
+
+def core(addon, name):
+    return importlib.import_module(f"{addon.__name__}.core.{name}")
+
+
+def _icons():
+    import bpy
+
+    return set(bpy.types.UILayout.bl_rna.functions["label"].parameters["icon"].enum_items.keys())
+
+
+class FakeOperatorProps:
+    """What ``layout.operator()`` returns: accepts only the operator's real properties."""
+
+    def __init__(self, idname):
+        import bpy
+
+        mod, name = idname.split(".")
+        op = getattr(getattr(bpy.ops, mod), name)
+        self.__dict__["_props"] = set(op.get_rna_type().properties.keys())
+        self.__dict__["_idname"] = idname
+        self.__dict__["values"] = {}
+
+    def __setattr__(self, key, value):
+        assert key in self._props, f"operator {self._idname} has no property '{key}'"
+        self.values[key] = value
+
+
+class FakeLayout:
+    """Records what a ``draw()`` asks for and fails on unknown properties, operators and icons."""
+
+    _ICONS = None
+
+    def __init__(self, root=None):
+        self.root = root or self
+        if root is None:
+            self.calls = []
+        self.enabled = True
+        self.active = True
+        self.alert = False
+        self.use_property_split = False
+        self.use_property_decorate = True
+        self.scale_x = self.scale_y = 1.0
+        self.alignment = 'EXPAND'
+
+    # containers
+    def _child(self, *a, **k):
+        return FakeLayout(self.root)
+
+    row = column = box = split = grid_flow = column_flow = _child
+
+    def _icon(self, icon):
+        if FakeLayout._ICONS is None:
+            FakeLayout._ICONS = _icons()
+        assert icon in FakeLayout._ICONS, f"unknown icon {icon!r}"
+
+    def _record(self, kind, **kw):
+        self.root.calls.append((kind, kw))
+
+    def label(self, *, text="", icon='NONE', **kw):
+        self._icon(icon)
+        self._record("label", text=text, icon=icon)
+
+    def separator(self, **kw):
+        self._record("separator")
+
+    def prop(self, data, prop, *, text=None, icon='NONE', **kw):
+        self._icon(icon)
+        assert prop in data.bl_rna.properties, f"{data!r} has no property '{prop}'"
+        self._record("prop", data=data, prop=prop, text=text)
+
+    def prop_search(self, data, prop, search_data, search_prop, *, text=None, icon='NONE', **kw):
+        assert prop in data.bl_rna.properties, f"{data!r} has no property '{prop}'"
+        assert search_prop in search_data.bl_rna.properties, f"{search_data!r} has no '{search_prop}'"
+        self._record("prop_search", data=data, prop=prop)
+
+    def operator(self, idname, *, text=None, icon='NONE', **kw):
+        self._icon(icon)
+        props = FakeOperatorProps(idname)
+        self._record("operator", idname=idname, text=text, props=props)
+        return props
+
+    def template_list(self, listtype, list_id, dataptr, propname, active_dataptr, active_propname, **kw):
+        import bpy
+
+        assert hasattr(bpy.types, listtype) or any(c.bl_idname == listtype for c in bpy.types.UIList.__subclasses__())
+        assert propname in dataptr.bl_rna.properties
+        assert active_propname in active_dataptr.bl_rna.properties
+        self._record("template_list", listtype=listtype, propname=propname)
+
+    def progress(self, *, factor=0.0, type='BAR', text=""):
+        assert 0.0 <= factor <= 1.0
+        self._record("progress", factor=factor, text=text)
+
+    # queries
+    def texts(self):
+        return [kw.get("text") or "" for k, kw in self.calls if k == "label"]
+
+    def operators(self):
+        return [kw["idname"] for k, kw in self.calls if k == "operator"]
+
+    def props(self):
+        return [kw["prop"] for k, kw in self.calls if k in ("prop", "prop_search")]
+
+
+class Stub:
+    """Stands in for a Panel/UIList instance: has ``layout`` (and any attribute set on it)."""
+
+    def __init__(self, proxy=None, **kw):
+        self.layout = FakeLayout()
+        self.filter_name = ""
+        self.bitflag_filter_item = 1 << 30
+        self._proxy = proxy
+        self.__dict__.update(kw)
+
+    def __getattr__(self, name):  # delegate to a real struct (AddonPreferences.draw uses self as data)
+        proxy = self.__dict__.get("_proxy")
+        if proxy is None:
+            raise AttributeError(name)
+        return getattr(proxy, name)
+
+
+def draw_panel(cls, context):
+    """Run ``cls.poll`` and ``cls.draw`` (and ``draw_header``) on a FakeLayout; returns it (None when poll fails)."""
+    if hasattr(cls, "poll") and not cls.poll(context):
+        return None
+    stub = Stub()
+    if hasattr(cls, "draw_header"):
+        cls.draw_header(stub, context)
+    cls.draw(stub, context)
+    return stub.layout
+
+
+class FakeProgress:
+    def __init__(self, fraction, step, total, loss):
+        self.fraction, self.step, self.total, self.loss, self.terms = fraction, step, total, loss, {}
+
+
+class FakeJob:
+    """A SolveJob stand-in: ``steps`` yields ``total`` progresses (optionally blocking on ``gate``)."""
+
+    def __init__(self, result, total=5, gate=None, fail_at=None):
+        self._result, self.total, self.gate, self.fail_at = result, total, gate, fail_at
+        self._cancel = threading.Event()
+        self.stepped = 0
+
+    def cancel(self):
+        self._cancel.set()
+
+    @property
+    def cancelled(self):
+        return self._cancel.is_set()
+
+    def steps(self):
+        for k in range(self.total):
+            if self._cancel.is_set():
+                return
+            if self.gate is not None:
+                self.gate.wait(5.0)
+            if self.fail_at == k:
+                raise RuntimeError("boom at step %d" % k)
+            self.stepped += 1
+            yield FakeProgress((k + 1) / self.total, k + 1, self.total, 1.0 / (k + 1))
+
+    def result(self):
+        if self._cancel.is_set():
+            raise RuntimeError("cancelled")
+        return self._result
+
+
+def scene_fingerprint(bpy):
+    """Everything a retarget could touch: Actions and their keys, each armature's assignment, NLA tracks."""
+    acts = {}
+    for a in bpy.data.actions:
+        keys = []
+        for layer in getattr(a, "layers", ()):
+            for strip in layer.strips:
+                for bag in strip.channelbags:
+                    for fc in bag.fcurves:
+                        co = np.empty(2 * len(fc.keyframe_points), np.float32)
+                        fc.keyframe_points.foreach_get("co", co)
+                        keys.append((fc.data_path, fc.array_index, co.tobytes()))
+        acts[a.name] = sorted(keys)
+    objs = {}
+    for o in bpy.data.objects:
+        ad = o.animation_data
+        objs[o.name] = (ad.action.name if ad and ad.action else None,
+                        getattr(ad, "action_slot", None) and ad.action_slot.identifier,
+                        len(ad.nla_tracks) if ad else 0,
+                        tuple(pb.rotation_mode for pb in o.pose.bones) if o.pose else ())
+    return acts, objs
