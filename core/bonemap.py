@@ -274,7 +274,8 @@ def _lowest_leaf_pair(tree, infos, usable):
     height = max(float(np.ptp(tree.pos[:, 2])), 1e-9)
     for b in leaves[1:]:
         r = tree.lca(a, b)
-        if r >= 0 and r not in (a, b) and tree.pos[r, 2] - zmin > 0.25 * height:
+        if r >= 0 and r not in (a, b) and tree.pos[r, 2] - zmin > 0.25 * height and \
+                tree.pos[b, 2] - zmin < 0.15 * height:
             return a, b
     return a, -1
 
@@ -371,7 +372,7 @@ def detect_bone_map(skeleton: Skeleton) -> BoneMapResult:
         c = _named(infos, tree, "foot", side)
         if c:
             feet[side] = _pick(c, infos, tree)
-    if len(feet) < 2:
+    if not feet:
         a, b = _lowest_leaf_pair(tree, infos, usable)
         if a >= 0 and b >= 0:
             r = tree.lca(a, b)

@@ -27,17 +27,39 @@ class BodyFrame(NamedTuple):
     up: np.ndarray
 
 
-def _world_rest(skeleton: Skeleton):
-    G = skeleton.object_matrix @ skeleton.rest_global
+def _object_rotation(skeleton: Skeleton) -> np.ndarray:
+    """(3, 3) rotation part of the armature object's matrix (scale removed per column)."""
     A = skeleton.object_matrix[:3, :3]
-    R_obj = A / np.linalg.norm(A, axis=0)
-    rot = R_obj @ skeleton.rest_global[:, :3, :3]
-    return rot, G[:, :3, 3]
+    return A / np.linalg.norm(A, axis=0)
 
 
-def body_frame(skeleton: Skeleton, bone_map: dict) -> BodyFrame:
-    """Character axes from the rest pose: left from the right to the left upper arm (or upper leg)."""
-    _, pos = _world_rest(skeleton)
+def posed_global(skeleton: Skeleton, basis=None) -> np.ndarray:
+    """(J, 4, 4) armature-space bone matrices for local basis rotations ``basis`` (J, 4) (rest when None).
+
+    Basis locations are taken as zero: only directions and relative offsets are used by the T-pose.
+    """
+    J = skeleton.num_bones
+    B = np.tile(np.eye(4), (J, 1, 1))
+    if basis is not None:
+        B[:, :3, :3] = quat_to_matrix(np.asarray(basis, dtype=np.float64))
+    out = np.empty((J, 4, 4))
+    for j, p in enumerate(skeleton.parents):
+        local = skeleton.rest_local[j] @ B[j]
+        out[j] = local if p < 0 else out[p] @ local
+    return out
+
+
+def _world_rest(skeleton: Skeleton, basis=None):
+    G = posed_global(skeleton, basis)
+    rot = _object_rotation(skeleton) @ G[:, :3, :3]
+    pos = (skeleton.object_matrix @ G)[:, :3, 3]
+    return rot, pos
+
+
+def body_frame(skeleton: Skeleton, bone_map: dict, basis=None) -> BodyFrame:
+    """Character axes in world space, from the rest pose (or the pose given by ``basis`` (J, 4)):
+    left from the right to the left upper arm (or upper leg, or shoulder), up = +Z, forward = left x up."""
+    _, pos = _world_rest(skeleton, basis)
     for a, b in (("left_upper_arm", "right_upper_arm"), ("left_upper_leg", "right_upper_leg"),
                  ("left_shoulder", "right_shoulder")):
         if bone_map.get(a) in skeleton.names and bone_map.get(b) in skeleton.names:
@@ -48,6 +70,29 @@ def body_frame(skeleton: Skeleton, bone_map: dict) -> BodyFrame:
                 return BodyFrame(left, np.cross(left, UP), UP.copy())
     raise CoreError(f"Armature '{skeleton.name}': cannot tell its left from its right; map both upper arms "
                     f"or both upper legs in the bone map.")
+
+
+def body_frame_matrix(frame: BodyFrame) -> np.ndarray:
+    """(3, 3) matrix whose columns are the character's left, forward and up axes (a rotation)."""
+    return np.stack([frame.left, frame.forward, frame.up], axis=1)
+
+
+def rest_is_standing(skeleton: Skeleton, bone_map: dict) -> bool:
+    """True when the rest pose is a standing humanoid: head above the hips and both feet below them.
+
+    Some BVH exporters (e.g. the Bandai-Namco set) write offsets whose rest pose lies on its side; their
+    T-pose must then be built from a posed frame (``copy_rotations`` uses the clip's first frame).
+    """
+    _, pos = _world_rest(skeleton)
+    need = ("hips", "head", "left_foot", "right_foot")
+    if not all(bone_map.get(c) in skeleton.names for c in need):
+        return True
+    hips, head, lf, rf = (pos[skeleton.index(bone_map[c])] for c in need)
+    for d, sign in ((head - hips, 1.0), (lf - hips, -1.0), (rf - hips, -1.0)):
+        n = np.linalg.norm(d)
+        if n < 1e-12 or sign * d[2] < 0.7 * n:
+            return False
+    return True
 
 
 def _chain_targets(frame: BodyFrame) -> dict:
@@ -63,44 +108,54 @@ def _chain_targets(frame: BodyFrame) -> dict:
     return t
 
 
-def tpose_basis(skeleton: Skeleton, bone_map: dict) -> np.ndarray:
-    """Local basis rotations that put ``skeleton`` from its rest pose into the T-pose.
+def tpose_basis(skeleton: Skeleton, bone_map: dict, base=None) -> np.ndarray:
+    """Local basis rotations that put ``skeleton`` from its rest pose (or from the pose ``base``) into the T-pose.
+
+    Arms and hands point straight along the character's left/right axis, legs straight down (each bone's
+    direction = head to the head of its mapped canonical child, or its own Y axis without one; rotated by the
+    shortest arc, so the roll is kept), feet keep their world orientation, every other bone keeps its local
+    rotation (rest, or ``base``).
 
     Args:
         skeleton: the character's Skeleton.
-        bone_map: {canonical name: bone name}; bones missing from it are left at rest.
+        bone_map: {canonical name: bone name}; bones missing from it are left untouched.
+        base: optional (J, 4) WXYZ basis rotations of the starting pose (identity = rest).
     Returns:
-        (J, 4) WXYZ quaternions (``matrix_basis`` rotations; identity for untouched bones).
+        (J, 4) WXYZ quaternions (``matrix_basis`` rotations).
     """
-    frame = body_frame(skeleton, bone_map)
-    rest_rot, rest_pos = _world_rest(skeleton)
-    rest_g = skeleton.rest_global
+    J = skeleton.num_bones
+    base_m = np.tile(np.eye(3), (J, 1, 1)) if base is None else quat_to_matrix(np.asarray(base, np.float64))
+    frame = body_frame(skeleton, bone_map, base)
+    base_rot, _ = _world_rest(skeleton, base)
+    G = posed_global(skeleton, base)
     inv_map = {v: k for k, v in bone_map.items()}
     targets = _chain_targets(frame)
-    J = skeleton.num_bones
-    basis = np.tile(np.eye(3), (J, 1, 1))
+    basis = np.empty((J, 3, 3))
     new_rot = np.empty((J, 3, 3))
-    A = skeleton.object_matrix[:3, :3]
-    R_obj = A / np.linalg.norm(A, axis=0)
+    R_obj = _object_rotation(skeleton)
     for j, p in enumerate(skeleton.parents):
-        local_rest = skeleton.rest_local[j, :3, :3]
-        cur = (R_obj @ local_rest) if p < 0 else new_rot[p] @ local_rest
+        frame_j = (R_obj if p < 0 else new_rot[p]) @ skeleton.rest_local[j, :3, :3]   # basis = identity
+        cur = frame_j @ base_m[j]
         canon = inv_map.get(skeleton.names[j])
         want = cur
         if canon in targets:
             child_canon, target = targets[canon]
             child = bone_map.get(child_canon)
-            if child in skeleton.names:
-                # child head in this bone's rest frame (intermediate unmapped bones stay at rest)
-                off = np.linalg.inv(rest_g[j]) @ rest_g[skeleton.index(child)][:, 3]
+            if child in skeleton.names and child != skeleton.names[j]:
+                # child head in this bone's posed frame (intermediate unmapped bones keep their base rotation)
+                off = np.linalg.inv(G[j]) @ G[skeleton.index(child)][:, 3]
                 d = cur @ off[:3]
             else:
                 d = cur[:, 1]
             if np.linalg.norm(d) > 1e-9:
-                R = quat_to_matrix(quat_between(d, target))
-                want = R @ cur
+                want = quat_to_matrix(quat_between(d, target)) @ cur
         elif canon in ("left_foot", "right_foot"):
-            want = rest_rot[j]
-        basis[j] = cur.T @ want
+            want = base_rot[j]
+        basis[j] = frame_j.T @ want
         new_rot[j] = want
     return matrix_to_quat(basis)
+
+
+def tpose_world(skeleton: Skeleton, tpose: np.ndarray):
+    """World rotations (J, 3, 3) and head positions (J, 3) of the skeleton posed by basis ``tpose`` (J, 4)."""
+    return _world_rest(skeleton, tpose)

@@ -1,0 +1,185 @@
+"""Copy-rotations retargeting: the baseline and the solver's initial guess (docs/copy_rotations.md).
+
+Both characters are first put in the shared T-pose (``core.tpose``). For every canonical bone mapped on both
+sides, the target bone's WORLD rotation at frame t is
+
+    W_t(t) = A @ W_s(t) @ W_s^T^-1 @ A^T @ W_t^T
+
+where ``W^T`` is a bone's world rotation in its character's T-pose and ``A = F_t @ F_s^T`` turns the source's
+body axes (left, forward, up) into the target's (characters may face different ways). Target bones that are
+not mapped keep their T-pose local rotation. The hips move by the source hips displacement (from its T-pose
+position), turned by ``A`` and scaled by the ratio of hip heights (hips above the lowest foot point, T-pose,
+world space); the whole clip is then lifted so that the lowest foot point is on the ground (z = 0) at frame 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .errors import CoreError
+from .humanoid import CANONICAL_BONES
+from .kinematics import ForwardKinematics, Pose
+from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix
+from .skinning import skin_mesh
+from .tpose import (_object_rotation, body_frame, body_frame_matrix, posed_global, rest_is_standing,
+                    tpose_basis, tpose_world)
+from .types import Character, Motion, Skeleton, SkinnedMesh
+
+FOOT_BONES = ("left_foot", "right_foot", "left_toes", "right_toes")
+_NEEDED = ("hips", "left_upper_arm", "right_upper_arm", "left_upper_leg", "right_upper_leg", "left_foot",
+           "right_foot")
+
+
+def _check(character: Character, role: str):
+    bm = character.bone_map or {}
+    missing = [c for c in _NEEDED if bm.get(c) not in character.skeleton.names]
+    if missing:
+        raise CoreError(f"{role} armature '{character.name}': bone map lacks {', '.join(missing)}; "
+                        f"map them (auto-detect or a preset) before retargeting.")
+
+
+def foot_point_ids(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict):
+    """Points that can touch the ground: (bone set, mesh vertex ids or None).
+
+    The bone set is the feet, toes and their descendants; with a mesh, the vertices mostly (> 50 %)
+    weighted to that set.
+    """
+    roots = [skeleton.index(bone_map[c]) for c in FOOT_BONES if bone_map.get(c) in skeleton.names]
+    bones = set()
+    for r in roots:
+        stack = [r]
+        while stack:
+            k = stack.pop()
+            bones.add(k)
+            stack.extend(skeleton.children(k))
+    bones = np.array(sorted(bones), dtype=np.int64)
+    if mesh is None:
+        return bones, None
+    w = np.where(np.isin(mesh.weight_bones, bones), mesh.weight_values, 0.0).sum(1)
+    ids = np.nonzero(w > 0.5)[0]
+    return bones, (ids if len(ids) else None)
+
+
+def lowest_foot_z(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict, pose_arm: Pose, ids=None):
+    """(...,) world z of the lowest foot point for an armature-space Pose (mesh vertices if any, else bone heads).
+
+    ``ids`` = ``foot_point_ids(...)`` (computed when None).
+    """
+    bones, vids = ids if ids is not None else foot_point_ids(skeleton, mesh, bone_map)
+    M = torch.as_tensor(skeleton.object_matrix, dtype=pose_arm.positions.dtype)
+    if vids is not None:
+        pts, _ = skin_mesh(skeleton, mesh, pose_arm, vids)
+    else:
+        pts = pose_arm.positions[..., torch.as_tensor(bones), :]
+    z = pts @ M[2, :3] + M[2, 3]
+    return z.min(dim=-1).values.numpy()
+
+
+def hip_height(character: Character, tpose: np.ndarray) -> float:
+    """Hips above the lowest foot point, world units, with the character in its T-pose (basis ``tpose`` (J, 4))."""
+    s, bm = character.skeleton, character.bone_map
+    G = torch.as_tensor(posed_global(s, tpose))
+    pose = Pose(G[:, :3, :3], G[:, :3, 3])
+    z_foot = float(lowest_foot_z(s, character.mesh, bm, pose))
+    hips_z = float((s.object_matrix @ G[s.index(bm["hips"])].numpy())[2, 3])
+    h = hips_z - z_foot
+    if h <= 1e-9:
+        raise CoreError(f"Armature '{character.name}': its hips are not above its feet in the T-pose; check the "
+                        f"bone map (hips, feet).")
+    return h
+
+
+def reference_basis(character: Character, motion: Motion = None):
+    """Pose the T-pose is built from: the rest pose (None) when it is a standing humanoid, else the clip's
+    first frame (J, 4) (BVH files whose rest pose lies on its side)."""
+    if rest_is_standing(character.skeleton, character.bone_map) or motion is None:
+        return None
+    return motion.rotations[0]
+
+
+def copy_rotations(source: Character, source_motion: Motion, target: Character) -> Motion:
+    """Retarget ``source_motion`` onto ``target`` by copying T-pose-relative world rotations.
+
+    Args:
+        source: Character with skeleton and bone_map (mesh optional: used for the ground and hip height).
+        source_motion: Motion of the source skeleton, (T, Js, 4) / (T, Js, 3).
+        target: Character with skeleton and bone_map (mesh optional, same use).
+    Returns:
+        Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
+        (only the hips bone moves), same fps and frame_start as the source.
+    """
+    _check(source, "Source")
+    _check(target, "Target")
+    S, Tg = source.skeleton, target.skeleton
+    sm, tm = source.bone_map, target.bone_map
+    if source_motion.rotations.shape[1] != S.num_bones:
+        raise CoreError(f"Source motion has {source_motion.rotations.shape[1]} bones but armature "
+                        f"'{S.name}' has {S.num_bones}.")
+    T = source_motion.num_frames
+    base_s = reference_basis(source, source_motion)
+    qs = tpose_basis(S, sm, base_s)
+    qt = tpose_basis(Tg, tm, reference_basis(target))
+    WsT, psT = tpose_world(S, qs)
+    WtT, ptT = tpose_world(Tg, qt)
+    A = body_frame_matrix(body_frame(Tg, tm, qt)) @ body_frame_matrix(body_frame(S, sm, qs)).T
+
+    # source world rotations and hips positions over the clip (batched FK)
+    fk = ForwardKinematics(S, dtype=torch.float64)
+    pose_s = fk(torch.as_tensor(quat_to_matrix(source_motion.rotations)), torch.as_tensor(source_motion.locations))
+    Rs = _object_rotation(S) @ pose_s.rotations.numpy()                       # (T, Js, 3, 3) world
+    hs, ht = S.index(sm["hips"]), Tg.index(tm["hips"])
+    hips_s = pose_s.positions[:, hs].numpy() @ S.object_matrix[:3, :3].T + S.object_matrix[:3, 3]   # (T, 3)
+
+    # mapped pairs (target index, source index)
+    pairs = {}
+    for c in CANONICAL_BONES:
+        if sm.get(c) in S.names and tm.get(c) in Tg.names:
+            pairs[Tg.index(tm[c])] = S.index(sm[c])
+    # W_t(t) = A W_s(t) W_sT^T A^T W_tT for mapped target bones
+    Jt = Tg.num_bones
+    Wt = np.empty((T, Jt, 3, 3))
+    basis = np.empty((T, Jt, 3, 3))
+    qt_m = quat_to_matrix(qt)
+    R_obj_t = _object_rotation(Tg)
+    for j, p in enumerate(Tg.parents):                          # tree loop, vectorised over frames
+        frame_j = (R_obj_t if p < 0 else Wt[:, p]) @ Tg.rest_local[j, :3, :3]
+        if j in pairs:
+            i = pairs[j]
+            Wt[:, j] = A @ Rs[:, i] @ (WsT[i].T @ A.T @ WtT[j])
+            basis[:, j] = np.swapaxes(frame_j, -1, -2) @ Wt[:, j]
+        else:
+            basis[:, j] = qt_m[j]
+            Wt[:, j] = frame_j @ qt_m[j]
+    rotations = quat_make_continuous(matrix_to_quat(basis))
+
+    # root: scaled displacement, then the feet on the ground at frame 0
+    ratio = hip_height(target, qt) / hip_height(source, qs)
+    ref_s = hips_s[0] if base_s is not None else psT[hs]
+    p_world = ptT[ht] + ((hips_s - ref_s) @ A.T) * ratio                       # (T, 3) target hips, world
+    locations = np.zeros((T, Jt, 3))
+    locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
+    fk_t = ForwardKinematics(Tg, dtype=torch.float64)
+    pose0 = fk_t(torch.as_tensor(quat_to_matrix(rotations[:1])), torch.as_tensor(locations[:1]))
+    dz = float(lowest_foot_z(Tg, target.mesh, tm, pose0)[0])
+    p_world[:, 2] -= dz
+    locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
+    return Motion(rotations, locations, source_motion.fps, source_motion.frame_start)
+
+
+def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.ndarray) -> np.ndarray:
+    """(T, 3) basis location of bone ``j`` putting its head at world points ``p_world`` (T, 3); its ancestors
+    stay in the T-pose (basis rotation ``tpose``, no location)."""
+    M_inv = np.linalg.inv(skeleton.object_matrix)
+    p_arm = p_world @ M_inv[:3, :3].T + M_inv[:3, 3]
+    p = int(skeleton.parents[j])
+    if p >= 0:
+        G = posed_global(skeleton, tpose)[p]
+        local = (p_arm - G[:3, 3]) @ G[:3, :3]          # G_rot^T (p - G_pos), row form
+    else:
+        local = p_arm
+    rl = skeleton.rest_local[j]
+    return (local - rl[:3, 3]) @ rl[:3, :3]             # rest_rot^T (local - rest_trans)
+
+
+__all__ = ["copy_rotations", "foot_point_ids", "hip_height", "lowest_foot_z", "reference_basis"]

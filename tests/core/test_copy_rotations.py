@@ -1,0 +1,187 @@
+"""core.copy_rotations and core.tpose on synthetic humanoids: exactness across rolls, units, object transforms,
+facing, rest poses (T vs A) and proportions."""
+
+import numpy as np
+import pytest
+
+from core.bonemap import detect_bone_map
+from core.copy_rotations import copy_rotations, hip_height
+from core.errors import CoreError
+from core.kinematics import forward_kinematics, to_world
+from core.rotations import quat_to_matrix, rotation_angle_deg
+from core.tpose import body_frame, body_frame_matrix, tpose_basis, tpose_world
+from core.types import Character, Motion, Skeleton
+
+from .rigs import make_skeleton, object_matrix, random_motion
+
+CHAINS = [(f"{s}_{a}", f"{s}_{b}") for s in ("left", "right") for a, b in
+          (("shoulder", "upper_arm"), ("upper_arm", "lower_arm"), ("lower_arm", "hand"), ("upper_leg", "lower_leg"),
+           ("lower_leg", "foot"), ("foot", "toes"))] + [("hips", "spine"), ("spine", "chest"), ("neck", "head")]
+LIMB_CHAINS = [c for c in CHAINS if any(k in c[0] for k in ("arm", "leg"))]
+
+
+def char(skeleton):
+    return Character(skeleton, None, detect_bone_map(skeleton).bone_map)
+
+
+def world(c, m):
+    p = to_world(c.skeleton.object_matrix, forward_kinematics(c.skeleton, m.rotations, m.locations))
+    return p.rotations.numpy(), p.positions.numpy()
+
+
+def directions(c, m, chains):
+    _, P = world(c, m)
+    s, bm = c.skeleton, c.bone_map
+    return np.stack([P[:, s.index(bm[b])] - P[:, s.index(bm[a])] for a, b in chains], 1)
+
+
+def facing(c):
+    return body_frame_matrix(body_frame(c.skeleton, c.bone_map))
+
+
+@pytest.fixture(scope="module")
+def source():
+    c = char(make_skeleton("mixamo", name="src"))
+    return c, random_motion(c.skeleton, frames=16, seed=1)
+
+
+TARGETS = {
+    "same": dict(style="mixamo"),
+    "rolls": dict(style="unreal", roll_seed=11),
+    "cm_units": dict(style="unreal", object_matrix=object_matrix(0.01)),
+    "fbx_axes": dict(style="rigify", object_matrix=object_matrix(1.0, x_deg=90), roll_seed=2),
+    "a_pose": dict(style="cc", arm_angle=45, roll_seed=5),
+    "extra_root": dict(style="unreal", extra_root=True, arm_angle=40),
+    "turned": dict(style="vrm", object_matrix=object_matrix(1.0, z_deg=90, translation=(2, 1, 0)), turn_world=True),
+    "turned_cm_a": dict(style="cmu", object_matrix=object_matrix(0.01, z_deg=-120), turn_world=True, arm_angle=50),
+}
+
+
+@pytest.mark.parametrize("label", sorted(TARGETS))
+def test_bone_directions_match_source_after_facing(source, label):
+    src, mot = source
+    tgt = char(make_skeleton(**TARGETS[label]))
+    out = copy_rotations(src, mot, tgt)
+    assert out.rotations.shape == (mot.num_frames, tgt.skeleton.num_bones, 4)
+    A = facing(tgt) @ facing(src).T
+    ds = directions(src, mot, CHAINS) @ A.T
+    dt = directions(tgt, out, CHAINS)
+    assert rotation_angle_deg(ds, dt).max() < 1e-4
+    # world rotations relative to the T-pose are the same (rolls cancel out)
+    Rs, _ = world(src, mot)
+    Rt, _ = world(tgt, out)
+    Ws, _ = tpose_world(src.skeleton, tpose_basis(src.skeleton, src.bone_map))
+    Wt, _ = tpose_world(tgt.skeleton, tpose_basis(tgt.skeleton, tgt.bone_map))
+    for c in ("hips", "left_lower_arm", "right_foot", "head"):
+        i, j = src.skeleton.index(src.bone_map[c]), tgt.skeleton.index(tgt.bone_map[c])
+        Ds = A @ Rs[:, i] @ Ws[i].T @ A.T
+        Dt = Rt[:, j] @ Wt[j].T
+        assert np.abs(Ds - Dt).max() < 1e-9
+
+
+def test_self_retarget_is_identity_up_to_ground(source):
+    src, mot = source
+    out = copy_rotations(src, mot, src)
+    q_in, q_out = quat_to_matrix(mot.rotations), quat_to_matrix(out.rotations)
+    mapped = [src.skeleton.index(b) for b in src.bone_map.values()]
+    assert np.abs(q_in[:, mapped] - q_out[:, mapped]).max() < 1e-9
+    _, P_in = world(src, mot)
+    _, P_out = world(src, out)
+    shift = P_out - P_in
+    assert np.abs(shift - shift[:1, :1]).max() < 1e-9          # one constant offset for every bone and frame
+    assert np.abs(shift[0, 0, :2]).max() < 1e-9                # ... and it is vertical
+    np.testing.assert_allclose(np.linalg.norm(out.rotations, axis=-1), 1.0, atol=1e-12)
+    assert (np.sum(out.rotations[1:] * out.rotations[:-1], -1) >= 0).all()      # sign-continuous
+
+
+def test_root_scaled_by_hip_height_and_feet_on_ground(source):
+    src, mot = source
+    tall = char(make_skeleton("unreal", proportions={"hips": 1.3, "left_lower_leg": 1.3, "right_lower_leg": 1.3,
+                                                     "left_foot": 1.3, "right_foot": 1.3},
+                              object_matrix=object_matrix(0.01)))
+    out = copy_rotations(src, mot, tall)
+    r = hip_height(tall, tpose_basis(tall.skeleton, tall.bone_map)) / hip_height(src, tpose_basis(src.skeleton,
+                                                                                                    src.bone_map))
+    assert 1.25 < r < 1.35
+    _, Ps = world(src, mot)
+    _, Pt = world(tall, out)
+    hs, ht = src.skeleton.index("mixamorig:Hips"), tall.skeleton.index("pelvis")
+    np.testing.assert_allclose(Pt[:, ht] - Pt[:1, ht], (Ps[:, hs] - Ps[:1, hs]) * r, atol=1e-9)
+    feet = [tall.skeleton.index(n) for n in ("foot_l", "foot_r", "ball_l", "ball_r")]
+    assert abs(Pt[0, feet, 2].min()) < 1e-9
+
+
+def test_target_facing_turns_root_motion(source):
+    src, mot = source
+    tgt = char(make_skeleton("unreal", object_matrix=object_matrix(1.0, z_deg=90), turn_world=True))
+    out = copy_rotations(src, mot, tgt)
+    _, Ps = world(src, mot)
+    _, Pt = world(tgt, out)
+    ds = Ps[-1, 0] - Ps[0, 0]
+    dt = Pt[-1, tgt.skeleton.index("pelvis")] - Pt[0, tgt.skeleton.index("pelvis")]
+    A = facing(tgt) @ facing(src).T
+    r = hip_height(tgt, tpose_basis(tgt.skeleton, tgt.bone_map)) / hip_height(src, tpose_basis(src.skeleton,
+                                                                                               src.bone_map))
+    np.testing.assert_allclose(dt, (A @ ds) * r, atol=1e-9)
+    assert abs(A[0, 1]) > 0.99                                  # really turned by 90 degrees
+
+
+def test_a_pose_source_onto_t_pose_target():
+    src = char(make_skeleton("mixamo", arm_angle=45, roll_seed=9))
+    mot = random_motion(src.skeleton, frames=8, seed=4)
+    tgt = char(make_skeleton("unreal"))
+    out = copy_rotations(src, mot, tgt)
+    # the source's rest (A-pose) maps to the target's A-pose: rest in, arms 45 degrees down out
+    rest = Motion.rest(1, src.skeleton.num_bones)
+    out_rest = copy_rotations(src, rest, tgt)
+    d = directions(tgt, out_rest, [("left_upper_arm", "left_lower_arm")])[0, 0]
+    d_src = directions(src, rest, [("left_upper_arm", "left_lower_arm")])[0, 0]
+    below = lambda v: np.degrees(np.arcsin(-v[2] / np.linalg.norm(v)))
+    assert abs(below(d) - below(d_src)) < 1e-6 and below(d) > 40
+    assert rotation_angle_deg(directions(src, mot, LIMB_CHAINS), directions(tgt, out, LIMB_CHAINS)).max() < 1e-4
+
+
+def test_missing_mapping_is_a_clear_error(source):
+    src, mot = source
+    bad = char(make_skeleton("unreal"))
+    bad.bone_map.pop("left_foot")
+    with pytest.raises(CoreError, match="Target armature 'unreal'.*left_foot"):
+        copy_rotations(src, mot, bad)
+    with pytest.raises(CoreError, match="Source motion has 3 bones"):
+        copy_rotations(src, Motion.rest(2, 3), char(make_skeleton("unreal")))
+
+
+# ---- core.tpose -------------------------------------------------------------------------------------------------
+
+def test_tpose_of_a_t_pose_character_is_identity():
+    """Baking the T-pose into the rest pose gives a character whose T-pose is its rest pose."""
+    sk = make_skeleton("unreal", roll_seed=4, arm_angle=35, object_matrix=object_matrix(0.01, x_deg=90))
+    bm = detect_bone_map(sk).bone_map
+    q = tpose_basis(sk, bm)
+    assert np.abs(np.abs(q[:, 0]) - 1).max() > 0.01            # the A-pose really moved
+    rest = sk.rest_local.copy()
+    rest[:, :3, :3] = rest[:, :3, :3] @ quat_to_matrix(q)
+    baked = Skeleton("baked", sk.names, sk.parents, rest, sk.object_matrix)
+    q2 = tpose_basis(baked, bm)
+    assert np.abs(np.abs(q2[:, 0]) - 1).max() < 1e-12
+
+
+@pytest.mark.parametrize("arm_angle", [30, 45, 70])
+def test_tpose_makes_arms_horizontal_legs_vertical_and_keeps_feet(arm_angle):
+    sk = make_skeleton("mixamo", arm_angle=arm_angle, roll_seed=2, object_matrix=object_matrix(0.01, z_deg=30),
+                       turn_world=True)
+    c = char(sk)
+    q = tpose_basis(sk, c.bone_map)
+    W, P = tpose_world(sk, q)
+    W0, _ = tpose_world(sk, np.tile([1.0, 0, 0, 0], (sk.num_bones, 1)))
+    left = body_frame(sk, c.bone_map).left
+    idx = lambda n: sk.index(c.bone_map[n])
+    for side, sign in (("left", 1), ("right", -1)):
+        for a, b in (("upper_arm", "lower_arm"), ("lower_arm", "hand"), ("hand", "middle_1")):
+            d = P[idx(f"{side}_{b}")] - P[idx(f"{side}_{a}")]
+            assert rotation_angle_deg(d, sign * left) < 1e-6
+        for a, b in (("upper_leg", "lower_leg"), ("lower_leg", "foot")):
+            d = P[idx(f"{side}_{b}")] - P[idx(f"{side}_{a}")]
+            assert rotation_angle_deg(d, np.array([0, 0, -1.0])) < 1e-6
+        np.testing.assert_allclose(W[idx(f"{side}_foot")], W0[idx(f"{side}_foot")], atol=1e-9)
+    np.testing.assert_allclose(W[idx("spine")], W0[idx("spine")], atol=1e-9)
