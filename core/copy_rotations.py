@@ -160,10 +160,22 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character) 
     locations = np.zeros((T, Jt, 3))
     locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
     fk_t = ForwardKinematics(Tg, dtype=torch.float64)
-    pose0 = fk_t(torch.as_tensor(quat_to_matrix(rotations[:1])), torch.as_tensor(locations[:1]))
-    dz = float(lowest_foot_z(Tg, target.mesh, tm, pose0)[0])
-    p_world[:, 2] -= dz
-    locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
+    rot0 = torch.as_tensor(quat_to_matrix(rotations[:1]))
+    ids = foot_point_ids(Tg, target.mesh, tm)
+    # Lifting the hips lifts the feet by the same amount unless foot vertices carry weight on bones above the
+    # hips (e.g. a 'root' bone): the secant step handles that linear case exactly, in two or three evaluations.
+    z_prev, shift_prev, shift = None, 0.0, 0.0
+    for _ in range(4):
+        pose0 = fk_t(rot0, torch.as_tensor(locations[:1]))
+        z = float(lowest_foot_z(Tg, target.mesh, tm, pose0, ids)[0])
+        if abs(z) < 1e-7:
+            break
+        gain = 1.0 if z_prev is None or abs(shift - shift_prev) < 1e-12 else (z_prev - z) / (shift - shift_prev)
+        z_prev, shift_prev = z, shift
+        shift += z / (gain if abs(gain) > 1e-3 else 1.0)
+        p_now = p_world.copy()
+        p_now[:, 2] -= shift
+        locations[:, ht] = _hips_location(Tg, qt, ht, p_now)
     return Motion(rotations, locations, source_motion.fps, source_motion.frame_start)
 
 
