@@ -28,15 +28,19 @@ def jerk(p: torch.Tensor, fps: float) -> torch.Tensor:
     return (p[3:] - 3.0 * p[2:-1] + 3.0 * p[1:-2] - p[:-3]) * float(fps) ** 3
 
 
-def smooth_loss(p: torch.Tensor, fps: float, scale=None, eps: float = 1e-3) -> torch.Tensor:
-    """L_smooth = Σ_t Σ_i ||jerk(p)_{i,t}|| (non-squared L2, as printed), smoothed as sqrt(||·||² + eps²).
+def smooth_loss(p: torch.Tensor, fps: float, scale=None, eps: float = 1e-3, reference=None) -> torch.Tensor:
+    """L_smooth = Σ_t Σ_i ||jerk(p)_{i,t} − reference_{i,t}|| (non-squared L2, as printed), smoothed as
+    sqrt(||·||² + eps²).
 
-    p (T, N, 3); scale (N,); eps in m/s³ keeps the gradient finite where the jerk vanishes.
-    Returns 0 for clips shorter than 4 frames.
+    p (T, N, 3); scale (N,); reference: optional (T − 3, N, 3) jerk to subtract (the solver passes the
+    initial motion's jerk so only *added* jerk is penalised); eps in m/s³ keeps the gradient finite where the
+    argument vanishes. Returns 0 for clips shorter than 4 frames.
     """
     if p.shape[0] < 4:
         return p.sum() * 0.0
     j = jerk(p, fps)
+    if reference is not None:
+        j = j - reference
     return _scaled((j.square().sum(-1) + eps * eps).sqrt(), scale).sum()
 
 

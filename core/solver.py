@@ -25,7 +25,7 @@ import torch
 from .descriptors import KeyVertexRig, height, pair_descriptors, sliding
 from .errors import CoreError
 from .humanoid import CORE_BONES, FINGER_BONES, limb_of
-from .losses import dir_loss, dist_loss, height_loss, pen_loss, reg_loss, sliding_loss, smooth_loss
+from .losses import jerk, dir_loss, dist_loss, height_loss, pen_loss, reg_loss, sliding_loss, smooth_loss
 from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from .types import Character, Motion
 from .weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, alpha_ramp, floor_weight,
@@ -57,7 +57,10 @@ class SolverSettings:
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
+    adam_eps: float = 1e-3      #: Adam ε on gradients of the loss × number of control points (damps noise)
+    warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
     lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
+    smooth_mode: str = "added"  #: "added": jerk added to the initial motion; "absolute": the jerk itself
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
     refresh_every: int = 10     #: steps between refreshes of the active pair set
     pair_margin: float = 0.05   #: target pairs closer than d_max + margin·h_c are kept active
@@ -401,10 +404,14 @@ class SolveJob:
             self._init_from(self.warm_start)
         self.delta.requires_grad_(True)
         self.root_off.requires_grad_(True)
-        self.identity6 = torch.as_tensor(_IDENTITY_6D, dtype=dt, device=dev)
 
-        with torch.no_grad():
-            self.p_init, self.n_init = self.rig(self.R_init, self.L_init)
+        self.identity6 = torch.as_tensor(_IDENTITY_6D, dtype=dt, device=dev)
+        with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
+            zero = (torch.zeros((T, len(opt), 6), dtype=dt, device=dev), torch.zeros((T, 3), dtype=dt, device=dev))
+            self.p_init, self.n_init = self._forward(zero)
+            self.jerk_init = jerk(self.p_init, self.fps) if T >= 4 else None
+        if s.smooth_mode not in ("added", "absolute"):
+            raise CoreError(f"smooth_mode must be 'added' or 'absolute', not '{s.smooth_mode}'.")
 
         # per-term per-key-vertex multipliers from part overrides
         self.vertex_scale = self._vertex_scales()
@@ -429,7 +436,7 @@ class SolveJob:
 
         lr_root = s.lr_root  # root offset is stored in units of h_tgt
         self.optim = torch.optim.Adam([{"params": [self.delta], "lr": s.lr_rot},
-                                       {"params": [self.root_off], "lr": lr_root}])
+                                       {"params": [self.root_off], "lr": lr_root}], eps=s.adam_eps)
         self.base_lrs = [s.lr_rot, lr_root]
         self._ready = True
 
@@ -498,6 +505,8 @@ class SolveJob:
             "sliding": wf2 * (0.1 * h) ** 2,                 # 10 % h_c / s of foot sliding
         }
         out = {}
+        with torch.no_grad():
+            raw = dict(raw, smooth=float(smooth_loss(self.p_init, self.fps)))  # absolute initial jerk
         for k in TERMS:
             init = 0.0 if k == "reg" else float(raw[k])
             out[k] = max(init, floors[k], 1e-12)
@@ -531,7 +540,9 @@ class SolveJob:
         ht = self.h_tgt
         out = {}
         out["reg"] = reg_loss(p, self.p_init, vs["reg"])
-        out["smooth"] = smooth_loss(p, self.fps, vs["smooth"])
+        ref = self.jerk_init if self.settings.smooth_mode == "added" else None
+        # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
+        out["smooth"] = smooth_loss(p, self.fps, vs["smooth"], eps=1e-5 * self.fps ** 3, reference=ref)
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, s.terrain if s.terrain is not None else 0.0)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()
@@ -550,7 +561,11 @@ class SolveJob:
                 m = vs[term]
                 return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
             out["dist"] = dist_loss(d.dist, pairset.src_dist, w, pscale("dist"))
-            out["dir"] = dir_loss(d.dir, pairset.src_dir, w, pscale("dir"))
+            # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
+            # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
+            fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
+            fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
+            out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, pscale("dir"))
             ps = pscale("pen")
             out["pen"] = pen_loss(d.pen, pairset.src_pen_ij, w, ps) + pen_loss(pen_ji, pairset.src_pen_ji, w, ps)
         else:
@@ -578,19 +593,22 @@ class SolveJob:
             self.pairset = self.pairs.build(p_now)
         # cosine decay of the learning rates to lr_final
         c = 0.5 * (1 + math.cos(math.pi * step / max(self.total - 1, 1)))
+        warm = min(1.0, (step + 1) / max(1.0, s.warmup * self.total))
         for g, base in zip(self.optim.param_groups, self.base_lrs):
-            g["lr"] = base * (s.lr_final + (1 - s.lr_final) * c)
+            g["lr"] = base * warm * (s.lr_final + (1 - s.lr_final) * c)
         prev = torch.are_deterministic_algorithms_enabled()
         torch.use_deterministic_algorithms(True, warn_only=True)
         try:
             self.optim.zero_grad(set_to_none=True)
             terms = self.weighted_terms()
             loss = sum(terms.values())
-            loss.backward()
+            # gradients per control point are O(1 / controls): rescale so that adam_eps means the same
+            # thing for every clip length
+            (loss * self.num_controls).backward()
             self.optim.step()
         finally:
             torch.use_deterministic_algorithms(prev)
         vals = {k: float(v.detach()) for k, v in terms.items()}
         self.history.append(vals)
         self._step += 1
-        return Progress(self._step / self.total, step, self.total, float(loss), vals)
+        return Progress(self._step / self.total, step, self.total, float(loss.detach()), vals)

@@ -74,7 +74,7 @@ class PairSet(NamedTuple):
     """E active entries: frame t, key vertices i < j (int64 tensors), with the source descriptors there.
 
     src_dist (E,), src_dir (E, 3), src_pen_ij (E,) = n_i·(p_j − p_i), src_pen_ji (E,) = n_j·(p_i − p_j),
-    w_src (E,) source interaction weight; tgt_dmin, tgt_dmax (E,) target thresholds.
+    w_src (E,) source interaction weight; src_dmin (E,) source d_min; tgt_dmin, tgt_dmax (E,) target thresholds.
     """
 
     t: torch.Tensor
@@ -85,6 +85,7 @@ class PairSet(NamedTuple):
     src_pen_ij: torch.Tensor
     src_pen_ji: torch.Tensor
     w_src: torch.Tensor
+    src_dmin: torch.Tensor
     tgt_dmin: torch.Tensor
     tgt_dmax: torch.Tensor
 
@@ -162,4 +163,4 @@ class ActivePairs:
         n_j = self.src_n.reshape(-1, 3)[t * self.src_p.shape[1] + j]
         pen_ji = -(n_j * d.dir).sum(-1)
         w = interaction_weight(d.dist, self.s_min[k], self.s_max[k])
-        return PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.t_min[k], self.t_max[k])
+        return PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[k], self.t_min[k], self.t_max[k])

@@ -1,0 +1,121 @@
+import numpy as np
+import pytest
+import torch
+
+from core.descriptors import (HeightField, KeyVertexRig, dir_matrix, dist_matrix, height, pair_descriptors,
+                              pen_matrix, sliding)
+from core.kinematics import forward_kinematics
+from core.rotations import quat_to_matrix
+from core.skinning import skin_mesh
+from core.types import Motion
+from core.weights import ActivePairs, allowed_pairs, alpha_ramp, floor_weight, interaction_weight, mix_weights
+from tests.core.synth import make_humanoid, walk_motion
+
+P = torch.tensor([[[0.0, 0.0, 0.0], [3.0, 4.0, 0.0], [0.0, 0.0, -2.0]]])  # (1, 3, 3)
+NRM = torch.tensor([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+
+
+def test_dense_pair_descriptors_by_hand():
+    d = dist_matrix(P)[0]
+    assert d[0, 1] == pytest.approx(5.0) and d[1, 0] == pytest.approx(5.0)
+    assert d[0, 2] == pytest.approx(2.0) and float(d[1, 1]) == 0.0
+    assert dir_matrix(P)[0, 0, 1].tolist() == [3.0, 4.0, 0.0]
+    pen = pen_matrix(P, NRM)[0]
+    assert pen[0, 2] == pytest.approx(-2.0)     # vertex 2 lies 2 below vertex 0 along n_0 = +z
+    assert pen[1, 0] == pytest.approx(-3.0)     # n_1 = +x, p_0 - p_1 = (-3, -4, 0)
+    assert pen[0, 1] == pytest.approx(0.0)      # asymmetric
+    assert pen[2, 1] == pytest.approx(4.0)
+
+
+def test_sparse_pairs_match_dense():
+    rng = np.random.default_rng(0)
+    p = torch.as_tensor(rng.normal(size=(4, 6, 3)))
+    n = torch.nn.functional.normalize(torch.as_tensor(rng.normal(size=(4, 6, 3))), dim=-1)
+    t = torch.tensor([0, 1, 3, 3])
+    i = torch.tensor([0, 2, 5, 1])
+    j = torch.tensor([1, 4, 0, 3])
+    d = pair_descriptors(p, n, t, i, j)
+    assert torch.allclose(d.dist, dist_matrix(p)[t, i, j], atol=1e-6)
+    assert torch.allclose(d.dir, dir_matrix(p)[t, i, j])
+    assert torch.allclose(d.pen, pen_matrix(p, n)[t, i, j])
+
+
+def test_height_and_sliding_by_hand():
+    p = torch.tensor([[[1.0, 2.0, 0.5]], [[1.3, 2.4, -0.1]], [[1.3, 2.4, 0.0]]])  # (3, 1, 3)
+    assert height(p)[:, 0].tolist() == pytest.approx([0.5, -0.1, 0.0])
+    assert height(p, 0.2)[0, 0] == pytest.approx(0.3)
+    v = sliding(p, fps=10.0)
+    assert v.shape == (2, 1, 2)
+    assert v[0, 0].tolist() == pytest.approx([3.0, 4.0])   # (0.3, 0.4) per frame at 10 fps; z ignored
+    assert v[1, 0].tolist() == pytest.approx([0.0, 0.0])
+    assert sliding(p, 10.0, pad=True).shape == (3, 1, 2)
+
+
+def test_height_field_is_bilinear_and_differentiable():
+    hf = HeightField.from_function(lambda x, y: 0.5 * x + 0.25 * y, (-2, 2), (-2, 2), resolution=9)
+    x = torch.tensor([0.3, -1.1], requires_grad=True)
+    y = torch.tensor([0.7, 1.9], requires_grad=True)
+    z = hf(x, y)
+    assert z.tolist() == pytest.approx([0.5 * 0.3 + 0.25 * 0.7, 0.5 * -1.1 + 0.25 * 1.9], abs=1e-6)
+    z.sum().backward()
+    assert x.grad.tolist() == pytest.approx([0.5, 0.5]) and y.grad.tolist() == pytest.approx([0.25, 0.25])
+    p = torch.tensor([[[0.3, 0.7, 1.0]]])
+    assert height(p, hf)[0, 0] == pytest.approx(1.0 - 0.325, abs=1e-6)
+
+
+def test_rig_matches_skinning_in_world_space():
+    obj = np.diag([0.5, 0.5, 0.5, 1.0])
+    obj[:3, 3] = (1.0, -2.0, 0.3)
+    ch = make_humanoid(object_matrix=obj)
+    m = walk_motion(ch, frames=5)
+    rig = KeyVertexRig(ch, torch.float64)
+    p, n = rig(quat_to_matrix(torch.as_tensor(m.rotations)), torch.as_tensor(m.locations))
+    pose = forward_kinematics(ch.skeleton, m.rotations, m.locations)
+    ref, ref_n = skin_mesh(ch.skeleton, ch.mesh, pose, ch.keyverts.vertex_ids)
+    ref = ref.numpy() @ obj[:3, :3].T + obj[:3, 3]
+    np.testing.assert_allclose(p.numpy(), ref, atol=1e-9)
+    np.testing.assert_allclose(n.numpy(), ref_n.numpy(), atol=1e-9)  # uniform scale: normals unchanged
+    assert p.shape == (5, len(ch.keyverts), 3)
+
+
+def test_weights_ramp_clamp_and_mix():
+    d = torch.tensor([0.0, 0.05, 0.10, 0.15, 0.3])
+    assert interaction_weight(d, 0.05, 0.15).tolist() == pytest.approx([1, 1, 0.5, 0, 0])
+    assert floor_weight(torch.tensor([-0.1, 0.1]), 0.05, 0.15).tolist() == pytest.approx([1, 0.5])
+    assert [alpha_ramp(s, 5) for s in range(5)] == pytest.approx([0, 0.25, 0.5, 0.75, 1])
+    w_t = torch.tensor([0.5, 1.0], requires_grad=True)
+    w_s = torch.tensor([1.0, 0.0], requires_grad=True)
+    w = mix_weights(w_s, w_t, 0.5)
+    assert w.tolist() == pytest.approx([1.25, 0.5])
+    w.sum().backward()
+    assert w_t.grad is None                       # stop-gradient on the target weight
+    assert w_s.grad.tolist() == [1.0, 1.0]
+
+
+def test_allowed_pairs_masks_diagonal_and_same_limb():
+    m = allowed_pairs(["a", "a", "b"])
+    assert m.tolist() == [[False, False, True], [False, False, True], [False, False, False]]
+    m2 = allowed_pairs(["a", "a", "b"], exclude_same_limb=False)
+    assert m2[0, 1] and not m2.diagonal().any() and not m2[1, 0]
+    m3 = allowed_pairs(["a", "a"], character=[0, 1])  # same limb name, different characters: allowed
+    assert m3[0, 1]
+
+
+def test_active_pairs_cover_every_nonzero_weight():
+    rng = np.random.default_rng(2)
+    T, N = 6, 8
+    src = torch.as_tensor(rng.uniform(0, 1, size=(T, N, 3)))
+    tgt = torch.as_tensor(rng.uniform(0, 1, size=(T, N, 3)))
+    nrm = torch.nn.functional.normalize(torch.as_tensor(rng.normal(size=(T, N, 3))), dim=-1)
+    hs, ht = np.full(N, 2.0), np.full(N, 3.0)
+    mask = allowed_pairs(["x"] * N, exclude_same_limb=False)
+    ap = ActivePairs(src, nrm, hs, ht, mask, margin=0.0)
+    ps = ap.build(tgt)
+    got = set(zip(ps.t.tolist(), ps.i.tolist(), ps.j.tolist()))
+    ds, dt = dist_matrix(src), dist_matrix(tgt)
+    want = {(t, i, j) for t in range(T) for i in range(N) for j in range(i + 1, N)
+            if ds[t, i, j] < 0.15 * 2.0 or dt[t, i, j] < 0.15 * 3.0}
+    assert got == want and len(want) > 0
+    src_only = ap.build(None)
+    assert len(src_only) < len(ps)
+    assert torch.all(ps.w_src[ps.src_dist >= 0.3] == 0) and torch.all(ps.w_src[ps.src_dist <= 0.1] == 1)

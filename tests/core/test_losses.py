@@ -1,0 +1,71 @@
+import math
+
+import pytest
+import torch
+
+from core.losses import (cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss, reg_loss,
+                         sliding_loss, smooth_loss)
+
+
+def test_reg_loss_is_sum_of_squared_offsets():
+    p0 = torch.zeros(2, 2, 3)
+    p = p0.clone()
+    p[0, 1] = torch.tensor([1.0, 2.0, 2.0])   # |.|² = 9
+    p[1, 0] = torch.tensor([0.0, 0.0, 0.5])   # 0.25
+    assert float(reg_loss(p, p0)) == pytest.approx(9.25)
+    assert float(reg_loss(p, p0, torch.tensor([2.0, 0.0]))) == pytest.approx(0.5)  # per-vertex scale
+
+
+def test_jerk_stencil_and_smooth_loss():
+    fps = 10.0
+    t = torch.arange(6, dtype=torch.float64) / fps
+    p = torch.stack([t ** 3, torch.zeros_like(t), torch.zeros_like(t)], -1)[:, None]  # x = t³: jerk = 6
+    j = jerk(p, fps)
+    assert j.shape == (3, 1, 3)
+    assert torch.allclose(j[..., 0], torch.full((3, 1), 6.0, dtype=torch.float64))
+    # non-squared norm: 3 frames × 6 m/s³ (eps negligible)
+    assert float(smooth_loss(p, fps, eps=1e-9)) == pytest.approx(18.0)
+    lin = torch.stack([t, 2 * t, -t], -1)[:, None]
+    assert float(smooth_loss(lin, fps, eps=1e-9)) == pytest.approx(0.0, abs=1e-6)
+    assert float(smooth_loss(p[:3], fps)) == 0.0
+
+
+def test_dist_pen_dir_losses_by_hand():
+    w = torch.tensor([1.0, 0.5, 0.0])
+    src = torch.tensor([0.1, 0.2, 0.3])
+    tgt = torch.tensor([0.3, 0.0, 5.0])
+    assert float(dist_loss(tgt, src, w)) == pytest.approx(0.04 + 0.01)
+    assert float(pen_loss(tgt, src, w)) == pytest.approx(0.05)
+    a = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [1.0, 0, 0]])
+    b = torch.tensor([[2.0, 0, 0], [1.0, 0, 0], [-1.0, 0, 0]])
+    assert cosine(a, b).tolist() == pytest.approx([1.0, 0.0, -1.0])
+    # (1 - cos): 0, 1, 2 weighted by 1, 0.5, 0 -> 0 + 0.25 + 0
+    assert float(dir_loss(b, a, w)) == pytest.approx(0.25)
+    assert float(dir_loss(a, a, torch.ones(3))) == pytest.approx(0.0, abs=1e-12)  # aligned -> minimum
+
+
+def test_height_loss_barrier_and_match():
+    tgt = torch.tensor([[-0.1, 0.2], [0.05, 0.0]])
+    src = torch.tensor([[0.0, 0.0], [0.0, 0.0]])
+    w = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    assert float(floor_barrier(tgt)) == pytest.approx(0.01)
+    assert float(height_loss(tgt, src, w)) == pytest.approx(0.01 + 0.01 + 0.0025)
+
+
+def test_sliding_loss_broadcasts_floor_weight():
+    v_t = torch.tensor([[[1.0, 1.0]], [[0.0, 2.0]]])
+    v_s = torch.zeros(2, 1, 2)
+    w = torch.tensor([[1.0], [0.5]])
+    assert float(sliding_loss(v_t, v_s, w)) == pytest.approx(2.0 + 1.0)
+
+
+def test_gradients_are_finite_at_degenerate_points():
+    p = torch.zeros(5, 2, 3, requires_grad=True)             # zero jerk, coincident points
+    loss = smooth_loss(p, 30.0) + reg_loss(p, torch.zeros(5, 2, 3))
+    d = torch.zeros(3, 3, requires_grad=True)
+    loss = loss + dir_loss(d, torch.ones(3, 3), torch.ones(3))
+    loss.backward()
+    assert torch.isfinite(p.grad).all() and torch.isfinite(d.grad).all()
+    h = torch.tensor([[-0.2, 0.3]], requires_grad=True)
+    height_loss(h, torch.zeros(1, 2), torch.ones(1, 2)).backward()
+    assert h.grad[0, 0] < 0 and math.isfinite(float(h.grad[0, 1]))

@@ -1,0 +1,139 @@
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from core.errors import CoreError
+from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, bspline_basis, estimate_ground
+from core.types import Motion
+from tests.core.synth import make_humanoid, walk_motion
+
+FAST = dict(iterations=30, num_threads=2)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    src = make_humanoid()
+    tgt = make_humanoid(scale=0.8, girth=1.6, leg=0.8, name="tgt")
+    m = walk_motion(src, frames=40, clap=True)
+    ratio = tgt.skeleton.rest_global[0, 2, 3] / src.skeleton.rest_global[0, 2, 3]
+    init = Motion(m.rotations.copy(), m.locations * ratio, m.fps)
+    return src, m, tgt, init
+
+
+@pytest.fixture(scope="module")
+def solved(pair):
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+    progress = list(job.steps())
+    return job, progress
+
+
+def test_presets_and_weights():
+    fast, best = SolverSettings.preset("fast"), SolverSettings.preset("best")
+    assert fast.iterations < SolverSettings().iterations < best.iterations
+    assert SolverSettings.preset("fast", iterations=7).iterations == 7
+    assert SolverSettings(w_sem=2.0, w_dist=3.0).weight("dist") == 6.0
+    assert SolverSettings(w_sem=2.0, w_reg=3.0).weight("reg") == 3.0
+    with pytest.raises(CoreError, match="preset"):
+        SolverSettings.preset("ultra")
+
+
+def test_bspline_basis_partition_of_unity():
+    B = bspline_basis(50, 3.0)
+    assert B.shape == (50, int(49 // 3) + 4)
+    np.testing.assert_allclose(B.sum(1), 1.0)
+    assert np.array_equal(bspline_basis(10, 1.0), np.eye(10))
+
+
+def test_progress_stream(solved):
+    job, progress = solved
+    assert [p.step for p in progress] == list(range(30))
+    assert progress[-1].fraction == 1.0 and all(p.total == 30 for p in progress)
+    assert all(np.isfinite(p.loss) and set(p.terms) >= set(SEMANTIC_TERMS) for p in progress)
+    assert job.stats["frames_per_s"] > 0
+
+
+def test_semantic_terms_decrease(solved):
+    job, _ = solved
+    with torch.no_grad():
+        final = {k: float(v) for k, v in job.weighted_terms(alpha=0.0, pairset=job.pairs.build(None)).items()}
+    first = job.history[0]   # step 0 has α = 0
+    for k in SEMANTIC_TERMS:
+        assert final[k] < first[k], (k, first[k], final[k])
+
+
+def test_result_channels(pair, solved):
+    src, m, tgt, init = pair
+    job, _ = solved
+    res = job.result()
+    assert res.rotations.shape == init.rotations.shape
+    np.testing.assert_allclose(np.linalg.norm(res.rotations, axis=-1), 1.0, atol=1e-6)
+    assert np.all((res.rotations[1:] * res.rotations[:-1]).sum(-1) >= 0)   # sign-continuous
+    others = [j for j in range(tgt.skeleton.num_bones) if j != job.root_idx]
+    np.testing.assert_array_equal(res.locations[:, others], init.locations[:, others])
+    assert not np.allclose(res.rotations, init.rotations)
+
+
+def test_deterministic(pair, solved):
+    src, m, tgt, init = pair
+    job2 = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+    np.testing.assert_array_equal(job2.run().rotations, solved[0].result().rotations)
+
+
+def test_self_retarget_returns_the_source(pair):
+    src, m, _, _ = pair
+    job = SolveJob(src, m, src, m, SolverSettings(**FAST))
+    res = job.run()
+    p_src = job.src_p
+    with torch.no_grad():
+        p_res, _ = job._forward()
+    assert float((p_res - p_src).norm(dim=-1).max()) < 0.01 * src.height
+    ang = 2 * np.degrees(np.arccos(np.clip(np.abs((res.rotations * m.rotations).sum(-1)), 0, 1)))
+    assert ang.max() < 3.0
+
+
+def test_cancel_between_steps(pair):
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+    seen = []
+    for p in job.steps():
+        seen.append(p.step)
+        if p.step == 2:
+            threading.Thread(target=job.cancel).start()
+            threading.Event().wait(0.05)
+    assert seen == [0, 1, 2] and job.cancelled and not job.done
+    with pytest.raises(CoreError, match="cancelled"):
+        job.result()
+
+
+def test_warm_start_reproduces_previous_result(pair, solved):
+    src, m, tgt, init = pair
+    prev = solved[0].result()
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.2), warm_start=prev)
+    assert job.total == 6
+    job._setup()
+    with torch.no_grad():
+        p_ws, _ = job._forward()
+        p_prev, _ = solved[0]._forward()
+    # the B-spline control fit of the previous residuals is exact (same basis)
+    assert float((p_ws - p_prev).norm(dim=-1).max()) < 1e-3
+
+
+def test_source_ground_estimate(pair):
+    src, m, _, _ = pair
+    g0 = estimate_ground(src, m)
+    lifted = Motion(m.rotations, m.locations.copy(), m.fps)
+    hips = src.skeleton.index("hips")
+    lifted.locations[:, hips] += np.array([0.0, 0.0, 0.2]) @ src.skeleton.rest_local[hips, :3, :3]
+    assert estimate_ground(src, lifted) == pytest.approx(g0 + 0.2, abs=1e-6)
+    assert abs(g0) < 0.02
+
+
+def test_bad_inputs(pair):
+    src, m, tgt, init = pair
+    with pytest.raises(CoreError, match="frames"):
+        SolveJob(src, m, tgt, init.slice(0, 10))
+    with pytest.raises(CoreError, match="bone channels"):
+        SolveJob(src, m, tgt, Motion.rest(40, 3))
