@@ -22,11 +22,6 @@ from . import deps
 
 ROLE_ENUM = (('SOURCE', "Source", ""), ('TARGET', "Target", ""))
 
-#: Conflict slider: balance b in [-1, 1] multiplies term A's weight by BALANCE_RANGE**(-b) and term B's by
-#: BALANCE_RANGE**b (left end favours A, right end favours B).
-BALANCE_RANGE = 4.0
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Small helpers
 # ------------------------------------------------------------------------------------------------------------
@@ -104,36 +99,47 @@ class SolveOutcome:
 
 
 class SolveRunner:
-    """Run ``job.steps()`` then ``finish(job)`` in a daemon thread; the main thread polls ``events()``.
+    """Run a solve in a daemon thread; the main thread polls ``events()``.
 
-    Events are tuples: ('progress', Progress), ('done', finish's return value), ('error', (exception, text)),
-    ('cancelled', None). ``run_sync`` does the same on the calling thread (background mode).
+    ``job`` is a SolveJob-like object (``steps()``, ``cancel()``, ``result()``) or a factory
+    ``f(say) -> job`` run in the worker first (key-vertex transfer, copy-rotations and solver set-up are pure
+    core work, so they run there too and the viewport stays responsive); ``say(text)`` posts a status line.
+    Events are tuples: ('status', text), ('progress', Progress), ('done', finish(job)),
+    ('error', (exception, traceback text)), ('cancelled', None). ``run_sync`` does it all on the calling thread.
     """
 
     def __init__(self, job, finish):
-        self.job = job
+        if hasattr(job, "steps"):
+            self.job, self._factory = job, None
+        else:
+            self.job, self._factory = None, job
         self.finish = finish
         self.queue = queue.Queue()
         self.thread = None
         self.started = None
+        self._cancel = threading.Event()
+
+    def _say(self, text):
+        self.queue.put(("status", str(text)))
 
     def _work(self):
         try:
-            last = None
+            if self.job is None:
+                self.job = self._factory(self._say)
             for p in self.job.steps():
                 self.queue.put(("progress", p))
-                last = p
-            if getattr(self.job, "cancelled", False) or self._cancel_requested():
+                if self._cancel.is_set():
+                    break
+            if self._cancel.is_set() or getattr(self.job, "cancelled", False):
                 self.queue.put(("cancelled", None))
                 return
+            self._say("Measuring the result…")
             self.queue.put(("done", self.finish(self.job)))
-            del last
         except Exception as ex:  # noqa: BLE001 - reported on the main thread
-            self.queue.put(("error", (ex, traceback.format_exc())))
-
-    def _cancel_requested(self) -> bool:
-        ev = getattr(self.job, "_cancel", None) or getattr(self.job, "cancel_event", None)
-        return bool(ev is not None and hasattr(ev, "is_set") and ev.is_set())
+            if self._cancel.is_set():
+                self.queue.put(("cancelled", None))
+            else:
+                self.queue.put(("error", (ex, traceback.format_exc())))
 
     def start(self):
         self.started = time.perf_counter()
@@ -149,13 +155,19 @@ class SolveRunner:
                 return out
 
     def cancel(self, wait: float = 0.0):
-        self.job.cancel()
+        """Thread-safe: stop between steps (or right after the set-up). ``wait``: seconds to join the thread."""
+        self._cancel.set()
+        job = self.job
+        if job is not None:
+            job.cancel()
         if wait and self.thread is not None:
             self.thread.join(wait)
 
     def run_sync(self, on_progress=None):
         """Drive the job here; returns finish's value; raises the job's exception."""
         self.started = time.perf_counter()
+        if self.job is None:
+            self.job = self._factory(lambda text: None)
         for p in self.job.steps():
             if on_progress:
                 on_progress(p)
@@ -181,6 +193,7 @@ class LastSolve:
     iterations: int
     seconds: float
     job: object = None
+    reference: dict = None
 
 
 #: {scene name: LastSolve}; Re-solve warm-starts from here.
@@ -217,25 +230,106 @@ class Prepared:
     method: str
     push_nla: bool
     new_action_name: str
+    transferred: dict = field(default_factory=dict)  #: {armature name: (Character, KeyVertexSet)} to store
+    keyvert_count: int = 0
+    to_transfer: list = field(default_factory=list)  #: [(armature name, Character, storable)] for ``complete``
+
+
+def stored_keyverts(arm, character, n: int):
+    """Key vertices stored on ``arm``'s mesh (``reconform_addon.keyverts``), or None when absent, of another
+    template size, or pointing outside the mesh."""
+    try:
+        from . import keyverts as kv_addon
+    except ImportError:
+        return None
+    load = getattr(kv_addon, "load", None)
+    if load is None or character.mesh is None:
+        return None
+    kvs = load(arm, character)
+    if kvs is None or len(kvs) != n:
+        return None
+    if len(kvs.vertex_ids) and (kvs.vertex_ids.min() < 0 or kvs.vertex_ids.max() >= character.mesh.num_verts):
+        return None
+    return kvs
+
+
+def store_keyverts(arm, character, kvs):
+    """Store transferred key vertices on ``arm``'s mesh so the viewport shows them and later runs reuse them."""
+    try:
+        from . import keyverts as kv_addon
+    except ImportError:
+        return False
+    store = getattr(kv_addon, "store", None)
+    if store is None:
+        return False
+    store(arm, character, kvs)
+    return True
+
+
+def prepare_role(arm, bone_map, n: int, *, fit_body: bool, need_mesh: bool):
+    """(Character, needs_transfer): skeleton, mesh, bone map, height and the key vertices stored on the
+    character when there are any (``n`` of them). Reads only; main thread."""
+    from . import pipeline
+
+    ch = pipeline.prepare_character(arm, bone_map=bone_map, keyvert_count=0, need_mesh=need_mesh,
+                                    fit_body=fit_body)
+    if ch.mesh is None or not n:
+        return ch, False
+    from ..core.keyverts import character_height
+
+    ch.height = float(character_height(ch))
+    ch.keyverts = stored_keyverts(arm, ch, n)
+    return ch, ch.keyverts is None
+
+
+def find_meshes_safe(arm):
+    from .bridge import find_meshes
+
+    try:
+        return find_meshes(arm)
+    except Exception:  # noqa: BLE001
+        return []
 
 
 def prepare(context) -> Prepared:
-    """Read everything the solve needs from the scene (main thread). Reads only, writes nothing."""
-    from . import pipeline
+    """Read everything the solve needs from the scene (main thread). Reads only, writes nothing.
+
+    Heavy pure-core work (key-vertex transfer, copy-rotations) is left to ``complete`` (worker thread)."""
     from .bridge import read_motion
 
     s = settings_of(context)
     check_characters(s)
-    n = int(s.keyvert_count)
-    src = pipeline.prepare_character(s.source, bone_map=s.bone_map('source') or None, keyvert_count=n)
-    tgt = pipeline.prepare_character(s.target, bone_map=s.bone_map('target') or None, keyvert_count=n)
+    reconform = s.method == 'RECONFORM'
+    n = int(s.keyvert_count) if reconform else 0
+    src, src_t = prepare_role(s.source, s.bone_map('source') or None, n, fit_body=reconform, need_mesh=False)
+    tgt, tgt_t = prepare_role(s.target, s.bone_map('target') or None, n, fit_body=False, need_mesh=reconform)
     fs, fe = s.frame_range()
     motion = read_motion(s.source, src.skeleton, action=s.action, frame_start=fs, frame_end=fe)
-    from ..core.copy_rotations import copy_rotations
+    prep = Prepared(s.source.name, s.target.name, s.action.name if s.action else "", src, motion, tgt, None,
+                    s.method, s.push_to_nla, result_action_name(s.source, s.target, s.action), keyvert_count=n)
+    prep.to_transfer = [(s.source.name, src, bool(find_meshes_safe(s.source)))] if src_t else []
+    if tgt_t:
+        prep.to_transfer.append((s.target.name, tgt, True))
+    return prep
 
-    init = copy_rotations(src, motion, tgt)
-    return Prepared(s.source.name, s.target.name, s.action.name if s.action else "", src, motion, tgt, init,
-                    s.method, s.push_to_nla, result_action_name(s.source, s.target, s.action))
+
+def complete(prep: Prepared, say=lambda text: None) -> Prepared:
+    """Pure core (any thread): transfer missing key vertices, copy rotations for the initial motion."""
+    if getattr(prep, "to_transfer", None):
+        from ..core.keyverts import transfer_keyverts
+
+        for name, ch, storable in prep.to_transfer:
+            say(f"Placing key vertices on '{name}'…")
+            ch.keyverts = transfer_keyverts(ch, n=prep.keyvert_count)
+            if storable:  # a fitted body has no mesh object to store on
+                prep.transferred[name] = (ch, ch.keyverts)
+        prep.to_transfer = []
+    if prep.init_motion is None:
+        from ..core.copy_rotations import copy_rotations
+
+        say("Copying rotations…")
+        prep.init_motion = copy_rotations(prep.source, prep.source_motion, prep.target)
+    return prep
 
 
 def make_job(source, source_motion, target, init_motion, settings, warm_start=None):
@@ -258,11 +352,15 @@ def finish_solve(job, source, source_motion, target, init_motion, with_reference
     result = job.result()
     from ..core import metrics as core_metrics
 
-    m = dict(job.metrics)
+    terrain = getattr(job.settings, "terrain", None)
+    stats = dict(getattr(job, "metrics", None) or {})
+    ground = float(stats.get("source_ground", 0.0) or 0.0)
+    m = dict(core_metrics.evaluate(job.source, source_motion, job.target, result, terrain, source_ground=ground))
+    m.update({f"solver_{k}": v for k, v in stats.items()})
     ref = {}
     if with_reference:
-        ref = core_metrics.evaluate(job.source, source_motion, job.target, init_motion,
-                                    getattr(job.settings, "terrain", None))
+        ref = core_metrics.evaluate(job.source, source_motion, job.target, init_motion, terrain,
+                                    source_ground=ground)
     conflicts = []
     try:
         from ..core.conflicts import detect_conflicts
@@ -278,11 +376,14 @@ def finish_solve(job, source, source_motion, target, init_motion, with_reference
 def conflict_fields(c) -> dict:
     """Normalise a ``core.conflicts.Conflict`` (dataclass / namedtuple / dict) to the panel's fields."""
     get = (lambda k, d=None: c.get(k, d)) if isinstance(c, dict) else (lambda k, d=None: getattr(c, k, d))
-    terms = get("terms") or get("term_pair") or (get("term_a"), get("term_b"))
+    terms = get("terms") or (get("term_a"), get("term_b"))
     cos = get("cosine", get("cos", 0.0))
     frames = get("frames", ())
     if isinstance(frames, str):
         frames_text = frames
+    elif frames is not None and len(frames) == 2:  # (first, last) span
+        a, b = int(frames[0]), int(frames[1])
+        frames_text = f"{a}-{b}" if b > a else f"{a}"
     else:
         frames_text = format_frames(list(frames) if frames is not None else [])
     sev = get("severity")
@@ -319,26 +420,18 @@ def fill_conflicts(s, conflicts):
     s.conflicts_index = 0
 
 
-def conflict_overrides(s, settings) -> dict:
-    """SolverSettings changes from the conflict sliders: ``{"part_weights": {(body part, term): factor}}``.
+def slider_part_weights(s) -> dict:
+    """{(body part, term): factor} from the conflict sliders (``core.conflicts.resolution_weights``; sliders
+    left at 0.5 change nothing)."""
+    from ..core.conflicts import Conflict, merge_part_weights, resolution_weights
 
-    A conflict with balance b multiplies its term A by BALANCE_RANGE**(-b) and its term B by BALANCE_RANGE**b on
-    that body part only; several conflicts on the same (part, term) multiply, and factors already in
-    ``settings.part_weights`` (an earlier Re-solve) are kept and combined.
-    """
-    per_part = {}
+    out = []
     for c in s.conflicts:
-        if abs(c.balance) < 1e-6:
+        if abs(c.balance - 0.5) < 1e-6:
             continue
-        for term, sign in ((c.term_a, -1.0), (c.term_b, 1.0)):
-            key = (c.body_part, term)
-            per_part[key] = per_part.get(key, 1.0) * BALANCE_RANGE ** (sign * c.balance)
-    if not per_part:
-        return {}
-    merged = dict(getattr(settings, "part_weights", None) or {})
-    for k, f in per_part.items():
-        merged[k] = merged.get(k, 1.0) * f
-    return {"part_weights": merged}
+        conflict = Conflict(c.body_part, c.term_a, c.term_b, c.cosine, c.severity, ())
+        out.append(resolution_weights(conflict, c.balance))
+    return merge_part_weights(*out)
 
 
 def apply_outcome(context, prep_or_last, outcome: SolveOutcome, *, new_action_name: str, push_nla: bool,
@@ -353,24 +446,32 @@ def apply_outcome(context, prep_or_last, outcome: SolveOutcome, *, new_action_na
     if tgt_obj is None or tgt_obj.type != 'ARMATURE':
         raise BridgeError("The target armature was deleted or renamed during the solve; nothing was written.")
     act = write_motion(tgt_obj, prep_or_last.target.skeleton, outcome.result, new_action_name)
+    for arm_name, (ch, kvs) in getattr(prep_or_last, "transferred", {}).items():
+        arm = bpy.data.objects.get(arm_name)
+        if arm is not None:
+            store_keyverts(arm, ch, kvs)
     if push_nla:
         push_to_nla(tgt_obj, act)
     s.last_action = act
     s.last_method = method
     if method == 'RECONFORM':
+        if not outcome.reference and isinstance(prep_or_last, LastSolve):
+            outcome.reference = prep_or_last.reference or {}
         s.set_metrics(outcome.metrics, outcome.reference)
         fill_conflicts(s, outcome.conflicts)
         if isinstance(prep_or_last, Prepared):
             _LAST[scene.name_full] = LastSolve(
                 prep_or_last.source_obj_name, prep_or_last.target_obj_name, act.name, prep_or_last.source,
                 prep_or_last.source_motion, prep_or_last.target, prep_or_last.init_motion, outcome.result,
-                settings, iterations, outcome.seconds, job)
+                settings, iterations, outcome.seconds, job, outcome.reference)
         else:
             last = prep_or_last
-            last.result, last.job, last.action_name = outcome.result, job, act.name
+            last.result, last.job, last.action_name, last.settings = outcome.result, job, act.name, settings
     else:
-        s.set_metrics(outcome.metrics, {})
+        s.metrics.clear()
+        s.metrics_json = ""
         s.conflicts.clear()
+        _LAST.pop(scene.name_full, None)
     return act
 
 
@@ -710,6 +811,9 @@ class _SolveModalBase:
         for kind, payload in events:
             if kind == "progress":
                 self._set_progress(context, payload)
+            elif kind == "status":
+                settings_of(context).status = payload
+                _tag_redraw(context)
             elif kind == "cancelled":
                 self.cancel_run(context)
                 return {'CANCELLED'}
@@ -786,23 +890,23 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
         prep = prepare(context)
         self._prep = prep
         if prep.method == 'COPY_ROTATIONS':
-            from ..core import metrics as core_metrics
-
-            m = {}
-            try:
-                m = core_metrics.evaluate(prep.source, prep.source_motion, prep.target, prep.init_motion)
-            except Exception:  # noqa: BLE001 - metrics are informative only
-                traceback.print_exc()
-            act = apply_outcome(context, prep, SolveOutcome(prep.init_motion, m), new_action_name=prep.new_action_name,
+            complete(prep)
+            act = apply_outcome(context, prep, SolveOutcome(prep.init_motion), new_action_name=prep.new_action_name,
                                 push_nla=prep.push_nla, method=prep.method)
             self._report_done(context, act, None)
             return None
         settings = s.solver_settings()
         self._settings = settings
-        job = make_job(prep.source, prep.source_motion, prep.target, prep.init_motion, settings)
-        self._job = job
-        return SolveRunner(job, lambda j: finish_solve(j, prep.source, prep.source_motion, prep.target,
-                                                       prep.init_motion))
+        self._job = None
+
+        def factory(say):
+            complete(prep, say)
+            say("Setting up the solver…")
+            self._job = make_job(prep.source, prep.source_motion, prep.target, prep.init_motion, settings)
+            return self._job
+
+        return SolveRunner(factory, lambda j: finish_solve(j, prep.source, prep.source_motion, prep.target,
+                                                           prep.init_motion))
 
     def _apply(self, context, outcome):
         prep = self._prep
@@ -831,14 +935,15 @@ class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):
         if last is None:
             raise RuntimeError("Nothing to re-solve: run Retarget first.")
         self._runner_started = time.perf_counter()
-        settings = resolve_settings(s, last)
-        self._settings = settings
+        from ..core.conflicts import merge_part_weights, resolve
+
+        part_weights = merge_part_weights(getattr(last.settings, "part_weights", None), slider_part_weights(s))
+        job = resolve(last.job, part_weights, fraction=s.warm_start_fraction)
+        self._settings = job.settings
         self._last = last
-        job = make_job(last.source, last.source_motion, last.target, last.init_motion, settings,
-                       warm_start=last.result)
         self._job = job
         return SolveRunner(job, lambda j: finish_solve(j, last.source, last.source_motion, last.target,
-                                                       last.init_motion))
+                                                       last.init_motion, with_reference=False))
 
     def _apply(self, context, outcome):
         last = self._last
@@ -853,16 +958,6 @@ class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):
         return apply_outcome(context, last, outcome, new_action_name=name, push_nla=s.push_to_nla,
                              method='RECONFORM', settings=self._settings, job=self._job,
                              iterations=last.iterations)
-
-
-def resolve_settings(s, last):
-    """Settings of a Re-solve: the last solve's with the conflict sliders applied and the panel's share of its
-    iterations (``resolve_fraction``; the job starts from the last result with α held at 1)."""
-    import dataclasses
-
-    changes = conflict_overrides(s, last.settings)
-    changes["resolve_fraction"] = float(s.warm_start_fraction)
-    return dataclasses.replace(last.settings, **changes)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -891,7 +986,7 @@ class RECONFORM_OT_reset_conflicts(bpy.types.Operator):
 
     def execute(self, context):
         for c in settings_of(context).conflicts:
-            c.balance = 0.0
+            c.balance = 0.5
         return {'FINISHED'}
 
 

@@ -11,31 +11,44 @@ from . import deps, operators
 
 CATEGORY = "ReConForM"
 
-#: Display names of metric keys (``core.metrics.evaluate``); unknown keys are shown prettified.
+#: Display names of metric key stems (``core.metrics.evaluate``: jerk_mean, floor_pen_max, grounded_f1, ...).
 METRIC_LABELS = {
-    "jerk": "Jerk", "floor_penetration": "Floor penetration", "self_penetration": "Self-penetration",
-    "grounded_f1": "Grounded feet F1", "grounded_auc": "Grounded feet AUC", "locked_f1": "Foot locked F1",
-    "locked_auc": "Foot locked AUC", "contact_f1": "Contact F1",
+    "jerk": "Jerk (m/s³)", "floor_pen": "Floor penetration", "self_pen": "Self-penetration",
+    "grounded": "Grounded feet", "locked": "Foot locked", "contact": "Contact", "contacts": "Contacts",
+    "frames": "Frames",
 }
+METRIC_SUFFIXES = {"mean": "mean", "max": "max", "f1": "F1", "auc": "AUC", "precision": "precision",
+                   "recall": "recall", "share": "share"}
 #: Metrics where lower is better (the rest: higher is better, or neutral).
-LOWER_IS_BETTER = ("jerk", "penetration", "sliding", "error")
+LOWER_IS_BETTER = ("jerk", "_pen", "sliding", "error")
 
 
 def metric_label(key: str) -> str:
-    """'floor_penetration.mean' -> 'Floor penetration (mean)'."""
-    head, _, tail = key.partition(".")
-    label = METRIC_LABELS.get(head, head.replace("_", " ").capitalize())
-    return f"{label} ({tail.replace('.', ' ').replace('_', ' ')})" if tail else label
+    """'floor_pen_mean' -> 'Floor penetration (mean)'; 'source_jerk_max' -> 'Source: Jerk (m/s³) (max)'."""
+    prefix = ""
+    if key.startswith("source_"):
+        prefix, key = "Source: ", key[len("source_"):]
+    key = key.replace(".", "_")
+    stem, _, suffix = key.rpartition("_")
+    if suffix not in METRIC_SUFFIXES or not stem:
+        stem, suffix = key, ""
+    label = METRIC_LABELS.get(stem, stem.replace("_", " ").capitalize())
+    return prefix + (f"{label} ({METRIC_SUFFIXES[suffix]})" if suffix else label)
+
+
+def _fmt(v: float) -> str:
+    return "n/a" if v != v else f"{v:.4g}"
 
 
 def metric_rows(s) -> list:
     """[(label, value text, copy-rotations text or '', better: True/False/None)] for the Metrics panel."""
     rows = []
     for m in s.metrics:
-        val = f"{m.value:.4g}"
-        ref = f"{m.reference:.4g}" if m.has_reference else ""
+        val = _fmt(m.value)
+        ref = _fmt(m.reference) if m.has_reference else ""
         better = None
-        if m.has_reference and abs(m.value - m.reference) > 1e-12:
+        if m.has_reference and m.value == m.value and m.reference == m.reference \
+                and abs(m.value - m.reference) > 1e-12:
             lower = any(w in m.name for w in LOWER_IS_BETTER)
             better = (m.value < m.reference) if lower else (m.value > m.reference)
         rows.append((metric_label(m.name), val, ref, better))

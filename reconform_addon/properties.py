@@ -93,9 +93,9 @@ class ReconformConflict(PropertyGroup):
                             min=0.0, max=1.0, subtype='FACTOR')
     frames: StringProperty(name="Frames", description="Frames where the conflict is strongest")
     balance: FloatProperty(
-        name="Balance", default=0.0, min=-1.0, max=1.0, subtype='FACTOR',
-        description="Trade one term against the other on the next Re-solve: left favours term A, right term B "
-                    "(each end multiplies one weight by 4 and divides the other by 4)")
+        name="Balance", default=0.5, min=0.0, max=1.0, subtype='FACTOR',
+        description="Trade one term against the other on this body part at the next Re-solve: 0 keeps only "
+                    "the first term, 1 only the second, 0.5 leaves both as they are")
 
 
 class ReconformMetric(PropertyGroup):
@@ -246,13 +246,18 @@ class ReconformSettings(PropertyGroup):
         flat = flatten_metrics(metrics)
         ref = flatten_metrics(reference or {})
         for name, value in flat.items():
+            if name.startswith(HIDDEN_METRIC_PREFIXES):  # solver statistics: kept in metrics_json only
+                continue
             it = self.metrics.add()
             it.name = name
             it.value = value
             if name in ref:
                 it.reference = ref[name]
                 it.has_reference = True
-        self.metrics_json = json.dumps({"metrics": flat, "reference": ref}, sort_keys=True)
+        def _js(d):
+            return {k: (None if v != v else v) for k, v in d.items()}
+
+        self.metrics_json = json.dumps({"metrics": _js(flat), "reference": _js(ref)}, sort_keys=True)
 
 
 # Add the advanced solver fields as annotations (one place lists them: ADVANCED_FLOATS / ADVANCED_INTS).
@@ -272,8 +277,13 @@ def preset_settings(quality: str):
     return SolverSettings.preset(quality.lower())
 
 
+#: Metric keys not listed in the panel (they stay in ``metrics_json``).
+HIDDEN_METRIC_PREFIXES = ("solver_",)
+
+
 def flatten_metrics(metrics, prefix: str = "") -> dict:
-    """{'floor_penetration.mean': 0.01, ...}: nested dicts flattened with dots, only finite scalars kept."""
+    """{'floor_penetration.mean': 0.01, ...}: nested dicts flattened with dots; scalars only, NaN kept
+    (a metric undefined for this clip, e.g. contact F1 without contacts), infinities dropped."""
     out = {}
     for k, v in (metrics or {}).items():
         key = f"{prefix}{k}"
@@ -284,7 +294,7 @@ def flatten_metrics(metrics, prefix: str = "") -> dict:
                 f = float(v)
             except (TypeError, ValueError):
                 continue
-            if f == f and abs(f) != float("inf"):
+            if abs(f) != float("inf"):  # NaN kept: "not defined for this clip" (shown as n/a)
                 out[key] = f
     return out
 

@@ -202,3 +202,43 @@ def scene_fingerprint(bpy):
                         len(ad.nla_tracks) if ad else 0,
                         tuple(pb.rotation_mode for pb in o.pose.bones) if o.pose else ())
     return acts, objs
+
+
+def quick_transfer(kvmod):
+    """A fast stand-in for ``core.keyverts.transfer_keyverts`` for UI tests (the OT transfer itself is tested
+    in tests/core): per limb, each template key vertex goes to the nearest vertex of the same limb after both
+    limbs are normalised to zero mean and unit variance (the paper's normalisation, without the transport)."""
+    from importlib import import_module
+
+    types = import_module(kvmod.__name__.rsplit(".", 1)[0] + ".types")
+    humanoid = import_module(kvmod.__name__.rsplit(".", 1)[0] + ".humanoid")
+
+    def transfer(character, n=41, locked=None, **kw):
+        tpl = kvmod.load_template(n)
+        kv = tpl.keyverts
+        pos, _nrm, _ = kvmod.tpose_geometry(character)
+        lab = kvmod.limb_labels(character.skeleton, character.mesh, character.bone_map)
+        tlab = kvmod.limb_labels(tpl.skeleton, tpl.mesh, tpl.bone_map)
+        ids = np.zeros(len(kv), np.int64)
+        lock = np.zeros(len(kv), bool)
+        for li, limb in enumerate(humanoid.LIMBS):
+            ks = [k for k in range(len(kv)) if kv.limbs[k] == limb]
+            if not ks:
+                continue
+            dm, tm = np.nonzero(lab == li)[0], np.nonzero(tlab == li)[0]
+            if len(dm) == 0:
+                dm = np.arange(len(pos))
+            xd, xt = pos[dm], tpl.mesh.rest_verts[tm]
+            xd = (xd - xd.mean(0)) / (xd.std(0) + 1e-9)
+            tk = (tpl.mesh.rest_verts[kv.vertex_ids[ks]] - xt.mean(0)) / (xt.std(0) + 1e-9)
+            d = ((tk[:, None, :] - xd[None, :, :]) ** 2).sum(-1)
+            ids[ks] = dm[np.argmin(d, 1)]
+        if locked is not None:
+            for k, nm in enumerate(kv.names):
+                if nm in locked.names:
+                    i = locked.names.index(nm)
+                    if locked.locked[i]:
+                        ids[k], lock[k] = locked.vertex_ids[i], True
+        return types.KeyVertexSet(kv.names, kv.limbs, ids, lock, kv.eye)
+
+    return transfer

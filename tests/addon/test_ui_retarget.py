@@ -1,0 +1,274 @@
+"""Retarget / Re-solve operators on a shared character pair, the modal driver (progress, cancel, errors),
+conflicts and metrics in the panel.
+
+The pair: the Mesh2Motion mannequin with its 'YMCA' clip (source) onto the low-poly orange-juice base mesh
+(target, Rigify metarig names), 8 frames, a short solve. Key vertices use a quick stand-in for the OT transfer
+(tests/core covers the transfer itself) so this module stays within its time share.
+"""
+
+import json
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from .ui_helpers import FakeJob, core, draw_panel, quick_transfer, scene_fingerprint, ui
+
+bpy = pytest.importorskip("bpy")
+
+SRC, TGT = "Rig", "metarig"
+FRAMES = (1, 8)
+ITERATIONS = 12
+
+
+@pytest.fixture(scope="module")
+def pair_blend(addon, assets, tmp_path_factory):
+    """A .blend with the two characters imported (and nothing else)."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    for f in ("mesh2motion_mannequin_ymca.glb", "orangejuice_male_base_mesh.glb"):
+        bpy.ops.import_scene.gltf(filepath=str(assets / "characters" / f))
+    path = tmp_path_factory.mktemp("ui") / "pair.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def quick_keyverts(addon):
+    kv = core(addon, "keyverts")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kv, "transfer_keyverts", quick_transfer(kv))
+        yield
+
+
+def open_pair(path, method='RECONFORM'):
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    s = bpy.context.scene.reconform
+    s.source, s.target = bpy.data.objects[SRC], bpy.data.objects[TGT]
+    s.use_custom_range = True
+    s.frame_start, s.frame_end = FRAMES
+    s.method = method
+    s.quality = 'FAST'
+    s.use_advanced = True
+    s.iterations = ITERATIONS
+    return s
+
+
+@pytest.fixture(scope="module")
+def solved(addon, pair_blend, quick_keyverts, tmp_path_factory):
+    """One Retarget run (execute path); returns facts about it and a .blend saved right after it."""
+    ops = ui(addon, "operators")
+    ops.forget()
+    s = open_pair(pair_blend)
+    before = scene_fingerprint(bpy)
+    t0 = time.perf_counter()
+    assert bpy.ops.reconform.retarget() == {'FINISHED'}
+    seconds = time.perf_counter() - t0
+    last = ops.last_solve(bpy.context.scene)
+    path = tmp_path_factory.mktemp("ui") / "solved.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
+    return dict(before=before, after=scene_fingerprint(bpy), action=s.last_action.name, status=s.status,
+                metrics={m.name: (m.value, m.reference, m.has_reference) for m in s.metrics},
+                metrics_json=s.metrics_json, n_conflicts=len(s.conflicts), last=last, seconds=seconds, path=path)
+
+
+def test_retarget_writes_one_new_action_on_the_target(addon, solved):
+    before_acts, before_objs = solved["before"]
+    after_acts, after_objs = solved["after"]
+    name = solved["action"]
+    assert name == f"{SRC} to {TGT}"
+    assert set(after_acts) - set(before_acts) == {name}
+    for act, keys in before_acts.items():   # the source clip (and anything else) is untouched
+        assert after_acts[act] == keys, act
+    assert after_objs[TGT][0] == name and after_objs[TGT][1]  # assigned, with a slot
+    assert after_objs[SRC][:3] == before_objs[SRC][:3]
+    keys = after_acts[name]
+    frames = {tuple(np.frombuffer(co, np.float32).reshape(-1, 2)[:, 0]) for _, _, co in keys}
+    assert frames == {tuple(float(f) for f in range(FRAMES[0], FRAMES[1] + 1))}
+    assert "Wrote" in solved["status"]
+
+
+def test_metrics_of_the_last_solve_are_in_the_panel(addon, solved):
+    m = solved["metrics"]
+    assert {"floor_pen_mean", "jerk_mean", "grounded_f1", "contact_f1"} <= set(m)
+    assert not any(k.startswith("solver_") for k in m), "solver statistics are not user metrics"
+    assert all(math.isfinite(m[k][0]) for k in ("floor_pen_mean", "jerk_mean", "grounded_f1"))
+    assert m["floor_pen_mean"][2], "copy-rotations reference missing"
+    data = json.loads(solved["metrics_json"])
+    assert data["metrics"]["jerk_mean"] == pytest.approx(m["jerk_mean"][0])
+    bpy.ops.wm.open_mainfile(filepath=str(solved["path"]))
+    panels = ui(addon, "panels")
+    lay = draw_panel(panels.VIEW3D_PT_reconform_metrics, bpy.context)
+    assert lay is not None
+    texts = lay.texts()
+    assert "Copy Rot." in texts and any(t.startswith("Floor penetration") for t in texts)
+    assert f"{m['jerk_mean'][0]:.4g}" in texts
+    if math.isnan(m["contact_f1"][0]):  # undefined (no source contacts in 8 frames): said, not hidden
+        assert "n/a" in texts and data["metrics"]["contact_f1"] is None
+
+
+def test_last_solve_is_cached_for_resolve(addon, solved):
+    last = solved["last"]
+    assert last is not None and last.target_name == TGT and last.iterations == ITERATIONS
+    assert last.result.num_frames == FRAMES[1] - FRAMES[0] + 1
+    assert last.job.done
+
+
+def test_resolve_warm_starts_with_slider_weights_and_fewer_steps(addon, solved, quick_keyverts):
+    ops = ui(addon, "operators")
+    bpy.ops.wm.open_mainfile(filepath=str(solved["path"]))
+    s = bpy.context.scene.reconform
+    if not len(s.conflicts):  # make one so the slider path runs even when this short clip has none
+        cf = core(addon, "conflicts")
+        ops.fill_conflicts(s, [cf.Conflict("left_arm", "dist", "pen", -0.9, 0.8, (2, 5))])
+    c = s.conflicts[0]
+    c.balance = 0.25
+    part, term_a, term_b = c.body_part, c.term_a, c.term_b  # the list is refilled after the solve
+    del c
+    n_before = len(bpy.data.actions)
+    prev_result = ops.last_solve(bpy.context.scene).result
+    assert bpy.ops.reconform.resolve() == {'FINISHED'}
+    last = ops.last_solve(bpy.context.scene)
+    job = last.job
+    assert job.total == math.ceil(ITERATIONS * s.warm_start_fraction) < ITERATIONS
+    np.testing.assert_allclose(job.warm_start.rotations, prev_result.rotations)  # started from the last result
+    pw = job.settings.part_weights
+    assert pw[(part, term_a)] == pytest.approx(1.5) and pw[(part, term_b)] == pytest.approx(0.5)
+    assert len(bpy.data.actions) == n_before + 1
+    assert s.last_action.name.endswith("(re-solved)")
+
+
+def test_push_to_nla_moves_the_result_onto_a_track(addon, pair_blend, quick_keyverts):
+    s = open_pair(pair_blend, method='COPY_ROTATIONS')
+    s.push_to_nla = True
+    assert bpy.ops.reconform.retarget() == {'FINISHED'}
+    ad = bpy.data.objects[TGT].animation_data
+    assert ad.action is None
+    strip = ad.nla_tracks[-1].strips[0]
+    assert strip.action == s.last_action and strip.action_slot is not None
+    assert len(s.metrics) == 0  # copy rotations: nothing solved, no stale metrics
+
+
+def test_bad_input_is_one_line_and_changes_nothing(addon, pair_blend):
+    s = open_pair(pair_blend)
+    s.target = s.source
+    before = scene_fingerprint(bpy)
+    with pytest.raises(RuntimeError, match="both 'Rig'"):
+        bpy.ops.reconform.retarget()
+    assert scene_fingerprint(bpy) == before
+
+
+# ------------------------------------------------------------------------------------------ modal driver
+def _driver(addon, op_name="RECONFORM_OT_retarget"):
+    """The operator's modal logic on a plain object (Operators can't be instantiated headless)."""
+    ops = ui(addon, "operators")
+    op_cls = getattr(ops, op_name)
+    ns = {k: v for k, v in op_cls.__dict__.items() if k in ("_start", "_apply", "execute")}
+    ns["reports"] = []
+    ns["report"] = lambda self, kind, msg: self.reports.append((set(kind), msg))
+    return type("Driver", (ops._SolveModalBase,), ns)()
+
+
+def _pump(drv, runner, until, timeout=120.0, before_handle=None):
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        evs = runner.events()
+        if evs:
+            kinds = [k for k, _ in evs]
+            if before_handle is not None:
+                before_handle(kinds)
+            ret = drv.handle_events(bpy.context, evs)
+            if until(kinds) or ret != {'RUNNING_MODAL'}:
+                return kinds, ret
+        time.sleep(0.02)
+    raise AssertionError("no events from the worker")
+
+
+def test_cancel_mid_solve_leaves_the_scene_exactly_as_before(addon, pair_blend, quick_keyverts):
+    ops = ui(addon, "operators")
+    ops.forget()
+    s = open_pair(pair_blend)
+    s.iterations = 400  # long enough to still be running when we cancel
+    s.status, s.progress = "previous status", 0.0
+    before = scene_fingerprint(bpy)
+    drv = _driver(addon)
+    drv._save_state(bpy.context)
+    runner = drv._start(bpy.context)
+    drv._runner = runner
+    ops._RUNNING[bpy.context.scene.name_full] = runner
+    runner.start()
+    kinds, ret = _pump(drv, runner, until=lambda k: "progress" in k)
+    assert ret == {'RUNNING_MODAL'} and s.progress > 0.0 and s.status.startswith("Solving")
+    assert ops.is_running(bpy.context.scene)
+    assert not bpy.ops.reconform.retarget.poll()  # one run per scene
+    drv.cancel_run(bpy.context)                   # what Esc does
+    runner.thread.join(30.0)
+    assert not runner.thread.is_alive()
+    assert runner.job.cancelled and runner.job.done is False
+    assert scene_fingerprint(bpy) == before
+    assert (s.status, s.progress) == ("previous status", 0.0)
+    assert not ops.is_running(bpy.context.scene) and ops.last_solve(bpy.context.scene) is None
+    assert ("cancelled", None) in runner.events() or True  # drained or not, nothing more is applied
+
+
+def test_modal_done_event_writes_in_the_finished_path_only(addon, pair_blend, quick_keyverts):
+    ops = ui(addon, "operators")
+    s = open_pair(pair_blend)
+    before = scene_fingerprint(bpy)
+    drv = _driver(addon)
+    drv._save_state(bpy.context)
+    runner = drv._start(bpy.context)
+    drv._runner = runner
+    runner.start()
+    seen_progress = []
+
+    def check(kinds):
+        seen_progress.extend(k for k in kinds if k == "progress")
+        assert scene_fingerprint(bpy) == before, "written before FINISHED"
+
+    kinds, ret = _pump(drv, runner, until=lambda k: False, before_handle=check)
+    assert ret == {'FINISHED'} and len(seen_progress) == ITERATIONS
+    assert s.last_action is not None and s.last_action.name not in before[0]
+    assert s.progress == 1.0
+
+
+def test_worker_error_reports_one_line_and_writes_nothing(addon, pair_blend):
+    ops = ui(addon, "operators")
+    s = open_pair(pair_blend)
+    before = scene_fingerprint(bpy)
+    drv = _driver(addon)
+    drv._save_state(bpy.context)
+    runner = ops.SolveRunner(FakeJob(result=None, total=4, fail_at=2), finish=lambda j: None)
+    drv._runner = runner
+    runner.start()
+    kinds, ret = _pump(drv, runner, until=lambda k: False)
+    assert ret == {'CANCELLED'}
+    (kind, msg), = drv.reports
+    assert kind == {'ERROR'} and "nothing was written" in msg and "boom at step 2" in msg
+    assert scene_fingerprint(bpy) == before
+
+
+def test_solve_runner_events_and_cancel(addon):
+    ops = ui(addon, "operators")
+    gate = threading.Event()
+    job = FakeJob(result="R", total=50, gate=gate)
+    runner = ops.SolveRunner(job, finish=lambda j: ("finished", j.result()))
+    runner.start()
+    gate.set()
+    runner.thread.join(10)
+    evs = runner.events()
+    assert [k for k, _ in evs].count("progress") == 50 and evs[-1] == ("done", ("finished", "R"))
+    assert [p.step for k, p in evs if k == "progress"] == list(range(1, 51))
+    # cancel while blocked: the worker stops before the next step and reports 'cancelled'
+    gate2 = threading.Event()
+    job2 = FakeJob(result="R", total=50, gate=gate2)
+    r2 = ops.SolveRunner(lambda say: (say("setting up"), job2)[1], finish=lambda j: "never")
+    r2.start()
+    time.sleep(0.05)
+    r2.cancel()
+    gate2.set()
+    r2.thread.join(10)
+    kinds = [k for k, _ in r2.events()]
+    assert kinds[0] == "status" and kinds[-1] == "cancelled" and "done" not in kinds
+    assert job2.stepped < 50
