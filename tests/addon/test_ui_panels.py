@@ -1,0 +1,205 @@
+"""Every panel and list of the ReConForM tab draws in each state, and only asks for real properties, operators
+and icons (``FakeLayout`` checks them: UI layouts cannot be created headless). Bone-map operators run for real."""
+
+import json
+
+import pytest
+
+from .ui_helpers import Stub, core, draw_panel, ui
+
+bpy = pytest.importorskip("bpy")
+
+
+def _panels(addon):
+    return [c for c in ui(addon, "panels").classes if issubclass(c, bpy.types.Panel)]
+
+
+def _arm(name, bones=("hips",)):
+    """A small armature (bones along +Z) linked to the scene."""
+    arm = bpy.data.objects.new(name, bpy.data.armatures.new(name))
+    bpy.context.scene.collection.objects.link(arm)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    for i, b in enumerate(bones):
+        eb = arm.data.edit_bones.new(b)
+        eb.head, eb.tail = (0, 0, i * 0.2), (0, 0, i * 0.2 + 0.2)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    return arm
+
+
+def test_every_panel_draws_on_an_empty_scene(addon, clean_scene):
+    panels = ui(addon, "panels")
+    drawn = {}
+    for cls in _panels(addon):
+        lay = draw_panel(cls, bpy.context)
+        drawn[cls.__name__] = lay
+    main = drawn["VIEW3D_PT_reconform"]
+    assert {"source", "target", "action", "method"} <= set(main.props())
+    # conflicts and metrics hide until there is something to show
+    assert drawn["VIEW3D_PT_reconform_conflicts"] is None and drawn["VIEW3D_PT_reconform_metrics"] is None
+    run = drawn["VIEW3D_PT_reconform_run"]
+    assert "reconform.retarget" in run.operators()
+    assert panels.CATEGORY == "ReConForM"
+    assert all(c.bl_category == "ReConForM" and c.bl_space_type == 'VIEW_3D' for c in _panels(addon))
+
+
+def test_solver_panels_show_every_advanced_field(addon, clean_scene):
+    panels, props = ui(addon, "panels"), ui(addon, "properties")
+    lay = draw_panel(panels.VIEW3D_PT_reconform_solver, bpy.context)
+    assert {"quality", "device", "push_to_nla"} <= set(lay.props())
+    adv = draw_panel(panels.VIEW3D_PT_reconform_solver_advanced, bpy.context)
+    names = [n for n, *_ in props.ADVANCED_FLOATS + props.ADVANCED_INTS]
+    assert set(names) <= set(adv.props()) and "use_advanced" in adv.props()
+    clean_scene.reconform.method = 'COPY_ROTATIONS'
+    assert draw_panel(panels.VIEW3D_PT_reconform_solver, bpy.context) is None
+
+
+def test_bone_map_detect_edit_save_load(addon, clean_scene, tmp_path):
+    panels = ui(addon, "panels")
+    humanoid = core(addon, "humanoid")
+    # a Mixamo-named skeleton: detection maps it, the list shows it, presets round-trip through JSON
+    names = ["mixamorig:Hips", "mixamorig:Spine", "mixamorig:Spine1", "mixamorig:Neck", "mixamorig:Head"]
+    arm = bpy.data.objects.new("Mixa", bpy.data.armatures.new("Mixa"))
+    clean_scene.collection.objects.link(arm)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    ebs = arm.data.edit_bones
+    prev = None
+    for i, n in enumerate(names):
+        eb = ebs.new(n)
+        eb.head, eb.tail = (0, 0, 1.0 + 0.15 * i), (0, 0, 1.15 + 0.15 * i)
+        eb.parent = prev
+        prev = eb
+    for side, x in (("Left", 1), ("Right", -1)):
+        p = ebs[names[2]]
+        for part, (h, t) in (("Shoulder", ((0.05 * x, 0, 1.35), (0.15 * x, 0, 1.35))),
+                             ("Arm", ((0.15 * x, 0, 1.35), (0.4 * x, 0, 1.35))),
+                             ("ForeArm", ((0.4 * x, 0, 1.35), (0.65 * x, 0, 1.35))),
+                             ("Hand", ((0.65 * x, 0, 1.35), (0.75 * x, 0, 1.35)))):
+            eb = ebs.new(f"mixamorig:{side}{part}")
+            eb.head, eb.tail, eb.parent = h, t, p
+            p = eb
+        p = ebs[names[0]]
+        for part, (h, t) in (("UpLeg", ((0.1 * x, 0, 1.0), (0.1 * x, 0, 0.55))),
+                             ("Leg", ((0.1 * x, 0, 0.55), (0.1 * x, 0, 0.1))),
+                             ("Foot", ((0.1 * x, 0, 0.1), (0.1 * x, -0.12, 0.02))),
+                             ("ToeBase", ((0.1 * x, -0.12, 0.02), (0.1 * x, -0.2, 0.02)))):
+            eb = ebs.new(f"mixamorig:{side}{part}")
+            eb.head, eb.tail, eb.parent = h, t, p
+            p = eb
+    bpy.ops.object.mode_set(mode='OBJECT')
+    s = clean_scene.reconform
+    s.source = arm
+    lay = draw_panel(panels.VIEW3D_PT_reconform_bone_map, bpy.context)
+    assert "reconform.detect_bone_map" in lay.operators() and "template_list" not in [k for k, _ in lay.calls]
+    assert bpy.ops.reconform.detect_bone_map(role='SOURCE') == {'FINISHED'}
+    bm = s.bone_map("source")
+    assert bm["hips"] == "mixamorig:Hips" and bm["left_hand"] == "mixamorig:LeftHand"
+    assert set(humanoid.REQUIRED_BONES) <= set(bm)
+    assert s.source_rig_type == "mixamo"
+    lay = draw_panel(panels.VIEW3D_PT_reconform_bone_map, bpy.context)
+    assert "template_list" in [k for k, _ in lay.calls]
+    assert any("mixamo" in t and "mapped" in t for t in lay.texts())
+    # UIList rows: a searchable bone field per canonical bone, a warning icon on missing required ones
+    ul = ui(addon, "panels").RECONFORM_UL_bone_map
+    for it in list(s.source_bone_map)[:5]:
+        st = Stub()
+        ul.draw_item(st, bpy.context, st.layout, s, it, 0, s, "source_bone_map_index")
+        assert st.layout.calls[-1][0] == "prop_search"
+    # edit one row, save, clear, load: the edit survives the round trip
+    next(it for it in s.source_bone_map if it.canonical == "chest").bone = ""
+    path = tmp_path / "mixa.json"
+    assert bpy.ops.reconform.save_bone_map(role='SOURCE', filepath=str(path)) == {'FINISHED'}
+    data = json.loads(path.read_text())
+    assert data["bone_map"]["hips"] == "mixamorig:Hips" and "chest" not in data["bone_map"]
+    s.set_bone_map("source", {}, "", arm.name)
+    assert bpy.ops.reconform.load_bone_map(role='SOURCE', filepath=str(path)) == {'FINISHED'}
+    assert s.bone_map("source") == data["bone_map"]
+    # a preset for another rig: refused with the reason, the current map is kept
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema": "reconform.bone_map", "version": 1, "rig_type": "x",
+                                 "bone_map": {"hips": "pelvis", "head": "Head_J"}}))
+    with pytest.raises(RuntimeError, match="wrong preset"):
+        bpy.ops.reconform.load_bone_map(role='SOURCE', filepath=str(other))
+    assert s.bone_map("source") == data["bone_map"]
+
+
+def test_missing_required_bones_are_flagged(addon, clean_scene):
+    panels = ui(addon, "panels")
+    arm = _arm("Odd", ("root", "thing"))
+    s = clean_scene.reconform
+    s.target = arm
+    s.bone_map_role = 'TARGET'
+    s.set_bone_map("target", {"hips": "root"}, "generic", arm.name)
+    lay = draw_panel(panels.VIEW3D_PT_reconform_bone_map, bpy.context)
+    assert any(t.startswith("Missing: ") and "spine" in t for t in lay.texts())
+    row = next(it for it in s.target_bone_map if it.canonical == "spine")
+    st = Stub()
+    panels.RECONFORM_UL_bone_map.draw_item(st, bpy.context, st.layout, s, row, 0, s, "target_bone_map_index")
+    assert ("label", {"text": "spine", "icon": 'ERROR'}) in st.layout.calls
+
+
+def test_running_state_shows_progress_and_esc_hint(addon, clean_scene):
+    panels, ops = ui(addon, "panels"), ui(addon, "operators")
+    s = clean_scene.reconform
+    s.source, s.target = _arm("A"), _arm("B")
+    s.progress, s.status = 0.4, "Solving 48/120, loss 0.5"
+    ops._RUNNING[clean_scene.name_full] = object()
+    try:
+        lay = draw_panel(panels.VIEW3D_PT_reconform_run, bpy.context)
+        bars = [kw for k, kw in lay.calls if k == "progress"]
+        assert bars == [{"factor": 0.4000000059604645, "text": "Solving 48/120, loss 0.5"}] or \
+            (len(bars) == 1 and abs(bars[0]["factor"] - 0.4) < 1e-6)
+        assert any("Esc" in t for t in lay.texts())
+        assert not bpy.ops.reconform.retarget.poll()
+    finally:
+        ops._RUNNING.clear()
+    assert bpy.ops.reconform.retarget.poll()
+
+
+def test_conflict_list_rows_sliders_and_frames(addon, clean_scene):
+    panels, ops = ui(addon, "panels"), ui(addon, "operators")
+    cf = core(addon, "conflicts")
+    s = clean_scene.reconform
+    ops.fill_conflicts(s, [cf.Conflict("torso", "dist", "pen", -0.6, 0.2, (10, 30)),
+                           cf.Conflict("left_arm", "dir", "height", -0.95, 0.9, (4, 4))])
+    assert [c.body_part for c in s.conflicts] == ["left_arm", "torso"]  # most severe first
+    c = s.conflicts[0]
+    assert (c.term_a, c.term_b, c.frames, c.balance) == ("dir", "height", "4", 0.5)
+    assert s.conflicts[1].frames == "10-30"
+    lay = draw_panel(panels.VIEW3D_PT_reconform_conflicts, bpy.context)
+    assert "reconform.resolve" in lay.operators()
+    assert any(t == "Frames: 4" for t in lay.texts())
+    sliders = [kw for k, kw in lay.calls if k == "prop" and kw["prop"] == "balance"]
+    assert sliders and "dir" in sliders[0]["text"] and "height" in sliders[0]["text"]
+    st = Stub()
+    panels.RECONFORM_UL_conflicts.draw_item(st, bpy.context, st.layout, s, c, 0, s, "conflicts_index")
+    assert [kw["prop"] for k, kw in st.layout.calls if k == "prop"] == ["balance"]
+    # slider -> per-part weights with core.conflicts' rule; centred sliders change nothing
+    assert ops.slider_part_weights(s) == {}
+    c.balance = 1.0
+    s.conflicts[1].balance = 0.25
+    w = ops.slider_part_weights(s)
+    assert w == {("left_arm", "dir"): 0.0, ("left_arm", "height"): 2.0,
+                 ("torso", "dist"): 1.5, ("torso", "pen"): 0.5}
+    assert bpy.ops.reconform.reset_conflicts() == {'FINISHED'}
+    assert ops.slider_part_weights(s) == {}
+
+
+def test_metric_labels_and_better_worse_marks(addon, clean_scene):
+    panels = ui(addon, "panels")
+    s = clean_scene.reconform
+    s.set_metrics({"floor_pen_mean": 0.01, "grounded_f1": 0.9, "jerk_max": 50.0, "contact_f1": float("nan"),
+                   "solver_steps": 60},
+                  {"floor_pen_mean": 0.03, "grounded_f1": 0.95, "jerk_max": 50.0, "contact_f1": 0.5})
+    rows = {r[0]: r[1:] for r in panels.metric_rows(s)}
+    assert rows["Floor penetration (mean)"] == ("0.01", "0.03", True)     # lower is better: improved
+    assert rows["Grounded feet (F1)"] == ("0.9", "0.95", False)           # higher is better: worse
+    assert rows["Jerk (m/s³) (max)"][2] is None                           # unchanged
+    assert rows["Contact (F1)"][0] == "n/a"
+    assert not any("steps" in k.lower() for k in rows)
+    assert json.loads(s.metrics_json)["metrics"]["solver_steps"] == 60
+    assert panels.metric_label("source_jerk_mean") == "Source: Jerk (m/s³) (mean)"
+    lay = draw_panel(panels.VIEW3D_PT_reconform_metrics, bpy.context)
+    icons = [kw["icon"] for k, kw in lay.calls if k == "label"]
+    assert 'TRIA_UP' in icons and 'TRIA_DOWN' in icons
