@@ -1,0 +1,105 @@
+"""The built extension zip installs through Blender's own extension system, enables, retargets a shared
+character pair, and disables cleanly.
+
+Runs in a subprocess with its own BLENDER_USER_RESOURCES: the session's dev-link ``addon`` fixture registers the
+same class names, and two enabled copies would clash.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ..conftest import assets_dir
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+bpy = pytest.importorskip("bpy")
+
+
+def _blender_ext():
+    """(blender_ext.py, tags.py) of the bpy wheel, found the way the Makefile finds them."""
+    mod = pathlib.Path(bpy.__file__).resolve().parent        # .../scripts/modules/bpy
+    return (mod.parents[1] / "addons_core" / "bl_pkg" / "cli" / "blender_ext.py",
+            mod.parent / "_bpy_internal" / "extensions" / "tags.py")
+
+
+@pytest.fixture(scope="module")
+def built_zip(tmp_path_factory):
+    """The zip `make extension` builds (same build script and flags), in a private folder."""
+    ext, tags = _blender_ext()
+    out = tmp_path_factory.mktemp("dist")
+    r = subprocess.run([sys.executable, str(ext), "build", "--source-dir", str(ROOT), "--output-dir", str(out),
+                        "--valid-tags", str(tags)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    zips = list(out.glob("reconform-*.zip"))
+    assert len(zips) == 1, r.stdout
+    r = subprocess.run([sys.executable, str(ext), "validate", str(zips[0])], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return zips[0]
+
+
+def test_zip_holds_the_package_and_no_dev_files(built_zip):
+    import zipfile
+
+    names = set(zipfile.ZipFile(built_zip).namelist())
+    assert {"__init__.py", "blender_manifest.toml", "reconform_addon/__init__.py", "reconform_addon/panels.py",
+            "reconform_addon/operators.py", "core/__init__.py", "core/solver.py"} <= names
+    assert not any(n.startswith(("tests/", "docs/", "tools/", ".venv/", "dist/")) for n in names)
+    assert not any("__pycache__" in n for n in names)
+
+
+def test_install_enable_retarget_disable(built_zip, tmp_path):
+    assets = assets_dir()
+    script = textwrap.dedent(f"""
+        import sys, os
+        import bpy, addon_utils
+        zip_path = {str(built_zip)!r}
+        ret = bpy.ops.extensions.package_install_files(filepath=zip_path, repo='user_default',
+                                                       enable_on_install=True)
+        assert ret == {{'FINISHED'}}, ret
+        name = "bl_ext.user_default.reconform"
+        loaded, enabled = addon_utils.check(name)
+        assert enabled, "not enabled after install"
+        mod = sys.modules[name]
+        user_ext = bpy.utils.user_resource('EXTENSIONS')
+        assert os.path.realpath(mod.__file__).startswith(os.path.realpath(user_ext)), mod.__file__
+        assert hasattr(bpy.types.Scene, "reconform") and hasattr(bpy.ops.reconform, "retarget")
+        assert "torch" not in sys.modules, "enabling imported torch"
+        prefs = bpy.context.preferences.addons[name].preferences
+        assert prefs.default_device == 'CPU'
+
+        bpy.ops.wm.read_homefile(use_empty=True)
+        for f in ("mesh2motion_mannequin_ymca.glb", "orangejuice_male_base_mesh.glb"):
+            bpy.ops.import_scene.gltf(filepath=os.path.join({str(assets)!r}, "characters", f))
+        s = bpy.context.scene.reconform
+        s.source, s.target = bpy.data.objects["Rig"], bpy.data.objects["metarig"]
+        s.method = 'COPY_ROTATIONS'
+        s.use_custom_range, s.frame_start, s.frame_end = True, 1, 10
+        src_keys = sum(len(fc.keyframe_points) for l in bpy.data.actions["YMCA"].layers for st in l.strips
+                       for b in st.channelbags for fc in b.fcurves)
+        assert bpy.ops.reconform.retarget() == {{'FINISHED'}}
+        act = bpy.data.objects["metarig"].animation_data.action
+        assert act is not None and act.name == "Rig to metarig", act
+        assert act.frame_range[:] == (1.0, 10.0), act.frame_range[:]
+        assert s.last_action == act
+        assert src_keys == sum(len(fc.keyframe_points) for l in bpy.data.actions["YMCA"].layers
+                               for st in l.strips for b in st.channelbags for fc in b.fcurves)
+
+        addon_utils.disable(name, default_set=True)
+        assert not addon_utils.check(name)[1]
+        assert not hasattr(bpy.types.Scene, "reconform"), "Scene.reconform left behind"
+        try:
+            bpy.ops.reconform.retarget.get_rna_type()
+            raise SystemExit("operator reconform.retarget still registered")
+        except KeyError:
+            pass
+        print("INSTALL-OK", act.name)
+    """)
+    env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=str(tmp_path))
+    assert "INSTALL-OK Rig to metarig" in r.stdout, (r.stdout[-4000:] + "\n" + r.stderr[-4000:])
