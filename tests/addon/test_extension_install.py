@@ -103,3 +103,58 @@ def test_install_enable_retarget_disable(built_zip, tmp_path):
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
                        cwd=str(tmp_path))
     assert "INSTALL-OK Rig to metarig" in r.stdout, (r.stdout[-4000:] + "\n" + r.stderr[-4000:])
+
+
+def _fake_wheel(folder: pathlib.Path) -> pathlib.Path:
+    """A tiny pure wheel standing in for torch (the real ones are 80-190 MB per platform)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    whl = folder / "rcfakedep-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("rcfakedep/__init__.py", "VALUE = 42\n")
+        z.writestr("rcfakedep-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: rcfakedep\nVersion: 1.0\n")
+        z.writestr("rcfakedep-1.0.dist-info/WHEEL",
+                   "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr("rcfakedep-1.0.dist-info/RECORD", "")
+    return whl
+
+
+def test_staged_release_bundles_wheels_per_platform_and_installs_them(tmp_path):
+    """tools/stage_release.py: platforms/wheels go into the staged manifest only, one zip per platform, and
+    Blender installs the bundled wheel so the add-on can import it."""
+    import importlib.util
+    import zipfile
+
+    spec = importlib.util.spec_from_file_location("stage_release", ROOT / "tools" / "stage_release.py")
+    sr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sr)
+    assert sr.wheel_platform_ok("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "linux-x64")
+    assert not sr.wheel_platform_ok("torch-2.13.0-cp311-cp311-win_amd64.whl", "linux-x64")
+    assert sr.wheel_platform_ok("pot-0.9.5-cp313-cp313-macosx_11_0_arm64.whl", "macos-arm64")
+    wheel = _fake_wheel(tmp_path / "wheels")
+    out = tmp_path / "out"
+    src_manifest = (ROOT / "blender_manifest.toml").read_text()
+    rc = sr.main(["--wheels-dir", str(wheel.parent), "--platforms", "linux-x64", "windows-x64",
+                  "--stage-dir", str(tmp_path / "stage"), "--out-dir", str(out)])
+    assert rc == 0
+    assert (ROOT / "blender_manifest.toml").read_text() == src_manifest, "source manifest must stay wheel-free"
+    zips = sorted(p.name for p in out.glob("*.zip"))
+    assert zips == ["reconform-0.1.0-linux_x64.zip", "reconform-0.1.0-windows_x64.zip"]
+    z = zipfile.ZipFile(out / zips[0])
+    assert f"wheels/{wheel.name}" in z.namelist()
+    man = z.read("blender_manifest.toml").decode()
+    assert 'platforms = ["linux-x64"]' in man and wheel.name in man
+    script = textwrap.dedent(f"""
+        import bpy, addon_utils, sys
+        assert bpy.ops.extensions.package_install_files(filepath={str(out / zips[0])!r}, repo='user_default',
+                                                        enable_on_install=True) == {{'FINISHED'}}
+        assert addon_utils.check("bl_ext.user_default.reconform")[1]
+        import rcfakedep
+        assert rcfakedep.VALUE == 42 and "extensions" in rcfakedep.__file__, rcfakedep.__file__
+        print("WHEEL-OK")
+    """)
+    env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=str(tmp_path))
+    assert "WHEEL-OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
