@@ -43,16 +43,44 @@ def _kv():
     return keyverts
 
 
+#: Object property holding the key-vertex collection (``reconform_addon.keyverts``; blender.md §5).
+DEFAULT_PROP_NAME = "reconform_keyverts"
+
+
+def _prop_name() -> str:
+    try:
+        return getattr(_kv(), "PROP_NAME", DEFAULT_PROP_NAME)
+    except ImportError:
+        return DEFAULT_PROP_NAME
+
+
 def keyvert_items(obj):
-    """The key-vertex collection of a mesh object (empty collection when none)."""
-    return getattr(obj, _kv().PROP_NAME, None) if obj is not None else None
+    """The key-vertex collection of a mesh object (items with ``index``, ``name``, ``limb``, ``locked``), or
+    None when ``obj`` is None or the key-vertex storage is not registered."""
+    return getattr(obj, _prop_name(), None) if obj is not None else None
 
 
 def keyvert_holder(arm):
-    """The mesh object of armature ``arm`` that holds its key vertices, or None."""
+    """The mesh object of armature ``arm`` that holds its key vertices, or None.
+
+    ``reconform_addon.keyverts.holder_mesh`` decides when it exists; otherwise the first deformed mesh with
+    stored key vertices.
+    """
     if arm is None:
         return None
-    return _kv().holder_mesh(arm)
+    try:
+        holder = getattr(_kv(), "holder_mesh", None)
+    except ImportError:
+        holder = None
+    if holder is not None:
+        return holder(arm)
+    from .bridge import find_meshes
+
+    for ob in find_meshes(arm):
+        items = keyvert_items(ob)
+        if items is not None and len(items):
+            return ob
+    return None
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -236,7 +264,11 @@ def end_drag(obj_name: str, i: int, cancel: bool = False):
 
 
 def _kv_touched(obj):
-    fn = getattr(_kv(), "on_edited", None)
+    """Tell the key-vertex storage an item was edited by hand (when it wants to know)."""
+    try:
+        fn = getattr(_kv(), "on_edited", None)
+    except ImportError:
+        return
     if fn is not None:
         fn(obj)
 

@@ -122,3 +122,103 @@ def test_topology_changing_modifier_falls_back_to_mesh_vertices(addon, clean_sce
     assert not g.topology_matches and len(g.co) == len(ob.data.vertices)
     idx, _ = gz.snap_world_to_vertex(ob, np.array(ob.data.vertices[5].co) + [0.0, -0.02, 0.0])
     assert idx == 5
+
+
+# ------------------------------------------------------------------------------------------ drag handlers
+class _KV(bpy.types.PropertyGroup):
+    """Test-only stand-in for the key-vertex items stored on a mesh object (index, limb, locked)."""
+
+    index: bpy.props.IntProperty()
+    limb: bpy.props.StringProperty()
+    locked: bpy.props.BoolProperty()
+
+
+@pytest.fixture
+def kv_items(addon, monkeypatch):
+    """Register a test key-vertex collection on Object and point the gizmo module at it."""
+    bpy.utils.register_class(_KV)
+    bpy.types.Object.rc_test_keyverts = bpy.props.CollectionProperty(type=_KV)
+    gz = ui(addon, "gizmos")
+    monkeypatch.setattr(gz, "_prop_name", lambda: "rc_test_keyverts")
+    yield gz
+    del bpy.types.Object.rc_test_keyverts
+    bpy.utils.unregister_class(_KV)
+
+
+def _with_keyverts(ob, ids, limbs=("left_hand", "torso")):
+    for i, (vid, limb) in enumerate(zip(ids, limbs)):
+        it = ob.rc_test_keyverts.add()
+        it.name, it.index, it.limb = f"kv{i}", vid, limb
+
+
+def test_handlers_get_set_release_snap_and_lock(kv_items, clean_scene):
+    gz = kv_items
+    gz.invalidate()
+    arm, ob = _bent_column()
+    _with_keyverts(ob, (34, 3))
+    g = gz.evaluated_geometry(ob)
+    get, set_ = gz.make_handlers(ob.name, 0)
+    assert np.allclose(get(), g.co[34])             # on the posed surface
+    gz.begin_drag(ob.name, 0)
+    drop = g.co[21] + np.array([0.0, -0.04, 0.0])    # dragged next to vertex 21
+    set_(tuple(drop))
+    assert np.allclose(get(), drop)                  # follows the mouse while dragging...
+    assert ob.rc_test_keyverts[0].index == 34 and not ob.rc_test_keyverts[0].locked  # ...writing nothing
+    idx = gz.end_drag(ob.name, 0)
+    it = ob.rc_test_keyverts[0]
+    assert idx == 21 and it.index == 21 and it.locked
+    assert np.allclose(get(), g.co[21])
+    assert ob.rc_test_keyverts[1].index == 3 and not ob.rc_test_keyverts[1].locked  # others untouched
+
+
+def test_cancelled_drag_changes_nothing(kv_items, clean_scene):
+    gz = kv_items
+    gz.invalidate()
+    arm, ob = _bent_column()
+    _with_keyverts(ob, (34, 3))
+    get, set_ = gz.make_handlers(ob.name, 1)
+    gz.begin_drag(ob.name, 1)
+    set_((5.0, 5.0, 5.0))
+    assert gz.end_drag(ob.name, 1, cancel=True) is None
+    assert ob.rc_test_keyverts[1].index == 3 and not ob.rc_test_keyverts[1].locked
+    assert gz.end_drag(ob.name, 1) is None           # release without a drag: nothing to snap
+
+
+def test_handlers_survive_reload_because_they_look_up_by_name(kv_items, clean_scene, tmp_path):
+    """Undo/redo and file reloads replace every bpy struct; the handlers hold names only."""
+    gz = kv_items
+    gz.invalidate()
+    arm, ob = _bent_column()
+    _with_keyverts(ob, (34, 3))
+    name = ob.name
+    get, set_ = gz.make_handlers(name, 1)
+    path = tmp_path / "kv.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    gz.invalidate()
+    ob2 = bpy.data.objects[name]
+    assert np.allclose(get(), gz.evaluated_geometry(ob2).co[3])
+    gz.begin_drag(name, 1)
+    set_(tuple(gz.evaluated_geometry(ob2).co[7] + [0.0, -0.03, 0.0]))
+    assert gz.end_drag(name, 1) == 7 and ob2.rc_test_keyverts[1].locked
+    # the object is gone: handlers return a harmless value instead of raising in the draw loop
+    bpy.data.objects.remove(ob2)
+    assert get() == (0.0, 0.0, 0.0)
+
+
+def test_stale_vertex_index_is_reported_not_drawn(kv_items, clean_scene):
+    gz = kv_items
+    gz.invalidate()
+    arm, ob = _bent_column()
+    _with_keyverts(ob, (999, 3))
+    get, _ = gz.make_handlers(ob.name, 0)
+    assert get() == (0.0, 0.0, 0.0)
+    with pytest.raises(IndexError, match="transfer the key vertices again"):
+        gz.key_vertex_world(ob, 0)
+
+
+def test_active_key_vertex_is_highlighted(kv_items, clean_scene):
+    gz = kv_items
+    gz.set_active(clean_scene, "Col", 4)
+    s = clean_scene.reconform
+    assert (s.keyvert_active_object, s.keyvert_active) == ("Col", 4)
