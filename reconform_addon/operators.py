@@ -666,8 +666,6 @@ class RECONFORM_OT_transfer_keyverts(_RoleMixin, bpy.types.Operator):
 
     def execute(self, context):
         from ..core.keyverts import transfer_keyverts
-        from . import keyverts as kv_addon
-        from . import pipeline
 
         s = settings_of(context)
         arm = self.armature(context)
@@ -676,14 +674,17 @@ class RECONFORM_OT_transfer_keyverts(_RoleMixin, bpy.types.Operator):
             return {'CANCELLED'}
         n = int(s.keyvert_count)
         try:
-            ch = pipeline.prepare_character(arm, bone_map=s.bone_map(self.role) or None, keyvert_count=n)
-            locked = ch.keyverts if (self.keep_locked and ch.keyverts is not None
-                                     and len(ch.keyverts) == n) else None
+            ch, _ = prepare_role(arm, s.bone_map(self.role) or None, n, fit_body=False, need_mesh=True)
+            locked = ch.keyverts if self.keep_locked else None
             kvs = transfer_keyverts(ch, n=n, locked=locked)
-            kv_addon.store(arm, ch, kvs)
+            if not store_keyverts(arm, ch, kvs):
+                raise RuntimeError("The key-vertex storage (reconform_addon.keyverts) is not available.")
         except Exception as ex:  # noqa: BLE001
             self.report({'ERROR'}, _error_text(ex))
             return {'CANCELLED'}
+        from . import gizmos
+
+        gizmos.invalidate()
         nl = int(kvs.locked.sum())
         self.report({'INFO'}, f"'{arm.name}': {len(kvs)} key vertices placed" + (f", {nl} locked kept" if nl else ""))
         _tag_redraw(context)
@@ -873,10 +874,8 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        s = getattr(context.scene, "reconform", None)
-        if s is None or s.source is None or s.target is None or is_running(context.scene):
-            return False
-        return True
+        # characters are checked in execute, so a click says what is missing instead of greying out
+        return getattr(context.scene, "reconform", None) is not None and not is_running(context.scene)
 
     def execute(self, context):
         return self.run_sync(context)
