@@ -48,6 +48,16 @@ def _tag_redraw(context=None):
                 area.tag_redraw()
 
 
+def _status_bar(context, text):
+    """Show ``text`` in the window's status bar (None restores it); silently skipped without a workspace."""
+    ws = getattr(context, "workspace", None)
+    if ws is not None and hasattr(ws, "status_text_set"):
+        try:
+            ws.status_text_set(text)
+        except Exception:  # noqa: BLE001 - cosmetic only
+            pass
+
+
 def check_characters(s, need_target: bool = True):
     """Raise a clear BridgeError when the panel's characters are not usable."""
     from .bridge import BridgeError
@@ -745,6 +755,7 @@ class _SolveModalBase:
             txt += f", loss {float(loss):.4g}"
         s.status = txt
         context.window_manager.progress_update(frac)
+        _status_bar(context, f"ReConForM: {txt} ({frac * 100:.0f} %), Esc to cancel")
         _tag_redraw(context)
 
     def _save_state(self, context):
@@ -762,6 +773,7 @@ class _SolveModalBase:
             wm.event_timer_remove(self._timer)
             self._timer = None
         wm.progress_end()
+        _status_bar(context, None)
         _RUNNING.pop(context.scene.name_full, None)
         _tag_redraw(context)
 
