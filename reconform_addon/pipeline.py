@@ -194,6 +194,9 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     kv = int(setup.get("keyvert_count", 41)) if reconform else 0
     timings = {}
     t0 = time.perf_counter()
+    if reconform and not find_meshes(target_obj):  # fail before any slow work
+        raise BridgeError(f"Armature '{target_obj.name}' deforms no mesh: add an Armature modifier pointing to it "
+                          "on the character's mesh; the 'reconform' method needs the target's body.")
     say(f"reading source '{source_obj.name}'")
     src = prepare_character(source_obj, setup_bone_map(setup, "source", source_obj.name), keyvert_count=kv,
                             fit_body=reconform, report=note)

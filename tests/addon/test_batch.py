@@ -1,0 +1,138 @@
+"""tools/retarget.py, run as a subprocess with the bpy wheel: one full run with every output, and each bad
+input (one-line message, non-zero exit, nothing written, input .blend unchanged)."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.addon.bridge_helpers import modules
+from tests.conftest import ROOT
+
+bpy = pytest.importorskip("bpy")
+TOOL = ROOT / "tools" / "retarget.py"
+
+
+def run_tool(*args, timeout=300):
+    env = dict(os.environ)
+    env.pop("BLENDER_USER_RESOURCES", None)
+    p = subprocess.run([sys.executable, str(TOOL), *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout, env=env, cwd=str(ROOT))
+    return p.returncode, p.stdout, p.stderr
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def scene_blend(addon, assets, tmp_path_factory):
+    """A .blend with a BVH mocap ('walk'), a character ('mh_teen_girl_rig') and 'Stick', a one-bone armature
+    with a mesh (nothing humanoid to map)."""
+    br, _ = modules(addon)
+    bpy.ops.wm.read_homefile(use_empty=True)
+    br.import_file(assets / "motions" / "NC_bandai_walk_normal_001.bvh")
+    br.import_file(assets / "characters" / "mh_teen_girl.glb")
+    arm = bpy.data.objects.new("Stick", bpy.data.armatures.new("Stick"))
+    bpy.context.scene.collection.objects.link(arm)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    eb = arm.data.edit_bones.new("Bone")
+    eb.tail = (0, 0, 1)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    me = bpy.data.meshes.new("stick")
+    me.from_pydata([(0, 0, 0), (0.1, 0, 0), (0, 0, 1)], [], [(0, 1, 2)])
+    ob = bpy.data.objects.new("stick_body", me)
+    bpy.context.scene.collection.objects.link(ob)
+    ob.vertex_groups.new(name="Bone").add([0, 1, 2], 1.0, 'REPLACE')
+    ob.modifiers.new("Armature", 'ARMATURE').object = arm
+    path = tmp_path_factory.mktemp("batch") / "scene.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
+    bpy.ops.wm.read_homefile(use_empty=True)
+    return path
+
+
+@pytest.mark.assets
+def test_batch_full_run_from_files(addon, assets, tmp_path):
+    out, rep = tmp_path / "out" / "result.blend", tmp_path / "report.json"
+    fbx, bvh = tmp_path / "result.fbx", tmp_path / "result.bvh"
+    rc, so, se = run_tool("--source", assets / "motions" / "NC_bandai_walk_normal_001.bvh",
+                          "--target", assets / "characters" / "mh_female_curvy_mixamorig.glb",
+                          "--frames", 5, 16, "--name", "Walk on curvy", "--out", out, "--report", rep,
+                          "--export", fbx, "--export", bvh)
+    assert rc == 0, se
+    assert "wrote Action 'Walk on curvy'" in so and "progress" in so
+    assert fbx.stat().st_size > 0 and bvh.stat().st_size > 0
+    report = json.loads(rep.read_text())
+    assert report["method"] == "copy_rotations" and report["frames"] == 12
+    assert (report["frame_start"], report["frame_end"]) == (5, 16)
+    assert report["source_action"] == "NC_bandai_walk_normal_001"
+    assert report["target"]["armature"] == "mh_female_curvy_mixamorig_rig" and report["target"]["mapped"] >= 20
+    assert report["source"]["unmapped"] == ["joint_Root"]
+    # the saved file holds the new Action, keyed for every bone of the target on every frame
+    with bpy.data.libraries.load(str(out)) as (src, dst):
+        assert "Walk on curvy" in src.actions and "NC_bandai_walk_normal_001" in src.actions
+        dst.actions = ["Walk on curvy"]
+    act = dst.actions[0]
+    try:
+        from bpy_extras import anim_utils
+        bag = anim_utils.action_get_channelbag_for_slot(act, act.slots[0])
+        assert len(bag.fcurves) == 7 * 52
+        frames = set()
+        for fc in bag.fcurves:
+            co = np.empty(2 * len(fc.keyframe_points), np.float32)
+            fc.keyframe_points.foreach_get("co", co)
+            frames.add(tuple(co[0::2]))
+        assert frames == {tuple(np.arange(5, 17, dtype=np.float32))}
+    finally:
+        bpy.data.actions.remove(act)
+
+
+def _bad(args, message, tmp_path, scene=None):
+    out, rep = tmp_path / "o.blend", tmp_path / "r.json"
+    before = digest(scene) if scene else None
+    rc, so, se = run_tool(*args, "--out", out, "--report", rep, "--quiet")
+    lines = [ln for ln in se.splitlines() if ln.startswith("error:")]
+    assert rc == 1, se
+    assert len(lines) == 1 and message in lines[0], se
+    assert not out.exists() and not rep.exists()
+    if scene:
+        assert digest(scene) == before
+
+
+@pytest.mark.assets
+def test_batch_missing_object(scene_blend, tmp_path):
+    _bad(["--blend", scene_blend, "--source", "NoSuchRig", "--target", "mh_teen_girl_rig"],
+         "No object named 'NoSuchRig' (armatures available: NC_bandai_walk_normal_001, Stick, mh_teen_girl_rig)",
+         tmp_path, scene_blend)
+
+
+@pytest.mark.assets
+def test_batch_target_without_mesh_for_reconform(scene_blend, tmp_path):
+    _bad(["--blend", scene_blend, "--source", "mh_teen_girl_rig", "--target", "NC_bandai_walk_normal_001",
+          "--method", "reconform"], "Armature 'NC_bandai_walk_normal_001' deforms no mesh", tmp_path, scene_blend)
+
+
+@pytest.mark.assets
+def test_batch_nothing_mapped(scene_blend, tmp_path):
+    _bad(["--blend", scene_blend, "--source", "NC_bandai_walk_normal_001", "--target", "Stick"],
+         "Nothing mapped on 'Stick'", tmp_path, scene_blend)
+
+
+@pytest.mark.assets
+def test_batch_unreadable_and_missing_files(assets, tmp_path):
+    bad = tmp_path / "broken.fbx"
+    bad.write_bytes(b"\x00not an fbx\x00" * 50)
+    _bad(["--source", bad, "--target", assets / "characters" / "mh_teen_girl.glb"],
+         f"Cannot import '{bad}'", tmp_path)
+    _bad(["--source", tmp_path / "absent.bvh", "--target", assets / "characters" / "mh_teen_girl.glb"],
+         "file not found", tmp_path)
+
+
+def test_batch_bad_arguments(tmp_path):
+    rc, so, se = run_tool("--source", "a", "--target", "b", "--export", tmp_path / "x.obj")
+    assert rc == 2 and "use a .fbx, .glb, .gltf or .bvh path" in se
