@@ -259,7 +259,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
             "timings": {k: round(v, 4) for k, v in timings.items()},
             "metrics": metrics, "notes": notes, **solve,
         }
-        json.dumps(rep)  # must stay serialisable for --report
+        json.dumps(rep, allow_nan=False)  # must stay strict JSON for --report
     except Exception:
         remove_action(target_obj, act, previous)
         raise
@@ -276,12 +276,12 @@ def _plain(value):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
+    if isinstance(value, np.ndarray) and value.ndim > 0:
+        return [_plain(v) for v in value.tolist()]
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
-        return value.item()
+        value = value.item()  # numpy / torch scalars
+    if isinstance(value, float) and not np.isfinite(value):
+        return None  # strict JSON: undefined metrics (e.g. no locked contacts) become null
     if isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
