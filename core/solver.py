@@ -333,13 +333,15 @@ class SolveJob:
 
     @property
     def metrics(self) -> dict:
-        """Quality metrics of the result (core.metrics.evaluate) plus solve statistics; computed once."""
-        if self._metrics is None:
-            from .metrics import evaluate
-            m = evaluate(self.source, self.source_motion, self.target, self.result(), self.settings.terrain)
-            m.update({f"solver_{k}": v for k, v in self.stats.items()})
-            self._metrics = m
-        return self._metrics
+        """Statistics of the solve (timings, frames/s, active pair entries, reference scales, last terms).
+
+        Quality metrics of the result are ``core.metrics.evaluate`` (a full-mesh pass, computed on demand).
+        """
+        out = {k: v for k, v in self.stats.items()}
+        out["steps"] = self._step
+        if self.history:
+            out["final_terms"] = dict(self.history[-1])
+        return out
 
     @property
     def num_frames(self) -> int:

@@ -1,0 +1,297 @@
+"""`make bench`: copy-rotations vs ReConForM on clips x characters from ../shared/assets.
+
+Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end
+frames/s), a scaling line (solver frames/s at 75, 300, 1000 and 3000 frames) and the peak memory of a
+10 000-frame solve (measured in a child process), and writes the same text to bench_output/bench.md.
+
+    .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--threads 2]
+
+Timings are wall-clock on whatever machine runs it; on a shared 2-core machine they are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pathlib
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ASSETS = ROOT.parent / "shared" / "assets"
+REPO_NAME = "reconform_bench"
+MODULE = f"bl_ext.{REPO_NAME}.reconform"
+
+#: (source clip, target character, first frame index, frame count or None for all)
+CASES = [
+    ("motions/NC_bandai_walk_normal_001.bvh", "characters/mh_male_heavy.glb", 0, None),
+    ("motions/NC_bandai_slash_normal_001.bvh", "characters/mh_female_curvy_mixamorig.glb", 0, None),
+    ("motions/NC_bandai_kick_normal_001.bvh", "characters/mh_teen_girl.glb", 0, None),
+    ("motions/cmu_07_01_walk.fbx", "characters/mh_female_thin_tall.glb", 1, None),
+    ("characters/mesh2motion_mannequin_ymca.glb", "characters/mh_male_muscular.glb", 0, None),
+    ("motions/cmu_salsa_60_15_lead.bvh", "characters/mh_male_average.glb", 0, 1000),
+]
+SCALING = ("motions/NC_bandai_walk_giant_001.bvh", "characters/mh_female_average.glb", (75, 300, 1000, 3000))
+METRICS = ("jerk_mean", "jerk_max", "floor_pen_mean", "floor_pen_max", "self_pen_mean", "self_pen_max",
+           "grounded_f1", "grounded_auc", "locked_f1", "locked_auc", "contact_f1")
+
+
+def enable_addon():
+    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bench_bl_"))
+    import bpy
+    import addon_utils
+
+    d = pathlib.Path(tempfile.mkdtemp(prefix="reconform_bench_"))
+    (d / "reconform").symlink_to(ROOT, target_is_directory=True)
+    repos = bpy.context.preferences.extensions.repos
+    repos.new(name=REPO_NAME, module=REPO_NAME, custom_directory=str(d), source='USER')
+
+    def fail(ex):
+        raise ex
+
+    addon_utils.enable(MODULE, default_set=True, handle_error=fail)
+    return {name: importlib.import_module(f"{MODULE}.{name}") for name in (
+        "reconform_addon.bridge", "reconform_addon.pipeline", "core.copy_rotations", "core.solver",
+        "core.metrics", "core.types")}
+
+
+class Loader:
+    """Imports each asset once and keeps its Character (and Motion for sources)."""
+
+    def __init__(self, mods, log):
+        self.m = mods
+        self.log = log
+        self.cache = {}
+
+    def character(self, rel):
+        if rel not in self.cache:
+            bridge, pipeline = self.m["reconform_addon.bridge"], self.m["reconform_addon.pipeline"]
+            t = time.perf_counter()
+            objs = bridge.import_file(str(ASSETS / rel))
+            arm = bridge.find_armature(objs)
+            ch = pipeline.prepare_character(arm, keyvert_count=41, fit_body=True)
+            self.cache[rel] = (arm, ch, time.perf_counter() - t)
+            self.log(f"  loaded {rel} ({time.perf_counter() - t:.1f} s)")
+        return self.cache[rel]
+
+    def source(self, rel, first=0, count=None):
+        arm, ch, t_load = self.character(rel)
+        key = ("motion", rel)
+        if key not in self.cache:
+            self.cache[key] = self.m["reconform_addon.bridge"].read_motion(arm, ch.skeleton)
+        mo = self.cache[key]
+        stop = mo.num_frames if count is None else min(mo.num_frames, first + count)
+        return ch, mo.slice(first, stop), t_load
+
+
+def tile(motion_cls, motion, frames):
+    """The clip repeated (ping-pong, so it stays continuous) up to ``frames`` frames."""
+    import numpy as np
+    idx = []
+    k = 0
+    T = motion.num_frames
+    while len(idx) < frames:
+        idx.extend(range(T) if k % 2 == 0 else range(T - 1, -1, -1))
+        k += 1
+    idx = np.asarray(idx[:frames])
+    return motion_cls(motion.rotations[idx], motion.locations[idx], motion.fps, motion.frame_start)
+
+
+def run_case(mods, src, smo, tgt, settings, log):
+    cr, solver, metrics = mods["core.copy_rotations"], mods["core.solver"], mods["core.metrics"]
+    t0 = time.perf_counter()
+    init = cr.copy_rotations(src, smo, tgt)
+    init = mods["core.types"].Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
+    t_cr = time.perf_counter() - t0
+    job = solver.SolveJob(src, smo, tgt, init, settings)
+    t1 = time.perf_counter()
+    res = job.run()
+    t_solve = time.perf_counter() - t1
+    m_cr = metrics.evaluate(src, smo, tgt, init)
+    m_rf = metrics.evaluate(src, smo, tgt, res)
+    return dict(init=m_cr, ours=m_rf, t_cr=t_cr, t_solve=t_solve, stats=job.stats, frames=smo.num_frames)
+
+
+def fmt(v, k):
+    if v != v:  # NaN
+        return "n/a"
+    if k.startswith("jerk"):
+        return f"{v:.1f}"
+    if "pen" in k:
+        return f"{100 * v:.3f}%"
+    return f"{v:.3f}"
+
+
+def memory_child(frames, threads):
+    """Run in a child process: solve a tiled clip of ``frames`` frames, print peak memory as JSON."""
+    import torch
+    torch.set_num_threads(threads)
+    mods = enable_addon()
+    loader = Loader(mods, lambda s: None)
+    src, smo, _ = loader.source(SCALING[0])
+    _, tgt, _ = loader.character(SCALING[1])
+    smo = tile(mods["core.types"].Motion, smo, frames)
+    init = mods["core.copy_rotations"].copy_rotations(src, smo, tgt)
+    base_rss = _rss_kb()
+    tracemalloc.start()
+    settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=threads)
+    job = mods["core.solver"].SolveJob(src, smo, tgt, mods["core.types"].Motion(init.rotations, init.locations,
+                                                                               smo.fps), settings)
+    t = time.perf_counter()
+    job.run()
+    dt = time.perf_counter() - t
+    _, peak_py = tracemalloc.get_traced_memory()
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print("MEMORY " + json.dumps(dict(frames=frames, base_rss_mb=base_rss / 1024, peak_rss_mb=peak_rss / 1024,
+                                      tracemalloc_peak_mb=peak_py / 2 ** 20, seconds_10_steps=dt)))
+
+
+def _rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="first two cases, short clips, no scaling/memory")
+    ap.add_argument("--cases", type=int, default=None, help="run only the first N cases")
+    ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
+    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench.md"))
+    args = ap.parse_args(argv)
+    if args.memory_child:
+        memory_child(args.memory_child, args.threads)
+        return 0
+    if not (ASSETS / "characters").is_dir():
+        print(f"error: shared assets not found at {ASSETS}", file=sys.stderr)
+        return 1
+    import torch
+    torch.set_num_threads(args.threads)
+    lines = []
+
+    def out(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    t_all = time.perf_counter()
+    mods = enable_addon()
+    solver = mods["core.solver"]
+    overrides = {}
+    for kv in args.set:
+        k, _, v = kv.partition("=")
+        overrides[k] = json.loads(v) if v[:1] in "0123456789-[{tf" and v not in ("fast",) else v
+    settings = solver.SolverSettings.preset(args.quality, num_threads=args.threads, **overrides)
+    loader = Loader(mods, log)
+    cases = CASES[:2] if args.quick else CASES
+    if args.cases:
+        cases = cases[:args.cases]
+    out("# ReConForM benchmark")
+    out()
+    out(f"`{' '.join(['tools/bench.py'] + (argv if argv is not None else sys.argv[1:]))}` — torch "
+        f"{torch.__version__}, {args.threads} threads, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs; preset '{args.quality}' ({settings.iterations} iterations)"
+        + (f", overrides {overrides}" if overrides else ""))
+    out()
+    header = ["clip → target", "frames", "method"] + list(METRICS) + ["solver f/s", "end-to-end f/s"]
+    out("| " + " | ".join(header) + " |")
+    out("|" + "---|" * len(header))
+    agg = {"init": {k: [] for k in METRICS}, "ours": {k: [] for k in METRICS}, "src_jerk": [], "ratio": []}
+    for clip, target, first, count in cases:
+        log(f"case {clip} -> {target}")
+        src, smo, t_load_s = loader.source(clip, first, None if args.quick and count is None else count)
+        if args.quick:
+            smo = smo.slice(0, min(smo.num_frames, 150))
+        _, tgt, t_load_t = loader.character(target)
+        r = run_case(mods, src, smo, tgt, settings, log)
+        T = r["frames"]
+        solver_fps = T / r["t_solve"]
+        e2e = T / (r["t_cr"] + r["t_solve"])
+        name = f"{pathlib.Path(clip).stem} → {pathlib.Path(target).stem}"
+        for meth in ("init", "ours"):
+            m = r[meth]
+            row = [name if meth == "init" else "", str(T), "copy-rot" if meth == "init" else "ReConForM"]
+            row += [fmt(m[k], k) for k in METRICS]
+            row += ["", ""] if meth == "init" else [f"{solver_fps:.0f}", f"{e2e:.0f}"]
+            out("| " + " | ".join(row) + " |")
+            for k in METRICS:
+                agg[meth][k].append(m[k])
+        agg["src_jerk"].append(r["ours"]["source_jerk_mean"])
+        agg["ratio"].append(r["ours"]["jerk_mean"] / max(r["ours"]["source_jerk_mean"], 1e-9))
+        log(f"  solve {r['t_solve']:.2f} s ({solver_fps:.0f} f/s), source jerk {r['ours']['source_jerk_mean']:.1f}, "
+            f"pairs {r['stats'].get('source_pair_entries')}")
+    import numpy as np
+
+    def mean(v):
+        v = [x for x in v if x == x]
+        return float(np.mean(v)) if v else float("nan")
+    out()
+    out("Means over cases (NaN entries skipped):")
+    out()
+    out("| method | " + " | ".join(METRICS) + " |")
+    out("|---|" + "---|" * len(METRICS))
+    for meth, label in (("init", "copy-rot"), ("ours", "ReConForM")):
+        out(f"| {label} | " + " | ".join(fmt(mean(agg[meth][k]), k) for k in METRICS) + " |")
+    fp_i, fp_o = mean(agg["init"]["floor_pen_mean"]), mean(agg["ours"]["floor_pen_mean"])
+    out()
+    out(f"- floor penetration (mean): {100 * (1 - fp_o / fp_i):.0f}% lower than copy-rotations"
+        if fp_i > 0 else "- floor penetration: copy-rotations has none")
+    out(f"- jerk (mean) / source jerk (mean): {mean(agg['ratio']):.2f} (per-case: "
+        + ", ".join(f"{x:.2f}" for x in agg["ratio"]) + ")")
+    if not args.quick and not args.no_scaling:
+        src, smo, _ = loader.source(SCALING[0])
+        _, tgt, _ = loader.character(SCALING[1])
+        parts = []
+        for n in SCALING[2]:
+            mo = tile(mods["core.types"].Motion, smo, n)
+            r = run_case(mods, src, mo, tgt, settings, log) if False else None
+            cr = mods["core.copy_rotations"]
+            init = cr.copy_rotations(src, mo, tgt)
+            job = solver.SolveJob(src, mo, tgt, mods["core.types"].Motion(init.rotations, init.locations, mo.fps),
+                                  settings)
+            t = time.perf_counter()
+            job.run()
+            dt = time.perf_counter() - t
+            parts.append(f"{n}: {n / dt:.0f} f/s ({dt:.1f} s)")
+            log(f"  scaling {n}: {n / dt:.0f} f/s")
+        out()
+        out(f"Scaling (solver frames/s incl. set-up, {pathlib.Path(SCALING[0]).stem} ping-pong tiled → "
+            f"{pathlib.Path(SCALING[1]).stem}): " + "; ".join(parts))
+    if not args.quick and not args.no_memory:
+        cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--memory-child", "10000",
+               "--threads", str(args.threads)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        mem = [l for l in proc.stdout.splitlines() if l.startswith("MEMORY ")]
+        out()
+        if mem:
+            d = json.loads(mem[0][7:])
+            out(f"Memory, 10 000-frame solve (child process, 10 steps): peak RSS {d['peak_rss_mb']:.0f} MB "
+                f"(RSS before the solve {d['base_rss_mb']:.0f} MB, incl. Blender/torch), Python heap peak "
+                f"(tracemalloc) {d['tracemalloc_peak_mb']:.0f} MB; 10 steps took {d['seconds_10_steps']:.1f} s")
+        else:
+            out("Memory measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+    out()
+    out(f"Total bench time {time.perf_counter() - t_all:.0f} s.")
+    path = pathlib.Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
