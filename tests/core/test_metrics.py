@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+
+from core.metrics import evaluate, f1_score, jerk_magnitude, roc_auc, vertex_areas
+from core.types import Motion
+from tests.core.synth import make_humanoid, walk_motion
+
+
+@pytest.fixture(scope="module")
+def clip():
+    ch = make_humanoid()
+    return ch, walk_motion(ch, frames=30, clap=True)
+
+
+def test_f1_and_auc_by_hand():
+    truth = np.array([1, 1, 0, 0, 1], bool)
+    pred = np.array([1, 0, 1, 0, 1], bool)
+    assert f1_score(truth, pred) == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
+    assert np.isnan(f1_score(np.zeros(3, bool), np.zeros(3, bool)))
+    assert roc_auc(truth, np.array([0.9, 0.8, 0.1, 0.2, 0.7])) == 1.0
+    assert roc_auc(truth, np.array([0.1, 0.2, 0.9, 0.8, 0.3])) == 0.0
+    assert roc_auc(np.array([1, 0], bool), np.array([0.5, 0.5])) == 0.5     # ties count half
+    assert np.isnan(roc_auc(np.ones(3, bool), np.arange(3.0)))
+
+
+def test_jerk_of_cubic():
+    t = np.arange(10) / 20.0
+    p = np.stack([2 * t ** 3, 0 * t, 0 * t], -1)[:, None]
+    np.testing.assert_allclose(jerk_magnitude(p, 20.0), 12.0)
+
+
+def test_vertex_areas_of_a_unit_square():
+    from core.types import SkinnedMesh
+    m = SkinnedMesh("sq", np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0.]]), np.zeros((4, 3)),
+                    np.array([0, 1, 2, 3]), np.array([0, 4]), np.zeros((4, 1), np.int64), np.ones((4, 1)))
+    np.testing.assert_allclose(vertex_areas(m), 0.25)
+
+
+def test_self_evaluation_is_perfect(clip):
+    ch, m = clip
+    e = evaluate(ch, m, ch, m)
+    assert e["grounded_f1"] == 1.0 and e["contact_f1"] == 1.0
+    assert e["jerk_mean"] == pytest.approx(e["source_jerk_mean"])
+    assert e["floor_pen_mean"] == e["source_floor_pen_mean"]
+    assert 0.0 <= e["self_pen_mean"] <= e["self_pen_max"] <= 1.0
+
+
+def test_sinking_the_clip_raises_floor_penetration_and_breaks_grounding(clip):
+    ch, m = clip
+    sunk = Motion(m.rotations, m.locations.copy(), m.fps)
+    hips = ch.skeleton.index("hips")
+    sunk.locations[:, hips] += np.array([0, 0, -0.3]) @ ch.skeleton.rest_local[hips, :3, :3]
+    e = evaluate(ch, m, ch, sunk)
+    assert e["floor_pen_mean"] > 0.1 and e["source_floor_pen_mean"] == 0.0
+    assert e["grounded_f1"] < 0.5
+    # the whole body shifted: contacts between key vertices are unchanged
+    assert e["contact_f1"] == 1.0
+
+
+def test_arms_through_the_body_raise_self_penetration(clip):
+    ch, m = clip
+    from core.rotations import quat_multiply
+    bent = Motion(m.rotations.copy(), m.locations, m.fps)
+    for side, s in (("left", 1), ("right", -1)):
+        j = ch.skeleton.index(f"{side}_upper_arm")
+        # swing the arms down and across the chest (about the bone's local Z)
+        q = np.array([np.cos(1.2), 0, 0, s * np.sin(1.2)])
+        bent.rotations[:, j] = quat_multiply(np.broadcast_to(q, bent.rotations[:, j].shape), bent.rotations[:, j])
+    e0 = evaluate(ch, m, ch, m)
+    e1 = evaluate(ch, m, ch, bent)
+    assert e1["self_pen_mean"] > e0["self_pen_mean"]
