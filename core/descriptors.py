@@ -19,8 +19,6 @@ import numpy as np
 import torch
 
 from .errors import CoreError
-from .kinematics import ForwardKinematics, Pose
-from .skinning import SkinningMatrices, skin_vertices
 from .types import Character
 
 UP_AXIS = 2  # world Z
@@ -38,9 +36,15 @@ def _object_affine(object_matrix, dtype, device):
 
 
 class _CharacterPart:
-    """FK + skinning constants of one character restricted to its key vertices."""
+    """FK + LBS of one character restricted to its key vertices and the bones they depend on.
 
-    def __init__(self, character: Character, dtype, device):
+    Only the "needed" bones are evaluated: the bones skinning a key vertex, their ancestors and ``extra``
+    bones (with their ancestors). FK runs level by level over tree depth on per-bone tensors (no scatter of
+    full-skeleton buffers in the backward pass), and skinning blends the per-bone matrices with one dense
+    (N, J_needed) weight matmul.
+    """
+
+    def __init__(self, character: Character, dtype, device, extra=()):
         if character.mesh is None:
             raise CoreError(f"Character '{character.name}' has no mesh: fit a body to it before solving.")
         if character.keyverts is None or len(character.keyverts) == 0:
@@ -50,28 +54,80 @@ class _CharacterPart:
             raise CoreError(f"Character '{character.name}': key-vertex ids do not fit its mesh "
                             f"({character.mesh.num_verts} vertices); transfer the key vertices again.")
         sk = character.skeleton
-        self.character = character
-        self.fk = ForwardKinematics(sk, dtype, device)
-        self.skin = SkinningMatrices(sk, dtype, device)
         m = character.mesh
+        self.character = character
+        wb, wv = m.weight_bones[ids], m.weight_values[ids]
+        seeds = set(int(b) for b in wb[wv > 0].ravel()) | set(int(b) for b in extra)
+        needed = set()
+        for b in seeds:
+            while b >= 0 and b not in needed:
+                needed.add(b)
+                b = int(sk.parents[b])
+        self.needed = np.asarray(sorted(needed), dtype=np.int64)       # topological (parents[j] < j)
+        pos = {int(b): k for k, b in enumerate(self.needed)}
+        self.position = pos
+        par = [pos.get(int(sk.parents[b]), -1) for b in self.needed]
+        depth = np.zeros(len(self.needed), np.int64)
+        for k, p in enumerate(par):
+            depth[k] = 0 if p < 0 else depth[p] + 1
+        self.levels = [(np.nonzero(depth == d)[0].tolist(), [par[k] for k in np.nonzero(depth == d)[0]])
+                       for d in range(int(depth.max()) + 1)]
+        rl = torch.as_tensor(sk.rest_local[self.needed], dtype=dtype, device=device)
+        self.rest_rot, self.rest_trans = rl[:, :3, :3], rl[:, :3, 3]
+        inv = np.linalg.inv(sk.rest_global[self.needed])
+        self.inv_rot = torch.as_tensor(inv[:, :3, :3], dtype=dtype, device=device)
+        self.inv_trans = torch.as_tensor(inv[:, :3, 3], dtype=dtype, device=device)
+        W = np.zeros((len(ids), len(self.needed)))
+        for v in range(len(ids)):
+            for b, w in zip(wb[v], wv[v]):
+                if w > 0:
+                    W[v, pos[int(b)]] += w
+        self.W = torch.as_tensor(W, dtype=dtype, device=device)
+        self.needed_t = torch.as_tensor(self.needed, device=device)
         self.rest_verts = torch.as_tensor(m.rest_verts[ids], dtype=dtype, device=device)
         self.rest_normals = torch.as_tensor(m.rest_normals[ids], dtype=dtype, device=device)
-        self.weight_bones = torch.as_tensor(m.weight_bones[ids], device=device)
-        self.weight_values = torch.as_tensor(m.weight_values[ids], dtype=dtype, device=device)
         self.A, self.b, self.R = _object_affine(sk.object_matrix, dtype, device)
 
-    def world_pose(self, rotations: torch.Tensor, locations: torch.Tensor) -> Pose:
-        """(..., J, 3, 3), (..., J, 3) basis channels -> world-space Pose (rotations scale-free)."""
-        pose = self.fk(rotations, locations)
-        return Pose(self.R @ pose.rotations, pose.positions @ self.A.T + self.b)
+    def global_needed(self, rotations: torch.Tensor, locations: torch.Tensor):
+        """Armature-space (rot (T, Jn, 3, 3), pos (T, Jn, 3)) of the needed bones from their basis channels."""
+        local_rot = self.rest_rot @ rotations
+        local_pos = (self.rest_rot @ locations[..., None])[..., 0] + self.rest_trans
+        lr, lp = local_rot.unbind(-3), local_pos.unbind(-2)
+        g_rot = [None] * len(lr)
+        g_pos = [None] * len(lr)
+        for d, (ks, ps) in enumerate(self.levels):
+            if d == 0:
+                for k in ks:
+                    g_rot[k], g_pos[k] = lr[k], lp[k]
+                continue
+            PR = torch.stack([g_rot[p] for p in ps], -3)
+            PP = torch.stack([g_pos[p] for p in ps], -2)
+            LR = torch.stack([lr[k] for k in ks], -3)
+            LP = torch.stack([lp[k] for k in ks], -2)
+            GR = (PR @ LR).unbind(-3)
+            GP = ((PR @ LP[..., None])[..., 0] + PP).unbind(-2)
+            for k, r, p in zip(ks, GR, GP):
+                g_rot[k], g_pos[k] = r, p
+        return torch.stack(g_rot, -3), torch.stack(g_pos, -2)
+
+    def keyverts_needed(self, rotations: torch.Tensor, locations: torch.Tensor):
+        """Key-vertex world positions and unit normals (T, N_c, 3) from the needed bones' channels
+        (T, Jn, 3, 3) and (T, Jn, 3), ordered as ``self.needed``."""
+        G_rot, G_pos = self.global_needed(rotations, locations)
+        S_rot = G_rot @ self.inv_rot
+        S_t = (G_rot @ self.inv_trans[..., None])[..., 0] + G_pos
+        S = torch.cat([S_rot.flatten(-2), S_t], -1)        # (T, Jn, 12)
+        B = self.W @ S                                      # (T, N, 12) blended skinning matrices
+        Rb = B[..., :9].unflatten(-1, (3, 3))
+        p = (Rb * self.rest_verts[:, None, :]).sum(-1) + B[..., 9:]
+        n = (Rb * self.rest_normals[:, None, :]).sum(-1)
+        n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return p @ self.A.T + self.b, n @ self.R.T
 
     def keyverts(self, rotations: torch.Tensor, locations: torch.Tensor):
-        """Key-vertex world positions and unit normals, each (..., N_c, 3)."""
-        pose = self.fk(rotations, locations)
-        rot, trans = self.skin(pose)
-        p, n = skin_vertices(rot, trans, self.rest_verts, self.weight_bones, self.weight_values,
-                             self.rest_normals)
-        return p @ self.A.T + self.b, n @ self.R.T
+        """Key-vertex world positions and unit normals, each (T, N_c, 3), from full (T, J, ...) channels."""
+        return self.keyverts_needed(rotations.index_select(-3, self.needed_t),
+                                    locations.index_select(-2, self.needed_t))
 
 
 class KeyVertexRig:
@@ -80,6 +136,7 @@ class KeyVertexRig:
     Args:
         characters: one Character or a sequence of them (stacked in this order).
         dtype, device: torch dtype / device of the computation.
+        extra_bones: optional, per character, bones to evaluate besides those the key vertices depend on.
     Attributes:
         num_keyverts: N, total over stacked characters.
         character: (N,) int64 index of the character of each key vertex.
@@ -87,10 +144,11 @@ class KeyVertexRig:
         limbs: (N,) limb name of each key vertex.
     """
 
-    def __init__(self, characters, dtype=torch.float32, device="cpu"):
+    def __init__(self, characters, dtype=torch.float32, device="cpu", extra_bones=None):
         if isinstance(characters, Character):
             characters = [characters]
-        self.parts = [_CharacterPart(c, dtype, device) for c in characters]
+        extra_bones = extra_bones or [()] * len(characters)
+        self.parts = [_CharacterPart(c, dtype, device, e) for c, e in zip(characters, extra_bones)]
         self.dtype, self.device = dtype, device
         counts = [len(c.keyverts) for c in characters]
         self.character = np.repeat(np.arange(len(characters)), counts)

@@ -359,7 +359,9 @@ class SolveJob:
         src, tgt = self.source, self.target
         T = self.num_frames
         self.src_rig = KeyVertexRig(src, dt, dev)
-        self.rig = KeyVertexRig(tgt, dt, dev)
+        self.root_idx = tgt.skeleton.index(tgt.bone_map["hips"])
+        self.rig = KeyVertexRig(tgt, dt, dev, extra_bones=[[self.root_idx]])
+        part = self.rig.parts[0]
         self.h_src = float(src.height)
         self.h_tgt = float(tgt.height)
 
@@ -385,8 +387,8 @@ class SolveJob:
         # target variables
         canon = _canonical_of(tgt)
         wanted = set(CORE_BONES) | (set(FINGER_BONES) if s.optimise_fingers else set())
-        opt = sorted(j for j, c in canon.items() if c in wanted)
-        self.root_idx = tgt.skeleton.index(tgt.bone_map["hips"])
+        # bones that move no key vertex cannot change the objective: they keep the initial motion
+        opt = sorted(j for j, c in canon.items() if c in wanted and j in part.position)
         if self.root_idx not in opt:
             opt = sorted(opt + [self.root_idx])
         self.opt_idx = torch.as_tensor(opt, device=dev)
@@ -395,6 +397,11 @@ class SolveJob:
         self.R_init = R0.to(dt).to(dev)                     # (T, J, 3, 3)
         self.R_init_opt = self.R_init[:, self.opt_idx]      # (T, Jo, 3, 3)
         self.L_init = torch.as_tensor(self.init_motion.locations, dtype=dt, device=dev)
+        # channels of the bones the rig evaluates (T, Jn, ...), and where the optimised ones sit among them
+        self.R_init_n = self.R_init[:, part.needed_t]
+        self.L_init_n = self.L_init[:, part.needed_t]
+        self.opt_pos = torch.as_tensor([part.position[j] for j in opt], device=dev)
+        self.root_pos = torch.as_tensor([part.position[self.root_idx]], device=dev)
         self.root_jac_inv = self._root_jacobian_inverse().to(dt).to(dev)  # (T, 3, 3) world -> basis
         basis = bspline_basis(T, s.knot_spacing * self.fps)
         self.basis = torch.as_tensor(basis, dtype=dt, device=dev)           # (T, C)
@@ -531,9 +538,9 @@ class SolveJob:
 
     def _forward(self, residuals=None):
         R, loc_root = self._opt_channels(residuals)
-        rot = self.R_init.index_copy(1, self.opt_idx, R)
-        loc = self.L_init.index_copy(1, torch.as_tensor([self.root_idx], device=self.device), loc_root[:, None])
-        return self.rig(rot, loc)
+        rot = self.R_init_n.index_copy(1, self.opt_pos, R)
+        loc = self.L_init_n.index_copy(1, self.root_pos, loc_root[:, None])
+        return self.rig.parts[0].keyverts_needed(rot, loc)
 
     def _raw_terms(self, p, n, alpha: float, pairset) -> dict:
         """Unweighted, unnormalised terms at positions p (T, N, 3), normals n (T, N, 3)."""
