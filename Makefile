@@ -8,7 +8,7 @@ PYTEST  := $(PYTHON) -m pytest -p no:pytest-blender
 BLEXT    = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','..','addons_core','bl_pkg','cli','blender_ext.py')))")
 BLTAGS   = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','_bpy_internal','extensions','tags.py')))")
 
-.PHONY: install demo test test-core bench extension clean
+.PHONY: install demo test test-core bench extension clean test-bpy5
 
 $(STAMP): requirements.txt
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,19 @@ test-core: $(STAMP)
 
 bench: $(STAMP)
 	$(PYTHON) tools/bench.py
+
+# Bridge tests on Blender 5.x (bpy 5.0 wheel, Python 3.11) in a second venv; not part of `make test`.
+VENV5   ?= .venv-bpy5
+BPY5_TESTS = tests/addon/test_bridge_read.py tests/addon/test_bridge_write.py tests/addon/test_bridge_assets.py \
+             tests/addon/test_bridge_pipeline.py tests/addon/test_batch.py tests/addon/test_extension_build.py
+$(VENV5)/.installed: requirements.txt
+	$(PY) -m venv $(VENV5)
+	$(VENV5)/bin/pip install -q --upgrade pip
+	$(VENV5)/bin/pip install -q "bpy==5.0.*" "numpy>=1.26,<2" "torch==2.13.0" "pytest>=8"
+	touch $@
+
+test-bpy5: $(VENV5)/.installed
+	$(VENV5)/bin/python -m pytest -p no:pytest-blender -q $(BPY5_TESTS)
 
 extension: $(STAMP)
 	mkdir -p dist
