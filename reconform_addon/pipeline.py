@@ -244,8 +244,10 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     if ad is not None:
         previous = (ad.action, getattr(ad, "action_slot", None))
     new_name = name or f"{target_obj.name}_{method}"
+    t3 = time.perf_counter()
     act = write_motion(target_obj, tgt.skeleton, motion, new_name)  # written last
     try:
+        timings["write_s"] = time.perf_counter() - t3
         timings["total_s"] = time.perf_counter() - t0
         rep = {
             "method": method,

@@ -205,9 +205,11 @@ def run(args, log) -> dict:
         return rep
     finally:
         import addon_utils
-        if addon_utils.check(MODULE)[1]:
+        import contextlib
+        import io
+        with contextlib.redirect_stdout(io.StringIO()):  # addon_utils prints a spurious "not enabled"
             addon_utils.disable(MODULE, default_set=True)
-        bpy.context.preferences.extensions.repos.remove(repo)
+            bpy.context.preferences.extensions.repos.remove(repo)
 
 
 def main(argv=None) -> int:
