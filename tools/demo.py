@@ -6,7 +6,8 @@
    (steps, clap, hands on hips, squat) and saves <out>/demo.blend.
 2. The source motion is retargeted onto 'TallThin' and 'ShortHeavy' through the add-on pipeline
    (``reconform_addon.pipeline.retarget``): the ReConForM solve when the solver is available ('auto'),
-   else copy-rotations with a message. The copy-rotations baseline is always computed too, for comparison.
+   else copy-rotations with a message. The copy-rotations baseline is always written too (its metrics with
+   ``--compare``, or when it is the method).
 3. Writes <out>/output.blend (new Actions assigned, scene range set) and <out>/report.txt.
 Runs as ``python tools/demo.py`` (bpy wheel) or ``blender -b --python tools/demo.py -- ARGS``.
 """
@@ -35,6 +36,8 @@ def parse_args(argv):
     p.add_argument("--method", choices=("auto", "reconform", "copy_rotations"), default="auto")
     p.add_argument("--quality", choices=("fast", "balanced", "best"), default="fast", help="solver preset")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="frame range (default: all)")
+    p.add_argument("--compare", action="store_true",
+                   help="also measure the copy-rotations baseline with core.metrics (slow: key-vertex transfer)")
     return p.parse_args(argv)
 
 
@@ -98,7 +101,8 @@ def run(args, log):
         base = pipeline.retarget(src, tgt, method="copy_rotations", frame_start=start, frame_end=end,
                                  name=f"{name}_copy_rotations", report=lambda m: None)
         entry = {"copy_rotations": base.report}
-        entry["copy_rotations_metrics"] = _evaluate(pipeline, mod_name, src, tgt, base, start, end, log)
+        if args.compare or method == "copy_rotations":
+            entry["copy_rotations_metrics"] = _evaluate(pipeline, mod_name, src, tgt, base, start, end, log)
         if method == "reconform":
             log(f"ReConForM ({args.quality}): Source -> {name}")
             res = pipeline.retarget(src, tgt, method="reconform", frame_start=start, frame_end=end,
@@ -156,7 +160,8 @@ def _report(info, method, quality, note, results, t_scene, t_total) -> str:
         cr = e["copy_rotations"]
         lines.append(f"Source -> {name}: frames {cr['frame_start']}-{cr['frame_end']} ({cr['frames']})")
         lines.append(f"  copy_rotations: Action '{cr['action']}', timings {cr['timings']}")
-        lines.extend(_metrics_lines(e.get("copy_rotations_metrics")))
+        if "copy_rotations_metrics" in e:
+            lines.extend(_metrics_lines(e["copy_rotations_metrics"]))
         if "reconform" in e:
             rc = e["reconform"]
             lines.append(f"  reconform: Action '{rc['action']}', timings {rc['timings']}")
