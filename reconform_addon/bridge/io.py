@@ -55,8 +55,8 @@ def auto_unit_scale(arm_obj, report=print):
     """Scale a skeleton-only armature imported in another length unit so that it is in metres.
 
     Rule: when its size (``skeleton_size``) is outside ``METRE_RANGE``, the first unit of
-    ``UNIT_CANDIDATES`` that brings it inside ``HUMAN_RANGE`` is applied to the object scale (so motion keys are
-    untouched). Returns the factor applied (1.0 when none).
+    ``UNIT_CANDIDATES`` that brings it inside ``HUMAN_RANGE`` is applied to the object's ``delta_scale`` (so
+    motion keys, including keyed object scale, are untouched). Returns the factor applied (1.0 when none).
     """
     size = skeleton_size(arm_obj)
     lo, hi = METRE_RANGE
@@ -64,8 +64,8 @@ def auto_unit_scale(arm_obj, report=print):
         return 1.0
     for unit, factor in UNIT_CANDIDATES:
         if HUMAN_RANGE[0] <= size * factor <= HUMAN_RANGE[1]:
-            arm_obj.scale = tuple(s * factor for s in arm_obj.scale)
-            arm_obj.location = tuple(c * factor for c in arm_obj.location)
+            # delta_scale: importers (FBX) key the object's own scale, which would undo a change to .scale
+            arm_obj.delta_scale = tuple(s * factor for s in arm_obj.delta_scale)
             bpy.context.view_layer.update()
             report(f"'{arm_obj.name}': skeleton size {size:.4g} looks like {unit}; object scale x{factor:.6g} "
                    f"gives {size * factor:.3f} m.")

@@ -349,6 +349,27 @@ def _needs_sampling(arm_obj) -> str:
     return ""
 
 
+_OBJECT_PATHS = {"location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale",
+                 "delta_location", "delta_rotation_euler", "delta_rotation_quaternion", "delta_scale"}
+
+
+def object_animated(arm_obj, action) -> bool:
+    """True when ``action`` moves the armature OBJECT itself (object transform curves that change over time);
+    that motion is then folded into the root bones (``Motion`` holds bone channels only)."""
+    for fc in action_fcurves(arm_obj, action):
+        if fc.mute or fc.data_path not in _OBJECT_PATHS:
+            continue
+        n = len(fc.keyframe_points)
+        if len(fc.modifiers):
+            return True
+        if n:
+            co = np.empty(2 * n, dtype=np.float32)
+            fc.keyframe_points.foreach_get("co", co)
+            if np.ptp(co[1::2]) > 1e-6:
+                return True
+    return False
+
+
 def _frames(start, end) -> np.ndarray:
     return np.arange(int(start), int(end) + 1, dtype=np.float64)
 
@@ -385,12 +406,13 @@ def read_motion(arm_obj, skeleton: Skeleton, action=None, frame_start=None, fram
     if end < start:
         raise BridgeError(f"Armature '{arm_obj.name}': frame range {start}..{end} is empty.")
     frames = _frames(start, end)
+    fold = act is not None and object_animated(arm_obj, act)
     if sample is None:
-        sample = bool(_needs_sampling(arm_obj))
+        sample = bool(_needs_sampling(arm_obj)) or fold
     if not sample and act is not None:
         rot, loc = _read_fcurves(arm_obj, skeleton, act, frames)
     else:
-        rot, loc = _sample_pose(arm_obj, skeleton, act, frames)
+        rot, loc = _sample_pose(arm_obj, skeleton, act, frames, fold_object=fold)
     return Motion(rot, loc, fps=_scene_fps(scene), frame_start=start)
 
 
@@ -443,8 +465,12 @@ def _read_fcurves(arm_obj, skeleton, action, frames):
     return rot, loc
 
 
-def _sample_pose(arm_obj, skeleton, action, frames):
-    """Evaluate the scene per frame and convert pose matrices back to basis channels (core FK's inverse)."""
+def _sample_pose(arm_obj, skeleton, action, frames, fold_object=False):
+    """Evaluate the scene per frame and convert pose matrices back to basis channels (core FK's inverse).
+
+    fold_object: the object's own animation O(t) is folded into the root bones, relative to the skeleton's
+    static ``object_matrix`` M0: root' = M0^-1 @ O(t) @ root (world placement kept; object scale changes
+    over time are not representable and are dropped)."""
     scene = bpy.context.scene
     ad = arm_obj.animation_data
     old_frame, old_sub = scene.frame_current, scene.frame_subframe
@@ -453,6 +479,7 @@ def _sample_pose(arm_obj, skeleton, action, frames):
         old_action, old_slot = ad.action, getattr(ad, "action_slot", None)
     T, J = len(frames), skeleton.num_bones
     G = np.empty((T, J, 4, 4))
+    O = np.empty((T, 4, 4))
     try:
         if swap:
             ad.action = action
@@ -461,6 +488,7 @@ def _sample_pose(arm_obj, skeleton, action, frames):
         for t, f in enumerate(frames):
             scene.frame_set(int(f))
             G[t] = _mat_array(arm_obj.pose.bones, "matrix")
+            O[t] = np.array(arm_obj.matrix_world, dtype=np.float64)
     finally:
         if swap:
             ad.action = old_action
@@ -468,6 +496,10 @@ def _sample_pose(arm_obj, skeleton, action, frames):
                 ad.action_slot = old_slot
         scene.frame_set(old_frame, subframe=old_sub)
     parents = skeleton.parents
+    if fold_object:
+        D = np.linalg.inv(skeleton.object_matrix)[None] @ O
+        D[:, :3, :3] /= np.linalg.norm(D[:, :3, :3], axis=1, keepdims=True)
+        G = D[:, None] @ G  # every bone moves with the object; only the roots' channels change
     # basis_j = rest_local_j^-1 @ G_parent^-1 @ G_j  (G_parent = identity for roots)
     rel = G.copy()
     has_p = parents >= 0

@@ -30,7 +30,7 @@ def _read_one(br, kin, path, rel):
     rec["notes"] = notes
     arm = br.find_armature(objs)
     rec["armature"] = arm.name
-    rec["scale"] = float(arm.scale[0])
+    rec["scale"] = float(arm.matrix_world.to_scale()[0])
     sk = br.read_skeleton(arm)
     rec["bones"] = sk.num_bones
     rec["rest_err"] = float(np.abs(sk.rest_global - np.array([np.array(b.matrix_local)
@@ -60,6 +60,7 @@ def _read_one(br, kin, path, rel):
             errs.append(float(np.abs(p.positions[t].numpy() - G[:, :3, 3]).max()))
             errs.append(float(np.abs(p.rotations[t].numpy() - G[:, :3, :3]).max()))
         rec["fk_err"] = max(errs)
+        rec["scale_played"] = float(arm.matrix_world.to_scale()[0])  # after frame changes (keyed object scale)
         # largest per-frame extent of the joints (world metres once the unit rule applied)
         # (root bones excluded: BVH roots such as 'joint_Root' stay at the origin while the body walks away)
         rec["size"] = float(np.ptp(p.positions.numpy()[:, sk.parents >= 0], axis=1).max() * abs(rec["scale"]))
@@ -121,6 +122,7 @@ def test_asset_motion_fk_round_trip_and_source_untouched(asset_reads, inventory,
     assert rec["fk_err"] < 1e-5 * max(1.0, 1.0 / scale)
     assert rec["sampled_err"] < 1e-5 * max(1.0, 1.0 / scale)
     assert rec["written"] and rec["source_unchanged"]
+    assert rec["scale_played"] == pytest.approx(rec["scale"])  # the unit scale survives playback
     assert rec["rt_rot"] < 1e-6 and rec["rt_pos"] < 1e-5 * max(1.0, 1.0 / scale)
     act = inventory[rel]["actions"][0] if "actions" in inventory[rel] else None
     if act:

@@ -233,3 +233,28 @@ def test_read_motion_without_animation_errors(br):
     arm, _ = make_rig()
     with pytest.raises(br.BridgeError, match="Armature 'Rig' has no animation"):
         br.read_motion(arm, br.read_skeleton(arm))
+
+
+def test_object_animation_is_folded_into_the_root(br, fk):
+    arm, _ = make_rig()
+    sk = br.read_skeleton(arm)  # object_matrix at the current (static) placement
+    act, bag = new_action(arm)
+    key_random_motion(arm, bag, frames=range(1, 7), modes=['QUATERNION'])
+    for i, vals in enumerate(([1.0, 1.5], [2.0, 2.0], [0.5, 0.9])):  # the object itself moves and turns
+        fc = bag.fcurves.new("location", index=i)
+        fc.keyframe_points.add(2)
+        fc.keyframe_points.foreach_set("co", [1, vals[0], 6, vals[1]])
+        fc.update()
+    fc = bag.fcurves.new("rotation_euler", index=2)
+    fc.keyframe_points.add(2)
+    fc.keyframe_points.foreach_set("co", [1, 0.7, 6, 1.4])
+    fc.update()
+    from importlib import import_module
+    assert import_module(br.__name__ + ".read").object_animated(arm, act)
+    m = br.read_motion(arm, sk)
+    rot, pos = fk(sk, m)
+    M0 = sk.object_matrix
+    for t in (0, 3, 5):
+        bpy.context.scene.frame_set(1 + t)
+        W = np.array(arm.matrix_world) @ pose_matrices(arm)  # Blender's world-space bones
+        np.testing.assert_allclose(pos[t] @ M0[:3, :3].T + M0[:3, 3], W[:, :3, 3], atol=1e-5)
