@@ -4,7 +4,6 @@ Layout: ReConForM (characters, clip, PyTorch status) > Bone Map > Key Vertices >
 Retarget (button, progress, status) > Conflicts > Metrics.
 """
 
-import bpy
 from bpy.types import Panel, UIList
 
 from . import deps, operators

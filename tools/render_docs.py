@@ -97,7 +97,7 @@ def setup_render(width=640, height=400):
     sh.background_type = 'WORLD'
     # ground plane
     me = bpy.data.meshes.new("ground")
-    s = 20.0
+    s = 200.0   # large enough that a low camera never sees its far edge
     me.from_pydata([(-s, -s, 0), (s, -s, 0), (s, s, 0), (-s, s, 0)], [], [(0, 1, 2, 3)])
     g = bpy.data.objects.new("ground", me)
     g.color = (0.8, 0.8, 0.82, 1)
@@ -137,7 +137,27 @@ def render(path):
     print(f"wrote {path} ({os.path.getsize(path) / 1024:.0f} KiB)", flush=True)
 
 
-def keyvert_spheres(arm, character, radius=0.018):
+def memoise_transfer():
+    """Transfer key vertices once per body: the same mesh imported twice (or read again by Retarget) reuses
+    the first result (keyed by its rest vertices, bone map and N)."""
+    import hashlib
+
+    kv = mod("core.keyverts")
+    original = kv.transfer_keyverts
+    memo = {}
+
+    def transfer(character, n=41, locked=None, **kw):
+        h = hashlib.sha1(np.ascontiguousarray(character.mesh.rest_verts).tobytes())
+        h.update(repr(sorted(character.bone_map.items())).encode())
+        key = (h.hexdigest(), n, locked is None)
+        if key not in memo or locked is not None or kw:
+            memo[key] = original(character, n=n, locked=locked, **kw)
+        return memo[key]
+
+    kv.transfer_keyverts = transfer
+
+
+def keyvert_spheres(arm, character, radius=0.025):
     """Small UV spheres on the character's key vertices in its rest pose, coloured like the gizmos."""
     gz = mod("reconform_addon.gizmos")
     M = character.skeleton.object_matrix
@@ -164,6 +184,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     enable_addon()
+    memoise_transfer()
     bpy.ops.wm.read_homefile(use_empty=True)
     setup_render()
 
@@ -189,7 +210,7 @@ def main(argv=None) -> int:
         print(f"key vertices on '{arm.name}': {time.perf_counter() - t:.1f} s", flush=True)
         spheres += keyvert_spheres(arm, ch)
     render(args.out / "keyverts.png")
-    camera((0.6, 0, 1.0), 1.0, 0.9, elevation=5.0)   # close-up of the target's torso and hands
+    camera((0.6, 0, 1.15), 1.2, 1.15, elevation=5.0)   # close-up of the target's upper body and hands
     render(args.out / "keyverts_closeup.png")
     for sp in spheres:
         bpy.data.objects.remove(sp)
