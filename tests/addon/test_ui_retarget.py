@@ -272,3 +272,11 @@ def test_solve_runner_events_and_cancel(addon):
     kinds = [k for k, _ in r2.events()]
     assert kinds[0] == "status" and kinds[-1] == "cancelled" and "done" not in kinds
     assert job2.stepped < 50
+
+
+def test_invoke_in_background_runs_synchronously(addon, pair_blend):
+    """The panel button invokes; in background mode (batch, the bpy wheel) invoke must not go modal."""
+    s = open_pair(pair_blend, method='COPY_ROTATIONS')
+    assert bpy.ops.reconform.retarget('INVOKE_DEFAULT') == {'FINISHED'}
+    assert s.last_action is not None and bpy.data.objects[TGT].animation_data.action == s.last_action
+    assert not ui(addon, "operators").is_running(bpy.context.scene)
