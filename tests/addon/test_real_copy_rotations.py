@@ -115,9 +115,4 @@ def test_copy_rotations_on_real_assets(addon, assets, clean_scene, motion, char)
                 assert Gt[feet, 2, 3].min() > -1e-3
     assert worst < 2.0, f"{motion} -> {char}: worst direction error {worst:.3f} deg"
     (s0, t0), (s1, t1) = hips[0], hips[-1]
-    object_keys = [fc.data_path for fc in mod(addon, "reconform_addon.bridge.read").action_fcurves(src_obj, src_action)
-                   if not fc.data_path.startswith("pose.")]
-    if object_keys:
-        pytest.xfail(f"{motion}: the armature OBJECT is animated ({', '.join(sorted(set(object_keys)))}); "
-                     "read_motion does not fold object animation into the root motion yet")
     np.testing.assert_allclose(t1 - t0, A @ (s1 - s0) * ratio, atol=1e-4 * max(1.0, ratio))
