@@ -202,13 +202,24 @@ def snap_world_to_vertex(obj, p_world, depsgraph=None):
     return int(i), g.co[int(i)].copy()
 
 
+def _item_object(obj, item):
+    """The mesh object an item's vertex index refers to: ``item.mesh`` when set, else the holder ``obj``."""
+    name = getattr(item, "mesh", "")
+    return bpy.data.objects.get(name) if name else obj
+
+
 def key_vertex_world(obj, i: int, depsgraph=None) -> np.ndarray:
-    """World position (3,) of key vertex ``i`` of ``obj`` on the deformed mesh."""
+    """World position (3,) of key vertex ``i`` stored on ``obj``, on the deformed mesh."""
     items = keyvert_items(obj)
-    g = evaluated_geometry(obj, depsgraph)
-    vid = int(items[i].index)
+    it = items[i]
+    src = _item_object(obj, it)
+    if src is None:
+        raise IndexError(f"Key vertex '{it.name}' of '{obj.name}' lives on mesh '{it.mesh}', which is gone: "
+                         "transfer the key vertices again.")
+    g = evaluated_geometry(src, depsgraph)
+    vid = int(it.index)
     if not 0 <= vid < len(g.co):
-        raise IndexError(f"Key vertex '{items[i].name}' of '{obj.name}' points at vertex {vid}, "
+        raise IndexError(f"Key vertex '{it.name}' of '{obj.name}' points at vertex {vid}, "
                          f"but the mesh has {len(g.co)}: transfer the key vertices again.")
     return g.co[vid].copy()
 
@@ -255,9 +266,19 @@ def end_drag(obj_name: str, i: int, cancel: bool = False):
     obj = bpy.data.objects.get(obj_name)
     if obj is None:
         return None
-    idx, _co = snap_world_to_vertex(obj, p)
     item = keyvert_items(obj)[i]
+    # snap onto the holder (the body) or the mesh the vertex is on now, whichever surface is nearer
+    best = None
+    other = _item_object(obj, item)
+    for cand in [obj] + ([other] if other is not None and other != obj else []):
+        idx, co = snap_world_to_vertex(cand, p)
+        d = float(np.linalg.norm(co - p))
+        if best is None or d < best[0]:
+            best = (d, cand, idx)
+    _d, target, idx = best
     item.index = idx
+    if hasattr(item, "mesh"):
+        item.mesh = "" if target == obj else target.name
     item.locked = True
     _kv_touched(obj)
     return idx

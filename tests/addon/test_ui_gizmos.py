@@ -125,29 +125,17 @@ def test_topology_changing_modifier_falls_back_to_mesh_vertices(addon, clean_sce
 
 
 # ------------------------------------------------------------------------------------------ drag handlers
-class _KV(bpy.types.PropertyGroup):
-    """Test-only stand-in for the key-vertex items stored on a mesh object (index, limb, locked)."""
-
-    index: bpy.props.IntProperty()
-    limb: bpy.props.StringProperty()
-    locked: bpy.props.BoolProperty()
-
-
 @pytest.fixture
-def kv_items(addon, monkeypatch):
-    """Register a test key-vertex collection on Object and point the gizmo module at it."""
-    bpy.utils.register_class(_KV)
-    bpy.types.Object.rc_test_keyverts = bpy.props.CollectionProperty(type=_KV)
+def kv_items(addon):
+    """The gizmo module, with the real key-vertex storage (``Object.reconform_keyverts``) registered."""
     gz = ui(addon, "gizmos")
-    monkeypatch.setattr(gz, "_prop_name", lambda: "rc_test_keyverts")
-    yield gz
-    del bpy.types.Object.rc_test_keyverts
-    bpy.utils.unregister_class(_KV)
+    assert gz._prop_name() == "reconform_keyverts"
+    return gz
 
 
 def _with_keyverts(ob, ids, limbs=("left_hand", "torso")):
     for i, (vid, limb) in enumerate(zip(ids, limbs)):
-        it = ob.rc_test_keyverts.add()
+        it = ob.reconform_keyverts.add()
         it.name, it.index, it.limb = f"kv{i}", vid, limb
 
 
@@ -163,12 +151,12 @@ def test_handlers_get_set_release_snap_and_lock(kv_items, clean_scene):
     drop = g.co[21] + np.array([0.0, -0.04, 0.0])    # dragged next to vertex 21
     set_(tuple(drop))
     assert np.allclose(get(), drop)                  # follows the mouse while dragging...
-    assert ob.rc_test_keyverts[0].index == 34 and not ob.rc_test_keyverts[0].locked  # ...writing nothing
+    assert ob.reconform_keyverts[0].index == 34 and not ob.reconform_keyverts[0].locked  # ...writing nothing
     idx = gz.end_drag(ob.name, 0)
-    it = ob.rc_test_keyverts[0]
+    it = ob.reconform_keyverts[0]
     assert idx == 21 and it.index == 21 and it.locked
     assert np.allclose(get(), g.co[21])
-    assert ob.rc_test_keyverts[1].index == 3 and not ob.rc_test_keyverts[1].locked  # others untouched
+    assert ob.reconform_keyverts[1].index == 3 and not ob.reconform_keyverts[1].locked  # others untouched
 
 
 def test_cancelled_drag_changes_nothing(kv_items, clean_scene):
@@ -180,7 +168,7 @@ def test_cancelled_drag_changes_nothing(kv_items, clean_scene):
     gz.begin_drag(ob.name, 1)
     set_((5.0, 5.0, 5.0))
     assert gz.end_drag(ob.name, 1, cancel=True) is None
-    assert ob.rc_test_keyverts[1].index == 3 and not ob.rc_test_keyverts[1].locked
+    assert ob.reconform_keyverts[1].index == 3 and not ob.reconform_keyverts[1].locked
     assert gz.end_drag(ob.name, 1) is None           # release without a drag: nothing to snap
 
 
@@ -200,7 +188,7 @@ def test_handlers_survive_reload_because_they_look_up_by_name(kv_items, clean_sc
     assert np.allclose(get(), gz.evaluated_geometry(ob2).co[3])
     gz.begin_drag(name, 1)
     set_(tuple(gz.evaluated_geometry(ob2).co[7] + [0.0, -0.03, 0.0]))
-    assert gz.end_drag(name, 1) == 7 and ob2.rc_test_keyverts[1].locked
+    assert gz.end_drag(name, 1) == 7 and ob2.reconform_keyverts[1].locked
     # the object is gone: handlers return a harmless value instead of raising in the draw loop
     bpy.data.objects.remove(ob2)
     assert get() == (0.0, 0.0, 0.0)
@@ -222,3 +210,24 @@ def test_active_key_vertex_is_highlighted(kv_items, clean_scene):
     gz.set_active(clean_scene, "Col", 4)
     s = clean_scene.reconform
     assert (s.keyvert_active_object, s.keyvert_active) == ("Col", 4)
+
+
+def test_item_on_a_second_mesh_and_snapping_back_to_the_body(kv_items, clean_scene):
+    """Key vertices may point into another mesh of the character (``item.mesh``); a drag snaps onto the
+    nearer of the body and that mesh."""
+    gz = kv_items
+    gz.invalidate()
+    arm, body = _bent_column("Body")
+    _arm2, cloth = _bent_column("Cloth")
+    cloth.location.x = 1.0                       # a second mesh one metre to the side
+    bpy.context.view_layer.update()
+    _with_keyverts(body, (34, 3))
+    body.reconform_keyverts[1].mesh = cloth.name
+    get, set_ = gz.make_handlers(body.name, 1)
+    assert np.allclose(get(), gz.evaluated_geometry(cloth).co[3])
+    gz.begin_drag(body.name, 1)
+    set_(tuple(gz.evaluated_geometry(body).co[9] + [0.0, -0.02, 0.0]))
+    assert gz.end_drag(body.name, 1) == 9
+    it = body.reconform_keyverts[1]
+    assert (it.mesh, it.index, it.locked) == ("", 9, True)
+    assert np.allclose(it.co, body.data.vertices[9].co)   # the storage refreshed its cached rest position

@@ -19,6 +19,7 @@ from .ui_helpers import FakeJob, core, draw_panel, quick_transfer, scene_fingerp
 bpy = pytest.importorskip("bpy")
 
 SRC, TGT = "Rig", "metarig"
+SRC_MESH, TGT_MESH = "Mannequin", "mesh"
 FRAMES = (1, 8)
 ITERATIONS = 12
 
@@ -87,6 +88,9 @@ def test_retarget_writes_one_new_action_on_the_target(addon, solved):
     frames = {tuple(np.frombuffer(co, np.float32).reshape(-1, 2)[:, 0]) for _, _, co in keys}
     assert frames == {tuple(float(f) for f in range(FRAMES[0], FRAMES[1] + 1))}
     assert "Wrote" in solved["status"]
+    # key vertices transferred for the solve are stored on each character's mesh in the FINISHED path
+    for mesh_name in (SRC_MESH, TGT_MESH):
+        assert len(after_objs[mesh_name][4]) == 41 and not before_objs[mesh_name][4]
 
 
 def test_metrics_of_the_last_solve_are_in_the_panel(addon, solved):
@@ -280,3 +284,57 @@ def test_invoke_in_background_runs_synchronously(addon, pair_blend):
     assert bpy.ops.reconform.retarget('INVOKE_DEFAULT') == {'FINISHED'}
     assert s.last_action is not None and bpy.data.objects[TGT].animation_data.action == s.last_action
     assert not ui(addon, "operators").is_running(bpy.context.scene)
+
+
+# ------------------------------------------------------------------------------------------ key vertices
+def test_second_retarget_reuses_stored_key_vertices(addon, solved, quick_keyverts):
+    kv = core(addon, "keyverts")
+    calls = []
+    inner = kv.transfer_keyverts
+
+    def counting(*a, **k):
+        calls.append(a[0].name)
+        return inner(*a, **k)
+
+    bpy.ops.wm.open_mainfile(filepath=str(solved["path"]))
+    s = bpy.context.scene.reconform
+    s.method = 'RECONFORM'
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kv, "transfer_keyverts", counting)
+        assert bpy.ops.reconform.retarget() == {'FINISHED'}
+    assert calls == [], f"transferred again for {calls}"
+
+
+def test_transfer_reset_unlock_key_vertices(addon, pair_blend, quick_keyverts):
+    panels, gz = ui(addon, "panels"), ui(addon, "gizmos")
+    s = open_pair(pair_blend)
+    s.keyvert_role = 'TARGET'
+    lay = draw_panel(panels.VIEW3D_PT_reconform_keyverts, bpy.context)
+    assert any(t.startswith("None yet") for t in lay.texts())
+    assert bpy.ops.reconform.transfer_keyverts(role='TARGET') == {'FINISHED'}
+    holder = gz.keyvert_holder(bpy.data.objects[TGT])
+    assert holder is not None and holder.name == TGT_MESH
+    items = holder.reconform_keyverts
+    assert len(items) == 41 and not any(it.locked for it in items)
+    first = [it.index for it in items]
+    # a hand-placed vertex survives Reset Unlocked; the others are placed again
+    items[0].index, items[0].locked = 7, True
+    assert bpy.ops.reconform.reset_keyverts(role='TARGET') == {'FINISHED'}
+    items = gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts
+    assert (items[0].index, items[0].locked) == (7, True)
+    assert [it.index for it in items][1:] == first[1:]
+    lay = draw_panel(panels.VIEW3D_PT_reconform_keyverts, bpy.context)
+    assert "41 key vertices, 1 placed by hand" in lay.texts()
+    # the viewport gizmos appear only when asked for
+    assert not gz.RECONFORM_GGT_keyverts.poll(bpy.context)
+    s.show_keyverts = True
+    assert gz.RECONFORM_GGT_keyverts.poll(bpy.context)
+    get, _ = gz.make_handlers(holder.name, 0)
+    assert np.allclose(get(), gz.evaluated_geometry(holder).co[7])
+    assert bpy.ops.reconform.unlock_keyverts(role='TARGET') == {'FINISHED'}
+    assert not any(it.locked for it in gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts)
+    # a full transfer that does not keep locks re-places everything
+    items = gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts
+    items[0].index, items[0].locked = 7, True
+    assert bpy.ops.reconform.transfer_keyverts(role='TARGET', keep_locked=False) == {'FINISHED'}
+    assert [it.index for it in gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts] == first

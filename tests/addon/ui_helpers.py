@@ -182,7 +182,8 @@ class FakeJob:
 
 
 def scene_fingerprint(bpy):
-    """Everything a retarget could touch: Actions and their keys, each armature's assignment, NLA tracks."""
+    """Everything a retarget could touch: Actions and their keys, each object's assignment, NLA tracks, bone
+    rotation modes and stored key vertices."""
     acts = {}
     for a in bpy.data.actions:
         keys = []
@@ -197,10 +198,12 @@ def scene_fingerprint(bpy):
     objs = {}
     for o in bpy.data.objects:
         ad = o.animation_data
+        kv = getattr(o, "reconform_keyverts", None)
         objs[o.name] = (ad.action.name if ad and ad.action else None,
                         getattr(ad, "action_slot", None) and ad.action_slot.identifier,
                         len(ad.nla_tracks) if ad else 0,
-                        tuple(pb.rotation_mode for pb in o.pose.bones) if o.pose else ())
+                        tuple(pb.rotation_mode for pb in o.pose.bones) if o.pose else (),
+                        tuple((it.name, it.index, it.locked, it.mesh) for it in kv) if kv is not None else ())
     return acts, objs
 
 
