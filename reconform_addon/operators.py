@@ -745,6 +745,8 @@ class _SolveModalBase:
 
     # subclasses: self._start(context) -> (runner or None); self._apply(context, outcome) -> action
     def _set_progress(self, context, p):
+        if not self._same_scene(context):
+            return
         s = settings_of(context)
         frac = float(getattr(p, "fraction", 0.0))
         s.progress = frac
@@ -758,12 +760,19 @@ class _SolveModalBase:
         _status_bar(context, f"ReConForM: {txt} ({frac * 100:.0f} %), Esc to cancel")
         _tag_redraw(context)
 
+    _scene_ptr = None
+
+    def _same_scene(self, context) -> bool:
+        """False once another file was loaded (the scene we started in is gone)."""
+        return self._scene_ptr is None or context.scene.as_pointer() == self._scene_ptr
+
     def _save_state(self, context):
         s = settings_of(context)
         self._saved = (s.progress, s.status)
+        self._scene_ptr = context.scene.as_pointer()
 
     def _restore_state(self, context):
-        if self._saved is not None:
+        if self._saved is not None and self._same_scene(context):
             s = settings_of(context)
             s.progress, s.status = self._saved
 
@@ -776,6 +785,10 @@ class _SolveModalBase:
         _status_bar(context, None)
         _RUNNING.pop(context.scene.name_full, None)
         _tag_redraw(context)
+
+    def cancel(self, context):
+        """Blender cancels the modal operator (window closed, another file loaded): stop, write nothing."""
+        self.cancel_run(context)
 
     def cancel_run(self, context):
         """Esc / window closed: stop the worker, forget everything, restore the panel. Writes nothing."""
@@ -821,6 +834,9 @@ class _SolveModalBase:
 
     def handle_events(self, context, events):
         """Process worker events (main thread). Returns the modal return set."""
+        if not self._same_scene(context):  # another file was loaded meanwhile: drop everything
+            self.cancel_run(context)
+            return {'CANCELLED'}
         for kind, payload in events:
             if kind == "progress":
                 self._set_progress(context, payload)
@@ -1016,7 +1032,25 @@ classes = (
 )
 
 
+@bpy.app.handlers.persistent
+def _cancel_runs_on_load(*_args):
+    """A file is being loaded: stop every solve in flight (their results would have nowhere to go)."""
+    for r in list(_RUNNING.values()):
+        try:
+            r.cancel()
+        except Exception:  # noqa: BLE001
+            pass
+    _RUNNING.clear()
+
+
+def register():
+    if _cancel_runs_on_load not in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.append(_cancel_runs_on_load)
+
+
 def unregister():
+    while _cancel_runs_on_load in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.remove(_cancel_runs_on_load)
     for r in list(_RUNNING.values()):
         try:
             r.cancel()

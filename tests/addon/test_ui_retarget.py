@@ -338,3 +338,22 @@ def test_transfer_reset_unlock_key_vertices(addon, pair_blend, quick_keyverts):
     items[0].index, items[0].locked = 7, True
     assert bpy.ops.reconform.transfer_keyverts(role='TARGET', keep_locked=False) == {'FINISHED'}
     assert [it.index for it in gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts] == first
+
+
+def test_loading_a_file_cancels_a_running_solve(addon, pair_blend, quick_keyverts):
+    ops = ui(addon, "operators")
+    s = open_pair(pair_blend)
+    s.iterations = 400
+    drv = _driver(addon)
+    drv._save_state(bpy.context)
+    runner = drv._start(bpy.context)
+    drv._runner = runner
+    ops._RUNNING[bpy.context.scene.name_full] = runner
+    runner.start()
+    _pump(drv, runner, until=lambda k: "progress" in k)
+    bpy.ops.wm.open_mainfile(filepath=str(pair_blend))     # load_pre handler cancels the worker
+    runner.thread.join(30.0)
+    assert not runner.thread.is_alive() and runner.job.cancelled
+    assert not ops.is_running(bpy.context.scene)
+    assert drv.handle_events(bpy.context, runner.events()) == {'CANCELLED'}   # nothing lands in the new file
+    assert bpy.context.scene.reconform.last_action is None
