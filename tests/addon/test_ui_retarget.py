@@ -2,8 +2,9 @@
 conflicts and metrics in the panel.
 
 The pair: the Mesh2Motion mannequin with its 'YMCA' clip (source) onto the low-poly orange-juice base mesh
-(target, Rigify metarig names), 8 frames, a short solve. Key vertices use a quick stand-in for the OT transfer
-(tests/core covers the transfer itself) so this module stays within its time share.
+(target, Rigify metarig names), 8 frames, a short solve. The first run uses the real OT key-vertex transfer;
+later runs use a quick stand-in (tests/core covers the transfer itself) so this module stays within its time
+share.
 """
 
 import json
@@ -57,8 +58,9 @@ def open_pair(path, method='RECONFORM'):
 
 
 @pytest.fixture(scope="module")
-def solved(addon, pair_blend, quick_keyverts, tmp_path_factory):
-    """One Retarget run (execute path); returns facts about it and a .blend saved right after it."""
+def solved(addon, pair_blend, tmp_path_factory):
+    """One Retarget run (execute path, the real OT key-vertex transfer); returns facts about it and a .blend
+    saved right after it."""
     ops = ui(addon, "operators")
     ops.forget()
     s = open_pair(pair_blend)
