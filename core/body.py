@@ -409,17 +409,21 @@ class _Body:
     def _top_z(self):
         zs = np.linspace(0.9, 1.2, 3001)
         pts = np.stack([np.zeros_like(zs), np.full_like(zs, -0.008), zs], 1)
-        inside = self.sdf(pts) < 0
+        inside = self._sdf_raw(pts) < 0
         return float(zs[np.nonzero(inside)[0].max()])
 
     # -- field
-    def sdf(self, pts):
-        """(n,3) -> (n,) signed distance (approximate away from the surface)."""
+    def _sdf_raw(self, pts):
         d = np.full(len(pts), 1e3)
         for pr in self._prims:
             if pr.geom:
                 d = _smin(d, pr.sdf(pts), pr.blend)
         return d
+
+    def sdf(self, pts):
+        """(n,3) -> (n,) signed distance (approximate away from the surface), exactly mirror-symmetric
+        (the smooth union depends on the order of left and right pieces; both orders are averaged)."""
+        return 0.5 * (self._sdf_raw(pts) + self._sdf_raw(pts * np.array([-1.0, 1.0, 1.0])))
 
     def grad(self, pts, eps=1e-4):
         g = np.empty_like(pts)
@@ -456,7 +460,10 @@ class _Body:
         lo = np.min([pr.bbox()[0] for pr in self._prims if pr.geom], 0) - 2 * h
         hi = np.max([pr.bbox()[1] for pr in self._prims if pr.geom], 0) + 2 * h
         lo[2] = -2 * h
-        xs = np.arange(lo[0], hi[0] + h, h)
+        nxh = int(np.ceil(max(-lo[0], hi[0]) / h))
+        # symmetric about x = 0 with a cell centred on it: a mirror-symmetric mesh with a vertex column on the
+        # midline (face centre, navel, spine)
+        xs = h * (np.arange(2 * nxh + 2, dtype=float) - nxh - 0.5)
         ys = np.arange(lo[1], hi[1] + h, h)
         hz = self.joints["left_hand"][0][2]
         band = 0.03 * H
@@ -464,6 +471,7 @@ class _Body:
             np.arange(lo[2], hz - band, h), np.arange(hz - band, hz + band, h / 2.5),
             np.arange(hz + band, hi[2] + h, h)]), 9))
         F = self._grid_field(xs, ys, zs)
+        F = 0.5 * (F + F[::-1])  # xs is symmetric: exact mirror symmetry (see sdf)
         verts, quads = _surface_nets(F, xs, ys, zs)
         verts = self._project(verts, h)
         return verts, quads
@@ -508,6 +516,10 @@ class _Body:
         owner = np.argmin(D, 1)
         dmin = D[np.arange(len(verts)), owner]
         allowed = nbr[owner]
+        # a vertex clearly on one side never follows the other side's bones (buttocks vs the other thigh)
+        side = np.array([1 if n.startswith("left_") else -1 if n.startswith("right_") else 0 for n in bone_names])
+        x = verts[:, 0] / H
+        allowed &= ~(((x > 0.01)[:, None] & (side < 0)[None]) | ((x < -0.01)[:, None] & (side > 0)[None]))
         S = np.where(allowed, np.exp(-(D - dmin[:, None]) / tau), 0.0)
         order = np.argsort(-S, axis=1, kind="stable")[:, :k]
         wv = np.take_along_axis(S, order, 1)

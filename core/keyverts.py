@@ -36,13 +36,13 @@ from .types import Character, KeyVertexSet, Skeleton, SkinnedMesh
 TEMPLATE_PATH = pathlib.Path(__file__).resolve().parent / "data" / "template.npz"
 
 #: Entropic regularisation on unit-variance limb clouds (chosen by measurement, docs/keyverts.md).
-DEFAULT_REG = 0.01
+DEFAULT_REG = 0.2
 #: Read-out of one destination vertex per template key vertex: 'snap_normal' | 'barycentric' | 'argmax'.
 DEFAULT_READOUT = "snap_normal"
 #: Per-limb normalisation: 'axis' (zero mean, unit variance per axis) or 'iso' (one scale).
 DEFAULT_NORMALIZE = "axis"
 #: Largest number of OT atoms per side and limb (area-preserving clusters above it).
-DEFAULT_MAX_POINTS = 500
+DEFAULT_MAX_POINTS = 300
 
 
 @dataclass(frozen=True)
@@ -219,25 +219,37 @@ def _normalize(x, w, mode):
     raise CoreError(f"Unknown normalisation {mode!r}.")
 
 
-def _cluster(x, w, max_points):
-    """Area-preserving clustering on a grid: (M,3) weighted centroids, (M,) masses. Deterministic."""
-    if len(x) <= max_points:
-        return x, w
-    lo = x.min(0)
-    ext = np.maximum(np.ptp(x, 0), 1e-9)
-    cell = float(np.sqrt((ext[0] * ext[1] + ext[1] * ext[2] + ext[0] * ext[2]) * 2 / max_points))
-    for _ in range(8):
-        key = np.floor((x - lo) / cell).astype(np.int64)
+def _cluster(x, w, max_points, cell=None):
+    """Area-preserving clustering on a grid anchored at the origin (the limb's mean after normalisation).
+
+    Returns (M,3) weighted centroids, (M,) masses and the cell size. ``cell`` reuses a cell size (the
+    template's), so that two clouds that normalise alike are clustered alike; it grows when that would give
+    more than twice ``max_points`` clusters. Deterministic.
+    """
+    if cell is None:
+        if len(x) <= max_points:
+            return x, w, 0.0
+        ext = np.maximum(np.ptp(x, 0), 1e-9)
+        cell = float(np.sqrt((ext[0] * ext[1] + ext[1] * ext[2] + ext[0] * ext[2]) * 2 / max_points))
+        limit = max_points
+    else:
+        if cell <= 0.0:
+            if len(x) <= 2 * max_points:
+                return x, w, 0.0
+            return _cluster(x, w, max_points)
+        limit = 2 * max_points
+    for _ in range(12):
+        key = np.floor(x / cell).astype(np.int64)
         _, inv = np.unique(key, axis=0, return_inverse=True)
-        m = inv.max() + 1
-        if m <= max_points:
+        m = int(inv.max()) + 1
+        if m <= limit:
             break
-        cell *= (m / max_points) ** 0.5 * 1.02
+        cell *= (m / limit) ** 0.5 * 1.02
     inv = inv.ravel()
     mass = np.bincount(inv, weights=w, minlength=m)
     cen = np.stack([np.bincount(inv, weights=w * x[:, a], minlength=m) for a in range(3)], 1)
     ok = mass > 0
-    return cen[ok] / mass[ok, None], mass[ok]
+    return cen[ok] / mass[ok, None], mass[ok], cell
 
 
 def _logsumexp(a, axis):
@@ -260,8 +272,8 @@ def ot_limb(xt, wt, xd, wd, reg=DEFAULT_REG, max_points=DEFAULT_MAX_POINTS, num_
 
     wt = wt / wt.sum()
     wd = wd / wd.sum()
-    ct, at = _cluster(xt, wt, max_points)
-    cd, bd = _cluster(xd, wd, max_points)
+    ct, at, cell = _cluster(xt, wt, max_points)
+    cd, bd, _ = _cluster(xd, wd, max_points, cell=cell)
     C = ot.dist(ct, cd, metric="sqeuclidean")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -299,11 +311,17 @@ def plan_rows_full(ot_res, xk, xd, wd):
     return r / r.sum(1, keepdims=True)
 
 
-def _readout(ot_res, xk, xd, wd, nd, target_dir, mode):
-    """One destination index (into the limb arrays) per template key point xk (K,3)."""
+def _readout(ot_res, xk, xd, wd, nd, target_dir, mode, bias=None):
+    """One destination index (into the limb arrays) per template key point xk (K,3).
+
+    ``bias`` (K,3): the entropic map's own shrinkage measured template -> template (``_self_bias``); it is
+    removed from the barycentric projection so that identical clouds map each point onto itself.
+    """
     if mode == "argmax":
         return np.argmax(plan_rows_full(ot_res, xk, xd, wd), 1)
     bary = plan_rows(ot_res, xk) @ ot_res["cd"]                           # (K,3) entropic map
+    if bias is not None:
+        bary = bary - bias
     d2 = ((bary[:, None, :] - xd[None]) ** 2).sum(-1)                     # (K, Nd)
     if mode == "snap_normal":
         facing = nd @ target_dir.T                                        # (Nd, K)
@@ -334,7 +352,7 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
     return _transfer(character, n, locked, reg, (readout,), normalize, max_points, template)[readout]
 
 
-def _transfer(character, n, locked, reg, readouts, normalize, max_points, template):
+def _transfer(character, n, locked, reg, readouts, normalize, max_points, template, debias=True):
     """transfer_keyverts for several read-outs sharing one OT solve: {readout: KeyVertexSet}."""
     reg = DEFAULT_REG if reg is None else reg
     normalize = DEFAULT_NORMALIZE if normalize is None else normalize
@@ -375,15 +393,32 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
         xd = _normalize(pos[dm], wd / wd.sum(), normalize)
         res = ot_limb(xt, wt, xd, wd, reg=reg, max_points=max_points)
         local = np.searchsorted(tm, kv.vertex_ids[ks])
+        bias = _self_bias(tpl, li, normalize, reg, max_points, local) if debias else None
         for r in readouts:
-            ids[r][ks] = dm[_readout(res, xt[local], xd, wd, nrm[dm], tpl.directions[ks], r)]
+            ids[r][ks] = dm[_readout(res, xt[local], xd, wd, nrm[dm], tpl.directions[ks], r, bias)]
     return {r: KeyVertexSet(kv.names, kv.limbs, ids[r], lock, kv.eye) for r in readouts}
 
 
 _TCACHE = {}
+_BIAS = {}
+
+
+def _self_bias(tpl: Template, li: int, normalize: str, reg: float, max_points: int, local) -> np.ndarray:
+    """(K, 3) entropic-map shrinkage T_tt(x) - x of template limb ``li``'s vertices ``local`` (indices into
+    the limb), from the template -> template OT (solved once per limb and settings, cached)."""
+    key = (id(tpl.mesh), li, normalize, float(reg), int(max_points))
+    t_lab, t_area = _template_cache(tpl)
+    tm = np.nonzero(t_lab == li)[0]
+    wt = t_area[tm]
+    xt = _normalize(tpl.mesh.rest_verts[tm], wt / wt.sum(), normalize)
+    if key not in _BIAS:
+        _BIAS[key] = ot_limb(xt, wt, xt, wt, reg=reg, max_points=max_points)
+    res = _BIAS[key]
+    return plan_rows(res, xt[local]) @ res["cd"] - xt[local]
 
 
 def _template_cache(tpl: Template):
+    """(limb labels (V,), area weights (V,)) of the template mesh, computed once."""
     key = id(tpl.mesh)
     if key not in _TCACHE:
         lab = limb_labels(tpl.skeleton, tpl.mesh, tpl.bone_map)

@@ -52,26 +52,33 @@ def main(argv=None):
     ap.add_argument("--regs", default="0.01,0.03,0.1")
     ap.add_argument("--normalize", default="axis,iso")
     ap.add_argument("--max-points", type=int, default=None)
+    ap.add_argument("--detail", default="", help="read-out whose worst key vertices to list")
+    ap.add_argument("--debias", default="1", help="comma list of 1/0: remove the template self-map bias")
     args = ap.parse_args(argv)
     readouts = ("argmax", "barycentric", "snap_normal")
     regs = [float(r) for r in args.regs.split(",")]
     tpl = load_template(args.n)
     cases = [ground_truth(nm, p, pose, args.n) + (nm,) for nm, p, pose in BODIES]
     print(f"N={args.n}; error = |transferred - ground truth| in % of height (T-pose); mean / 90th pct / max")
-    print(f"{'normalize':9s} {'reg':>6s} {'readout':12s} {'mean':>6s} {'p90':>6s} {'max':>6s} {'>5%':>4s} {'s/char':>6s}")
-    for norm in args.normalize.split(","):
-        for reg in regs:
+    print(f"{'normalize':9s} {'reg':>6s} {'debias':6s} {'readout':12s} {'mean':>6s} {'p90':>6s} {'max':>6s} {'>5%':>4s} {'s/char':>6s}")
+    for norm, reg, debias in [(nz, r, d) for nz in args.normalize.split(",") for r in regs
+                              for d in (int(x) for x in args.debias.split(","))]:
+        if True:
             errs = {r: [] for r in readouts}
             t0 = time.perf_counter()
             for ch, pos, gt, nm in cases:
                 H = np.ptp(pos[:, 2])
-                res = _transfer(ch, args.n, None, reg, readouts, norm, args.max_points, tpl)
+                res = _transfer(ch, args.n, None, reg, readouts, norm, args.max_points, tpl, bool(debias))
                 for r in readouts:
                     errs[r].append(np.linalg.norm(pos[res[r].vertex_ids] - pos[gt], axis=1) / H * 100)
             dt = (time.perf_counter() - t0) / len(cases)
+            if args.detail:
+                e = np.stack(errs[args.detail]).mean(0)
+                worst = np.argsort(-e)[:6]
+                print("    worst (mean over bodies):", ", ".join(f"{tpl.keyverts.names[k]} {e[k]:.1f}" for k in worst))
             for r in readouts:
                 e = np.concatenate(errs[r])
-                print(f"{norm:9s} {reg:6.3f} {r:12s} {e.mean():6.2f} {np.percentile(e, 90):6.2f} {e.max():6.2f} "
+                print(f"{norm:9s} {reg:6.3f} {debias:6d} {r:12s} {e.mean():6.2f} {np.percentile(e, 90):6.2f} {e.max():6.2f} "
                       f"{int((e > 5).sum()):4d} {dt:6.2f}")
     return 0
 
