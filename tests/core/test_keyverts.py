@@ -1,0 +1,194 @@
+"""core.keyverts: template, OT plan, known-answer transfers, locking, several mesh parts."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from core.body import BodyParams, fit_body_to_skeleton, make_body
+from core.errors import CoreError
+from core.humanoid import LIMBS, mirror_name
+from core.keyverts import (_cluster, area_weights, body_vertex_mask, character_height, limb_labels, load_template,
+                           ot_limb, tpose_geometry, transfer_keyverts)
+from core.types import Character, KeyVertexSet, Skeleton, SkinnedMesh
+
+
+@pytest.fixture(scope="module")
+def tpl():
+    return load_template(41)
+
+
+@pytest.fixture(scope="module")
+def edge(tpl):
+    q = tpl.mesh.face_indices.reshape(-1, 4)
+    return float(np.linalg.norm(tpl.mesh.rest_verts[q[:, 0]] - tpl.mesh.rest_verts[q[:, 1]], axis=1).mean())
+
+
+@pytest.mark.parametrize("n", [41, 96])
+def test_template_sets(n):
+    t = load_template(n)
+    kv = t.keyverts
+    assert len(kv) == n and len(set(kv.names)) == n and len(set(kv.vertex_ids.tolist())) == n
+    assert kv.eye == "face_center" and "face_center" in kv.names
+    names = set(kv.names)
+    assert all(mirror_name(x) in names for x in kv.names)                # mirrored pairs
+    lab = limb_labels(t.skeleton, t.mesh, t.bone_map)
+    assert [LIMBS[i] for i in lab[kv.vertex_ids]] == list(kv.limbs)      # each on its limb
+    assert set(kv.limbs) == set(LIMBS)                                   # full coverage
+    facing = (t.mesh.rest_normals[kv.vertex_ids] * t.directions).sum(1)
+    assert (facing > 0.2).all()                                          # palm faces down, soles down, ...
+    V = t.mesh.rest_verts[kv.vertex_ids]
+    idx = {x: i for i, x in enumerate(kv.names)}
+    mirrored = np.array([V[idx[mirror_name(x)]] * [-1, 1, 1] for x in kv.names])
+    assert np.abs(mirrored - V).max() < 1e-6
+    if n == 96:
+        assert set(load_template(41).keyverts.names) <= names
+
+
+def test_area_weights_sum_to_the_surface_area():
+    verts = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [2, 0, 0]], float)
+    fi = np.array([0, 1, 2, 3, 1, 4, 2])
+    fo = np.array([0, 4, 7])
+    w = area_weights(verts, fi, fo)
+    assert w.sum() == pytest.approx(1.5)
+    assert w[0] == pytest.approx(0.25) and w[4] == pytest.approx(0.5 / 3)
+
+
+def test_ot_plan_marginals_and_determinism():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(700, 3)), rng.normal(size=(400, 3)) * [1.2, 0.8, 1.0]
+    a, b = rng.uniform(0.5, 1.5, 700), rng.uniform(0.5, 1.5, 400)
+    res = ot_limb(x, a, y, b, reg=0.2, max_points=300)
+    P = res["plan"]
+    assert len(res["a"]) <= 300 and len(res["b"]) <= 600
+    assert res["a"].sum() == pytest.approx(1.0) and res["b"].sum() == pytest.approx(1.0)
+    assert np.abs(P.sum(1) - res["a"]).sum() < 1e-4 and np.abs(P.sum(0) - res["b"]).sum() < 1e-4
+    res2 = ot_limb(x, a, y, b, reg=0.2, max_points=300)
+    assert np.array_equal(P, res2["plan"])
+    # clustering keeps the mass and the weighted mean
+    c, m, _ = _cluster(x, a / a.sum(), 100)
+    assert m.sum() == pytest.approx(1.0) and np.allclose((m[:, None] * c).sum(0), (a[:, None] * x).sum(0) / a.sum())
+
+
+def test_transfer_onto_itself_scaled_and_moved_copies_is_exact(tpl):
+    ch = tpl.character
+    kv = transfer_keyverts(ch)
+    assert np.array_equal(kv.vertex_ids, tpl.keyverts.vertex_ids)
+    assert kv.names == tpl.keyverts.names and kv.limbs == tpl.keyverts.limbs
+    sk = tpl.skeleton
+    c, s = np.cos(0.7), np.sin(0.7)
+    M = np.array([[1.4 * c, -1.4 * s, 0, 3.0], [1.4 * s, 1.4 * c, 0, -2.0], [0, 0, 1.4, 0.3], [0, 0, 0, 1]])
+    moved = Character(Skeleton("moved", sk.names, sk.parents, sk.rest_local, M), tpl.mesh, tpl.bone_map)
+    assert np.array_equal(transfer_keyverts(moved).vertex_ids, tpl.keyverts.vertex_ids)
+    assert character_height(moved) == pytest.approx(1.4 * np.ptp(tpl.mesh.rest_verts[:, 2]))
+
+
+def test_transfer_is_deterministic_and_keeps_locked(tpl):
+    skA, mA, bmA = make_body(BodyParams(name="a"), pose="A")
+    ch = Character(skA, mA, bmA)
+    k1, k2 = transfer_keyverts(ch), transfer_keyverts(ch)
+    assert np.array_equal(k1.vertex_ids, k2.vertex_ids)
+    locked = np.zeros(len(k1), bool)
+    locked[[0, 5]] = True
+    ids = k1.vertex_ids.copy()
+    ids[0], ids[5] = 17, 23
+    prev = KeyVertexSet(k1.names, k1.limbs, ids, locked)
+    k3 = transfer_keyverts(ch, locked=prev)
+    assert k3.vertex_ids[0] == 17 and k3.vertex_ids[5] == 23 and k3.locked[[0, 5]].all()
+    assert np.array_equal(np.delete(k3.vertex_ids, [0, 5]), np.delete(k1.vertex_ids, [0, 5]))
+
+
+def test_transfer_onto_posed_and_stretched_copies_lands_on_the_same_vertices(tpl, edge):
+    """Same topology as the template: an A-pose rest and a skeleton with longer limbs (fitted template)."""
+    for params in (BodyParams(name="template"), BodyParams(arm_length=1.3, leg_length=1.25, name="long")):
+        sk, _, bm = make_body(params, pose="A")
+        ch = Character(sk, fit_body_to_skeleton(sk, bm), bm)
+        kv = transfer_keyverts(ch)
+        pos, _, _ = tpose_geometry(ch)
+        d = np.linalg.norm(pos[kv.vertex_ids] - pos[tpl.keyverts.vertex_ids], axis=1)
+        exact = np.mean(kv.vertex_ids == tpl.keyverts.vertex_ids)
+        assert exact >= 0.75, (params.name, exact)
+        assert d.max() < 2.0 * edge * max(1.0, params.arm_length), (params.name, d.max() / edge)
+
+
+def test_transfer_on_another_morphology_keeps_limbs_sides_and_symmetry(tpl):
+    from core.body import SHORT_HEAVY
+    sk, m, bm = make_body(SHORT_HEAVY, pose="A")
+    ch = Character(sk, m, bm)
+    kv = transfer_keyverts(ch, 96)
+    t96 = load_template(96)
+    pos, nrm, _ = tpose_geometry(ch)
+    lab = limb_labels(sk, m, bm)
+    assert [LIMBS[i] for i in lab[kv.vertex_ids]] == list(kv.limbs)
+    assert ((nrm[kv.vertex_ids] * t96.directions).sum(1) > 0).mean() > 0.95
+    H = character_height(ch)
+    idx = {x: i for i, x in enumerate(kv.names)}
+    P = pos[kv.vertex_ids]
+    asym = [np.linalg.norm(P[i] * [-1, 1, 1] - P[idx[mirror_name(x)]]) / H for i, x in enumerate(kv.names)]
+    assert max(asym) < 0.03
+
+
+def _sphere(center, r, n=12):
+    u, v = np.meshgrid(np.linspace(0.2, np.pi - 0.2, n), np.linspace(0, 2 * np.pi, n, endpoint=False))
+    p = np.stack([np.sin(u) * np.cos(v), np.sin(u) * np.sin(v), np.cos(u)], -1).reshape(-1, 3)
+    q = []
+    for i in range(n):
+        for j in range(n - 1):
+            a, b = i * n + j, ((i + 1) % n) * n + j
+            q.append([a, b, b + 1, a + 1])
+    return center + r * p, np.array(q)
+
+
+def _merge(parts, names):
+    """parts: [(verts, quads, weight_bones, weight_values)] -> one SkinnedMesh with ``part`` labels."""
+    from core.body import vertex_normals
+    offs = np.cumsum([0] + [len(p[0]) for p in parts])
+    v = np.concatenate([p[0] for p in parts])
+    fi = np.concatenate([p[1] + o for p, o in zip(parts, offs)]).ravel()
+    fo = np.arange(0, len(fi) + 1, 4)
+    return SkinnedMesh("merged", v, vertex_normals(v, fi, fo), fi, fo, np.concatenate([p[2] for p in parts]),
+                       np.concatenate([p[3] for p in parts]),
+                       np.concatenate([np.full(len(p[0]), i) for i, p in enumerate(parts)]), names)
+
+
+def _subset(mesh, keep, offset=0.0):
+    q = mesh.face_indices.reshape(-1, 4)
+    remap = -np.ones(mesh.num_verts, int)
+    remap[keep] = np.arange(keep.sum())
+    return (mesh.rest_verts[keep] + mesh.rest_normals[keep] * offset, remap[q[keep[q].all(1)]],
+            mesh.weight_bones[keep], mesh.weight_values[keep])
+
+
+def test_several_mesh_parts_put_key_vertices_on_the_body(tpl):
+    """Body + a shirt shell (torso and arms) + two eyes + a hand-held prop: key vertices stay on the body;
+    with the body deleted under the shirt, the torso and arm key vertices go to the shirt."""
+    body, sk = tpl.mesh, tpl.skeleton
+    K = body.weight_bones.shape[1]
+    lab = limb_labels(sk, body, tpl.bone_map)
+    covered = np.isin(lab, [LIMBS.index(x) for x in ("torso", "left_arm", "right_arm")])
+    G = sk.rest_global
+    head, hand = sk.index("head"), sk.index("left_hand")
+    extras = []
+    for c, r, bone in ((G[head, :3, 3] + [0.03, -0.08, 0.05], 0.012, head),
+                       (G[head, :3, 3] + [-0.03, -0.08, 0.05], 0.012, head),
+                       (G[hand, :3, 3] + [0.05, 0, -0.06], 0.04, hand)):
+        v, q = _sphere(np.asarray(c), r)
+        extras.append((v, q, np.full((len(v), K), bone), np.eye(1, K).repeat(len(v), 0)))
+    shirt = _subset(body, covered, 0.01)
+    names = ("body", "shirt", "eye_l", "eye_r", "prop")
+    full = _merge([_subset(body, np.ones(body.num_verts, bool)), shirt] + extras, names)
+    kv = transfer_keyverts(Character(sk, full, tpl.bone_map))
+    assert (full.part[kv.vertex_ids] == 0).all()
+    assert np.array_equal(kv.vertex_ids, tpl.keyverts.vertex_ids)
+    cut = _merge([_subset(body, ~covered), shirt] + extras, names)
+    kv = transfer_keyverts(Character(sk, cut, tpl.bone_map))
+    on_shirt = np.array([lb in ("torso", "left_arm", "right_arm") for lb in kv.limbs])
+    assert (cut.part[kv.vertex_ids][on_shirt] == 1).all() and (cut.part[kv.vertex_ids][~on_shirt] == 0).all()
+
+
+def test_meshless_character_is_refused():
+    t = load_template(41)
+    with pytest.raises(CoreError, match="no mesh"):
+        transfer_keyverts(Character(t.skeleton, None, t.bone_map))
+    with pytest.raises(CoreError, match="41 or 96"):
+        load_template(40)
