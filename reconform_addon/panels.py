@@ -257,7 +257,9 @@ class VIEW3D_PT_reconform_solver(_Base, Panel):
         col.use_property_split = True
         col.use_property_decorate = False
         col.prop(s, "device")
-        if s.device == 'CUDA' and not deps.cuda_available():
+        if s.device == 'DEFAULT':
+            col.label(text=f"Preferences default: {s.effective_device()}")
+        if s.effective_device() == 'CUDA' and not deps.cuda_available():
             col.label(text="No CUDA device seen by PyTorch: the solve will fail", icon='ERROR')
         col.prop(s, "push_to_nla")
 

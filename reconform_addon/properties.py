@@ -29,6 +29,7 @@ METHOD_ITEMS = (
     ('COPY_ROTATIONS', "Copy Rotations", "Copy world-space bone rotations only (fast baseline, no PyTorch)"),
 )
 DEVICE_ITEMS = (
+    ('DEFAULT', "Default", "The device chosen in the add-on's preferences (CPU unless changed)"),
     ('CPU', "CPU", "Solve on the CPU"),
     ('CUDA', "CUDA", "Solve on the first NVIDIA GPU (needs a CUDA build of PyTorch)"),
 )
@@ -154,7 +155,7 @@ class ReconformSettings(PropertyGroup):
                           update=lambda self, ctx: self.apply_preset())
     use_advanced: BoolProperty(name="Override Weights", default=False,
                                description="Use the advanced values below instead of the preset's")
-    device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='CPU')
+    device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='DEFAULT')
     warm_start_fraction: FloatProperty(
         name="Re-solve Iterations", default=0.3, min=0.05, max=1.0, subtype='FACTOR',
         description="Share of the first solve's iterations a Re-solve runs, starting from the last result")
@@ -212,6 +213,15 @@ class ReconformSettings(PropertyGroup):
             return self.frame_start, self.frame_end
         return None, None
 
+    def effective_device(self) -> str:
+        """'CPU' or 'CUDA': this scene's choice, or the preferences' default device for 'DEFAULT'."""
+        if self.device != 'DEFAULT':
+            return self.device
+        from . import preferences
+
+        prefs = preferences.get()
+        return prefs.default_device if prefs is not None else 'CPU'
+
     def apply_preset(self):
         """Copy the quality preset's values into the advanced fields (no-op when core.solver can't import)."""
         try:
@@ -232,7 +242,7 @@ class ReconformSettings(PropertyGroup):
                 if name in fields:
                     changes[name] = getattr(self, name)
         if "device" in fields:
-            changes["device"] = self.device.lower()
+            changes["device"] = self.effective_device().lower()
         if "resolve_fraction" in fields:
             changes["resolve_fraction"] = float(self.warm_start_fraction)
         for k, v in (overrides or {}).items():

@@ -74,6 +74,20 @@ def test_quality_preset_and_overrides_reach_solver_settings(addon, clean_scene):
     assert s.solver_settings().w_pen == fast.w_pen
 
 
+def test_default_device_comes_from_the_preferences(addon, clean_scene):
+    pytest.importorskip(addon.__name__ + ".core.solver")
+    s = clean_scene.reconform
+    prefs = bpy.context.preferences.addons[addon.__name__].preferences
+    assert s.device == 'DEFAULT' and s.solver_settings().device == "cpu"
+    prefs.default_device = 'CUDA'
+    try:
+        assert s.effective_device() == 'CUDA' and s.solver_settings().device == "cuda"
+        s.device = 'CPU'                       # a scene's own choice wins
+        assert s.solver_settings().device == "cpu"
+    finally:
+        prefs.default_device = 'CPU'
+
+
 def test_bone_map_rows_and_owner(addon, clean_scene):
     arm = bpy.data.objects.new("A", bpy.data.armatures.new("A"))
     clean_scene.collection.objects.link(arm)
