@@ -700,6 +700,36 @@ for _s in ("left", "right"):
         _CHAIN_CHILD[f"{_s}_{_f}_2"] = f"{_s}_{_f}_3"
 
 
+def standing_skeleton(skeleton: Skeleton, bone_map: dict) -> Skeleton:
+    """The skeleton itself when its rest pose stands (``core.tpose.rest_is_standing``), else a copy whose
+    object matrix is turned so that it does (hips -> head up, right -> left hip horizontal).
+
+    Some BVH files (the Bandai-Namco set) have a rest pose lying on its side; the shared T-pose is built from
+    the rest pose, so such skeletons are stood up first. Armature space is unchanged, so meshes and key
+    vertices computed on the copy are valid for the original.
+    """
+    from .tpose import rest_is_standing
+
+    if rest_is_standing(skeleton, bone_map):
+        return skeleton
+    G = skeleton.object_matrix @ skeleton.rest_global
+    pos = {c: G[skeleton.index(b), :3, 3] for c, b in bone_map.items() if b in skeleton.names}
+    if not all(c in pos for c in ("hips", "head", "left_upper_leg", "right_upper_leg")):
+        return skeleton
+    up = pos["head"] - pos["hips"]
+    up /= np.linalg.norm(up)
+    left = pos["left_upper_leg"] - pos["right_upper_leg"]
+    left -= up * (left @ up)
+    if np.linalg.norm(left) < 1e-9:
+        return skeleton
+    left /= np.linalg.norm(left)
+    A = np.stack([left, np.cross(left, up), up], 1)
+    B = np.stack([[1.0, 0, 0], np.cross([1.0, 0, 0], [0, 0, 1.0]), [0, 0, 1.0]], 1)
+    R = np.eye(4)
+    R[:3, :3] = B @ A.T
+    return Skeleton(skeleton.name, skeleton.names, skeleton.parents, skeleton.rest_local, R @ skeleton.object_matrix)
+
+
 def _tpose_world(skeleton: Skeleton, bone_map: dict):
     """World-space T-pose of a skeleton: (J,4,4) armature-space globals G_T, world heads (J,3), BodyFrame."""
     from .kinematics import forward_kinematics
@@ -762,7 +792,8 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None) -> S
     if missing:
         raise CoreError(f"Armature '{skeleton.name}': cannot fit a body, the bone map lacks {', '.join(missing)}; "
                         f"map these bones first.")
-    G_T, world, frame = _tpose_world(skeleton, bone_map)
+    stood = standing_skeleton(skeleton, bone_map)
+    G_T, world, frame = _tpose_world(stood, bone_map)
     Rc = np.stack([frame.left, -frame.forward, frame.up], 1)  # template frame -> world
     src = {c: Rc.T @ world[j] for c, j in have.items()}       # source joints in template axes
     tG = t_skel.rest_global
@@ -818,7 +849,7 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None) -> S
     v = np.einsum("vij,vj->vi", blend[:, :3, :3], t_mesh.rest_verts) + blend[:, :3, 3]
     # template axes -> world -> armature space (T-pose)
     p_world = v @ Rc.T
-    inv_obj = np.linalg.inv(skeleton.object_matrix)
+    inv_obj = np.linalg.inv(stood.object_matrix)
     v_T = p_world @ inv_obj[:3, :3].T + inv_obj[:3, 3]
     # skin weights on the source bones
     target = {}

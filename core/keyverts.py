@@ -154,7 +154,10 @@ def tpose_geometry(character: Character):
     from .skinning import skin_mesh
     from .tpose import body_frame, tpose_basis
 
-    sk, mesh = character.skeleton, character.mesh
+    from .body import standing_skeleton
+
+    mesh = character.mesh
+    sk = standing_skeleton(character.skeleton, character.bone_map)
     q = tpose_basis(sk, character.bone_map)
     pose = forward_kinematics(sk, q, np.zeros((sk.num_bones, 3)))
     pos, nrm = skin_mesh(sk, mesh, pose)
@@ -333,7 +336,7 @@ def _readout(ot_res, xk, xd, wd, nd, target_dir, mode, bias=None):
 
 def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = None, *, reg: float = None,
                       readout: str = None, normalize: str = None, max_points: int = None,
-                      template: Template = None) -> KeyVertexSet:
+                      template: Template = None, shortcut: bool = True) -> KeyVertexSet:
     """Place the template's N key vertices on a character's mesh (method.md §1.3).
 
     Args:
@@ -342,6 +345,8 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
         locked: a previous KeyVertexSet; its entries with ``locked`` True are kept as they are.
         reg, readout, normalize, max_points: override the measured defaults (docs/keyverts.md).
         template: use another template (tests); default ``load_template(n)``.
+        shortcut: a mesh with the template's own topology (a fitted body) gets the template's vertex ids
+            directly (exact); False runs the OT anyway (tests of the transfer itself).
     Returns:
         KeyVertexSet with the template's names and limbs, vertex ids into ``character.mesh``.
     """
@@ -349,10 +354,11 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
         raise CoreError(f"Character '{character.name}' has no mesh: give it a body first "
                         f"(core.body.fit_body_to_skeleton).")
     readout = DEFAULT_READOUT if readout is None else readout
-    return _transfer(character, n, locked, reg, (readout,), normalize, max_points, template)[readout]
+    return _transfer(character, n, locked, reg, (readout,), normalize, max_points, template,
+                     shortcut=shortcut)[readout]
 
 
-def _transfer(character, n, locked, reg, readouts, normalize, max_points, template, debias=True):
+def _transfer(character, n, locked, reg, readouts, normalize, max_points, template, debias=True, shortcut=True):
     """transfer_keyverts for several read-outs sharing one OT solve: {readout: KeyVertexSet}."""
     reg = DEFAULT_REG if reg is None else reg
     normalize = DEFAULT_NORMALIZE if normalize is None else normalize
@@ -375,6 +381,12 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
                 lock[k] = True
                 for r in readouts:
                     ids[r][k] = locked.vertex_ids[i]
+    if shortcut and mesh.num_verts == tpl.mesh.num_verts and np.array_equal(mesh.face_indices, tpl.mesh.face_indices) \
+            and np.array_equal(mesh.face_offsets, tpl.mesh.face_offsets):
+        # the template's own topology (a fitted body, core.body.fit_body_to_skeleton): the answer is known
+        for r in readouts:
+            ids[r][~lock] = kv.vertex_ids[~lock]
+        return {r: KeyVertexSet(kv.names, kv.limbs, ids[r], lock, kv.eye) for r in readouts}
     for li, limb in enumerate(LIMBS):
         ks = [k for k in range(len(kv)) if kv.limbs[k] == limb and not lock[k]]
         if not ks:

@@ -147,3 +147,18 @@ def test_fit_body_needs_the_core_bones(neutral):
     del bm["left_foot"]
     with pytest.raises(CoreError, match="left_foot"):
         fit_body_to_skeleton(skel, bm)
+
+
+def test_a_skeleton_lying_on_its_side_is_stood_up(neutral_a):
+    """Some BVH rest poses lie on their side (Bandai-Namco): the fit and the height stand them up first."""
+    from core.keyverts import character_height
+    from core.types import Character
+    skA, mA, bmA = neutral_a
+    lie = np.eye(4)
+    lie[:3, :3] = [[1, 0, 0], [0, 0, -1], [0, 1, 0]]          # +90 deg about X: head along -Y
+    sk_lying = Skeleton("lying", skA.names, skA.parents, skA.rest_local, lie)
+    fitted = fit_body_to_skeleton(sk_lying, bmA)
+    upright = fit_body_to_skeleton(skA, bmA)
+    # armature space: the same body (up to the slight lean of hips -> head, which becomes the vertical)
+    assert np.abs(fitted.rest_verts - upright.rest_verts).max() < 0.01
+    assert character_height(Character(sk_lying, fitted, bmA)) == pytest.approx(1.75, abs=0.01)

@@ -72,14 +72,14 @@ def test_ot_plan_marginals_and_determinism():
 
 def test_transfer_onto_itself_scaled_and_moved_copies_is_exact(tpl):
     ch = tpl.character
-    kv = transfer_keyverts(ch)
+    kv = transfer_keyverts(ch, shortcut=False)
     assert np.array_equal(kv.vertex_ids, tpl.keyverts.vertex_ids)
     assert kv.names == tpl.keyverts.names and kv.limbs == tpl.keyverts.limbs
     sk = tpl.skeleton
     c, s = np.cos(0.7), np.sin(0.7)
     M = np.array([[1.4 * c, -1.4 * s, 0, 3.0], [1.4 * s, 1.4 * c, 0, -2.0], [0, 0, 1.4, 0.3], [0, 0, 0, 1]])
     moved = Character(Skeleton("moved", sk.names, sk.parents, sk.rest_local, M), tpl.mesh, tpl.bone_map)
-    assert np.array_equal(transfer_keyverts(moved).vertex_ids, tpl.keyverts.vertex_ids)
+    assert np.array_equal(transfer_keyverts(moved, shortcut=False).vertex_ids, tpl.keyverts.vertex_ids)
     assert character_height(moved) == pytest.approx(1.4 * np.ptp(tpl.mesh.rest_verts[:, 2]))
 
 
@@ -103,7 +103,8 @@ def test_transfer_onto_posed_and_stretched_copies_lands_on_the_same_vertices(tpl
     for params in (BodyParams(name="template"), BodyParams(arm_length=1.3, leg_length=1.25, name="long")):
         sk, _, bm = make_body(params, pose="A")
         ch = Character(sk, fit_body_to_skeleton(sk, bm), bm)
-        kv = transfer_keyverts(ch)
+        assert np.array_equal(transfer_keyverts(ch).vertex_ids, tpl.keyverts.vertex_ids)  # known topology
+        kv = transfer_keyverts(ch, shortcut=False)                                          # the OT itself
         pos, _, _ = tpose_geometry(ch)
         d = np.linalg.norm(pos[kv.vertex_ids] - pos[tpl.keyverts.vertex_ids], axis=1)
         exact = np.mean(kv.vertex_ids == tpl.keyverts.vertex_ids)
@@ -177,11 +178,11 @@ def test_several_mesh_parts_put_key_vertices_on_the_body(tpl):
     shirt = _subset(body, covered, 0.01)
     names = ("body", "shirt", "eye_l", "eye_r", "prop")
     full = _merge([_subset(body, np.ones(body.num_verts, bool)), shirt] + extras, names)
-    kv = transfer_keyverts(Character(sk, full, tpl.bone_map))
+    kv = transfer_keyverts(Character(sk, full, tpl.bone_map), shortcut=False)
     assert (full.part[kv.vertex_ids] == 0).all()
     assert np.array_equal(kv.vertex_ids, tpl.keyverts.vertex_ids)
     cut = _merge([_subset(body, ~covered), shirt] + extras, names)
-    kv = transfer_keyverts(Character(sk, cut, tpl.bone_map))
+    kv = transfer_keyverts(Character(sk, cut, tpl.bone_map), shortcut=False)
     on_shirt = np.array([lb in ("torso", "left_arm", "right_arm") for lb in kv.limbs])
     assert (cut.part[kv.vertex_ids][on_shirt] == 1).all() and (cut.part[kv.vertex_ids][~on_shirt] == 0).all()
 
