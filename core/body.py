@@ -730,12 +730,12 @@ def standing_skeleton(skeleton: Skeleton, bone_map: dict) -> Skeleton:
     return Skeleton(skeleton.name, skeleton.names, skeleton.parents, skeleton.rest_local, R @ skeleton.object_matrix)
 
 
-def _tpose_world(skeleton: Skeleton, bone_map: dict):
+def _tpose_world(skeleton: Skeleton, bone_map: dict, base=None):
     """World-space T-pose of a skeleton: (J,4,4) armature-space globals G_T, world heads (J,3), BodyFrame."""
     from .kinematics import forward_kinematics
     from .tpose import body_frame, tpose_basis
 
-    q = tpose_basis(skeleton, bone_map)
+    q = tpose_basis(skeleton, bone_map, base)
     pose = forward_kinematics(skeleton, q, np.zeros((skeleton.num_bones, 3)))
     G = np.tile(np.eye(4), (skeleton.num_bones, 1, 1))
     G[:, :3, :3] = pose.rotations.numpy()
@@ -765,7 +765,7 @@ def _axial_map(h_t, t_t, h_s, t_s, s, clamp=(0.35, 3.0)):
     return A
 
 
-def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None) -> SkinnedMesh:
+def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base=None) -> SkinnedMesh:
     """Give a skeleton-only character a body: the template fitted to its proportions and skinned to it.
 
     The template (``core.keyverts.load_template``) is deformed bone by bone (affine maps taking each template
@@ -777,6 +777,10 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None) -> S
     Args:
         skeleton: the source Skeleton.
         bone_map: {canonical: bone name}; needs hips, head, both upper arms/legs at least.
+        template: the Template to fit (default ``load_template(41)``).
+        base: optional (J, 4) WXYZ basis rotations of a standing frame (e.g. the clip's first frame) to build
+            the T-pose from, for skeletons whose rest pose is not a standing humanoid (Bandai-Namco BVH);
+            without it such a rest pose is only turned upright (``standing_skeleton``).
     Returns:
         SkinnedMesh in the skeleton's armature space (rest pose), named '<armature>_fitted_body'.
     """
@@ -792,8 +796,8 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None) -> S
     if missing:
         raise CoreError(f"Armature '{skeleton.name}': cannot fit a body, the bone map lacks {', '.join(missing)}; "
                         f"map these bones first.")
-    stood = standing_skeleton(skeleton, bone_map)
-    G_T, world, frame = _tpose_world(stood, bone_map)
+    stood = standing_skeleton(skeleton, bone_map) if base is None else skeleton
+    G_T, world, frame = _tpose_world(stood, bone_map, base)
     Rc = np.stack([frame.left, -frame.forward, frame.up], 1)  # template frame -> world
     src = {c: Rc.T @ world[j] for c, j in have.items()}       # source joints in template axes
     tG = t_skel.rest_global

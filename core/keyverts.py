@@ -145,20 +145,22 @@ def limb_labels(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> np.nda
     return lab
 
 
-def tpose_geometry(character: Character):
+def tpose_geometry(character: Character, base=None):
     """Destination vertices and normals in the shared T-pose, template axes (metres, world origin).
 
+    Args:
+        base: optional (J, 4) basis rotations of a standing frame to build the T-pose from (skeletons whose
+            rest pose is not standing); by default the rest pose, turned upright when it lies down.
     Returns (V,3) positions, (V,3) unit normals, (3,3) Rc (template axes -> world).
     """
+    from .body import standing_skeleton
     from .kinematics import forward_kinematics
     from .skinning import skin_mesh
     from .tpose import body_frame, tpose_basis
 
-    from .body import standing_skeleton
-
     mesh = character.mesh
-    sk = standing_skeleton(character.skeleton, character.bone_map)
-    q = tpose_basis(sk, character.bone_map)
+    sk = standing_skeleton(character.skeleton, character.bone_map) if base is None else character.skeleton
+    q = tpose_basis(sk, character.bone_map, base)
     pose = forward_kinematics(sk, q, np.zeros((sk.num_bones, 3)))
     pos, nrm = skin_mesh(sk, mesh, pose)
     pos, nrm = pos.numpy(), nrm.numpy()
@@ -167,7 +169,7 @@ def tpose_geometry(character: Character):
     pos_w = pos @ A.T + M[:3, 3]
     nrm_w = nrm @ np.linalg.inv(A)  # inverse-transpose for normals
     nrm_w /= np.maximum(np.linalg.norm(nrm_w, axis=1, keepdims=True), 1e-12)
-    fr = body_frame(sk, character.bone_map)
+    fr = body_frame(sk, character.bone_map, base)
     Rc = np.stack([fr.left, -fr.forward, fr.up], 1)
     return pos_w @ Rc, nrm_w @ Rc, Rc
 
@@ -196,11 +198,13 @@ def body_vertex_mask(mesh: SkinnedMesh, labels: np.ndarray, area: np.ndarray) ->
     return mask
 
 
-def character_height(character: Character) -> float:
-    """h_c: height (metres, world) of the character's body mesh in T-pose (body part(s), method.md)."""
+def character_height(character: Character, base=None) -> float:
+    """h_c: height (metres, world) of the character's body mesh in T-pose (body part(s), method.md).
+
+    ``base``: as in ``tpose_geometry``."""
     if character.mesh is None:
         raise CoreError(f"Character '{character.name}' has no mesh: fit a body first (core.body).")
-    pos, _, _ = tpose_geometry(character)
+    pos, _, _ = tpose_geometry(character, base)
     lab = limb_labels(character.skeleton, character.mesh, character.bone_map)
     mask = body_vertex_mask(character.mesh, lab, area_weights(pos, character.mesh.face_indices,
                                                               character.mesh.face_offsets))
@@ -366,11 +370,6 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
     tpl = load_template(n) if template is None else template
     kv = tpl.keyverts
     mesh = character.mesh
-    pos, nrm, _ = tpose_geometry(character)
-    lab = limb_labels(character.skeleton, mesh, character.bone_map)
-    area = area_weights(pos, mesh.face_indices, mesh.face_offsets)
-    eligible = body_vertex_mask(mesh, lab, area)
-    t_lab, t_area = _template_cache(tpl)
     ids = {r: np.full(len(kv), -1, dtype=np.int64) for r in readouts}
     lock = np.zeros(len(kv), bool)
     if locked is not None:
@@ -387,6 +386,11 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
         for r in readouts:
             ids[r][~lock] = kv.vertex_ids[~lock]
         return {r: KeyVertexSet(kv.names, kv.limbs, ids[r], lock, kv.eye) for r in readouts}
+    pos, nrm, _ = tpose_geometry(character)
+    lab = limb_labels(character.skeleton, mesh, character.bone_map)
+    area = area_weights(pos, mesh.face_indices, mesh.face_offsets)
+    eligible = body_vertex_mask(mesh, lab, area)
+    t_lab, t_area = _template_cache(tpl)
     for li, limb in enumerate(LIMBS):
         ks = [k for k in range(len(kv)) if kv.limbs[k] == limb and not lock[k]]
         if not ks:

@@ -50,12 +50,12 @@ def enable_addon():
     return lambda name: importlib.import_module(f"{MODULE}.{name}")
 
 
-def check(kvmod, humanoid, character, kv, n):
+def check(kvmod, humanoid, character, kv, n, base=None):
     """Dict of the checks above for one character and its KeyVertexSet."""
     tpl = kvmod.load_template(n)
-    pos, nrm, _ = kvmod.tpose_geometry(character)
+    pos, nrm, _ = kvmod.tpose_geometry(character, base)
     lab = kvmod.limb_labels(character.skeleton, character.mesh, character.bone_map)
-    H = kvmod.character_height(character)
+    H = kvmod.character_height(character, base)
     on_limb = np.array([humanoid.LIMBS[i] if i >= 0 else None for i in lab[kv.vertex_ids]]) == np.array(kv.limbs)
     # midplane: x = the median of the pairs' midpoints (template axes)
     P = pos[kv.vertex_ids]
@@ -136,20 +136,24 @@ def main(argv=None):
         arm = bridge.find_armature(objs)
         sk = bridge.read_skeleton(arm)
         res = bonemap.detect_bone_map(sk)
-        note = ""
+        note, base = "", None
         meshes = bridge.find_meshes(arm)
         if meshes:
             mesh = bridge.read_skinned_mesh(arm, sk, report=lambda msg: None)
             if len(mesh.part_names) > 1:
                 note = f"{len(mesh.part_names)} mesh parts"
         else:
-            mesh = body.fit_body_to_skeleton(sk, res.bone_map)
-            note = "skeleton only: fitted body"
+            if not core("core.tpose").rest_is_standing(sk, res.bone_map):  # first frame, as copy_rotations does
+                f0 = bpy.context.scene.frame_start
+                base = bridge.read_motion(arm, sk, frame_start=f0, frame_end=f0).rotations[0]
+            mesh = body.fit_body_to_skeleton(sk, res.bone_map, base=base)
+            note = "skeleton only: fitted body" + (" (T-pose from frame 1: rest not standing)" if base is not None
+                                                   else "")
         ch = types.Character(sk, mesh, dict(res.bone_map))
         t = time.perf_counter()
         kv = kvmod.transfer_keyverts(ch, args.n)
         dt = time.perf_counter() - t
-        print(row(path.name, mesh.num_verts, check(kvmod, humanoid, ch, kv, args.n), dt, note), flush=True)
+        print(row(path.name, mesh.num_verts, check(kvmod, humanoid, ch, kv, args.n, base), dt, note), flush=True)
     for line in synthetic(core, args.n):
         print(line, flush=True)
     return 0
