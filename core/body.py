@@ -741,7 +741,7 @@ def _tpose_world(skeleton: Skeleton, bone_map: dict, base=None):
     G[:, :3, :3] = pose.rotations.numpy()
     G[:, :3, 3] = pose.positions.numpy()
     world = (skeleton.object_matrix @ G)[:, :3, 3]
-    return G, world, body_frame(skeleton, bone_map)
+    return G, world, body_frame(skeleton, bone_map, base)
 
 
 def _axial_map(h_t, t_t, h_s, t_s, s, clamp=(0.35, 3.0)):
