@@ -284,6 +284,9 @@ def main(argv=None):
                 f"(tracemalloc) {d['tracemalloc_peak_mb']:.0f} MB; 10 steps took {d['seconds_10_steps']:.1f} s")
         else:
             out("Memory measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+    # --- key-vertex transfer speed (H3: tools/bench_keyverts.py) ---
+    from bench_keyverts import bench_keyverts
+    bench_keyverts(lambda name: importlib.import_module(f"{MODULE}.{name}"), out=out)
     out()
     out(f"Total bench time {time.perf_counter() - t_all:.0f} s.")
     path = pathlib.Path(args.out)
