@@ -62,8 +62,6 @@ class SolverSettings:
     lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
     smooth_mode: str = "added"  #: "added": jerk added to the initial motion; "absolute": the jerk itself
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
-    refresh_every: int = 10     #: steps between refreshes of the active pair set
-    pair_margin: float = 0.05   #: target pairs closer than d_max + margin·h_c are kept active
     exclude_same_limb: bool = True
     optimise_fingers: bool = False
     source_ground: object = "zero"   #: "zero", "estimate" (from the source's lowest foot contacts) or metres
@@ -79,9 +77,9 @@ class SolverSettings:
     def preset(cls, name: str = "balanced", **overrides) -> "SolverSettings":
         """Quality presets 'fast', 'balanced' (default) and 'best'; keyword overrides win."""
         presets = {
-            "fast": dict(iterations=60, lr_rot=0.03, refresh_every=15),
+            "fast": dict(iterations=60, lr_rot=0.03),
             "balanced": dict(),
-            "best": dict(iterations=300, lr_rot=0.015, refresh_every=5),
+            "best": dict(iterations=300, lr_rot=0.015),
         }
         if name not in presets:
             raise CoreError(f"Unknown quality preset '{name}': use one of {', '.join(presets)}.")
@@ -214,6 +212,151 @@ def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
     for m in range(4):
         B[rows, seg + m] = b[:, m]
     return B
+
+
+class _OptChain:
+    """FK + LBS of the target's key vertices where only the optimised bones' rotations and the hips location
+    vary (the hot path of every step).
+
+    Everything that does not depend on the variables is computed once: global transforms of bones with no
+    optimised ancestor, local transforms of the other bones, and the skinning contribution of constant bones.
+    Per step only the "variable" bones (optimised, or below an optimised bone) are evaluated, level by level
+    over tree depth, on bone-major (J, T, 3, 3) tensors, and skinning is one (N, Jv) @ (Jv, T·12) matmul.
+
+    Args:
+        part: descriptors._CharacterPart of the target (needed bones, rest data, skinning weights).
+        R_n, L_n: (T, Jn, 3, 3) / (T, Jn, 3) initial basis channels of the needed bones.
+        opt_pos: positions (among the needed bones) of the optimised bones, in the order of the variables.
+        root_pos: position of the hips (its basis location varies).
+    """
+
+    def __init__(self, part, R_n, L_n, opt_pos, root_pos: int):
+        Jn = len(part.needed)
+        par = [-1] * Jn
+        for ks, ps in part.levels:
+            for k, pp in zip(ks, ps):
+                par[k] = pp
+        opt_of = {int(k): a for a, k in enumerate(opt_pos)}
+        var = [False] * Jn
+        for k in range(Jn):          # needed bones are topologically sorted
+            var[k] = k in opt_of or k == root_pos or (par[k] >= 0 and var[par[k]])
+        with torch.no_grad():
+            G_rot0, G_pos0 = part.global_needed(R_n, L_n)
+            loc_rot0 = part.rest_rot @ R_n                                   # (T, Jn, 3, 3)
+            loc_pos0 = (part.rest_rot @ L_n[..., None])[..., 0] + part.rest_trans
+            self.Gc_rot = G_rot0.transpose(0, 1).contiguous()               # (Jn, T, 3, 3) bone-major
+            self.Gc_pos = G_pos0.transpose(0, 1).contiguous()
+            self.Lc_rot = loc_rot0.transpose(0, 1).contiguous()
+            self.Lc_pos = loc_pos0.transpose(0, 1).contiguous()
+            S_rot = G_rot0 @ part.inv_rot
+            S_t = (G_rot0 @ part.inv_trans[..., None])[..., 0] + G_pos0
+            S = torch.cat([S_rot.flatten(-2), S_t], -1).transpose(0, 1)     # (Jn, T, 12)
+            const = [k for k in range(Jn) if not var[k]]
+            T = R_n.shape[0]
+            N = part.W.shape[0]
+            if const:
+                self.B_const = (part.W[:, const] @ S[const].reshape(len(const), -1)).reshape(N, T, 12)
+            else:
+                self.B_const = None
+        self.vk = [k for k in range(Jn) if var[k]]
+        self.opt_slot = [opt_of.get(k, -1) for k in self.vk]
+        self.root_slot = self.vk.index(root_pos)
+        self.root_rest_rot = part.rest_rot[root_pos]
+        self.root_rest_trans = part.rest_trans[root_pos]
+        vpos = {k: a for a, k in enumerate(self.vk)}
+        depth = {}
+        for k in self.vk:
+            depth[k] = depth[par[k]] + 1 if par[k] >= 0 and var[par[k]] else 0
+        self.levels = []
+        for d in range(max(depth.values()) + 1):
+            ks = [k for k in self.vk if depth[k] == d]
+            self.levels.append([(vpos[k], par[k], var[par[k]] if par[k] >= 0 else False) for k in ks])
+        self.W_var = part.W[:, self.vk].contiguous()                         # (N, Jv)
+        self.inv_rot = part.inv_rot[self.vk]                                 # (Jv, 3, 3)
+        self.inv_trans = part.inv_trans[self.vk]
+        self.rest_verts = part.rest_verts[:, None, :]                        # (N, 1, 3)
+        self.rest_normals = part.rest_normals[:, None, :]
+        self.A, self.b, self.R = part.A, part.b, part.R
+        self.vpos = vpos
+
+    def __call__(self, local_opt: torch.Tensor, root_loc: torch.Tensor):
+        """Key-vertex world positions and unit normals, each (T, N, 3).
+
+        local_opt: (Jo, T, 3, 3) local rotations (rest · basis) of the optimised bones; root_loc (T, 3) hips
+        basis location.
+        """
+        lo = local_opt.unbind(0)
+        g_rot = [None] * len(self.vk)
+        g_pos = [None] * len(self.vk)
+        root_lp = root_loc @ self.root_rest_rot.T + self.root_rest_trans    # (T, 3)
+        for level in self.levels:
+            PR, PP, LR, LP = [], [], [], []
+            for a, p, p_var in level:
+                k = self.vk[a]
+                LR.append(lo[self.opt_slot[a]] if self.opt_slot[a] >= 0 else self.Lc_rot[k])
+                LP.append(root_lp if a == self.root_slot else self.Lc_pos[k])
+                if p < 0:
+                    PR.append(None)
+                elif p_var:
+                    PR.append(g_rot[self.vpos[p]])
+                    PP.append(g_pos[self.vpos[p]])
+                else:
+                    PR.append(self.Gc_rot[p])
+                    PP.append(self.Gc_pos[p])
+            if PR[0] is None:   # tree roots (no parent): global = local
+                for (a, _, _), r, q in zip(level, LR, LP):
+                    g_rot[a], g_pos[a] = r, q
+                continue
+            PRs, LRs = torch.stack(PR), torch.stack(LR)
+            GR = PRs @ LRs
+            GP = (PRs @ torch.stack(LP)[..., None])[..., 0] + torch.stack(PP)
+            for (a, _, _), r, q in zip(level, GR.unbind(0), GP.unbind(0)):
+                g_rot[a], g_pos[a] = r, q
+        G_rot, G_pos = torch.stack(g_rot), torch.stack(g_pos)               # (Jv, T, 3, 3), (Jv, T, 3)
+        S_rot = G_rot @ self.inv_rot[:, None]
+        S_t = (G_rot @ self.inv_trans[:, None, :, None])[..., 0] + G_pos
+        S = torch.cat([S_rot.flatten(-2), S_t], -1)                          # (Jv, T, 12)
+        Jv, T = S.shape[:2]
+        B = (self.W_var @ S.reshape(Jv, T * 12)).reshape(-1, T, 12)          # (N, T, 12)
+        if self.B_const is not None:
+            B = B + self.B_const
+        Rb = B[..., :9].unflatten(-1, (3, 3))
+        p = (Rb * self.rest_verts[..., None, :]).sum(-1) + B[..., 9:]
+        n = (Rb * self.rest_normals[..., None, :]).sum(-1)
+        n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        p = (p @ self.A.T + self.b).transpose(0, 1).contiguous()
+        n = (n @ self.R.T).transpose(0, 1).contiguous()
+        return p, n
+
+
+class _Adam:
+    """Adam (Kingma & Ba; the same update as ``torch.optim.Adam`` without weight decay or amsgrad).
+
+    Written out because the first ``torch.optim.Adam`` of a process imports torch._dynamo (2-3 s on a
+    2-core CPU), which would be paid by the first solve of every Blender session.
+    """
+
+    def __init__(self, params, lrs, betas=(0.9, 0.999), eps=1e-8):
+        self.params, self.lrs = list(params), list(lrs)
+        self.b1, self.b2 = betas
+        self.eps = eps
+        self.t = 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        bc1 = 1.0 - self.b1 ** self.t
+        bc2 = math.sqrt(1.0 - self.b2 ** self.t)
+        for p, m, v, lr in zip(self.params, self.m, self.v, self.lrs):
+            if p.grad is None:
+                continue
+            g = p.grad
+            m.mul_(self.b1).add_(g, alpha=1.0 - self.b1)
+            v.mul_(self.b2).addcmul_(g, g, value=1.0 - self.b2)
+            denom = (v.sqrt() / bc2).add_(self.eps)
+            p.addcdiv_(m, denom, value=-lr / bc1)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -366,10 +509,11 @@ class SolveJob:
         self.h_tgt = float(tgt.height)
 
         # source descriptors (fixed)
-        with torch.no_grad():
-            srot = quat_to_matrix(torch.as_tensor(self.source_motion.rotations, dtype=dt, device=dev))
-            sloc = torch.as_tensor(self.source_motion.locations, dtype=dt, device=dev)
-            self.src_p, self.src_n = self.src_rig(srot, sloc)
+        with torch.no_grad():  # only the bones the source key vertices depend on
+            sn = self.src_rig.parts[0].needed
+            srot = quat_to_matrix(torch.as_tensor(self.source_motion.rotations[:, sn], dtype=dt, device=dev))
+            sloc = torch.as_tensor(self.source_motion.locations[:, sn], dtype=dt, device=dev)
+            self.src_p, self.src_n = self.src_rig.parts[0].keyverts_needed(srot, sloc)
         ground = s.source_ground
         if isinstance(ground, str):
             if ground == "zero":
@@ -393,19 +537,28 @@ class SolveJob:
             opt = sorted(opt + [self.root_idx])
         self.opt_idx = torch.as_tensor(opt, device=dev)
         self.opt_parts = [limb_of(canon[j]) if j in canon else "torso" for j in opt]
-        R0 = quat_to_matrix(torch.as_tensor(self.init_motion.rotations, dtype=torch.float64))
-        self.R_init = R0.to(dt).to(dev)                     # (T, J, 3, 3)
-        self.R_init_opt = self.R_init[:, self.opt_idx]      # (T, Jo, 3, 3)
-        self.L_init = torch.as_tensor(self.init_motion.locations, dtype=dt, device=dev)
         # channels of the bones the rig evaluates (T, Jn, ...), and where the optimised ones sit among them
-        self.R_init_n = self.R_init[:, part.needed_t]
-        self.L_init_n = self.L_init[:, part.needed_t]
+        R0 = quat_to_matrix(torch.as_tensor(self.init_motion.rotations[:, part.needed], dtype=torch.float64))
+        self.R_init_n = R0.to(dt).to(dev)                   # (T, Jn, 3, 3)
         self.opt_pos = torch.as_tensor([part.position[j] for j in opt], device=dev)
+        self.R_init_opt = self.R_init_n[:, self.opt_pos]    # (T, Jo, 3, 3)
+        self.L_init = torch.as_tensor(self.init_motion.locations, dtype=dt, device=dev)
+        self.L_init_n = self.L_init[:, part.needed_t]
         self.root_pos = torch.as_tensor([part.position[self.root_idx]], device=dev)
         self.root_jac_inv = self._root_jacobian_inverse().to(dt).to(dev)  # (T, 3, 3) world -> basis
+        self.chain = _OptChain(part, self.R_init_n, self.L_init_n, self.opt_pos.tolist(),
+                               int(self.root_pos[0]))
+        self.RR_opt = (part.rest_rot[self.opt_pos][:, None] @ self.R_init_opt.transpose(0, 1)).contiguous()  # (Jo,T,3,3)
         basis = bspline_basis(T, s.knot_spacing * self.fps)
-        self.basis = torch.as_tensor(basis, dtype=dt, device=dev)           # (T, C)
+        self._basis_np = basis
         self.num_controls = basis.shape[1]
+        if basis.shape[0] == basis.shape[1] and np.array_equal(basis, np.eye(T)):
+            self.band = None
+        else:   # the 4 non-zero entries of each row, in column order
+            cols = np.argsort(basis == 0, axis=1, kind="stable")[:, :4]
+            cols.sort(axis=1)
+            vals = np.take_along_axis(basis, cols, 1)
+            self.band = (torch.as_tensor(cols.T.copy(), device=dev), torch.as_tensor(vals, dtype=dt, device=dev))
         C = self.num_controls
         self.delta = torch.zeros((C, len(opt), 6), dtype=dt, device=dev)    # 6D residual controls
         self.root_off = torch.zeros((C, 3), dtype=dt, device=dev)           # world offset / h_tgt
@@ -428,30 +581,27 @@ class SolveJob:
         # sparse pairs
         mask = allowed_pairs(self.rig.limbs, None, s.exclude_same_limb)
         self.pairs = ActivePairs(self.src_p, self.src_n, self.src_rig.heights[self.src_rig.character],
-                                 self.rig.heights[self.rig.character], mask, s.pair_margin)
-        with torch.no_grad():
-            p_now, _ = self._forward()
-        self.pairset = self.pairs.build(p_now)
+                                 self.rig.heights[self.rig.character], mask)
+        self._last_entries = 0
         self.stats["source_pair_entries"] = self.pairs.num_source_entries
         self.stats["pairs_allowed"] = int(mask.sum())
         self.stats["frames"] = T
 
         # balancing scales from the initial state (α = 0)
         with torch.no_grad():
-            raw = self._raw_terms(self.p_init, self.n_init, alpha=0.0, pairset=self.pairs.build(self.p_init))
+            self._init_pairs = self.pairs.active(None, 0.0)
+            raw = self._raw_terms(self.p_init, self.n_init, alpha=0.0, pairset=self._init_pairs)
         self.scales = self._reference_scales(raw)
         self.stats["initial_raw"] = {k: float(v) for k, v in raw.items()}
         self.stats["scales"] = dict(self.scales)
 
         lr_root = s.lr_root  # root offset is stored in units of h_tgt
-        self.optim = torch.optim.Adam([{"params": [self.delta], "lr": s.lr_rot},
-                                       {"params": [self.root_off], "lr": lr_root}], eps=s.adam_eps)
+        self.optim = _Adam([self.delta, self.root_off], [s.lr_rot, lr_root], eps=s.adam_eps)
         self.base_lrs = [s.lr_rot, lr_root]
         self._ready = True
 
     def _root_jacobian_inverse(self) -> torch.Tensor:
         """(T, 3, 3) map from a world-space offset of the hips head to its basis location (per frame)."""
-        from .kinematics import forward_kinematics
         sk = self.target.skeleton
         r = self.root_idx
         p = sk.parents[r]
@@ -460,8 +610,14 @@ class SolveJob:
         if p < 0:
             Jm = np.broadcast_to(A @ rest_rot, (self.num_frames, 3, 3))
         else:
-            pose = forward_kinematics(sk, self.init_motion.rotations, self.init_motion.locations)
-            Gp = pose.rotations[:, p].numpy()
+            chain = []
+            while p >= 0:   # the hips' ancestors, root first; only their rotations matter
+                chain.insert(0, p)
+                p = sk.parents[p]
+            Gp = np.broadcast_to(np.eye(3), (self.num_frames, 3, 3))
+            for a in chain:
+                Ra = quat_to_matrix(np.asarray(self.init_motion.rotations[:, a], dtype=np.float64))
+                Gp = Gp @ sk.rest_local[a, :3, :3] @ Ra
             Jm = A @ Gp @ rest_rot
         return torch.as_tensor(np.linalg.inv(Jm) * self.h_tgt)  # root_off is in units of h_tgt
 
@@ -475,7 +631,7 @@ class SolveJob:
         Jinv = self.root_jac_inv.double().cpu()
         off = torch.linalg.solve(Jinv, dloc[..., None])[..., 0]
         # least-squares fit of the control points to the per-frame residuals
-        pinv = torch.linalg.pinv(self.basis.double().cpu())
+        pinv = torch.linalg.pinv(torch.as_tensor(self._basis_np))
         T = d6.shape[0]
         self.delta = (pinv @ d6.reshape(T, -1)).reshape(-1, *d6.shape[1:]).to(self.dtype).to(self.device)
         self.root_off = (pinv @ off).to(self.dtype).to(self.device).contiguous()
@@ -500,7 +656,7 @@ class SolveJob:
         would give (docs/solver.md "Balancing")."""
         h = self.h_tgt
         T, N = self.p_init.shape[:2]
-        ps = self.pairs.build(self.p_init)
+        ps = self._init_pairs
         w2 = float(ps.w_src.square().sum()) if len(ps) else 0.0
         wf2 = float(self.wf_src.square().sum())
         ref = 0.01 * h   # 1 % of the target's height
@@ -526,8 +682,17 @@ class SolveJob:
     def frame_residuals(self):
         """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
         C, Jo = self.delta.shape[:2]
-        d = (self.basis @ self.delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6)
-        return d, self.basis @ self.root_off
+        return self._spline(self.delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6), self._spline(self.root_off)
+
+    def _spline(self, ctrl: torch.Tensor) -> torch.Tensor:
+        """(C, K) control points -> (T, K) per-frame values (banded B-spline: 4 controls per frame)."""
+        if self.band is None:
+            return ctrl
+        idx, w = self.band
+        out = w[:, 0:1] * ctrl.index_select(0, idx[0])
+        for m in range(1, 4):
+            out = out + w[:, m:m + 1] * ctrl.index_select(0, idx[m])
+        return out
 
     def _opt_channels(self, residuals=None):
         """Current (T, Jo, 3, 3) rotations of the optimised bones and (T, 3) hips basis location."""
@@ -537,10 +702,11 @@ class SolveJob:
         return R, loc
 
     def _forward(self, residuals=None):
-        R, loc_root = self._opt_channels(residuals)
-        rot = self.R_init_n.index_copy(1, self.opt_pos, R)
-        loc = self.L_init_n.index_copy(1, self.root_pos, loc_root[:, None])
-        return self.rig.parts[0].keyverts_needed(rot, loc)
+        """Key-vertex positions and normals (T, N, 3) at the current variables (or at ``residuals``)."""
+        d, off = self.frame_residuals() if residuals is None else residuals
+        M = sixd_to_matrix(self.identity6 + d.transpose(0, 1))             # (Jo, T, 3, 3)
+        loc = self.L_init[:, self.root_idx] + (self.root_jac_inv @ off[..., None])[..., 0]
+        return self.chain(self.RR_opt @ M, loc)
 
     def _raw_terms(self, p, n, alpha: float, pairset) -> dict:
         """Unweighted, unnormalised terms at positions p (T, N, 3), normals n (T, N, 3)."""
@@ -590,25 +756,23 @@ class SolveJob:
         ``residuals`` = (per-frame 6D (T, Jo, 6), root offset (T, 3)) when given)."""
         alpha = self._alpha() if alpha is None else alpha
         p, n = self._forward(residuals)
-        raw = self._raw_terms(p, n, alpha, self.pairset if pairset is None else pairset)
+        if pairset is None:
+            pairset = self.pairs.active(p, alpha)
+            self._last_entries = len(pairset)
+        raw = self._raw_terms(p, n, alpha, pairset)
         return {k: self.settings.weight(k) * raw[k] / self.scales[k] for k in TERMS}
 
     def _adam_step(self) -> Progress:
         s = self.settings
         step = self._step
-        if step % max(1, s.refresh_every) == 0 and step > 0:
-            with torch.no_grad():
-                p_now, _ = self._forward()
-            self.pairset = self.pairs.build(p_now)
         # cosine decay of the learning rates to lr_final
         c = 0.5 * (1 + math.cos(math.pi * step / max(self.total - 1, 1)))
         warm = min(1.0, (step + 1) / max(1.0, s.warmup * self.total))
-        for g, base in zip(self.optim.param_groups, self.base_lrs):
-            g["lr"] = base * warm * (s.lr_final + (1 - s.lr_final) * c)
+        self.optim.lrs = [base * warm * (s.lr_final + (1 - s.lr_final) * c) for base in self.base_lrs]
         prev = torch.are_deterministic_algorithms_enabled()
         torch.use_deterministic_algorithms(True, warn_only=True)
         try:
-            self.optim.zero_grad(set_to_none=True)
+            self.delta.grad = self.root_off.grad = None
             terms = self.weighted_terms()
             loss = sum(terms.values())
             # gradients per control point are O(1 / controls): rescale so that adam_eps means the same
@@ -619,5 +783,6 @@ class SolveJob:
             torch.use_deterministic_algorithms(prev)
         vals = {k: float(v.detach()) for k, v in terms.items()}
         self.history.append(vals)
+        self.stats["pair_entries_last"] = self._last_entries
         self._step += 1
         return Progress(self._step / self.total, step, self.total, float(loss.detach()), vals)

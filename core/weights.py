@@ -144,6 +144,41 @@ class ActivePairs:
         else:
             st = sk = torch.zeros(0, dtype=torch.long, device=dev)
         self.src_keys = st * max(self.num_pairs, 1) + sk  # sorted by (t, k)
+        self._src_mask = None
+
+    def active(self, tgt_p: torch.Tensor, alpha: float) -> PairSet:
+        """The exact PairSet of entries whose mixed weight ``W_src + α·W_tgt`` is non-zero at ``tgt_p``.
+
+        An entry with zero mixed weight contributes neither value nor gradient (W_tgt is detached), so
+        evaluating exactly these entries gives the same loss and gradient as the dense (T, N, N) form.
+        ``tgt_p`` (T, N, 3) is read without gradient; the target test is skipped when ``alpha`` is 0.
+        """
+        if not self.num_pairs:
+            return self.build(None)
+        if self._src_mask is None:
+            self._src_mask = self._mask(self.src_p, self.s_max)
+        mask = self._src_mask
+        if alpha > 0 and tgt_p is not None:
+            mask = mask | self._mask(tgt_p.detach(), self.t_max)
+        t, k = torch.nonzero(mask, as_tuple=True)
+        return self._pairset(t, k)
+
+    def _mask(self, p: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
+        """(T, P) bool: pair k closer than limit[k] at frame t."""
+        out = torch.empty((p.shape[0], self.num_pairs), dtype=torch.bool, device=p.device)
+        for s in range(0, p.shape[0], self.chunk):
+            blk = p[s:s + self.chunk]
+            d = (blk[:, self.jj] - blk[:, self.ii]).square().sum(-1)
+            torch.lt(d, limit.square(), out=out[s:s + self.chunk])
+        return out
+
+    def _pairset(self, t: torch.Tensor, k: torch.Tensor) -> PairSet:
+        i, j = self.ii[k], self.jj[k]
+        d = pair_descriptors(self.src_p, self.src_n, t, i, j)
+        n_j = self.src_n.reshape(-1, 3)[t * self.src_p.shape[1] + j]
+        pen_ji = -(n_j * d.dir).sum(-1)
+        w = interaction_weight(d.dist, self.s_min[k], self.s_max[k])
+        return PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[k], self.t_min[k], self.t_max[k])
 
     @property
     def num_source_entries(self) -> int:
@@ -156,11 +191,4 @@ class ActivePairs:
         if tgt_p is not None and self.num_pairs:
             tt, tk = _close_entries(tgt_p.detach(), self.ii, self.jj, self.t_limit, self.chunk)
             keys = torch.unique(torch.cat([keys, tt * P + tk]))
-        t = keys // P
-        k = keys % P
-        i, j = self.ii[k], self.jj[k]
-        d = pair_descriptors(self.src_p, self.src_n, t, i, j)
-        n_j = self.src_n.reshape(-1, 3)[t * self.src_p.shape[1] + j]
-        pen_ji = -(n_j * d.dir).sum(-1)
-        w = interaction_weight(d.dist, self.s_min[k], self.s_max[k])
-        return PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[k], self.t_min[k], self.t_max[k])
+        return self._pairset(keys // P, keys % P)

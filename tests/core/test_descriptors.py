@@ -119,3 +119,23 @@ def test_active_pairs_cover_every_nonzero_weight():
     src_only = ap.build(None)
     assert len(src_only) < len(ps)
     assert torch.all(ps.w_src[ps.src_dist >= 0.3] == 0) and torch.all(ps.w_src[ps.src_dist <= 0.1] == 1)
+
+
+def test_active_pairs_exact_set_is_the_nonzero_mixed_weight():
+    rng = np.random.default_rng(3)
+    T, N = 5, 9
+    src = torch.as_tensor(rng.uniform(0, 1, size=(T, N, 3)))
+    tgt = torch.as_tensor(rng.uniform(0, 1, size=(T, N, 3)))
+    nrm = torch.nn.functional.normalize(torch.as_tensor(rng.normal(size=(T, N, 3))), dim=-1)
+    hs, ht = np.full(N, 2.0), np.full(N, 3.0)
+    mask = allowed_pairs(["x"] * N, exclude_same_limb=False)
+    ap = ActivePairs(src, nrm, hs, ht, mask)
+    ds, dt = dist_matrix(src), dist_matrix(tgt)
+    for alpha in (0.0, 0.5):
+        ps = ap.active(tgt, alpha)
+        got = set(zip(ps.t.tolist(), ps.i.tolist(), ps.j.tolist()))
+        w = ((1 - (ds - 0.1) / 0.2).clamp(0, 1) + alpha * (1 - (dt - 0.15) / 0.3).clamp(0, 1))
+        want = {(t, i, j) for t in range(T) for i in range(N) for j in range(i + 1, N) if w[t, i, j] > 0}
+        assert got == want and len(want) > 0
+        np.testing.assert_allclose(ps.src_dist.numpy(), ds[ps.t, ps.i, ps.j].numpy(), rtol=1e-6)
+    assert len(ap.active(tgt, 0.0)) < len(ap.active(tgt, 0.5))
