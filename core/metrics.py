@@ -19,9 +19,12 @@ from .skinning import SkinningMatrices, skin_vertices
 from .types import Character, Motion
 
 GROUNDED_FRACTION = 0.01     #: grounded: |foot height| <= 1 % of h_c
-LOCKED_FRACTION = 0.001      #: locked: horizontal foot speed < 0.1 % of h_c per second
+LOCKED_FRACTION = 0.01       #: locked: windowed horizontal foot speed < 1 % of h_c per second (docs/metrics.md)
+LOCKED_STRICT_FRACTION = 0.001  #: the paper's printed 0.1 % h_c / s, on the raw 1-frame speed (locked_strict_*)
 CONTACT_FRACTION = 0.05      #: key-vertex contact: pair distance < d_min = 5 % of h_c
 SELF_PEN_MAX_VERTICES = 4000  #: vertices sampled (uniform stride) for the self-penetration measure
+FOOT_MAX_VERTICES = 300      #: vertices per foot (uniform stride) searched for the lowest foot point
+LOCK_WINDOW_S = 1.0 / 15.0   #: foot speed = mean speed over this window, centred (docs/metrics.md)
 _CHUNK = 32
 
 
@@ -127,8 +130,10 @@ class _Track(NamedTuple):
     floor_share: np.ndarray  # (T,) area share below ground
     self_share: np.ndarray   # (T,) area share inside a foreign capsule
     foot_height: np.ndarray  # (2, T) lowest foot point height above ground (left, right)
-    foot_speed: np.ndarray   # (2, T - 1) horizontal speed of the lowest foot vertex of frame t
+    foot_speed: np.ndarray   # (2, T - 1) horizontal speed of the lowest foot vertex of frame t (t -> t+1)
     keyverts: np.ndarray     # (T, N, 3) or None
+    foot_verts: list         # per foot, (T, F, 3) world positions of its (subsampled) vertices
+    foot_low: list           # per foot, (T,) index (into foot_verts) of the lowest one
 
 
 def _ground_of(ground, x, y):
@@ -184,6 +189,8 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
         if len(fv) == 0:
             raise CoreError(f"Character '{character.name}': no mesh vertices on its {side} foot; map "
                             f"{side}_foot in the bone map.")
+        if len(fv) > FOOT_MAX_VERTICES:
+            fv = fv[np.linspace(0, len(fv) - 1, FOOT_MAX_VERTICES).round().astype(np.int64)]
         feet.append(torch.as_tensor(fv))
     joint_ids = torch.as_tensor(bone_ids)
     kv = None if keyvert_ids is None else torch.as_tensor(np.asarray(keyvert_ids))
@@ -196,6 +203,8 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
     foot_next = [np.zeros((T, 3)), np.zeros((T, 3))]
     foot_low = [np.zeros(T, np.int64), np.zeros(T, np.int64)]
     kvs = None if kv is None else np.zeros((T, len(kv), 3))
+    foot_verts = [np.zeros((T, len(f), 3), np.float32) for f in feet]
+    foot_k = [np.zeros(T, np.int64), np.zeros(T, np.int64)]
     all_verts = torch.as_tensor(mesh.rest_verts, dtype=dt)
     with torch.no_grad():
         for s in range(0, T, _CHUNK):
@@ -218,6 +227,8 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
                 fh = hgt[:, feet[f]]
                 k = fh.argmin(dim=-1)
                 foot_low[f][s:e] = feet[f][k].numpy()
+                foot_k[f][s:e] = k.numpy()
+                foot_verts[f][s:e] = vw[:, feet[f]].numpy()
             if kv is not None:
                 kvs[s:e] = vw[:, kv].numpy()
             # positions of each frame's lowest foot vertex at that frame, and at the next frame (if in chunk)
@@ -237,7 +248,27 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
         foot_height[f] = foot_pts[f][:, 2] - _ground_of(ground, gx, gy).numpy()
         if T > 1:
             foot_speed[f] = np.linalg.norm(foot_next[f][:-1, :2] - foot_pts[f][:-1, :2], axis=1) * motion.fps
-    return _Track(joints, floor_share, self_share, foot_height, foot_speed, kvs)
+    return _Track(joints, floor_share, self_share, foot_height, foot_speed, kvs, foot_verts, foot_k)
+
+
+def foot_speed_windowed(track: _Track, fps: float, window_s: float = LOCK_WINDOW_S) -> np.ndarray:
+    """(2, T) horizontal speed of each foot by a central difference over ``window_s`` (docs/metrics.md).
+
+    At frame t the foot point is that frame's lowest foot vertex v; its speed is
+    |H(x_v(t + k)) − H(x_v(t − k))| / (2k / fps) with k = max(1, round(fps · window_s / 2)) frames, the
+    same vertex at both ends (clamped to the clip at its ends). It is the mean speed over the window, i.e. a
+    box low-pass of the raw velocity, which removes capture jitter that a 1-frame difference amplifies by fps.
+    """
+    T = track.foot_height.shape[1]
+    k = max(1, int(round(fps * window_s / 2.0)))
+    t = np.arange(T)
+    a, b = np.clip(t - k, 0, T - 1), np.clip(t + k, 0, T - 1)
+    out = np.zeros((2, T))
+    for f in range(2):
+        v = track.foot_low[f]
+        d = track.foot_verts[f][b, v, :2] - track.foot_verts[f][a, v, :2]
+        out[f] = np.linalg.norm(d, axis=-1) / np.maximum(b - a, 1) * fps
+    return out
 
 
 def jerk_magnitude(positions: np.ndarray, fps: float) -> np.ndarray:
@@ -325,12 +356,19 @@ def evaluate(source: Character, source_motion: Motion, target: Character, target
     g_pred = (np.abs(t_tr.foot_height) <= GROUNDED_FRACTION * ht).ravel()
     out["grounded_f1"] = f1_score(g_true, g_pred)
     out["grounded_auc"] = roc_auc(g_true, -(np.abs(t_tr.foot_height) / ht).ravel())
-    l_true = (s_tr.foot_speed < LOCKED_FRACTION * hs).ravel()
-    l_pred = (t_tr.foot_speed < LOCKED_FRACTION * ht).ravel()
+    s_speed = foot_speed_windowed(s_tr, source_motion.fps)
+    t_speed = foot_speed_windowed(t_tr, target_motion.fps)
+    l_true = (s_speed < LOCKED_FRACTION * hs).ravel()
+    l_pred = (t_speed < LOCKED_FRACTION * ht).ravel()
     out["locked_f1"] = f1_score(l_true, l_pred)
-    out["locked_auc"] = roc_auc(l_true, -(t_tr.foot_speed / ht).ravel())
+    out["locked_auc"] = roc_auc(l_true, -(t_speed / ht).ravel())
+    r_true = (s_tr.foot_speed < LOCKED_STRICT_FRACTION * hs).ravel()
+    r_pred = (t_tr.foot_speed < LOCKED_STRICT_FRACTION * ht).ravel()
+    out["locked_strict_f1"] = f1_score(r_true, r_pred)
+    out["locked_strict_auc"] = roc_auc(r_true, -(t_tr.foot_speed / ht).ravel())
     out["source_grounded_share"] = float(g_true.mean())
     out["source_locked_share"] = float(l_true.mean()) if l_true.size else float("nan")
+    out["source_locked_strict_share"] = float(r_true.mean()) if r_true.size else float("nan")
     # key-vertex contacts
     if kv:
         ii, jj = _contact_pairs(source.keyverts.limbs, source.keyverts.limbs)

@@ -69,3 +69,20 @@ def test_arms_through_the_body_raise_self_penetration(clip):
     e0 = evaluate(ch, m, ch, m)
     e1 = evaluate(ch, m, ch, bent)
     assert e1["self_pen_mean"] > e0["self_pen_mean"]
+
+
+def test_windowed_foot_speed_removes_jitter_but_keeps_motion():
+    from core.metrics import _Track, foot_speed_windowed
+    T, fps = 60, 120.0
+    still = np.zeros((T, 2, 3), np.float32)
+    still[:, 0, 0] = 0.001 * (-1.0) ** np.arange(T)          # 1 mm frame-to-frame capture jitter
+    still[:, 1, 2] = 0.05                                    # a higher vertex, never the lowest
+    moving = still.copy()
+    moving[:, :, 0] += (0.5 * np.arange(T) / fps)[:, None]    # 0.5 m/s walk
+    low = np.zeros(T, np.int64)
+    tr = _Track(None, None, None, np.zeros((2, T)), None, None, [still, moving], [low, low])
+    sp = foot_speed_windowed(tr, fps)                        # 1/15 s window: k = 4 frames at 120 fps
+    raw = np.abs(np.diff(still[:, 0, 0])) * fps
+    assert raw.min() > 0.2                                   # 240 mm/s of raw jitter speed
+    assert sp[0, 4:-4].max() < 1e-6                          # the even window cancels the alternation
+    np.testing.assert_allclose(sp[1, 4:-4], 0.5, atol=1e-3)

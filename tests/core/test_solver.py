@@ -117,8 +117,9 @@ def test_warm_start_reproduces_previous_result(pair, solved):
     with torch.no_grad():
         p_ws, _ = job._forward()
         p_prev, _ = solved[0]._forward()
-    # the B-spline control fit of the previous residuals is exact (same basis)
-    assert float((p_ws - p_prev).norm(dim=-1).max()) < 1e-3
+    # the B-spline control fit of the previous residuals is a least-squares fit of the re-orthonormalised 6D
+    # residuals (same basis): within a couple of millimetres
+    assert float((p_ws - p_prev).norm(dim=-1).max()) < 2e-3
 
 
 def test_source_ground_estimate(pair):
@@ -150,3 +151,15 @@ def test_fast_chain_matches_the_generic_rig(pair, solved):
         p2, n2 = job.rig.parts[0].keyverts_needed(rot, loc)
     assert float((p - job.p_init).norm(dim=-1).max()) > 1e-3      # the solve moved something
     assert float((p - p2).abs().max()) < 1e-5 and float((n - n2).abs().max()) < 1e-5
+
+
+def test_root_init_from_feet_reduces_initial_sliding(pair):
+    """Starting the root where the source's planted feet stay put lowers L_sliding before the first step."""
+    src, m, tgt, init = pair
+    first = {}
+    for mode in ("copy", "feet"):
+        job = SolveJob(src, m, tgt, init, SolverSettings(**dict(FAST, iterations=1), root_init=mode))
+        progress = list(job.steps())
+        first[mode] = progress[0].terms["sliding"]
+    assert job.stats["root_init_shift_max_m"] > 0.0
+    assert first["feet"] < 0.9 * first["copy"], first
