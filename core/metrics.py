@@ -23,6 +23,8 @@ LOCKED_FRACTION = 0.01       #: locked: windowed horizontal foot speed < 1 % of 
 LOCKED_STRICT_FRACTION = 0.001  #: the paper's printed 0.1 % h_c / s, on the raw 1-frame speed (locked_strict_*)
 CONTACT_FRACTION = 0.05      #: key-vertex contact: pair distance < d_min = 5 % of h_c
 SELF_PEN_MAX_VERTICES = 4000  #: vertices sampled (uniform stride) for the self-penetration measure
+SELF_PEN_CORE = 0.5          #: capsule radius = this × the median distance of a segment's vertices to its axis
+SELF_PEN_HOPS = 2            #: segments this close in the canonical tree are not tested against each other
 FOOT_MAX_VERTICES = 300      #: vertices per foot (uniform stride) searched for the lowest foot point
 LOCK_WINDOW_S = 1.0 / 15.0   #: foot speed = mean speed over this window, centred (docs/metrics.md)
 _CHUNK = 32
@@ -105,15 +107,25 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
         b[s] = (0, hi, 0)
         yy = np.clip(loc[:, 1], lo, hi)
         d = np.linalg.norm(loc - np.stack([np.zeros_like(yy), yy, np.zeros_like(yy)], 1), axis=1)
-        r[s] = np.median(d)
+        r[s] = SELF_PEN_CORE * np.median(d)
     from .humanoid import CANONICAL_PARENT
-    excl = np.eye(B, dtype=bool)
+    par = np.full(B, -1)
     for s, c in enumerate(bones):
         p = CANONICAL_PARENT.get(c)
         while p is not None and p not in bones:
             p = CANONICAL_PARENT.get(p)
         if p is not None:
-            excl[s, bones.index(p)] = excl[bones.index(p), s] = True
+            par[s] = bones.index(p)
+    # segments within SELF_PEN_HOPS of each other in the (mapped) canonical tree share a skinned joint region
+    adj = np.eye(B, dtype=bool)
+    for s in range(B):
+        if par[s] >= 0:
+            adj[s, par[s]] = adj[par[s], s] = True
+    excl = np.eye(B, dtype=bool)
+    reach = np.eye(B, dtype=bool)
+    for _ in range(SELF_PEN_HOPS):
+        reach = (reach.astype(np.int64) @ adj.astype(np.int64)) > 0
+        excl |= reach
     return _Capsules(np.asarray(bone_ids), a, b, r, excl)
 
 

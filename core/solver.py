@@ -25,7 +25,8 @@ import torch
 from .descriptors import KeyVertexRig, height, pair_descriptors, sliding
 from .errors import CoreError
 from .humanoid import CORE_BONES, FINGER_BONES, limb_of
-from .losses import jerk, dir_loss, dist_loss, height_loss, pen_loss, reg_loss, sliding_loss, smooth_loss
+from .losses import (jerk, dir_loss, dist_loss, floor_barrier, height_loss, pen_loss, reg_loss, sliding_loss,
+                     smooth_loss)
 from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from .types import Character, Motion
 from .weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, alpha_ramp, floor_weight,
@@ -63,6 +64,8 @@ class SolverSettings:
     smooth_mode: str = "added"  #: "added": jerk added to the initial motion; "absolute": the jerk itself
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
     exclude_same_limb: bool = True
+    sliding_floor: float = 0.1       #: floor of L_sliding's reference scale, in h_c / s of sliding
+    sole_points: int = 8             #: per foot, mesh sole points under the floor barrier (0: key vertices only)
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
     scale_floor_terms: bool = False  #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
@@ -507,7 +510,23 @@ class SolveJob:
         self.src_rig = KeyVertexRig(src, dt, dev)
         self.root_idx = tgt.skeleton.index(tgt.bone_map["hips"])
         self.rig = KeyVertexRig(tgt, dt, dev, extra_bones=[[self.root_idx]])
-        part = self.rig.parts[0]
+        self.num_keyverts = self.rig.num_keyverts
+        # sole points: floor-barrier-only vertices evaluated with the key vertices (docs/solver.md "Ground")
+        self.sole_ids = self._sole_vertices(tgt, self.init_motion) if s.sole_points > 0 else np.zeros(0, np.int64)
+        if len(self.sole_ids):
+            from .descriptors import _CharacterPart
+            from .types import KeyVertexSet
+            kv = tgt.keyverts
+            S = len(self.sole_ids)
+            ext = replace(tgt, keyverts=KeyVertexSet(
+                tuple(kv.names) + tuple(f"_sole_{k}" for k in range(S)), tuple(kv.limbs) + ("sole",) * S,
+                np.concatenate([kv.vertex_ids, self.sole_ids]), np.concatenate([kv.locked, np.zeros(S, bool)]),
+                kv.eye))
+            part = _CharacterPart(ext, dt, dev, [self.root_idx])
+        else:
+            part = self.rig.parts[0]
+        self.part = part
+        self.stats["sole_points"] = int(len(self.sole_ids))
         self.h_src = float(src.height)
         self.h_tgt = float(tgt.height)
 
@@ -580,6 +599,7 @@ class SolveJob:
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             zero = (torch.zeros((T, len(opt), 6), dtype=dt, device=dev), torch.zeros((T, 3), dtype=dt, device=dev))
             self.p_init, self.n_init = self._forward(zero)
+            self.sole_init = self._sole_p
             self.jerk_init = jerk(self.p_init, self.fps) if T >= 4 else None
         if s.smooth_mode not in ("added", "absolute"):
             raise CoreError(f"smooth_mode must be 'added' or 'absolute', not '{s.smooth_mode}'.")
@@ -603,7 +623,8 @@ class SolveJob:
         # balancing scales from the initial state (α = 0)
         with torch.no_grad():
             self._init_pairs = self.pairs.active(None, 0.0)
-            raw = self._raw_terms(self.p_init, self.n_init, alpha=0.0, pairset=self._init_pairs)
+            raw = self._raw_terms(self.p_init, self.n_init, alpha=0.0, pairset=self._init_pairs,
+                                  sole=self.sole_init)
         self.scales = self._reference_scales(raw)
         self.stats["initial_raw"] = {k: float(v) for k, v in raw.items()}
         self.stats["scales"] = dict(self.scales)
@@ -612,6 +633,39 @@ class SolveJob:
         self.optim = _Adam([self.delta, self.root_off], [s.lr_rot, lr_root], eps=s.adam_eps)
         self.base_lrs = [s.lr_rot, lr_root]
         self._ready = True
+
+    def _sole_vertices(self, character: Character, motion: Motion, max_frames: int = 400,
+                       max_vertices: int = 300) -> np.ndarray:
+        """Mesh vertices that are the lowest point of a foot most often over ``motion`` (up to
+        ``settings.sole_points`` per foot): heel, ball and toe points of the sole."""
+        from .kinematics import ForwardKinematics
+        from .skinning import SkinningMatrices, skin_vertices
+        sk, mesh = character.skeleton, character.mesh
+        dom = _dominant_bone(mesh)
+        T = motion.num_frames
+        frames = np.unique(np.linspace(0, T - 1, min(T, max_frames)).round().astype(np.int64))
+        fk = ForwardKinematics(sk, torch.float32)
+        sm = SkinningMatrices(sk, torch.float32)
+        A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=torch.float32)
+        b = torch.as_tensor(sk.object_matrix[:3, 3], dtype=torch.float32)
+        out = []
+        with torch.no_grad():
+            rot = quat_to_matrix(torch.as_tensor(motion.rotations[frames], dtype=torch.float32))
+            r, t = sm(fk(rot, torch.as_tensor(motion.locations[frames], dtype=torch.float32)))
+            for side in ("left", "right"):
+                bones = [sk.index(character.bone_map[c]) for c in (f"{side}_foot", f"{side}_toes")
+                         if character.bone_map.get(c) in sk.names]
+                ids = np.nonzero(np.isin(dom, bones))[0]
+                if len(ids) == 0:
+                    continue
+                if len(ids) > max_vertices:
+                    ids = ids[np.linspace(0, len(ids) - 1, max_vertices).round().astype(np.int64)]
+                p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
+                z = (p @ A.T + b)[..., 2]                                         # (F, V_foot)
+                low, counts = np.unique(z.argmin(-1).numpy(), return_counts=True)
+                keep = low[np.argsort(-counts, kind="stable")[:self.settings.sole_points]]
+                out.append(ids[np.sort(keep)])
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
 
     def _init_root_from_feet(self):
         """Start the horizontal root trajectory where the source's planted feet stay planted.
@@ -697,6 +751,7 @@ class SolveJob:
     def _reference_scales(self, raw: dict) -> dict:
         """Reference scale of each term: its initial value, floored by the value a small uniform residual
         would give (docs/solver.md "Balancing")."""
+        s = self.settings
         h = self.h_tgt
         T, N = self.p_init.shape[:2]
         ps = self._init_pairs
@@ -710,7 +765,7 @@ class SolveJob:
             "dir": w2 * (1.0 - math.cos(math.radians(10.0))) ** 2,
             "pen": 2.0 * w2 * ref ** 2,
             "height": wf2 * ref ** 2,
-            "sliding": wf2 * (0.1 * h) ** 2,                 # 10 % h_c / s of foot sliding
+            "sliding": wf2 * (s.sliding_floor * h) ** 2,      # foot sliding, h_c / s
         }
         out = {}
         with torch.no_grad():
@@ -718,6 +773,8 @@ class SolveJob:
         for k in TERMS:
             init = 0.0 if k == "reg" else float(raw[k])
             out[k] = max(init, floors[k], 1e-12)
+        # floor barrier: fixed scale, "1" = one point per frame 1 % h_c below the floor
+        out["floor"] = T * ref ** 2
         return out
 
     # -- forward ----------------------------------------------------------------------------------------
@@ -750,10 +807,14 @@ class SolveJob:
         M = sixd_to_matrix(self.identity6 + d.transpose(0, 1))             # (Jo, T, 3, 3)
         loc = self.L_init[:, self.root_idx] + (self.root_jac_inv @ off[..., None])[..., 0]
         self._root_world = off * self.h_tgt                                  # (T, 3) world offset of the hips
-        return self.chain(self.RR_opt @ M, loc)
+        p, n = self.chain(self.RR_opt @ M, loc)
+        N = self.num_keyverts
+        self._sole_p = p[:, N:] if p.shape[1] > N else None                 # (T, S, 3) sole points
+        return (p[:, :N], n[:, :N]) if p.shape[1] > N else (p, n)
 
-    def _raw_terms(self, p, n, alpha: float, pairset) -> dict:
-        """Unweighted, unnormalised terms at positions p (T, N, 3), normals n (T, N, 3)."""
+    def _raw_terms(self, p, n, alpha: float, pairset, sole=None) -> dict:
+        """Unweighted, unnormalised terms at positions p (T, N, 3), normals n (T, N, 3), sole points
+        (T, S, 3) or None."""
         s = self.settings
         vs = self.vertex_scale
         ht = self.h_tgt
@@ -769,7 +830,12 @@ class SolveJob:
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, s.terrain if s.terrain is not None else 0.0)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()
-        out["height"] = height_loss(h, self.src_h_cmp, wf, vs["height"])
+        # L_height = floor barrier + W_floor-weighted match; the barrier (key vertices and sole points) is
+        # balanced on its own scale (docs/solver.md "Balancing") and reported inside 'height'
+        out["height"] = height_loss(h, self.src_h_cmp, wf, vs["height"]) - floor_barrier(h, vs["height"])
+        out["floor"] = floor_barrier(h, vs["height"])
+        if sole is not None:
+            out["floor"] = out["floor"] + floor_barrier(height(sole, s.terrain if s.terrain is not None else 0.0))
         vel = sliding(p, self.fps)
         out["sliding"] = sliding_loss(vel, self.src_vel_cmp, wf[:-1], vs["sliding"])
         # pair terms on the sparse active set
@@ -807,8 +873,10 @@ class SolveJob:
         if pairset is None:
             pairset = self.pairs.active(p, alpha)
             self._last_entries = len(pairset)
-        raw = self._raw_terms(p, n, alpha, pairset)
-        return {k: self.settings.weight(k) * raw[k] / self.scales[k] for k in TERMS}
+        raw = self._raw_terms(p, n, alpha, pairset, self._sole_p)
+        out = {k: self.settings.weight(k) * raw[k] / self.scales[k] for k in TERMS}
+        out["height"] = out["height"] + self.settings.weight("height") * raw["floor"] / self.scales["floor"]
+        return out
 
     def _adam_step(self) -> Progress:
         s = self.settings
