@@ -64,11 +64,12 @@ class SolverSettings:
     smooth_mode: str = "added"  #: "added": jerk added to the initial motion; "absolute": the jerk itself
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
     exclude_same_limb: bool = True
+    clamp_source_height: bool = True  #: L_height matches source heights below the floor at 0
     sliding_floor: float = 0.1       #: floor of L_sliding's reference scale, in h_c / s of sliding
-    sole_points: int = 8             #: per foot, mesh sole points under the floor barrier (0: key vertices only)
+    sole_points: int = 24            #: per foot, mesh sole points under the floor barrier (0: key vertices only)
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
-    scale_floor_terms: bool = False  #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
+    scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     optimise_fingers: bool = False
     source_ground: object = "zero"   #: "zero", "estimate" (from the source's lowest foot contacts) or metres
     terrain: object = None           #: optional descriptors.HeightField for the target (z = f(x, y))
@@ -552,7 +553,8 @@ class SolveJob:
         # what the target's heights / horizontal velocities are compared with (docs/solver.md "Scaling")
         ratio = self.h_tgt / self.h_src if s.scale_floor_terms else 1.0
         # what the target's heights are compared with (docs/solver.md "Floor terms")
-        self.src_h_cmp = self.src_h * ratio
+        # a source vertex under the floor is matched at floor level: its penetration is not copied
+        self.src_h_cmp = (self.src_h.clamp(min=0.0) if s.clamp_source_height else self.src_h) * ratio
         self.src_vel_cmp = self.src_vel * ratio
 
         # target variables
