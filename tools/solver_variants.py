@@ -1,0 +1,65 @@
+"""Solver variants on the real bench cases (tools/bench.py CASES, ../shared/assets): one line per case and
+variant, then the mean over cases, for the metrics that decide the foot/floor settings.
+
+    .venv/bin/python tools/solver_variants.py "[{}, {'scale_floor_terms': False}, {'w_sliding': 1}]" [--max-frames 400]
+
+Each variant is a dict of SolverSettings overrides of the 'balanced' preset; copy-rotations is the first row
+of each case. Characters are prepared once (tools/bench.py Loader). Timings are not the point here (see
+``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+KEYS = ("floor_pen_mean", "grounded_f1", "locked_f1", "contact_f1", "self_pen_mean", "jerk_mean")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("variants", nargs="?", default="[{}]")
+    ap.add_argument("--max-frames", type=int, default=400, help="first frames of each clip (speed)")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    variants = ast.literal_eval(args.variants)
+    import numpy as np
+    import torch
+    from tools import bench
+    torch.set_num_threads(args.threads)
+    mods = bench.enable_addon()
+    solver, metrics, types = mods["core.solver"], mods["core.metrics"], mods["core.types"]
+    loader = bench.Loader(mods, lambda s: None)
+    rows = {i: [] for i in range(-1, len(variants))}
+    print("case | variant | " + " | ".join(KEYS))
+    for clip, target, first, count in bench.CASES:
+        src, smo, _ = loader.source(clip, first, count)
+        smo = smo.slice(0, min(smo.num_frames, args.max_frames))
+        _, tgt, _ = loader.character(target)
+        init = mods["core.copy_rotations"].copy_rotations(src, smo, tgt)
+        init = types.Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
+        name = pathlib.Path(clip).stem[:24]
+        m = metrics.evaluate(src, smo, tgt, init)
+        rows[-1].append(m)
+        print(f"{name} | copy-rot | " + " | ".join(f"{m[k]:.4g}" for k in KEYS), flush=True)
+        for i, v in enumerate(variants):
+            job = solver.SolveJob(src, smo, tgt, init, solver.SolverSettings.preset("balanced",
+                                                                                  num_threads=args.threads, **v))
+            m = metrics.evaluate(src, smo, tgt, job.run())
+            rows[i].append(m)
+            print(f"{name} | {v} | " + " | ".join(f"{m[k]:.4g}" for k in KEYS), flush=True)
+    print()
+    print("mean over cases | variant | " + " | ".join(KEYS))
+    for i in range(-1, len(variants)):
+        label = "copy-rot" if i < 0 else str(variants[i])
+        print(f"mean | {label} | " + " | ".join(f"{np.nanmean([r[k] for r in rows[i]]):.4g}" for k in KEYS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
