@@ -52,7 +52,7 @@ ADVANCED_FLOATS = (
     ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
     ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 1.0, 0.0, 1000.0),
     ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),
-    ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 1.0, 0.0,
+    ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 5.0, 0.0,
      1000.0),
     ("lr_rot", "Rotation Step", "Adam step on the rotation residual (about radians)", 0.02, 1e-5, 1.0),
     ("lr_root", "Root Step", "Adam step on the root offset, in target heights", 0.01, 1e-5, 1.0),
