@@ -90,12 +90,31 @@ def hip_height(character: Character, tpose: np.ndarray) -> float:
     return h
 
 
-def reference_basis(character: Character, motion: Motion = None):
-    """Pose the T-pose is built from: the rest pose (None) when it is a standing humanoid, else the clip's
-    first frame (J, 4) (BVH files whose rest pose lies on its side)."""
-    if rest_is_standing(character.skeleton, character.bone_map) or motion is None:
+def reference_frame(character: Character, motion: Motion = None):
+    """Index of the clip frame the T-pose is built from, or None to build it from the rest pose.
+
+    A standing rest pose is used as it is. Otherwise (BVH files whose rest pose lies on its side) the frame is
+    the one where both feet are flattest on the floor: each mapped foot and toe bone head is at its lowest
+    height of the clip at once (argmin over frames of the summed heights above those minima). A mid-step
+    frame would tilt the reference feet, and every retargeted foot with them.
+    """
+    if motion is None or rest_is_standing(character.skeleton, character.bone_map):
         return None
-    return motion.rotations[0]
+    s, bm = character.skeleton, character.bone_map
+    ids = [s.index(bm[c]) for c in ("left_foot", "right_foot", "left_toes", "right_toes") if bm.get(c) in s.names]
+    if not ids or motion.num_frames == 1:
+        return 0
+    fk = ForwardKinematics(s, dtype=torch.float64)
+    pose = fk(torch.as_tensor(quat_to_matrix(motion.rotations)), torch.as_tensor(motion.locations))
+    z = (pose.positions[:, ids].numpy() @ s.object_matrix[:3, :3].T + s.object_matrix[:3, 3])[..., 2]  # (T, F)
+    return int(np.argmin((z - z.min(axis=0)).sum(axis=1)))
+
+
+def reference_basis(character: Character, motion: Motion = None):
+    """(J, 4) basis rotations the T-pose is built from (``motion`` at ``reference_frame``), or None for the
+    rest pose."""
+    k = reference_frame(character, motion)
+    return None if k is None else motion.rotations[k]
 
 
 def copy_rotations(source: Character, source_motion: Motion, target: Character) -> Motion:
@@ -117,7 +136,8 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character) 
         raise CoreError(f"Source motion has {source_motion.rotations.shape[1]} bones but armature "
                         f"'{S.name}' has {S.num_bones}.")
     T = source_motion.num_frames
-    base_s = reference_basis(source, source_motion)
+    k_ref = reference_frame(source, source_motion)
+    base_s = None if k_ref is None else source_motion.rotations[k_ref]
     qs = tpose_basis(S, sm, base_s)
     qt = tpose_basis(Tg, tm, reference_basis(target))
     WsT, psT = tpose_world(S, qs)
@@ -155,7 +175,7 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character) 
 
     # root: scaled displacement, then the feet on the ground at frame 0
     ratio = hip_height(target, qt) / hip_height(source, qs)
-    ref_s = hips_s[0] if base_s is not None else psT[hs]
+    ref_s = hips_s[k_ref] if k_ref is not None else psT[hs]
     p_world = ptT[ht] + ((hips_s - ref_s) @ A.T) * ratio                       # (T, 3) target hips, world
     locations = np.zeros((T, Jt, 3))
     locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
@@ -194,4 +214,4 @@ def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.nd
     return (local - rl[:3, 3]) @ rl[:3, :3]             # rest_rot^T (local - rest_trans)
 
 
-__all__ = ["copy_rotations", "foot_point_ids", "hip_height", "lowest_foot_z", "reference_basis"]
+__all__ = ["copy_rotations", "foot_point_ids", "hip_height", "lowest_foot_z", "reference_basis", "reference_frame"]

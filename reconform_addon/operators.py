@@ -276,14 +276,16 @@ def store_keyverts(arm, character, kvs):
     return True
 
 
-def prepare_role(arm, bone_map, n: int, *, fit_body: bool, need_mesh: bool, action=None, frame_start=None):
+def prepare_role(arm, bone_map, n: int, *, fit_body: bool, need_mesh: bool, action=None, frame_start=None,
+                 frame_end=None):
     """(Character, needs_transfer): skeleton, mesh, bone map, height and the key vertices stored on the
-    character when there are any (``n`` of them). Reads only; main thread. ``action``/``frame_start`` name
-    the clip a fitted body stands up from (see ``pipeline.prepare_character``)."""
+    character when there are any (``n`` of them). Reads only; main thread. ``action``/``frame_start``/
+    ``frame_end`` name the clip a fitted body stands up from (see ``pipeline.prepare_character``)."""
     from . import pipeline
 
     ch = pipeline.prepare_character(arm, bone_map=bone_map, keyvert_count=0, need_mesh=need_mesh,
-                                    fit_body=fit_body, action=action, frame_start=frame_start)
+                                    fit_body=fit_body, action=action, frame_start=frame_start,
+                                    frame_end=frame_end)
     if ch.mesh is None or not n:
         return ch, False
     from ..core.keyverts import character_height
@@ -314,7 +316,7 @@ def prepare(context) -> Prepared:
     n = int(s.keyvert_count) if reconform else 0
     fs, fe = s.frame_range()
     src, src_t = prepare_role(s.source, s.bone_map('source') or None, n, fit_body=reconform, need_mesh=False,
-                              action=s.action, frame_start=fs)
+                              action=s.action, frame_start=fs, frame_end=fe)
     tgt, tgt_t = prepare_role(s.target, s.bone_map('target') or None, n, fit_body=False, need_mesh=reconform)
     motion = read_motion(s.source, src.skeleton, action=s.action, frame_start=fs, frame_end=fe)
     prep = Prepared(s.source.name, s.target.name, s.action.name if s.action else "", src, motion, tgt, None,

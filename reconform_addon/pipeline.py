@@ -95,7 +95,7 @@ def fit_bone_map(arm_name: str, skeleton, bone_map: dict) -> dict:
 
 
 def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False, fit_body=None,
-                      report=None, action=None, frame_start=None) -> Character:
+                      report=None, action=None, frame_start=None, frame_end=None) -> Character:
     """Read ``arm_obj`` into a core.Character.
 
     Args:
@@ -105,8 +105,9 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False,
         fit_body: give a skeleton-only armature a fitted template body (``core.body``); default: when key
             vertices are asked for (``keyvert_count``) and ``need_mesh`` is False.
         report: callable taking one line of text (warnings, notes).
-        action, frame_start: the clip a fitted body is built from when the rest pose is not a standing
-            humanoid (Bandai-Namco BVH lie on their side): its first frame gives the standing pose.
+        action, frame_start, frame_end: the clip a fitted body is built from when the rest pose is not a
+            standing humanoid (Bandai-Namco BVH lie on their side): its frame with both feet flat on the floor
+            (``core.copy_rotations.reference_frame``, the same frame copy-rotations uses) gives the pose.
     """
     report = report or (lambda msg: None)
     skeleton = read_skeleton(arm_obj)
@@ -130,7 +131,8 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False,
     elif fit_body:
         from ..core.body import fit_body_to_skeleton
         mesh = fit_body_to_skeleton(skeleton, bone_map,
-                                    base=_standing_base(arm_obj, skeleton, bone_map, action, frame_start))
+                                    base=_standing_base(arm_obj, skeleton, bone_map, action, frame_start,
+                                                        frame_end))
         report(f"'{arm_obj.name}' deforms no mesh: fitted a template body to its skeleton.")
     elif need_mesh:
         read_skinned_mesh(arm_obj, skeleton)  # raises the "deforms no mesh" BridgeError
@@ -142,16 +144,18 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False,
     return character
 
 
-def _standing_base(arm_obj, skeleton, bone_map, action, frame_start):
-    """(J, 4) basis rotations of the clip's first frame when the rest pose is not a standing humanoid, else None."""
+def _standing_base(arm_obj, skeleton, bone_map, action, frame_start, frame_end):
+    """(J, 4) basis rotations of the clip's reference frame when the rest pose is not a standing humanoid,
+    else None (``core.copy_rotations.reference_basis`` on the frames being retargeted)."""
+    from ..core.copy_rotations import reference_basis
     from ..core.tpose import rest_is_standing
     if rest_is_standing(skeleton, bone_map):
         return None
     act = action if action is not None else getattr(arm_obj.animation_data, "action", None)
     if act is None:
         return None
-    start = int(act.frame_range[0]) if frame_start is None else int(frame_start)
-    return read_motion(arm_obj, skeleton, action=act, frame_start=start, frame_end=start).rotations[0]
+    motion = read_motion(arm_obj, skeleton, action=act, frame_start=frame_start, frame_end=frame_end)
+    return reference_basis(Character(skeleton=skeleton, bone_map=bone_map), motion)
 
 
 # ------------------------------------------------------------------------------------------------ retarget
@@ -214,7 +218,8 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
                           "on the character's mesh; the 'reconform' method needs the target's body.")
     say(f"reading source '{source_obj.name}'")
     src = prepare_character(source_obj, setup_bone_map(setup, "source", source_obj.name), keyvert_count=kv,
-                            fit_body=reconform, report=note, action=action, frame_start=frame_start)
+                            fit_body=reconform, report=note, action=action, frame_start=frame_start,
+                            frame_end=frame_end)
     say(f"reading target '{target_obj.name}'")
     tgt = prepare_character(target_obj, setup_bone_map(setup, "target", target_obj.name), keyvert_count=kv,
                             need_mesh=reconform, report=note)

@@ -36,3 +36,26 @@ def test_fitted_body_height_follows_the_skeleton(addon, assets, clean_scene, mot
     heads = [kv[n] for n in kv if n.startswith("head") or n == "face_center"]
     feet = [kv[n] for n, limb in zip(ch.keyverts.names, ch.keyverts.limbs) if limb.endswith("_foot")]
     assert np.min(zk[heads]) > np.max(zk[feet]) + 0.5 * ch.height
+
+
+@pytest.mark.parametrize("motion", ["NC_bandai_walk_normal_001.bvh", "NC_bandai_slash_normal_001.bvh"])
+def test_reference_frame_of_a_lying_rest_pose_has_both_feet_flat(addon, assets, clean_scene, motion):
+    """Bandai rest poses lie down: the T-pose is built from the frame where both feet are flat on the floor,
+    not from a mid-step frame (which would tilt every retargeted foot)."""
+    pipeline = mod(addon, "reconform_addon.pipeline")
+    kin = mod(addon, "core.kinematics")
+    cr = mod(addon, "core.copy_rotations")
+    arm = import_armature(addon, assets, motion)
+    ch = pipeline.prepare_character(arm, keyvert_count=0)
+    clip = pipeline.read_motion(arm, ch.skeleton)
+    k = cr.reference_frame(ch, clip)
+    assert k is not None and 0 <= k < clip.num_frames
+    pose = kin.to_world(ch.skeleton.object_matrix,
+                        kin.forward_kinematics(ch.skeleton, clip.rotations, clip.locations))
+    z = pose.positions[..., 2].numpy()
+    bm, idx = ch.bone_map, ch.skeleton.index
+    for side in ("left", "right"):
+        for part in ("foot", "toes"):
+            zz = z[:, idx(bm[f"{side}_{part}"])]
+            # at the reference frame each foot and toe joint is within 1.5 % of the body's size of its lowest
+            assert zz[k] - zz.min() < 0.015 * (z.max() - z.min()), (side, part, zz[k] - zz.min())

@@ -78,8 +78,8 @@ def test_copy_rotations_on_real_assets(addon, assets, clean_scene, motion, char)
     for b in tgt.bone_map.values():
         np.testing.assert_array_equal(keyed[b], np.arange(fs, fe + 1))
 
-    first = pipeline.read_motion(src_obj, src.skeleton, frame_start=fs, frame_end=fs)
-    qs = tpose.tpose_basis(src.skeleton, src.bone_map, cr.reference_basis(src, first))
+    clip = pipeline.read_motion(src_obj, src.skeleton, frame_start=fs, frame_end=fe)
+    qs = tpose.tpose_basis(src.skeleton, src.bone_map, cr.reference_basis(src, clip))
     qt = tpose.tpose_basis(tgt.skeleton, tgt.bone_map)
     WsT, _ = tpose.tpose_world(src.skeleton, qs)
     _, PtT = tpose.tpose_world(tgt.skeleton, qt)
