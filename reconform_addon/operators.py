@@ -493,10 +493,24 @@ def apply_outcome(context, prep_or_last, outcome: SolveOutcome, *, new_action_na
 # Bone maps
 # ------------------------------------------------------------------------------------------------------------
 class _RoleMixin:
+    """Operators acting on one character (source or target) of the panel."""
+
     role: EnumProperty(name="Character", items=ROLE_ENUM, default='SOURCE')
+
+    @classmethod
+    def poll(cls, context):
+        s = settings_of(context)
+        return s.source is not None or s.target is not None
 
     def armature(self, context):
         return settings_of(context).character(self.role)
+
+    def armature_or_report(self, context):
+        """The role's armature, or None after reporting which one to pick."""
+        arm = self.armature(context)
+        if arm is None:
+            self.report({'ERROR'}, f"No {self.role.lower()} armature: pick one in the Characters panel.")
+        return arm
 
 
 class RECONFORM_OT_detect_bone_map(_RoleMixin, bpy.types.Operator):
@@ -506,19 +520,13 @@ class RECONFORM_OT_detect_bone_map(_RoleMixin, bpy.types.Operator):
     bl_label = "Auto-Detect"
     bl_options = {'REGISTER', 'UNDO'}
 
-    @classmethod
-    def poll(cls, context):
-        s = settings_of(context)
-        return s.source is not None or s.target is not None
-
     def execute(self, context):
         from ..core.bonemap import detect_bone_map
         from .bridge import read_skeleton
 
         s = settings_of(context)
-        arm = self.armature(context)
+        arm = self.armature_or_report(context)
         if arm is None:
-            self.report({'ERROR'}, f"No {self.role.lower()} armature: pick one in the Characters panel.")
             return {'CANCELLED'}
         try:
             res = detect_bone_map(read_skeleton(arm))
@@ -579,9 +587,8 @@ class RECONFORM_OT_load_bone_map(_RoleMixin, bpy.types.Operator, ImportHelper):
         from ..core.bonemap import load_bone_map
 
         s = settings_of(context)
-        arm = self.armature(context)
+        arm = self.armature_or_report(context)
         if arm is None:
-            self.report({'ERROR'}, f"No {self.role.lower()} armature: pick one in the Characters panel.")
             return {'CANCELLED'}
         try:
             loaded = load_bone_map(self.filepath)
@@ -645,9 +652,8 @@ class RECONFORM_OT_load_builtin_bone_map(_RoleMixin, bpy.types.Operator):
     def execute(self, context):
         from ..core.bonemap import load_preset
 
-        arm = self.armature(context)
+        arm = self.armature_or_report(context)
         if arm is None:
-            self.report({'ERROR'}, f"No {self.role.lower()} armature: pick one in the Characters panel.")
             return {'CANCELLED'}
         if self.preset == 'NONE':
             return {'CANCELLED'}
@@ -673,18 +679,12 @@ class RECONFORM_OT_transfer_keyverts(_RoleMixin, bpy.types.Operator):
     keep_locked: bpy.props.BoolProperty(name="Keep Locked", default=True,
                                         description="Keep the key vertices placed by hand")
 
-    @classmethod
-    def poll(cls, context):
-        s = settings_of(context)
-        return s.source is not None or s.target is not None
-
     def execute(self, context):
         from ..core.keyverts import transfer_keyverts
 
         s = settings_of(context)
-        arm = self.armature(context)
+        arm = self.armature_or_report(context)
         if arm is None:
-            self.report({'ERROR'}, f"No {self.role.lower()} armature: pick one in the Characters panel.")
             return {'CANCELLED'}
         n = int(s.keyvert_count)
         try:
