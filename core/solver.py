@@ -34,6 +34,9 @@ from .weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, al
 
 #: Semantic terms (L_sem) and all terms, in reporting order.
 SEMANTIC_TERMS = ("dist", "dir", "pen", "height", "sliding")
+#: a source foot whose lowest point is within CONTACT_MIN of h_c of its ground is in contact (weight 1),
+#: fading to 0 at CONTACT_MAX (the grounded band of docs/metrics.md is 1 %)
+CONTACT_MIN, CONTACT_MAX = 0.01, 0.02
 TERMS = ("reg", "smooth") + SEMANTIC_TERMS
 
 _IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
@@ -70,6 +73,7 @@ class SolverSettings:
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
+    foot_contact: bool = False       #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     optimise_fingers: bool = False
     source_ground: object = "zero"   #: "zero", "estimate" (from the source's lowest foot contacts) or metres
     terrain: object = None           #: optional descriptors.HeightField for the target (z = f(x, y))
@@ -513,7 +517,10 @@ class SolveJob:
         self.rig = KeyVertexRig(tgt, dt, dev, extra_bones=[[self.root_idx]])
         self.num_keyverts = self.rig.num_keyverts
         # sole points: floor-barrier-only vertices evaluated with the key vertices (docs/solver.md "Ground")
+        self._sole_side_list = []
         self.sole_ids = self._sole_vertices(tgt, self.init_motion) if s.sole_points > 0 else np.zeros(0, np.int64)
+        self.sole_side = (np.concatenate(self._sole_side_list) if self._sole_side_list
+                          else np.zeros(0, np.int64))                                 # (S,) 0 left, 1 right
         if len(self.sole_ids):
             from .descriptors import _CharacterPart
             from .types import KeyVertexSet
@@ -556,6 +563,42 @@ class SolveJob:
         # a source vertex under the floor is matched at floor level: its penetration is not copied
         self.src_h_cmp = (self.src_h.clamp(min=0.0) if s.clamp_source_height else self.src_h) * ratio
         self.src_vel_cmp = self.src_vel * ratio
+        # foot contact (docs/solver.md "Foot contact"): where the source's foot is grounded (its lowest sole
+        # point within the grounded band), the target's lowest sole point is matched to the source's and that
+        # foot's key vertices are not matched to the source's raw heights (bodies differ in how far a key
+        # vertex sits above the sole) but to copy-rotations' heights above the foot's lowest sole point
+        self.contact_w = None
+        self.height_match_w = None
+        if (s.foot_contact and src.mesh is not None and len(self.sole_ids)
+                and set(self.sole_side.tolist()) == {0, 1}):
+            self._sole_side_list = []
+            src_ids = self._sole_vertices(src, self.source_motion)      # the source's own sole points
+            src_side = np.concatenate(self._sole_side_list) if self._sole_side_list else np.zeros(0, np.int64)
+            self._sole_side_list = []
+            low = self._foot_lowest(src, self.source_motion, self.source_ground_level,
+                                    [src_ids[src_side == k] for k in (0, 1)])          # (T, 2)
+            # the target's lowest sole point is matched to the source's (not below the floor), scaled like
+            # the other heights; contact is |height| within the band: a source foot sunk deeper is not taken
+            # as standing on this floor (its clip's ground lies elsewhere)
+            self.contact_h = torch.as_tensor(np.nan_to_num(np.clip(low, 0.0, None)) * ratio, dtype=dt,
+                                             device=dev)                                  # (T, 2)
+            low = np.nan_to_num(np.abs(low), nan=np.inf)
+            g = np.clip(1.0 - (low - CONTACT_MIN * self.h_src) / ((CONTACT_MAX - CONTACT_MIN) * self.h_src),
+                        0.0, 1.0)
+            self.contact_w = torch.as_tensor(g, dtype=dt, device=dev)                        # (T, 2)
+            dom = _dominant_bone(tgt.mesh)[np.asarray(tgt.keyverts.vertex_ids)]
+            foot_of = np.full(len(dom), -1)
+            for k, side in enumerate(("left", "right")):
+                bones = [tgt.skeleton.index(tgt.bone_map[c]) for c in (f"{side}_foot", f"{side}_toes")
+                         if tgt.bone_map.get(c) in tgt.skeleton.names]
+                foot_of[np.isin(dom, bones)] = k
+            m = np.ones((T, len(dom)))
+            for k in (0, 1):
+                m[:, foot_of == k] = 1.0 - g[:, k:k + 1]
+            self.height_match_w = torch.as_tensor(m, dtype=dt, device=dev)                   # (T, N)
+            self._foot_of = torch.as_tensor(foot_of, device=dev)                               # (N,) -1/0/1
+            self._sole_side_t = torch.as_tensor(self.sole_side, device=dev)
+        self.stats["contact_frames"] = 0 if self.contact_w is None else float(self.contact_w.sum())
 
         # target variables
         canon = _canonical_of(tgt)
@@ -602,6 +645,8 @@ class SolveJob:
             zero = (torch.zeros((T, len(opt), 6), dtype=dt, device=dev), torch.zeros((T, 3), dtype=dt, device=dev))
             self.p_init, self.n_init = self._forward(zero)
             self.sole_init = self._sole_p
+            if self.contact_w is not None:   # foot key vertices above their foot's lowest point, copy-rot
+                self.foot_rel_init = self._foot_relative(self.p_init[..., 2], self._sole_lows(self.sole_init))
             self.jerk_init = jerk(self.p_init, self.fps) if T >= 4 else None
         if s.smooth_mode not in ("added", "absolute"):
             raise CoreError(f"smooth_mode must be 'added' or 'absolute', not '{s.smooth_mode}'.")
@@ -667,7 +712,34 @@ class SolveJob:
                 low, counts = np.unique(z.argmin(-1).numpy(), return_counts=True)
                 keep = low[np.argsort(-counts, kind="stable")[:self.settings.sole_points]]
                 out.append(ids[np.sort(keep)])
+                self._sole_side_list.append(np.full(len(keep), 0 if side == "left" else 1, np.int64))
         return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    @staticmethod
+    def _foot_lowest(character: Character, motion: Motion, ground: float, sides, chunk: int = 512) -> np.ndarray:
+        """Height above ``ground`` of each foot's lowest vertex among ``sides`` = (left ids, right ids) (its
+        sole points), (T, 2); NaN for a foot without vertices."""
+        from .kinematics import ForwardKinematics
+        from .skinning import SkinningMatrices, skin_vertices
+        sk, mesh = character.skeleton, character.mesh
+        T = motion.num_frames
+        fk = ForwardKinematics(sk, torch.float32)
+        sm = SkinningMatrices(sk, torch.float32)
+        A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=torch.float32)
+        b = torch.as_tensor(sk.object_matrix[:3, 3], dtype=torch.float32)
+        out = np.full((T, 2), np.nan)
+        with torch.no_grad():
+            for a in range(0, T, chunk):
+                fr = slice(a, min(T, a + chunk))
+                rot = quat_to_matrix(torch.as_tensor(motion.rotations[fr], dtype=torch.float32))
+                r, t = sm(fk(rot, torch.as_tensor(motion.locations[fr], dtype=torch.float32)))
+                for k, ids in enumerate(sides):
+                    if len(ids) == 0:
+                        continue
+                    p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids],
+                                         mesh.weight_values[ids])
+                    out[fr, k] = ((p @ A.T + b)[..., 2].min(-1).values - ground).numpy()
+        return out
 
     def _init_root_from_feet(self):
         """Start the horizontal root trajectory where the source's planted feet stay planted.
@@ -814,6 +886,18 @@ class SolveJob:
         self._sole_p = p[:, N:] if p.shape[1] > N else None                 # (T, S, 3) sole points
         return (p[:, :N], n[:, :N]) if p.shape[1] > N else (p, n)
 
+    def _sole_lows(self, sole) -> torch.Tensor:
+        """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3)."""
+        hs = height(sole, self.settings.terrain if self.settings.terrain is not None else 0.0)
+        big = torch.finfo(hs.dtype).max
+        return torch.stack([torch.where(self._sole_side_t == k, hs, big).min(-1).values for k in (0, 1)], -1)
+
+    def _foot_relative(self, h, lows) -> torch.Tensor:
+        """Heights (T, N) of the key vertices above their own foot's lowest sole point (0 off the feet)."""
+        idx = self._foot_of.clamp(min=0)
+        rel = h - lows.index_select(1, idx)
+        return torch.where(self._foot_of >= 0, rel, torch.zeros_like(rel))
+
     def _raw_terms(self, p, n, alpha: float, pairset, sole=None) -> dict:
         """Unweighted, unnormalised terms at positions p (T, N, 3), normals n (T, N, 3), sole points
         (T, S, 3) or None."""
@@ -834,10 +918,20 @@ class SolveJob:
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()
         # L_height = floor barrier + W_floor-weighted match; the barrier (key vertices and sole points) is
         # balanced on its own scale (docs/solver.md "Balancing") and reported inside 'height'
-        out["height"] = height_loss(h, self.src_h_cmp, wf, vs["height"]) - floor_barrier(h, vs["height"])
+        wh = wf if self.height_match_w is None else wf * self.height_match_w
+        out["height"] = height_loss(h, self.src_h_cmp, wh, vs["height"]) - floor_barrier(h, vs["height"])
         out["floor"] = floor_barrier(h, vs["height"])
         if sole is not None:
-            out["floor"] = out["floor"] + floor_barrier(height(sole, s.terrain if s.terrain is not None else 0.0))
+            hs = height(sole, s.terrain if s.terrain is not None else 0.0)                 # (T, S)
+            out["floor"] = out["floor"] + floor_barrier(hs)
+            if self.contact_w is not None:   # lowest sole point of a grounded foot: the source's height
+                lows = self._sole_lows(sole)                                                # (T, 2)
+                out["floor"] = out["floor"] + (self.contact_w * (lows - self.contact_h)).square().sum()
+                # the foot's shape above that point stays the copy-rotations one (where the match is relaxed)
+                rel = self._foot_relative(h, lows)
+                gk = 1.0 - self.height_match_w
+                r2 = (gk * (rel - self.foot_rel_init)).square()
+                out["height"] = out["height"] + (r2 if vs["height"] is None else r2 * vs["height"]).sum()
         vel = sliding(p, self.fps)
         out["sliding"] = sliding_loss(vel, self.src_vel_cmp, wf[:-1], vs["sliding"])
         # pair terms on the sparse active set

@@ -94,6 +94,27 @@ def test_self_retarget_returns_the_source(pair):
     assert ang.max() < 3.0
 
 
+def test_foot_contact_self_retarget_and_grounding(pair):
+    """foot_contact: a self-retarget still returns the source; onto another body, the lowest sole point of a
+    foot the source has grounded ends at the source's height (scaled), not at its key vertices' heights."""
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, src, m, SolverSettings(**FAST, foot_contact=True))
+    res = job.run()
+    assert job.contact_w is not None and float(job.contact_w.sum()) > 0
+    ang = 2 * np.degrees(np.arccos(np.clip(np.abs((res.rotations * m.rotations).sum(-1)), 0, 1)))
+    assert ang.max() < 3.0
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, foot_contact=True))
+    job.run()
+    with torch.no_grad():
+        job._forward()
+        lows = job._sole_lows(job._sole_p)
+        lows0 = job._sole_lows(job.sole_init)
+    g = job.contact_w > 0.99
+    err = (lows - job.contact_h).abs()[g]
+    assert float(err.median()) < 0.01 * tgt.height
+    assert float(err.median()) <= float((lows0 - job.contact_h).abs()[g].median()) + 1e-6
+
+
 def test_cancel_between_steps(pair):
     src, m, tgt, init = pair
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
