@@ -73,7 +73,7 @@ class SolverSettings:
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
-    foot_contact: bool = False       #: where the source foot is grounded, match lowest sole points (docs/solver.md)
+    foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     optimise_fingers: bool = False
     source_ground: object = "zero"   #: "zero", "estimate" (from the source's lowest foot contacts) or metres
     terrain: object = None           #: optional descriptors.HeightField for the target (z = f(x, y))

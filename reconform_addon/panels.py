@@ -274,7 +274,7 @@ class VIEW3D_PT_reconform_solver_advanced(_Base, Panel):
         self.layout.prop(context.scene.reconform, "use_advanced", text="")
 
     def draw(self, context):
-        from .properties import ADVANCED_FLOATS, ADVANCED_INTS
+        from .properties import ADVANCED_NAMES
 
         layout = self.layout
         s = context.scene.reconform
@@ -283,7 +283,7 @@ class VIEW3D_PT_reconform_solver_advanced(_Base, Panel):
         col.use_property_split = True
         col.use_property_decorate = False
         col.enabled = s.use_advanced
-        for name, *_ in ADVANCED_INTS + ADVANCED_FLOATS:
+        for name in ADVANCED_NAMES:
             col.prop(s, name)
         layout.prop(s, "warm_start_fraction")
 

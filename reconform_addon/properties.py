@@ -60,6 +60,14 @@ ADVANCED_FLOATS = (
 ADVANCED_INTS = (
     ("iterations", "Iterations", "Adam steps over the whole clip (a first solve)", 120, 1, 100000),
 )
+#: (SolverSettings field, label, description, default).
+ADVANCED_BOOLS = (
+    ("foot_contact", "Foot Contact", "Where the source foot is grounded, put the target's sole on the floor "
+     "instead of matching raw key-vertex heights (bodies differ in how high key vertices sit above the sole)",
+     True),
+)
+#: Every advanced field name, in panel order.
+ADVANCED_NAMES = tuple(f[0] for f in ADVANCED_INTS + ADVANCED_FLOATS + ADVANCED_BOOLS)
 
 
 def _is_armature(self, obj):
@@ -228,7 +236,7 @@ class ReconformSettings(PropertyGroup):
             base = preset_settings(self.quality)
         except Exception:  # noqa: BLE001 - torch missing: the panel says so elsewhere
             return
-        for name, *_ in ADVANCED_FLOATS + ADVANCED_INTS:
+        for name in ADVANCED_NAMES:
             if hasattr(base, name):
                 setattr(self, name, getattr(base, name))
 
@@ -238,7 +246,7 @@ class ReconformSettings(PropertyGroup):
         fields = {f.name for f in dataclasses.fields(base)}
         changes = {}
         if self.use_advanced:
-            for name, *_ in ADVANCED_FLOATS + ADVANCED_INTS:
+            for name in ADVANCED_NAMES:
                 if name in fields:
                     changes[name] = getattr(self, name)
         if "device" in fields:
@@ -270,7 +278,7 @@ class ReconformSettings(PropertyGroup):
         self.metrics_json = json.dumps({"metrics": _js(flat), "reference": _js(ref)}, sort_keys=True)
 
 
-# Add the advanced solver fields as annotations (one place lists them: ADVANCED_FLOATS / ADVANCED_INTS).
+# Add the advanced solver fields as annotations (one place lists them: ADVANCED_FLOATS / _INTS / _BOOLS).
 for _name, _label, _desc, _default, _min, _max in ADVANCED_FLOATS:
     ReconformSettings.__annotations__[_name] = FloatProperty(
         name=_label, description=_desc, default=_default, min=_min, soft_max=min(_max, 100.0), max=_max,
@@ -278,6 +286,8 @@ for _name, _label, _desc, _default, _min, _max in ADVANCED_FLOATS:
 for _name, _label, _desc, _default, _min, _max in ADVANCED_INTS:
     ReconformSettings.__annotations__[_name] = IntProperty(name=_label, description=_desc, default=_default,
                                                            min=_min, max=_max)
+for _name, _label, _desc, _default in ADVANCED_BOOLS:
+    ReconformSettings.__annotations__[_name] = BoolProperty(name=_label, description=_desc, default=_default)
 
 
 def preset_settings(quality: str):

@@ -48,7 +48,7 @@ def test_solver_panels_show_every_advanced_field(addon, clean_scene):
     lay = draw_panel(panels.VIEW3D_PT_reconform_solver, bpy.context)
     assert {"quality", "device", "push_to_nla"} <= set(lay.props())
     adv = draw_panel(panels.VIEW3D_PT_reconform_solver_advanced, bpy.context)
-    names = [n for n, *_ in props.ADVANCED_FLOATS + props.ADVANCED_INTS]
+    names = [n for n, *_ in props.ADVANCED_FLOATS + props.ADVANCED_INTS + props.ADVANCED_BOOLS]
     assert set(names) <= set(adv.props()) and "use_advanced" in adv.props()
     clean_scene.reconform.method = 'COPY_ROTATIONS'
     assert draw_panel(panels.VIEW3D_PT_reconform_solver, bpy.context) is None

@@ -51,7 +51,9 @@ def test_advanced_defaults_mirror_solver_settings(addon, clean_scene):
     solver = pytest.importorskip(addon.__name__ + ".core.solver")
     base = solver.SolverSettings.preset("balanced")
     s = clean_scene.reconform
-    for name, *_ in props.ADVANCED_FLOATS + props.ADVANCED_INTS:
+    assert set(props.ADVANCED_NAMES) == {f[0] for f in props.ADVANCED_FLOATS + props.ADVANCED_INTS +
+                                         props.ADVANCED_BOOLS}
+    for name in props.ADVANCED_NAMES:
         assert hasattr(base, name), f"SolverSettings has no field '{name}'"
         assert getattr(s, name) == pytest.approx(getattr(base, name), rel=1e-6), name
 
