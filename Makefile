@@ -8,7 +8,7 @@ PYTEST  := $(PYTHON) -m pytest -p no:pytest-blender
 BLEXT    = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','..','addons_core','bl_pkg','cli','blender_ext.py')))")
 BLTAGS   = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','_bpy_internal','extensions','tags.py')))")
 
-.PHONY: install demo test test-core bench extension clean test-bpy5
+.PHONY: install demo test test-core test-core-numpy2 bench extension clean test-bpy5
 
 $(STAMP): requirements.txt
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,13 @@ test: $(STAMP)
 
 test-core: $(STAMP)
 	$(PYTEST) -q tests/core
+
+# core/ on numpy 2 (Blender 5.1+ ships numpy 2): a separate venv without bpy.
+VENV_NP2 ?= .venv-np2
+test-core-numpy2:
+	test -x $(VENV_NP2)/bin/python || ($(PY) -m venv $(VENV_NP2) && \
+	  $(VENV_NP2)/bin/pip install -q "torch==2.13.0" pot "numpy>=2" pytest)
+	$(VENV_NP2)/bin/python -m pytest -q tests/core
 
 bench: $(STAMP)
 	$(PYTHON) tools/bench.py
