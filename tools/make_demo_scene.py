@@ -276,11 +276,14 @@ def build_scene(out_path, report=print):
         info["characters"][name] = {"height_m": round(height, 3), "rest_pose": pose, "verts": mesh.num_verts,
                                     "bones": skel.num_bones, "params": params.name}
         report(f"character '{name}': {params.name}, {height:.2f} m, {mesh.num_verts} vertices, {pose}-pose rest")
-    skel, mesh = bodies["Source"]
-    motion, events = demo_motion(skel, mesh)
+    _, mesh = bodies["Source"]
     src = bpy.data.objects["Source"]
     bridge = _bridge()
-    bridge.write_motion(src, bridge.read_skeleton(src), motion, "DemoMotion")
+    # Key the motion on the armature as Blender built it: its bone rolls need not equal core.body's, and
+    # basis rotations are expressed in each bone's own rest frame.
+    blender_skel = bridge.read_skeleton(src)
+    motion, events = demo_motion(blender_skel, mesh)
+    bridge.write_motion(src, blender_skel, motion, "DemoMotion")
     scene.frame_start, scene.frame_end = 1, motion.num_frames
     info["events"] = events
     info["frames"] = motion.num_frames
