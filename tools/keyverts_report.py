@@ -143,11 +143,11 @@ def main(argv=None):
             if len(mesh.part_names) > 1:
                 note = f"{len(mesh.part_names)} mesh parts"
         else:
-            if not core("core.tpose").rest_is_standing(sk, res.bone_map):  # first frame, as copy_rotations does
-                f0 = bpy.context.scene.frame_start
-                base = bridge.read_motion(arm, sk, frame_start=f0, frame_end=f0).rotations[0]
+            if not core("core.tpose").rest_is_standing(sk, res.bone_map):  # reference frame, as copy_rotations
+                clip = bridge.read_motion(arm, sk)
+                base = core("core.copy_rotations").reference_basis(types.Character(sk, None, res.bone_map), clip)
             mesh = body.fit_body_to_skeleton(sk, res.bone_map, base=base)
-            note = "skeleton only: fitted body" + (" (T-pose from frame 1: rest not standing)" if base is not None
+            note = "skeleton only: fitted body" + (" (T-pose from the feet-flat frame: rest not standing)" if base is not None
                                                    else "")
         ch = types.Character(sk, mesh, dict(res.bone_map))
         t = time.perf_counter()
