@@ -20,7 +20,6 @@ import platform
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 
@@ -46,19 +45,9 @@ SOURCE_METRICS = ("jerk_mean", "jerk_max", "floor_pen_mean", "floor_pen_max", "s
 
 
 def enable_addon():
-    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bench_bl_"))
-    import bpy
-    import addon_utils
-
-    d = pathlib.Path(tempfile.mkdtemp(prefix="reconform_bench_"))
-    (d / "reconform").symlink_to(ROOT, target_is_directory=True)
-    repos = bpy.context.preferences.extensions.repos
-    repos.new(name=REPO_NAME, module=REPO_NAME, custom_directory=str(d), source='USER')
-
-    def fail(ex):
-        raise ex
-
-    addon_utils.enable(MODULE, default_set=True, handle_error=fail)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import retarget
+    retarget.enable_addon(REPO_NAME)
     return {name: importlib.import_module(f"{MODULE}.{name}") for name in (
         "reconform_addon.bridge", "reconform_addon.pipeline", "core.copy_rotations", "core.solver",
         "core.metrics", "core.types")}

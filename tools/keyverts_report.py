@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import pathlib
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -34,19 +32,9 @@ HANDFOOT = ("left_hand", "right_hand", "left_foot", "right_foot")
 
 
 def enable_addon():
-    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_kv_bl_"))
-    import bpy
-    import addon_utils
-
-    d = pathlib.Path(tempfile.mkdtemp(prefix="reconform_kv_"))
-    (d / "reconform").symlink_to(ROOT, target_is_directory=True)
-    bpy.context.preferences.extensions.repos.new(name=REPO_NAME, module=REPO_NAME, custom_directory=str(d),
-                                                 source='USER')
-
-    def fail(ex):
-        raise ex
-
-    addon_utils.enable(MODULE, default_set=True, handle_error=fail)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import retarget
+    retarget.enable_addon(REPO_NAME)
     return lambda name: importlib.import_module(f"{MODULE}.{name}")
 
 

@@ -33,17 +33,9 @@ TARGET_FILE = "mh_male_heavy.glb"                 # armature 'mh_male_heavy_rig'
 
 
 def enable_addon():
-    import addon_utils
-
-    d = pathlib.Path(tempfile.mkdtemp(prefix="reconform_docs_repo_"))
-    (d / "reconform").symlink_to(ROOT, target_is_directory=True)
-    bpy.context.preferences.extensions.repos.new(name=REPO_NAME, module=REPO_NAME, custom_directory=str(d),
-                                                 source='USER')
-
-    def _raise(ex):
-        raise ex
-
-    return addon_utils.enable(MODULE, default_set=True, handle_error=_raise)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import retarget
+    return retarget.enable_addon(REPO_NAME)[0]
 
 
 def mod(name):

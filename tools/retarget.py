@@ -65,20 +65,23 @@ def parse_args(argv):
     return args
 
 
-def enable_addon():
-    """Enable the extension from a temporary repo linking this checkout (the real ``bl_ext`` code path)."""
-    import addon_utils
+def enable_addon(repo_name: str = REPO_NAME):
+    """Enable the extension from a temporary repo linking this checkout (the real ``bl_ext`` code path), as
+    ``bl_ext.<repo_name>.reconform``. Returns (module, repo). Shared by every tool that needs the add-on."""
+    if "bpy" not in sys.modules:  # keep the user's Blender settings out of it
+        os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
     import bpy
+    import addon_utils  # importable once bpy is
 
-    d = pathlib.Path(tempfile.mkdtemp(prefix="reconform_batch_"))
+    d = pathlib.Path(tempfile.mkdtemp(prefix=f"{repo_name}_"))
     (d / "reconform").symlink_to(ROOT, target_is_directory=True)
     repos = bpy.context.preferences.extensions.repos
-    repo = repos.new(name=REPO_NAME, module=REPO_NAME, custom_directory=str(d), source='USER')
+    repo = repos.new(name=repo_name, module=repo_name, custom_directory=str(d), source='USER')
 
     def fail(ex):
         raise ex
 
-    mod = addon_utils.enable(MODULE, default_set=True, handle_error=fail)
+    mod = addon_utils.enable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
     return mod, repo
 
 
