@@ -38,6 +38,14 @@ SEMANTIC_TERMS = ("dist", "dir", "pen", "height", "sliding")
 #: fading to 0 at CONTACT_MAX (the grounded band of docs/metrics.md is 1 %)
 CONTACT_MIN, CONTACT_MAX = 0.01, 0.02
 TERMS = ("reg", "smooth") + SEMANTIC_TERMS
+#: a source foot whose lowest point moves slower than LOCK_MIN of h_c per second (over LOCK_WINDOW_S, as the
+#: foot-locked metric of docs/metrics.md) is locked (weight 1), fading to 0 at LOCK_MAX
+LOCK_MIN, LOCK_MAX = 0.005, 0.01
+LOCK_WINDOW_S = 1.0 / 15.0
+#: a foot vertex within SOLE_BAND of h_c of its foot's lowest vertex on a frame carries the foot there
+SOLE_BAND = 0.005
+#: the lowest sole point of a foot is a soft minimum with this temperature (share of h_c)
+SOFT_LOW = 0.001
 
 _IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
@@ -74,6 +82,7 @@ class SolverSettings:
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
+    foot_lock: float = 1.0           #: where the source foot is locked, the target's sole must not slide (0: off)
     optimise_fingers: bool = False
     source_ground: object = "zero"   #: "zero", "estimate" (from the source's lowest foot contacts) or metres
     terrain: object = None           #: optional descriptors.HeightField for the target (z = f(x, y))
@@ -204,6 +213,32 @@ def estimate_ground(character: Character, motion: Motion, percentile: float = 3.
             p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
             lows.append((p @ A.T + b)[..., 2].min(dim=-1).values.numpy())
     return float(np.percentile(np.concatenate(lows), percentile))
+
+
+def _spread_sole_points(z: np.ndarray, rest: np.ndarray, band: float, count: int) -> np.ndarray:
+    """Sole points of one foot: sorted indices (≤ count) into its vertices.
+
+    z: (F, V) world heights of the foot's vertices on sampled frames; rest: (V, 3) their rest positions.
+    A vertex is near the floor on a frame where it lies within ``band`` of that frame's lowest foot vertex;
+    the vertices near it on at least 5 % as many frames as the most frequent one are spread over the sole by
+    farthest-point sampling (in the rest pose), starting from the most frequent, so that a foot standing still flat gets its whole outline (heel, ball, toe, both
+    edges), not only the one vertex that happens to be lowest."""
+    near = (z - z.min(-1, keepdims=True)) <= band                             # (F, V)
+    freq = near.sum(0)
+    cand = np.nonzero(freq >= max(1.0, 0.05 * freq.max()))[0]                # not a one-frame glitch
+    cand = cand[np.argsort(-freq[cand], kind="stable")]
+    if len(cand) <= count:
+        return np.sort(cand)
+    x = rest[cand]
+    chosen = [0]
+    d = np.linalg.norm(x - x[0], axis=1)
+    while len(chosen) < count:
+        k = int(np.argmax(d))
+        if d[k] <= 0.0:
+            break
+        chosen.append(k)
+        d = np.minimum(d, np.linalg.norm(x - x[k], axis=1))
+    return np.sort(cand[chosen])
 
 
 def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
@@ -563,42 +598,38 @@ class SolveJob:
         # a source vertex under the floor is matched at floor level: its penetration is not copied
         self.src_h_cmp = (self.src_h.clamp(min=0.0) if s.clamp_source_height else self.src_h) * ratio
         self.src_vel_cmp = self.src_vel * ratio
-        # foot contact (docs/solver.md "Foot contact"): where the source's foot is grounded (its lowest sole
-        # point within the grounded band), the target's lowest sole point is matched to the source's and that
-        # foot's key vertices are not matched to the source's raw heights (bodies differ in how far a key
-        # vertex sits above the sole) but to copy-rotations' heights above the foot's lowest sole point
+        # foot contact and foot lock, from the source's own sole points (docs/solver.md)
         self.contact_w = None
         self.height_match_w = None
-        if (s.foot_contact and src.mesh is not None and len(self.sole_ids)
+        self.lock_w = None
+        if ((s.foot_contact or s.foot_lock > 0) and src.mesh is not None and len(self.sole_ids)
                 and set(self.sole_side.tolist()) == {0, 1}):
             self._sole_side_list = []
             src_ids = self._sole_vertices(src, self.source_motion)      # the source's own sole points
             src_side = np.concatenate(self._sole_side_list) if self._sole_side_list else np.zeros(0, np.int64)
             self._sole_side_list = []
-            low = self._foot_lowest(src, self.source_motion, self.source_ground_level,
-                                    [src_ids[src_side == k] for k in (0, 1)])          # (T, 2)
-            # the target's lowest sole point is matched to the source's (not below the floor), scaled like
-            # the other heights; contact is |height| within the band: a source foot sunk deeper is not taken
-            # as standing on this floor (its clip's ground lies elsewhere)
-            self.contact_h = torch.as_tensor(np.nan_to_num(np.clip(low, 0.0, None)) * ratio, dtype=dt,
-                                             device=dev)                                  # (T, 2)
-            low = np.nan_to_num(np.abs(low), nan=np.inf)
-            g = np.clip(1.0 - (low - CONTACT_MIN * self.h_src) / ((CONTACT_MAX - CONTACT_MIN) * self.h_src),
-                        0.0, 1.0)
-            self.contact_w = torch.as_tensor(g, dtype=dt, device=dev)                        # (T, 2)
-            dom = _dominant_bone(tgt.mesh)[np.asarray(tgt.keyverts.vertex_ids)]
-            foot_of = np.full(len(dom), -1)
-            for k, side in enumerate(("left", "right")):
-                bones = [tgt.skeleton.index(tgt.bone_map[c]) for c in (f"{side}_foot", f"{side}_toes")
-                         if tgt.bone_map.get(c) in tgt.skeleton.names]
-                foot_of[np.isin(dom, bones)] = k
-            m = np.ones((T, len(dom)))
-            for k in (0, 1):
-                m[:, foot_of == k] = 1.0 - g[:, k:k + 1]
-            self.height_match_w = torch.as_tensor(m, dtype=dt, device=dev)                   # (T, N)
-            self._foot_of = torch.as_tensor(foot_of, device=dev)                               # (N,) -1/0/1
+            low, vel = self._foot_track(src, self.source_motion, self.source_ground_level,
+                                        [src_ids[src_side == k] for k in (0, 1)], self.fps)  # (T,2), (T,2,2)
+            speed = np.linalg.norm(vel, axis=-1)                                                  # (T, 2)
             self._sole_side_t = torch.as_tensor(self.sole_side, device=dev)
+            if s.foot_contact:
+                self._setup_contact(low, ratio)
+            # foot lock (docs/solver.md "Foot lock"): where the source's lowest foot point stands still near
+            # its floor, the target's sole points near the floor must not slide
+            if s.foot_lock > 0:
+                lk = np.clip(1.0 - (speed - LOCK_MIN * self.h_src) / ((LOCK_MAX - LOCK_MIN) * self.h_src), 0, 1)
+                near = np.nan_to_num(np.abs(low), nan=np.inf) <= MAX_FRACTION * self.h_src
+                lk = np.where(near & np.isfinite(speed), lk, 0.0)                                # (T, 2)
+                self.lock_w = torch.as_tensor(lk, dtype=dt, device=dev)                          # (T, 2)
+                self.lock_vel = torch.as_tensor(np.nan_to_num(vel) * ratio, dtype=dt, device=dev)  # (T, 2, 2)
+                k = max(1, int(round(self.fps * LOCK_WINDOW_S / 2.0)))
+                t = np.arange(T)
+                lo, hi = np.clip(t - k, 0, T - 1), np.clip(t + k, 0, T - 1)
+                self._lock_lo = torch.as_tensor(lo, device=dev)
+                self._lock_hi = torch.as_tensor(hi, device=dev)
+                self._lock_dt = torch.as_tensor(np.maximum(hi - lo, 1) / self.fps, dtype=dt, device=dev)
         self.stats["contact_frames"] = 0 if self.contact_w is None else float(self.contact_w.sum())
+        self.stats["locked_frames"] = 0 if self.lock_w is None else float(self.lock_w.sum())
 
         # target variables
         canon = _canonical_of(tgt)
@@ -681,14 +712,42 @@ class SolveJob:
         self.base_lrs = [s.lr_rot, lr_root]
         self._ready = True
 
+    def _setup_contact(self, low: np.ndarray, ratio: float):
+        """Foot contact weights from the source's lowest sole point heights ``low`` (T, 2) (docs/solver.md
+        "Foot contact"): where the source's foot is grounded (within the grounded band), the target's lowest
+        sole point is matched to the source's and that foot's key vertices are not matched to the source's raw
+        heights (bodies differ in how far a key vertex sits above the sole) but to copy-rotations' heights
+        above the foot's lowest sole point."""
+        dt, dev, tgt = self.dtype, self.device, self.target
+        T = self.num_frames
+        # matched not below the floor, scaled like the other heights; a source foot sunk deeper than the band
+        # is not taken as standing on this floor (its clip's ground lies elsewhere)
+        self.contact_h = torch.as_tensor(np.nan_to_num(np.clip(low, 0.0, None)) * ratio, dtype=dt,
+                                         device=dev)                                      # (T, 2)
+        low = np.nan_to_num(np.abs(low), nan=np.inf)
+        g = np.clip(1.0 - (low - CONTACT_MIN * self.h_src) / ((CONTACT_MAX - CONTACT_MIN) * self.h_src), 0.0, 1.0)
+        self.contact_w = torch.as_tensor(g, dtype=dt, device=dev)                            # (T, 2)
+        dom = _dominant_bone(tgt.mesh)[np.asarray(tgt.keyverts.vertex_ids)]
+        foot_of = np.full(len(dom), -1)
+        for k, side in enumerate(("left", "right")):
+            bones = [tgt.skeleton.index(tgt.bone_map[c]) for c in (f"{side}_foot", f"{side}_toes")
+                     if tgt.bone_map.get(c) in tgt.skeleton.names]
+            foot_of[np.isin(dom, bones)] = k
+        m = np.ones((T, len(dom)))
+        for k in (0, 1):
+            m[:, foot_of == k] = 1.0 - g[:, k:k + 1]
+        self.height_match_w = torch.as_tensor(m, dtype=dt, device=dev)                       # (T, N)
+        self._foot_of = torch.as_tensor(foot_of, device=dev)                                   # (N,) -1/0/1
+
     def _sole_vertices(self, character: Character, motion: Motion, max_frames: int = 400,
                        max_vertices: int = 300) -> np.ndarray:
-        """Mesh vertices that are the lowest point of a foot most often over ``motion`` (up to
-        ``settings.sole_points`` per foot): heel, ball and toe points of the sole."""
+        """Up to ``settings.sole_points`` mesh vertices per foot that carry it on the ground over ``motion``
+        (heel, ball, toe and the sole's outline): ``_spread_sole_points`` on ``max_frames`` sampled frames."""
         from .kinematics import ForwardKinematics
         from .skinning import SkinningMatrices, skin_vertices
         sk, mesh = character.skeleton, character.mesh
         dom = _dominant_bone(mesh)
+        band = SOLE_BAND * float(character.height) if character.height else SOLE_BAND * 1.7
         T = motion.num_frames
         frames = np.unique(np.linspace(0, T - 1, min(T, max_frames)).round().astype(np.int64))
         fk = ForwardKinematics(sk, torch.float32)
@@ -708,17 +767,21 @@ class SolveJob:
                 if len(ids) > max_vertices:
                     ids = ids[np.linspace(0, len(ids) - 1, max_vertices).round().astype(np.int64)]
                 p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
-                z = (p @ A.T + b)[..., 2]                                         # (F, V_foot)
-                low, counts = np.unique(z.argmin(-1).numpy(), return_counts=True)
-                keep = low[np.argsort(-counts, kind="stable")[:self.settings.sole_points]]
-                out.append(ids[np.sort(keep)])
+                z = (p @ A.T + b)[..., 2].numpy()                                 # (F, V_foot)
+                keep = _spread_sole_points(z, mesh.rest_verts[ids], band, self.settings.sole_points)
+                out.append(ids[keep])
                 self._sole_side_list.append(np.full(len(keep), 0 if side == "left" else 1, np.int64))
         return np.concatenate(out) if out else np.zeros(0, np.int64)
 
     @staticmethod
-    def _foot_lowest(character: Character, motion: Motion, ground: float, sides, chunk: int = 512) -> np.ndarray:
-        """Height above ``ground`` of each foot's lowest vertex among ``sides`` = (left ids, right ids) (its
-        sole points), (T, 2); NaN for a foot without vertices."""
+    def _foot_track(character: Character, motion: Motion, ground: float, sides, fps: float,
+                    chunk: int = 512) -> tuple:
+        """Each foot's lowest point among ``sides`` = (left ids, right ids) (its sole points).
+
+        Returns its height above ``ground`` (T, 2; the soft minimum of ``_sole_lows``) and its horizontal
+        velocity (T, 2, 2, m/s): that frame's lowest vertex followed over a centred window of LOCK_WINDOW_S
+        (k = max(1, round(fps · LOCK_WINDOW_S / 2)) frames each side, clamped at the clip's ends: the
+        foot-locked metric's estimator). NaN for a foot without vertices."""
         from .kinematics import ForwardKinematics
         from .skinning import SkinningMatrices, skin_vertices
         sk, mesh = character.skeleton, character.mesh
@@ -727,7 +790,7 @@ class SolveJob:
         sm = SkinningMatrices(sk, torch.float32)
         A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=torch.float32)
         b = torch.as_tensor(sk.object_matrix[:3, 3], dtype=torch.float32)
-        out = np.full((T, 2), np.nan)
+        pts = [np.zeros((T, len(ids), 3)) for ids in sides]
         with torch.no_grad():
             for a in range(0, T, chunk):
                 fr = slice(a, min(T, a + chunk))
@@ -738,8 +801,23 @@ class SolveJob:
                         continue
                     p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids],
                                          mesh.weight_values[ids])
-                    out[fr, k] = ((p @ A.T + b)[..., 2].min(-1).values - ground).numpy()
-        return out
+                    pts[k][fr] = (p @ A.T + b).numpy()
+        low = np.full((T, 2), np.nan)
+        vel = np.full((T, 2, 2), np.nan)
+        tau = SOFT_LOW * float(character.height) if character.height else SOFT_LOW * 1.7
+        w = max(1, int(round(fps * LOCK_WINDOW_S / 2.0)))
+        t = np.arange(T)
+        lo, hi = np.clip(t - w, 0, T - 1), np.clip(t + w, 0, T - 1)
+        for k, P in enumerate(pts):
+            if P.shape[1] == 0:
+                continue
+            v = P[..., 2].argmin(-1)                                          # (T,) lowest sole point
+            z = -(P[..., 2] - ground) / tau                                   # soft minimum, as _sole_lows
+            zm = z.max(-1)
+            low[:, k] = -tau * (zm + np.log(np.exp(z - zm[:, None]).sum(-1)))
+            d = P[hi, v, :2] - P[lo, v, :2]
+            vel[:, k] = d / np.maximum(hi - lo, 1)[:, None] * fps
+        return low, vel
 
     def _init_root_from_feet(self):
         """Start the horizontal root trajectory where the source's planted feet stay planted.
@@ -849,6 +927,9 @@ class SolveJob:
             out[k] = max(init, floors[k], 1e-12)
         # floor barrier: fixed scale, "1" = one point per frame 1 % h_c below the floor
         out["floor"] = T * ref ** 2
+        if "lock" in raw:   # foot lock: its initial value, floored at 0.5 % h_c / s on every locked point
+            w = float(self.lock_w.sum()) * max(int((self._sole_side_t == 0).sum()), 1)
+            out["lock"] = max(float(raw["lock"]), w * (0.005 * h) ** 2, 1e-12)
         return out
 
     # -- forward ----------------------------------------------------------------------------------------
@@ -887,16 +968,39 @@ class SolveJob:
         return (p[:, :N], n[:, :N]) if p.shape[1] > N else (p, n)
 
     def _sole_lows(self, sole) -> torch.Tensor:
-        """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3)."""
+        """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3): a soft minimum
+        (temperature SOFT_LOW × h_c), so that on a flat sole, where several points are nearly as low, the
+        gradient is shared instead of jumping from one point to the next (``_foot_track`` uses the same)."""
         hs = height(sole, self.settings.terrain if self.settings.terrain is not None else 0.0)
+        tau = SOFT_LOW * self.h_tgt
         big = torch.finfo(hs.dtype).max
-        return torch.stack([torch.where(self._sole_side_t == k, hs, big).min(-1).values for k in (0, 1)], -1)
+        return torch.stack([-tau * torch.logsumexp(torch.where(self._sole_side_t == k, -hs / tau, -big), -1)
+                            for k in (0, 1)], -1)
 
     def _foot_relative(self, h, lows) -> torch.Tensor:
         """Heights (T, N) of the key vertices above their own foot's lowest sole point (0 off the feet)."""
         idx = self._foot_of.clamp(min=0)
         rel = h - lows.index_select(1, idx)
         return torch.where(self._foot_of >= 0, rel, torch.zeros_like(rel))
+
+    def _lock_loss(self, sole) -> torch.Tensor:
+        """Foot lock: Σ over frames and sole points of lock weight × |horizontal velocity − the source foot's|²
+        (m²/s²; the source's lowest foot point's velocity, scaled like L_sliding's: nearly 0 where it is locked).
+
+        sole: (T, S, 3) sole points. The velocity is the mean over LOCK_WINDOW_S (central difference, as the
+        source's speed), which ignores the capture jitter that a smooth residual cannot remove anyway. A point
+        counts where it is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries
+        the weight; stop-gradient), times the source foot's lock weight."""
+        ht = self.h_tgt
+        hs = height(sole, self.settings.terrain if self.settings.terrain is not None else 0.0)   # (T, S)
+        side = self._sole_side_t
+        with torch.no_grad():
+            lows = self._sole_lows(sole)                                                        # (T, 2)
+            rho = (1.0 - (hs - lows.index_select(1, side)) / (0.01 * ht)).clamp(0.0, 1.0)
+            w = self.lock_w.index_select(1, side) * rho                                         # (T, S)
+        d = sole.index_select(0, self._lock_hi)[..., :2] - sole.index_select(0, self._lock_lo)[..., :2]
+        v = d / self._lock_dt[:, None, None] - self.lock_vel.index_select(1, side)              # (T, S, 2)
+        return (w * v.square().sum(-1)).sum()
 
     def _raw_terms(self, p, n, alpha: float, pairset, sole=None) -> dict:
         """Unweighted, unnormalised terms at positions p (T, N, 3), normals n (T, N, 3), sole points
@@ -934,6 +1038,8 @@ class SolveJob:
                 out["height"] = out["height"] + (r2 if vs["height"] is None else r2 * vs["height"]).sum()
         vel = sliding(p, self.fps)
         out["sliding"] = sliding_loss(vel, self.src_vel_cmp, wf[:-1], vs["sliding"])
+        if self.lock_w is not None and sole is not None and sole.shape[0] > 1:
+            out["lock"] = self._lock_loss(sole)
         # pair terms on the sparse active set
         if len(pairset):
             d = pair_descriptors(p, n, pairset.t, pairset.i, pairset.j)
@@ -972,6 +1078,9 @@ class SolveJob:
         raw = self._raw_terms(p, n, alpha, pairset, self._sole_p)
         out = {k: self.settings.weight(k) * raw[k] / self.scales[k] for k in TERMS}
         out["height"] = out["height"] + self.settings.weight("height") * raw["floor"] / self.scales["floor"]
+        if "lock" in raw:   # reported inside 'sliding' (both are about feet sliding)
+            out["sliding"] = out["sliding"] + (self.settings.weight("sliding") * self.settings.foot_lock
+                                               * raw["lock"] / self.scales["lock"])
         return out
 
     def _adam_step(self) -> Progress:

@@ -185,3 +185,44 @@ def test_root_init_from_feet_reduces_initial_sliding(pair):
         first[mode] = progress[0].terms["sliding"]
     assert job.stats["root_init_shift_max_m"] > 0.0
     assert first["feet"] < 0.9 * first["copy"], first
+
+
+def test_spread_sole_points_cover_a_flat_sole():
+    """A foot standing still and flat: every sole vertex is as low as the lowest one, so the sole points
+    spread over the whole sole, not the single lowest vertex."""
+    from core.solver import _spread_sole_points
+    gx, gy = np.meshgrid(np.linspace(0.0, 0.25, 11), np.linspace(0.0, 0.1, 5))
+    sole = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], 1)          # (55, 3) flat sole
+    top = sole + [0.0, 0.0, 0.08]                                              # the instep, never low
+    rest = np.concatenate([sole, top])
+    z = np.tile(rest[:, 2], (20, 1)) + 1e-4 * np.arange(len(rest)) / len(rest)   # (F, V), static
+    keep = _spread_sole_points(z, rest, band=0.005, count=8)
+    assert len(keep) == 8 and (keep < len(sole)).all()                        # only sole vertices
+    gap = np.linalg.norm(sole[:, None] - sole[keep][None], axis=-1).min(1)   # each sole vertex to its nearest
+    assert gap.max() < 0.07                                                    # whole outline covered
+    assert np.ptp(sole[keep, 0]) > 0.2 and np.ptp(sole[keep, 1]) > 0.08
+    # a rolling foot: only the vertices that are ever near the lowest qualify
+    z2 = np.tile(rest[:, 2], (20, 1)) + np.where(rest[:, 0] > 0.2, 0.0, 0.05)[None]
+    keep2 = _spread_sole_points(z2, rest, band=0.005, count=8)
+    assert (rest[keep2, 0] > 0.2).all() and (rest[keep2, 2] == 0).all()
+
+
+def test_lock_loss_by_hand():
+    """L_lock = Σ lock weight × |windowed velocity − source velocity|² over sole points near the foot's lowest."""
+    from types import SimpleNamespace
+    job = SimpleNamespace(h_tgt=1.0, settings=SolverSettings(), fps=10.0)
+    job._sole_side_t = torch.tensor([0, 0, 1])
+    job._sole_lows = lambda sole: SolveJob._sole_lows(job, sole)
+    T = 3
+    job._lock_lo, job._lock_hi = torch.tensor([0, 0, 1]), torch.tensor([1, 2, 2])
+    job._lock_dt = (job._lock_hi - job._lock_lo).double() / job.fps                  # 0.1, 0.2, 0.1 s
+    job.lock_w = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.5, 1.0]], dtype=torch.float64)
+    job.lock_vel = torch.zeros((T, 2, 2), dtype=torch.float64)
+    job.lock_vel[:, 1, 0] = 0.1                                                       # right foot: 0.1 m/s in x
+    sole = torch.zeros((T, 3, 3), dtype=torch.float64)
+    sole[:, 0, 0] = torch.tensor([0.0, 0.01, 0.02])     # left sole point 0 slides 0.1 m/s on the floor
+    sole[:, 1, 2] = 0.5                                  # left point 1 is 0.5 m up: not carrying the foot
+    sole[:, 1, 0] = torch.tensor([0.0, 1.0, 2.0])
+    sole[:, 2, 0] = torch.tensor([0.0, 0.01, 0.02])     # right point moves as its source: no cost
+    got = float(SolveJob._lock_loss(job, sole))
+    assert got == pytest.approx(1.0 * 0.01 + 1.0 * 0.01 + 0.5 * 0.01, rel=1e-6)
