@@ -8,11 +8,14 @@ Transfer (``transfer_keyverts``), per limb (torso, head, arms, hands, legs, feet
    template's axes (left = +X, forward = -Y, up = +Z);
 2. vertices are split into limbs by skin weights (highest summed limb weight; bones outside the bone map count
    for their nearest mapped ancestor);
-3. each limb cloud is normalised to zero mean and unit variance (area-weighted moments, per axis);
-4. vertices carry area weights ``w_i = Σ_{f∋i} A(f) / n(f)`` normalised per limb;
-5. entropic OT (POT ``ot.sinkhorn``, log-domain) between the template limb and the destination limb with the
+3. the T-posed mesh is re-proportioned onto the template's bone lengths (``reproportion_maps``: per-bone axial maps
+   blended by skin weights, the inverse of ``core.body.fit_body_to_skeleton``'s construction), so that bones
+   stretched differently inside one limb (upper arm vs forearm) no longer shift the limb's mass;
+4. each limb cloud is normalised to zero mean and unit variance (area-weighted moments, per axis);
+5. vertices carry area weights ``w_i = Σ_{f∋i} A(f) / n(f)`` of the re-proportioned mesh, normalised per limb;
+6. entropic OT (POT ``ot.sinkhorn``, log-domain) between the template limb and the destination limb with the
    squared Euclidean cost, on area-preserving clusters of at most ``max_points`` points per side;
-6. the destination dual potential is extended to every destination vertex (soft c-transform), which gives,
+7. the destination dual potential is extended to every destination vertex (soft c-transform), which gives,
    for each template key vertex, its transport plan row over ALL destination vertices of the limb; the key
    vertex goes to the row's barycentre snapped to the nearest destination vertex that faces the same way
    (normal agreement), see docs/keyverts.md for the measurement behind this read-out and ``DEFAULT_REG``.
@@ -43,6 +46,10 @@ DEFAULT_READOUT = "snap_normal"
 DEFAULT_NORMALIZE = "axis"
 #: Largest number of OT atoms per side and limb (area-preserving clusters above it).
 DEFAULT_MAX_POINTS = 300
+#: Re-proportion the destination onto the template's bone lengths before the OT (docs/keyverts.md §3).
+DEFAULT_REPROPORTION = True
+#: Range of the axial scale of one bone in the re-proportioning (guards against degenerate rigs).
+REPROPORTION_CLAMP = (0.5, 2.0)
 
 
 @dataclass(frozen=True)
@@ -145,13 +152,14 @@ def limb_labels(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> np.nda
     return lab
 
 
-def tpose_geometry(character: Character, base=None):
+def tpose_geometry(character: Character, base=None, joints: bool = False):
     """Destination vertices and normals in the shared T-pose, template axes (metres, world origin).
 
     Args:
         base: optional (J, 4) basis rotations of a standing frame to build the T-pose from (skeletons whose
             rest pose is not standing); by default the rest pose, turned upright when it lies down.
-    Returns (V,3) positions, (V,3) unit normals, (3,3) Rc (template axes -> world).
+        joints: also return the (J,3) bone heads in the same T-pose and axes.
+    Returns (V,3) positions, (V,3) unit normals, (3,3) Rc (template axes -> world)[, (J,3) bone heads].
     """
     from .body import standing_skeleton
     from .kinematics import forward_kinematics
@@ -171,6 +179,9 @@ def tpose_geometry(character: Character, base=None):
     nrm_w /= np.maximum(np.linalg.norm(nrm_w, axis=1, keepdims=True), 1e-12)
     fr = body_frame(sk, character.bone_map, base)
     Rc = np.stack([fr.left, -fr.forward, fr.up], 1)
+    if joints:
+        heads = pose.positions.numpy() @ A.T + M[:3, 3]
+        return pos_w @ Rc, nrm_w @ Rc, Rc, heads @ Rc
     return pos_w @ Rc, nrm_w @ Rc, Rc
 
 
@@ -210,6 +221,139 @@ def character_height(character: Character, base=None) -> float:
                                                               character.mesh.face_offsets))
     z = pos[mask if mask.any() else slice(None), 2]
     return float(z.max() - z.min())
+
+
+# ----------------------------------------------------------------------------------------------- re-proportioning
+
+_TORSO = ("hips", "spine", "chest", "upper_chest")
+#: canonical bone -> the canonical bone whose head ends it (its length), as in core.body.fit_body_to_skeleton
+_CHAIN_CHILD = {"neck": "head"}
+for _s in ("left", "right"):
+    _CHAIN_CHILD.update({f"{_s}_shoulder": f"{_s}_upper_arm", f"{_s}_upper_arm": f"{_s}_lower_arm",
+                         f"{_s}_lower_arm": f"{_s}_hand", f"{_s}_hand": f"{_s}_middle_1",
+                         f"{_s}_upper_leg": f"{_s}_lower_leg", f"{_s}_lower_leg": f"{_s}_foot",
+                         f"{_s}_foot": f"{_s}_toes"})
+    for _f in ("thumb", "index", "middle", "ring", "little"):
+        _CHAIN_CHILD[f"{_s}_{_f}_1"] = f"{_s}_{_f}_2"
+        _CHAIN_CHILD[f"{_s}_{_f}_2"] = f"{_s}_{_f}_3"
+
+
+def _foot_width(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict, pos, area, side: str):
+    """Area-weighted lateral (X) standard deviation of the vertices skinned only to one foot and its toes
+    (None when fewer than 10 such vertices)."""
+    canon = bone_canonical(skeleton, bone_map)
+    sel = np.array([c in (f"{side}_foot", f"{side}_toes") for c in canon])
+    m = (mesh.weight_values * sel[mesh.weight_bones]).sum(1) >= 0.999
+    if m.sum() < 10 or area[m].sum() <= 0:
+        return None
+    a, x = area[m], pos[m, 0]
+    mu = (a * x).sum() / a.sum()
+    return float(np.sqrt((a * (x - mu) ** 2).sum() / a.sum()))
+
+
+def reproportion_maps(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict, heads, pos, area, tpl: "Template"):
+    """Per-bone affine maps that put the T-posed destination on the template's bone lengths.
+
+    The inverse of ``core.body.fit_body_to_skeleton``'s construction. Each canonical bone gets ``x -> L x + t``
+    with ``L = I + (k - 1) u u^T``: an axial scale ``k`` along the bone (``u``: head -> head of its canonical
+    child), radial directions untouched (the per-limb normalisation removes a uniform radial scale).
+    ``k = s l_t / l_c``: the template bone length at the destination's body scale
+    ``s = (hips->head + hip->foot)_dest / (same)_template`` (as in the fit) over the destination bone length,
+    clamped to ``REPROPORTION_CLAMP``. As in the fit, the four torso bones share one map (hips -> neck), the head
+    and chain ends (toes, distal phalanges: their parent's ``L``) get no scale of their own, nor do bones whose
+    child is unmapped. Two departures: the shoulder (clavicle) is scaled along the left axis by its span, since
+    rigs incline it very differently (a scale along a tilted axis shears the shoulder); the foot is scaled with
+    its own width ratio instead of ``s`` (its bone is oblique, so a length scale that disagrees with the foot's
+    girth would shear the sole; exact for a stretched template whose feet are unchanged). Translations keep the
+    maps continuous at every joint (a child's head goes where its parent's map sends it), except the hips' head
+    and the hip joints, which go onto the template's (times ``s``): no bone spans the pelvis, so the legs are
+    placed directly, as the fit places them. Bones without a canonical name use their nearest mapped ancestor's
+    map (unmapped roots: the torso's).
+
+    Args:
+        skeleton, mesh, bone_map: the destination.
+        heads: (J,3) bone heads in the shared T-pose, template axes (``tpose_geometry(..., joints=True)``).
+        pos: (V,3) T-posed vertices (same axes), area: (V,) their area weights.
+        tpl: the Template (its rest pose is the shared T-pose in template axes).
+    Returns:
+        (J,3,3) linear parts and (J,3) translations per destination bone, or None when the bone map lacks
+        hips, head, or a leg.
+    """
+    from .humanoid import CANONICAL_BONES
+
+    tG = tpl.skeleton.rest_global
+    tj = {c: tG[i, :3, 3] for i, c in enumerate(tpl.skeleton.names)}
+    cj = {c: heads[skeleton.index(b)] for c, b in bone_map.items() if b in skeleton.names and c in tj}
+    if not all(c in cj for c in ("hips", "head", "left_upper_leg", "right_upper_leg", "left_foot")):
+        return None
+
+    def seg(a, b, p):
+        return float(np.linalg.norm(p[a] - p[b]))
+    s = (seg("hips", "head", cj) + seg("left_upper_leg", "left_foot", cj)) / \
+        (seg("hips", "head", tj) + seg("left_upper_leg", "left_foot", tj))
+    lo, hi = REPROPORTION_CLAMP
+
+    def axial(a, b, scale, lateral=False):
+        d, dt = cj[b] - cj[a], tj[b] - tj[a]
+        if lateral:   # along the template's left axis only: the span, not the rig's inclination
+            d, dt = d * [1.0, 0.0, 0.0], dt * [1.0, 0.0, 0.0]
+        lc, lt = np.linalg.norm(d), np.linalg.norm(dt)
+        if lc < 1e-9 or lt < 1e-9:
+            return np.eye(3)
+        u = d / lc
+        return np.eye(3) + (float(np.clip(scale * lt / lc, lo, hi)) - 1.0) * np.outer(u, u)
+
+    L_torso = axial("hips", "neck" if "neck" in cj else "head", s)
+    torso = (L_torso, s * tj["hips"] - L_torso @ cj["hips"])
+    maps = {}
+    for c in CANONICAL_BONES:
+        if c not in cj:
+            continue
+        if c in _TORSO:
+            maps[c] = torso
+            continue
+        child = _CHAIN_CHILD.get(c)
+        if c.endswith("_foot") and child in cj:
+            w_c = _foot_width(skeleton, mesh, bone_map, pos, area, c.split("_")[0])
+            w_t = _template_foot_width(tpl, c.split("_")[0])
+            L = axial(c, child, s if w_c is None or w_t is None else w_c / w_t)
+        elif child is not None:
+            L = axial(c, child, s, lateral=c.endswith("_shoulder")) if child in cj else np.eye(3)
+        elif c == "head":
+            L = np.eye(3)
+        else:  # chain ends: the parent's linear part
+            p = CANONICAL_PARENT[c]
+            while p not in maps:
+                p = CANONICAL_PARENT[p]
+            L = maps[p][0]
+        if c in ("left_upper_leg", "right_upper_leg"):
+            t = s * tj[c] - L @ cj[c]
+        else:
+            p = CANONICAL_PARENT[c]
+            while p not in maps:
+                p = CANONICAL_PARENT[p]
+            Lp, tp = maps[p]
+            t = Lp @ cj[c] + tp - L @ cj[c]
+        maps[c] = (L, t)
+    Ls, ts = np.empty((skeleton.num_bones, 3, 3)), np.empty((skeleton.num_bones, 3))
+    for j, c in enumerate(bone_canonical(skeleton, bone_map)):
+        while c is not None and c not in maps:
+            c = CANONICAL_PARENT.get(c)
+        Ls[j], ts[j] = maps[c] if c is not None else torso
+    return Ls, ts
+
+
+def reproportion_vertices(mesh: SkinnedMesh, pos, Ls, ts) -> np.ndarray:
+    """(V,3) vertices ``pos`` (V,3) moved by the per-bone maps ``Ls`` (J,3,3), ``ts`` (J,3) blended with the
+    mesh's skin weights (vertices without weights stay where they are)."""
+    wb, wv = mesh.weight_bones, mesh.weight_values
+    wsum = wv.sum(1)
+    ok = wsum > 1e-12
+    w = wv[ok] / wsum[ok, None]
+    L = np.einsum("vk,vkij->vij", w, Ls[wb[ok]])
+    out = pos.copy()
+    out[ok] = np.einsum("vij,vj->vi", L, pos[ok]) + np.einsum("vk,vki->vi", w, ts[wb[ok]])
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- OT
@@ -340,7 +484,7 @@ def _readout(ot_res, xk, xd, wd, nd, target_dir, mode, bias=None):
 
 def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = None, *, reg: float = None,
                       readout: str = None, normalize: str = None, max_points: int = None,
-                      template: Template = None, shortcut: bool = True) -> KeyVertexSet:
+                      template: Template = None, shortcut: bool = True, reproportion: bool = None) -> KeyVertexSet:
     """Place the template's N key vertices on a character's mesh (method.md §1.3).
 
     Args:
@@ -351,6 +495,7 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
         template: use another template (tests); default ``load_template(n)``.
         shortcut: a mesh with the template's own topology (a fitted body) gets the template's vertex ids
             directly (exact); False runs the OT anyway (tests of the transfer itself).
+        reproportion: re-proportion onto the template's bone lengths first (default ``DEFAULT_REPROPORTION``).
     Returns:
         KeyVertexSet with the template's names and limbs, vertex ids into ``character.mesh``.
     """
@@ -359,11 +504,13 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
                         f"(core.body.fit_body_to_skeleton).")
     readout = DEFAULT_READOUT if readout is None else readout
     return _transfer(character, n, locked, reg, (readout,), normalize, max_points, template,
-                     shortcut=shortcut)[readout]
+                     shortcut=shortcut, reproportion=reproportion)[readout]
 
 
-def _transfer(character, n, locked, reg, readouts, normalize, max_points, template, debias=True, shortcut=True):
+def _transfer(character, n, locked, reg, readouts, normalize, max_points, template, debias=True, shortcut=True,
+              reproportion=None):
     """transfer_keyverts for several read-outs sharing one OT solve: {readout: KeyVertexSet}."""
+    repro = DEFAULT_REPROPORTION if reproportion is None else reproportion
     reg = DEFAULT_REG if reg is None else reg
     normalize = DEFAULT_NORMALIZE if normalize is None else normalize
     max_points = DEFAULT_MAX_POINTS if max_points is None else max_points
@@ -386,10 +533,14 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
         for r in readouts:
             ids[r][~lock] = kv.vertex_ids[~lock]
         return {r: KeyVertexSet(kv.names, kv.limbs, ids[r], lock, kv.eye) for r in readouts}
-    pos, nrm, _ = tpose_geometry(character)
+    pos, nrm, _, heads = tpose_geometry(character, joints=True)
     lab = limb_labels(character.skeleton, mesh, character.bone_map)
     area = area_weights(pos, mesh.face_indices, mesh.face_offsets)
     eligible = body_vertex_mask(mesh, lab, area)
+    maps = reproportion_maps(character.skeleton, mesh, character.bone_map, heads, pos, area, tpl) if repro else None
+    if maps is not None:
+        pos = reproportion_vertices(mesh, pos, *maps)
+        area = area_weights(pos, mesh.face_indices, mesh.face_offsets)
     t_lab, t_area = _template_cache(tpl)
     for li, limb in enumerate(LIMBS):
         ks = [k for k in range(len(kv)) if kv.limbs[k] == limb and not lock[k]]
@@ -439,6 +590,15 @@ def _template_cache(tpl: Template):
     if key not in _TCACHE:
         lab = limb_labels(tpl.skeleton, tpl.mesh, tpl.bone_map)
         _TCACHE[key] = (lab, area_weights(tpl.mesh.rest_verts, tpl.mesh.face_indices, tpl.mesh.face_offsets))
+    return _TCACHE[key]
+
+
+def _template_foot_width(tpl: Template, side: str):
+    """``_foot_width`` of the template (cached)."""
+    key = (id(tpl.mesh), "foot", side)
+    if key not in _TCACHE:
+        _, t_area = _template_cache(tpl)
+        _TCACHE[key] = _foot_width(tpl.skeleton, tpl.mesh, tpl.bone_map, tpl.mesh.rest_verts, t_area, side)
     return _TCACHE[key]
 
 

@@ -1,6 +1,7 @@
 """Key-vertex robustness report on every character (and skeleton-only motion) of ../shared/assets.
 
-    .venv/bin/python tools/keyverts_report.py [--n 41] [--no-motions] [--synthetic-only]
+    .venv/bin/python tools/keyverts_report.py [--n 41] [--no-motions] [--synthetic-only] [--sweep]
+    .venv/bin/python tools/keyverts_report.py --known
 
 For each character: import it (the add-on's bridge), detect its bone map (core.bonemap), transfer the key
 vertices and check, in the shared T-pose:
@@ -12,6 +13,12 @@ vertices and check, in the shared T-pose:
   * time: transfer wall time (warm, this machine; the machine is shared and timings are noisy).
 Skeleton-only motion files get a fitted template body first (core.body.fit_body_to_skeleton).
 A synthetic section covers what the assets lack: several mesh parts, a low-poly body, an asymmetric body.
+--known: the known-answer cases instead (no add-on needed): copies of the template whose right answer is the
+template's own vertex ids, transferred through the OT (shortcut off), with the re-proportioning off and on.
+--sweep: the mirror check on every character with a mesh again, over 15 settings around the defaults
+(entropy x 0.8 .. 1.25, 250 / 300 / 350 OT atoms), with and without the re-proportioning: a pair whose two
+candidate vertices are nearly equidistant from the read-out point flips with any small change, so one setting
+alone cannot tell a method change from such a flip.
 """
 
 from __future__ import annotations
@@ -101,12 +108,128 @@ def synthetic(core, n):
     return out
 
 
+def stretched_copy(tpl, scales):
+    """The template with arm / leg bones stretched along their axis ({canonical bone: factor}), the per-bone
+    maps blended by its skin weights, children following their parent's map at their head; skeleton moved
+    with it (a copy built without core.body.fit_body_to_skeleton). Returns a Character."""
+    import dataclasses
+
+    from core.body import vertex_normals
+    from core.types import Character, Skeleton
+    sk, m = tpl.skeleton, tpl.mesh
+    G = sk.rest_global
+    nxt = {"upper_arm": "lower_arm", "lower_arm": "hand", "upper_leg": "lower_leg", "lower_leg": "foot"}
+    A, t, heads = np.tile(np.eye(3), (sk.num_bones, 1, 1)), np.zeros((sk.num_bones, 3)), G[:, :3, 3].copy()
+    for j, c in enumerate(sk.names):
+        p = sk.parents[j]
+        if p >= 0:
+            heads[j] = A[p] @ G[j, :3, 3] + t[p]
+        if c in scales:
+            side, _, part = c.partition("_")
+            u = G[sk.index(f"{side}_{nxt[part]}"), :3, 3] - G[j, :3, 3]
+            u /= np.linalg.norm(u)
+            A[j] = np.eye(3) + (scales[c] - 1.0) * np.outer(u, u)
+        t[j] = heads[j] - A[j] @ G[j, :3, 3]
+    wb, wv = m.weight_bones, m.weight_values
+    v = np.einsum("vk,vkij,vj->vi", wv, A[wb], m.rest_verts) + np.einsum("vk,vki->vi", wv, t[wb])
+    G2 = G.copy()
+    G2[:, :3, 3] = heads
+    rest_local = np.stack([G2[j] if p < 0 else np.linalg.inv(G2[p]) @ G2[j] for j, p in enumerate(sk.parents)])
+    mesh = dataclasses.replace(m, rest_verts=v, rest_normals=vertex_normals(v, m.face_indices, m.face_offsets))
+    return Character(Skeleton("stretched", sk.names, sk.parents, rest_local), mesh, dict(tpl.bone_map))
+
+
+def known_answers():
+    """Print the known-answer table: exact key vertices / N through the OT, re-proportioning off and on."""
+    sys.path.insert(0, str(ROOT))
+    from core.body import BodyParams, fit_body_to_skeleton, make_body
+    from core.keyverts import load_template, transfer_keyverts
+    from core.types import Character, Skeleton
+    cases = []
+    t41 = load_template(41)
+    sk = t41.skeleton
+    c, s = np.cos(0.7), np.sin(0.7)
+    M = np.array([[1.4 * c, -1.4 * s, 0, 3.0], [1.4 * s, 1.4 * c, 0, -2.0], [0, 0, 1.4, 0.3], [0, 0, 0, 1]])
+    cases.append(("template itself", lambda t: t.character))
+    cases.append(("template x1.4, turned, moved", lambda t: Character(
+        Skeleton("moved", sk.names, sk.parents, sk.rest_local, M), t.mesh, t.bone_map)))
+    for label, kw, pose in (("fitted: template skeleton, A-pose rest", {}, "A"),
+                            ("fitted: arms 1.3, legs 1.25, T", dict(arm_length=1.3, leg_length=1.25), "T"),
+                            ("fitted: arms 1.3, legs 1.25, A", dict(arm_length=1.3, leg_length=1.25), "A"),
+                            ("fitted: arms 0.85, legs 1.1, T", dict(arm_length=0.85, leg_length=1.1), "T"),
+                            ("fitted: arms 0.85, legs 1.1, A", dict(arm_length=0.85, leg_length=1.1), "A"),
+                            ("fitted: 1.5 m, arms 1.2, legs 0.9, A", dict(height=1.5, arm_length=1.2, leg_length=0.9),
+                             "A"),
+                            ("fitted: 1.95 m, arms 0.9, legs 1.15, T",
+                             dict(height=1.95, arm_length=0.9, leg_length=1.15), "T")):
+        skb, _, bm = make_body(BodyParams(name="known", **kw), pose=pose)
+        ch = Character(skb, fit_body_to_skeleton(skb, bm), bm)
+        cases.append((label, lambda t, ch=ch: ch))
+    for label, f in (("stretched: upper arm 1.3, forearm 1.3", {"upper_arm": 1.3, "lower_arm": 1.3}),
+                     ("stretched: arm 1.4 / 1.1, leg 1.2 / 1.3",
+                      {"upper_arm": 1.4, "lower_arm": 1.1, "upper_leg": 1.2, "lower_leg": 1.3}),
+                     ("stretched: upper arm 0.85, leg 1.1 / 0.9",
+                      {"upper_arm": 0.85, "upper_leg": 1.1, "lower_leg": 0.9})):
+        cases.append((label, lambda t, f=f: stretched_copy(t, {f"{sd}_{b}": x for b, x in f.items()
+                                                               for sd in ("left", "right")})))
+    print("| copy of the template | N=41 off | N=41 on | N=96 off | N=96 on |\n|---|---|---|---|---|")
+    for label, make in cases:
+        cells = []
+        for n in (41, 96):
+            t = load_template(n)
+            ch = make(t)
+            for repro in (False, True):
+                kv = transfer_keyverts(ch, n, shortcut=False, reproportion=repro)
+                cells.append(f"{int((kv.vertex_ids == t.keyverts.vertex_ids).sum())}/{n}")
+        print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+SWEEP_REG = (0.8, 0.9, 1.0, 1.1, 1.25)
+SWEEP_POINTS = (250, 300, 350)
+
+
+def sweep(kvmod, humanoid, character, n, base=None):
+    """{reproportion: [check() of each setting]} over SWEEP_REG x SWEEP_POINTS."""
+    out = {}
+    for repro in (False, True):
+        out[repro] = [check(kvmod, humanoid, character,
+                            kvmod.transfer_keyverts(character, n, reg=kvmod.DEFAULT_REG * f, max_points=mp,
+                                                    reproportion=repro), n, base)
+                      for f in SWEEP_REG for mp in SWEEP_POINTS]
+    return out
+
+
+def sweep_table(results):
+    """Markdown lines summarising {name: sweep()} for both settings of the re-proportioning."""
+    lines = ["| re-proportioning | (character, setting) with a pair > 3 % | pairs > 3 % | mean pair asym. % h | "
+             "mean of max pair asym. % h | characters with a pair > 3 % at the defaults |", "|---|---|---|---|---|---|"]
+    for repro in (False, True):
+        rs = [r for res in results.values() for r in res[repro]]
+        at_default = [name for name, res in results.items()
+                      if res[repro][SWEEP_REG.index(1.0) * len(SWEEP_POINTS) + SWEEP_POINTS.index(300)]["asym_over3"]]
+        lines.append(f"| {'on' if repro else 'off'} | {sum(r['asym_over3'] > 0 for r in rs)}/{len(rs)} | "
+                     f"{sum(r['asym_over3'] for r in rs)} | {np.mean([r['asym_mean'] for r in rs]):.3f} | "
+                     f"{np.mean([r['asym_max'] for r in rs]):.2f} | {', '.join(at_default) or 'none'} |")
+    lines.append("")
+    lines.append("| character | settings with a pair > 3 %: off | on |")
+    lines.append("|---|---|---|")
+    for name, res in results.items():
+        lines.append(f"| {name} | {sum(r['asym_over3'] > 0 for r in res[False])}/{len(res[False])} | "
+                     f"{sum(r['asym_over3'] > 0 for r in res[True])}/{len(res[True])} |")
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=41)
     ap.add_argument("--no-motions", action="store_true")
     ap.add_argument("--synthetic-only", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="mirror check over 15 settings, re-proportioning off/on")
+    ap.add_argument("--known", action="store_true", help="known-answer cases only (no add-on)")
     args = ap.parse_args(argv)
+    if args.known:
+        return known_answers()
     core = enable_addon()
     import bpy
     bridge, bonemap = core("reconform_addon.bridge"), core("core.bonemap")
@@ -114,6 +237,7 @@ def main(argv=None):
     print(f"N = {args.n}\n")
     print(HEADER)
     kvmod.transfer_keyverts(kvmod.load_template(args.n).character, args.n)  # warm-up (imports, template bias)
+    swept = {}
     files = [] if args.synthetic_only else sorted((ASSETS / "characters").iterdir())
     motions = [] if (args.synthetic_only or args.no_motions) else sorted((ASSETS / "motions").iterdir())
     for path in files + motions:
@@ -142,8 +266,13 @@ def main(argv=None):
         kv = kvmod.transfer_keyverts(ch, args.n)
         dt = time.perf_counter() - t
         print(row(path.name, mesh.num_verts, check(kvmod, humanoid, ch, kv, args.n, base), dt, note), flush=True)
+        if args.sweep and meshes:
+            swept[path.name] = sweep(kvmod, humanoid, ch, args.n, base)
     for line in synthetic(core, args.n):
         print(line, flush=True)
+    if swept:
+        print(f"\nSweep (N = {args.n}): {len(SWEEP_REG) * len(SWEEP_POINTS)} settings per character\n")
+        print("\n".join(sweep_table(swept)))
     return 0
 
 

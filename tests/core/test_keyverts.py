@@ -5,23 +5,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from core.body import BodyParams, fit_body_to_skeleton, make_body
+from core.body import BodyParams, fit_body_to_skeleton, make_body, vertex_normals
 from core.errors import CoreError
 from core.humanoid import LIMBS, mirror_name
 from core.keyverts import (_cluster, area_weights, body_vertex_mask, character_height, limb_labels, load_template,
-                           ot_limb, tpose_geometry, transfer_keyverts)
+                           ot_limb, reproportion_maps, tpose_geometry, transfer_keyverts)
 from core.types import Character, KeyVertexSet, Skeleton, SkinnedMesh
 
 
 @pytest.fixture(scope="module")
 def tpl():
     return load_template(41)
-
-
-@pytest.fixture(scope="module")
-def edge(tpl):
-    q = tpl.mesh.face_indices.reshape(-1, 4)
-    return float(np.linalg.norm(tpl.mesh.rest_verts[q[:, 0]] - tpl.mesh.rest_verts[q[:, 1]], axis=1).mean())
 
 
 @pytest.mark.parametrize("n", [41, 96])
@@ -70,17 +64,26 @@ def test_ot_plan_marginals_and_determinism():
     assert m.sum() == pytest.approx(1.0) and np.allclose((m[:, None] * c).sum(0), (a[:, None] * x).sum(0) / a.sum())
 
 
-def test_transfer_onto_itself_scaled_and_moved_copies_is_exact(tpl):
+@pytest.mark.parametrize("n", [41, 96])
+def test_transfer_onto_itself_scaled_and_moved_copies_is_exact(n):
+    tpl = load_template(n)
     ch = tpl.character
-    kv = transfer_keyverts(ch, shortcut=False)
+    kv = transfer_keyverts(ch, n, shortcut=False)
     assert np.array_equal(kv.vertex_ids, tpl.keyverts.vertex_ids)
     assert kv.names == tpl.keyverts.names and kv.limbs == tpl.keyverts.limbs
     sk = tpl.skeleton
     c, s = np.cos(0.7), np.sin(0.7)
     M = np.array([[1.4 * c, -1.4 * s, 0, 3.0], [1.4 * s, 1.4 * c, 0, -2.0], [0, 0, 1.4, 0.3], [0, 0, 0, 1]])
     moved = Character(Skeleton("moved", sk.names, sk.parents, sk.rest_local, M), tpl.mesh, tpl.bone_map)
-    assert np.array_equal(transfer_keyverts(moved, shortcut=False).vertex_ids, tpl.keyverts.vertex_ids)
+    assert np.array_equal(transfer_keyverts(moved, n, shortcut=False).vertex_ids, tpl.keyverts.vertex_ids)
     assert character_height(moved) == pytest.approx(1.4 * np.ptp(tpl.mesh.rest_verts[:, 2]))
+
+
+def test_reproportioning_the_template_is_the_identity(tpl):
+    pos, _, _, heads = tpose_geometry(tpl.character, joints=True)
+    area = area_weights(pos, tpl.mesh.face_indices, tpl.mesh.face_offsets)
+    Ls, ts = reproportion_maps(tpl.skeleton, tpl.mesh, tpl.bone_map, heads, pos, area, tpl)
+    assert np.abs(Ls - np.eye(3)).max() < 1e-6 and np.abs(ts).max() < 1e-6
 
 
 def test_transfer_is_deterministic_and_keeps_locked(tpl):
@@ -98,18 +101,69 @@ def test_transfer_is_deterministic_and_keeps_locked(tpl):
     assert np.array_equal(np.delete(k3.vertex_ids, [0, 5]), np.delete(k1.vertex_ids, [0, 5]))
 
 
-def test_transfer_onto_posed_and_stretched_copies_lands_on_the_same_vertices(tpl, edge):
-    """Same topology as the template: an A-pose rest and a skeleton with longer limbs (fitted template)."""
-    for params in (BodyParams(name="template"), BodyParams(arm_length=1.3, leg_length=1.25, name="long")):
-        sk, _, bm = make_body(params, pose="A")
-        ch = Character(sk, fit_body_to_skeleton(sk, bm), bm)
-        assert np.array_equal(transfer_keyverts(ch).vertex_ids, tpl.keyverts.vertex_ids)  # known topology
-        kv = transfer_keyverts(ch, shortcut=False)                                          # the OT itself
-        pos, _, _ = tpose_geometry(ch)
-        d = np.linalg.norm(pos[kv.vertex_ids] - pos[tpl.keyverts.vertex_ids], axis=1)
-        exact = np.mean(kv.vertex_ids == tpl.keyverts.vertex_ids)
-        assert exact >= 0.75, (params.name, exact)
-        assert d.max() < 2.0 * edge * max(1.0, params.arm_length), (params.name, d.max() / edge)
+STRETCHED = [(BodyParams(name="template"), "A"),
+             (BodyParams(arm_length=1.3, leg_length=1.25, name="long"), "T"),
+             (BodyParams(arm_length=1.3, leg_length=1.25, name="long"), "A"),
+             (BodyParams(arm_length=0.85, leg_length=1.1, name="short_arms"), "T"),
+             (BodyParams(arm_length=0.85, leg_length=1.1, name="short_arms"), "A")]
+
+
+@pytest.mark.parametrize("params,pose", STRETCHED, ids=[f"{p.name}-{pose}" for p, pose in STRETCHED])
+def test_transfer_onto_posed_and_stretched_copies_lands_on_the_same_vertices(params, pose):
+    """The template re-rested in A-pose and fitted to skeletons with stretched limbs (core.body.
+    fit_body_to_skeleton, same topology): the OT itself (shortcut=False) lands on the template's vertices."""
+    sk, _, bm = make_body(params, pose=pose)
+    ch = Character(sk, fit_body_to_skeleton(sk, bm), bm)
+    for n in (41, 96):
+        t = load_template(n)
+        assert np.array_equal(transfer_keyverts(ch, n).vertex_ids, t.keyverts.vertex_ids)       # known topology
+        kv = transfer_keyverts(ch, n, shortcut=False)                                           # the OT itself
+        wrong = [kv.names[i] for i in np.nonzero(kv.vertex_ids != t.keyverts.vertex_ids)[0]]
+        assert not wrong, (params.name, pose, n, wrong)
+
+
+def _stretched_copy(tpl, scales):
+    """The template with bones stretched along their axis ({canonical bone: factor}; arms and legs), skin
+    weights blending the per-bone maps; children follow their parent's map at their head (chain-consistent);
+    the skeleton moves with it. Independent of core.body.fit_body_to_skeleton."""
+    sk, m = tpl.skeleton, tpl.mesh
+    G = sk.rest_global
+    child = {c: c.replace("upper", "lower") if "upper" in c else c.replace("lower_arm", "hand").replace(
+        "lower_leg", "foot") for c in scales}
+    A, t, heads = np.tile(np.eye(3), (sk.num_bones, 1, 1)), np.zeros((sk.num_bones, 3)), G[:, :3, 3].copy()
+    for j, c in enumerate(sk.names):
+        p = sk.parents[j]
+        if p >= 0:
+            heads[j] = A[p] @ G[j, :3, 3] + t[p]
+        if c in scales:
+            u = G[sk.index(child[c]), :3, 3] - G[j, :3, 3]
+            u /= np.linalg.norm(u)
+            A[j] = np.eye(3) + (scales[c] - 1.0) * np.outer(u, u)
+        t[j] = heads[j] - A[j] @ G[j, :3, 3]
+    wb, wv = m.weight_bones, m.weight_values
+    v = np.einsum("vk,vkij,vj->vi", wv, A[wb], m.rest_verts) + np.einsum("vk,vki->vi", wv, t[wb])
+    G2 = G.copy()
+    G2[:, :3, 3] = heads
+    rest_local = np.stack([G2[j] if p < 0 else np.linalg.inv(G2[p]) @ G2[j] for j, p in enumerate(sk.parents)])
+    mesh = replace(m, rest_verts=v, rest_normals=vertex_normals(v, m.face_indices, m.face_offsets))
+    return Character(Skeleton("stretched", sk.names, sk.parents, rest_local), mesh, dict(tpl.bone_map))
+
+
+@pytest.mark.parametrize("n", [41, 96])
+def test_transfer_onto_geometrically_stretched_copies_lands_on_the_same_vertices(n):
+    """Second construction: the template's own mesh with arm and leg bones stretched by different factors
+    (upper vs lower segment), legs longer than the body scale assumes; exact through the OT too."""
+    t = load_template(n)
+    for f in ({"upper_arm": 1.3, "lower_arm": 1.3},
+              {"upper_arm": 1.4, "lower_arm": 1.1, "upper_leg": 1.2, "lower_leg": 1.3},
+              {"upper_arm": 0.85, "upper_leg": 1.1, "lower_leg": 0.9}):
+        ch = _stretched_copy(t, {f"{side}_{b}": x for b, x in f.items() for side in ("left", "right")})
+        kv = transfer_keyverts(ch, n, shortcut=False)
+        wrong = [kv.names[i] for i in np.nonzero(kv.vertex_ids != t.keyverts.vertex_ids)[0]]
+        assert not wrong, (f, wrong)
+        if f.get("lower_arm") == 1.1:   # without re-proportioning, per-limb normalisation cannot undo it
+            plain = transfer_keyverts(ch, n, shortcut=False, reproportion=False)
+            assert np.mean(plain.vertex_ids == t.keyverts.vertex_ids) < 0.9
 
 
 def test_transfer_on_another_morphology_keeps_limbs_sides_and_symmetry(tpl):
