@@ -279,8 +279,11 @@ def main(argv=None):
     for key, label, thr in (("grounded_f1", "grounded-feet F1 ≥ 0.93", 0.93), ("locked_f1", "foot-locked F1 ≥ 0.85", 0.85)):
         vals = go[key]
         worst = min((v for v in vals if v == v), default=float("nan"))
-        targets[label + " (mean; every case)"] = (f"mean {mean(vals):.3f}, worst {worst:.3f}",
-                                                  mean(vals) >= thr and worst >= thr)
+        targets[label + " (mean over cases)"] = (f"{mean(vals):.3f}", mean(vals) >= thr)
+        at = min((i for i, v in enumerate(vals) if v == v), key=lambda i: vals[i], default=None)
+        targets[label + " (every case)"] = (
+            f"worst {worst:.3f}" + (f" ({agg['cases'][at].split(' → ')[0]})" if at is not None else ""),
+            worst >= thr)
     targets["key-vertex contact F1 higher than copy-rot (mean)"] = (
         f"{mean(gi['contact_f1']):.3f} → {mean(go['contact_f1']):.3f}", mean(go["contact_f1"]) > mean(gi["contact_f1"]))
     targets["jerk ≤ 1.1 × source, per unit of height (every case)"] = (
