@@ -95,7 +95,7 @@ def fit_bone_map(arm_name: str, skeleton, bone_map: dict) -> dict:
 
 
 def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False, fit_body=None,
-                      report=None, action=None, frame_start=None, frame_end=None) -> Character:
+                      report=None, action=None, frame_start=None, frame_end=None, motion=None) -> Character:
     """Read ``arm_obj`` into a core.Character.
 
     Args:
@@ -108,6 +108,7 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False,
         action, frame_start, frame_end: the clip a fitted body is built from when the rest pose is not a
             standing humanoid (Bandai-Namco BVH lie on their side): its frame with both feet flat on the floor
             (``core.copy_rotations.reference_frame``, the same frame copy-rotations uses) gives the pose.
+        motion: that clip already read (a core.Motion of this armature), so that it is not read twice.
     """
     report = report or (lambda msg: None)
     skeleton = read_skeleton(arm_obj)
@@ -132,7 +133,7 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False,
         from ..core.body import fit_body_to_skeleton
         mesh = fit_body_to_skeleton(skeleton, bone_map,
                                     base=_standing_base(arm_obj, skeleton, bone_map, action, frame_start,
-                                                        frame_end))
+                                                        frame_end, motion))
         report(f"'{arm_obj.name}' deforms no mesh: fitted a template body to its skeleton.")
     elif need_mesh:
         read_skinned_mesh(arm_obj, skeleton)  # raises the "deforms no mesh" BridgeError
@@ -144,17 +145,18 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False,
     return character
 
 
-def _standing_base(arm_obj, skeleton, bone_map, action, frame_start, frame_end):
+def _standing_base(arm_obj, skeleton, bone_map, action, frame_start, frame_end, motion=None):
     """(J, 4) basis rotations of the clip's reference frame when the rest pose is not a standing humanoid,
     else None (``core.copy_rotations.reference_basis`` on the frames being retargeted)."""
     from ..core.copy_rotations import reference_basis
     from ..core.tpose import rest_is_standing
     if rest_is_standing(skeleton, bone_map):
         return None
-    act = action if action is not None else getattr(arm_obj.animation_data, "action", None)
-    if act is None:
-        return None
-    motion = read_motion(arm_obj, skeleton, action=act, frame_start=frame_start, frame_end=frame_end)
+    if motion is None:
+        act = action if action is not None else getattr(arm_obj.animation_data, "action", None)
+        if act is None:
+            return None
+        motion = read_motion(arm_obj, skeleton, action=act, frame_start=frame_start, frame_end=frame_end)
     return reference_basis(Character(skeleton=skeleton, bone_map=bone_map), motion)
 
 
@@ -217,14 +219,14 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         raise BridgeError(f"Armature '{target_obj.name}' deforms no mesh: add an Armature modifier pointing to it "
                           "on the character's mesh; the 'reconform' method needs the target's body.")
     say(f"reading source '{source_obj.name}'")
+    src_motion = read_motion(source_obj, read_skeleton(source_obj), action=action, frame_start=frame_start,
+                             frame_end=frame_end)
     src = prepare_character(source_obj, setup_bone_map(setup, "source", source_obj.name), keyvert_count=kv,
                             fit_body=reconform, report=note, action=action, frame_start=frame_start,
-                            frame_end=frame_end)
+                            frame_end=frame_end, motion=src_motion)
     say(f"reading target '{target_obj.name}'")
     tgt = prepare_character(target_obj, setup_bone_map(setup, "target", target_obj.name), keyvert_count=kv,
                             need_mesh=reconform, report=note)
-    src_motion = read_motion(source_obj, src.skeleton, action=action, frame_start=frame_start,
-                             frame_end=frame_end)
     src_action = action if action is not None else source_obj.animation_data.action
     timings["read_s"] = time.perf_counter() - t0
     say(f"source motion: {src_motion.num_frames} frames from {src_motion.frame_start} at {src_motion.fps:g} fps")
