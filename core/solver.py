@@ -35,8 +35,8 @@ from .weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, al
 #: Semantic terms (L_sem) and all terms, in reporting order.
 SEMANTIC_TERMS = ("dist", "dir", "pen", "height", "sliding")
 #: a source foot whose lowest point is within CONTACT_MIN of h_c of its ground is in contact (weight 1),
-#: fading to 0 at CONTACT_MAX (the grounded band of docs/metrics.md is 1 %)
-CONTACT_MIN, CONTACT_MAX = 0.01, 0.02
+#: fading to 0 at CONTACT_MAX (twice the grounded band of docs/metrics.md, 1 %: docs/solver.md "Foot contact")
+CONTACT_MIN, CONTACT_MAX = 0.02, 0.04
 TERMS = ("reg", "smooth") + SEMANTIC_TERMS
 #: a source foot whose lowest point moves slower than LOCK_MIN of h_c per second (over LOCK_WINDOW_S, as the
 #: foot-locked metric of docs/metrics.md) is locked (weight 1), fading to 0 at LOCK_MAX
@@ -83,6 +83,8 @@ class SolverSettings:
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     foot_lock: float = 1.0           #: where the source foot is locked, the target's sole must not slide (0: off)
+    contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
+    lock_band: tuple = (LOCK_MIN, LOCK_MAX)           #: source foot speed (share of h_c per s): locked 1 -> 0
     optimise_fingers: bool = False
     source_ground: object = "zero"   #: "zero", "estimate" (from the source's lowest foot contacts) or metres
     terrain: object = None           #: optional descriptors.HeightField for the target (z = f(x, y))
@@ -617,7 +619,8 @@ class SolveJob:
             # foot lock (docs/solver.md "Foot lock"): where the source's lowest foot point stands still near
             # its floor, the target's sole points near the floor must not slide
             if s.foot_lock > 0:
-                lk = np.clip(1.0 - (speed - LOCK_MIN * self.h_src) / ((LOCK_MAX - LOCK_MIN) * self.h_src), 0, 1)
+                lo_, hi_ = (float(x) * self.h_src for x in s.lock_band)
+                lk = np.clip(1.0 - (speed - lo_) / max(hi_ - lo_, 1e-12), 0.0, 1.0)
                 near = np.nan_to_num(np.abs(low), nan=np.inf) <= MAX_FRACTION * self.h_src
                 lk = np.where(near & np.isfinite(speed), lk, 0.0)                                # (T, 2)
                 self.lock_w = torch.as_tensor(lk, dtype=dt, device=dev)                          # (T, 2)
@@ -725,7 +728,8 @@ class SolveJob:
         self.contact_h = torch.as_tensor(np.nan_to_num(np.clip(low, 0.0, None)) * ratio, dtype=dt,
                                          device=dev)                                      # (T, 2)
         low = np.nan_to_num(np.abs(low), nan=np.inf)
-        g = np.clip(1.0 - (low - CONTACT_MIN * self.h_src) / ((CONTACT_MAX - CONTACT_MIN) * self.h_src), 0.0, 1.0)
+        lo_, hi_ = (float(x) * self.h_src for x in self.settings.contact_band)
+        g = np.clip(1.0 - (low - lo_) / max(hi_ - lo_, 1e-12), 0.0, 1.0)
         self.contact_w = torch.as_tensor(g, dtype=dt, device=dev)                            # (T, 2)
         dom = _dominant_bone(tgt.mesh)[np.asarray(tgt.keyverts.vertex_ids)]
         foot_of = np.full(len(dom), -1)
