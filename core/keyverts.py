@@ -18,7 +18,12 @@ Transfer (``transfer_keyverts``), per limb (torso, head, arms, hands, legs, feet
 7. the destination dual potential is extended to every destination vertex (soft c-transform), which gives,
    for each template key vertex, its transport plan row over ALL destination vertices of the limb; the key
    vertex goes to the row's barycentre snapped to the nearest destination vertex that faces the same way
-   (normal agreement), see docs/keyverts.md for the measurement behind this read-out and ``DEFAULT_REG``.
+   (normal agreement), see docs/keyverts.md for the measurement behind this read-out and ``DEFAULT_REG``;
+8. mirrored pairs (left_/right_ names) are snapped jointly (``pair_readout``): among the ``MIRROR_CANDIDATES``
+   nearest facing vertices of each side, the pair minimising the two squared distances to their barycentres
+   plus ``DEFAULT_MIRROR`` times the squared asymmetry of the pair about the body's midplane in the
+   re-proportioned T-pose (``midplane_x``), so that near ties on coarse meshes no longer fall differently on
+   the two sides.
 
 Several mesh objects (``SkinnedMesh.part``): key vertices are placed on the body part (the part that covers
 most limbs, by area); a limb the body part lacks (deleted under clothes) uses the largest part covering it.
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import CoreError
-from .humanoid import CANONICAL_PARENT, LIMBS, limb_of
+from .humanoid import CANONICAL_PARENT, LIMBS, limb_of, mirror_name
 from .types import Character, KeyVertexSet, Skeleton, SkinnedMesh
 
 TEMPLATE_PATH = pathlib.Path(__file__).resolve().parent / "data" / "template.npz"
@@ -50,6 +55,11 @@ DEFAULT_MAX_POINTS = 300
 DEFAULT_REPROPORTION = True
 #: Range of the axial scale of one bone in the re-proportioning (guards against degenerate rigs).
 REPROPORTION_CLAMP = (0.5, 2.0)
+#: Weight λ of the pair asymmetry in the joint read-out of mirrored key vertices (0: each side on its own;
+#: chosen by measurement, docs/keyverts.md §3, "Mirrored pairs").
+DEFAULT_MIRROR = 1.0
+#: Candidate vertices per side in the joint read-out of a mirrored pair (the nearest facing ones).
+MIRROR_CANDIDATES = 8
 
 
 @dataclass(frozen=True)
@@ -462,11 +472,14 @@ def plan_rows_full(ot_res, xk, xd, wd):
     return r / r.sum(1, keepdims=True)
 
 
-def _readout(ot_res, xk, xd, wd, nd, target_dir, mode, bias=None):
-    """One destination index (into the limb arrays) per template key point xk (K,3).
+def _readout(ot_res, xk, xd, wd, nd, target_dir, mode, bias=None, candidates=1):
+    """Destination indices (into the limb arrays) per template key point xk (K,3).
 
     ``bias`` (K,3): the entropic map's own shrinkage measured template -> template (``_self_bias``); it is
     removed from the barycentric projection so that identical clouds map each point onto itself.
+    Returns (K,) indices, or with ``candidates`` m > 1 and a snapping mode, (K, m) indices of the m nearest
+    eligible vertices (nearest first) and their (K, m) squared distances (normalised limb units; a vertex not
+    facing the key vertex's direction counts 1e6 more).
     """
     if mode == "argmax":
         return np.argmax(plan_rows_full(ot_res, xk, xd, wd), 1)
@@ -479,12 +492,59 @@ def _readout(ot_res, xk, xd, wd, nd, target_dir, mode, bias=None):
         d2 = np.where(facing.T > 0.0, d2, d2 + 1e6)
     elif mode != "barycentric":
         raise CoreError(f"Unknown key-vertex read-out {mode!r}.")
-    return np.argmin(d2, 1)
+    if candidates <= 1:
+        return np.argmin(d2, 1)
+    m = min(int(candidates), d2.shape[1])
+    part = np.argpartition(d2, m - 1, axis=1)[:, :m] if m < d2.shape[1] else np.tile(np.arange(m), (len(d2), 1))
+    pd = np.take_along_axis(d2, part, 1)
+    order = np.lexsort((part, pd), axis=1)                                # nearest first, ties by index
+    return np.take_along_axis(part, order, 1), np.take_along_axis(pd, order, 1)
+
+
+#: limb -> the canonical bone whose heads (left and right) define the midplane of that limb's mirrored pairs
+_PAIR_ROOT = {"arm": "upper_arm", "hand": "upper_arm", "leg": "upper_leg", "foot": "upper_leg"}
+
+
+def midplane_x(skeleton: Skeleton, bone_map: dict, heads, pos, limb: str = None) -> float:
+    """x (template axes) of the body's sagittal plane in the shared T-pose (``heads`` (J,3): bone heads in it).
+
+    For the mirrored pairs of an arm/hand (leg/foot) ``limb``: halfway between the two upper arm (upper leg)
+    heads; otherwise, or when one is unmapped: the median x of the mapped torso/neck/head bone heads; without
+    any, the median x of the vertices ``pos``. (Per limb because the re-proportioning places the legs on the
+    template's hip joints but carries the arms with the torso: a hips bone off the line of the other torso
+    joints shifts the arms and not the legs.)
+    """
+    root = _PAIR_ROOT.get((limb or "").partition("_")[2])
+    if root is not None:
+        b = [bone_map.get(f"{side}_{root}") for side in ("left", "right")]
+        if all(x in skeleton.names for x in b):
+            return float(0.5 * (heads[skeleton.index(b[0]), 0] + heads[skeleton.index(b[1]), 0]))
+    xs = [heads[skeleton.index(bone_map[c]), 0] for c in ("hips", "spine", "chest", "upper_chest", "neck", "head")
+          if bone_map.get(c) in skeleton.names]
+    return float(np.median(xs)) if xs else float(np.median(pos[:, 0]))
+
+
+def pair_readout(cand_l, d2_l, cand_r, d2_r, pos, mid, scale2, lam):
+    """Joint read-out of one mirrored key-vertex pair.
+
+    Among the candidates of each side (vertex ids ``cand_l``, ``cand_r`` with their squared distances
+    ``d2_l``, ``d2_r`` to their own barycentric point, normalised limb units), the pair minimising
+    ``d2_l[a] + d2_r[b] + lam * |mirror(pos[a]) - pos[b]|^2 / scale2``, ``mirror`` reflecting about the plane
+    x = ``mid`` (T-pose, template axes), ``scale2`` a squared length converting the asymmetry to normalised
+    units. Ties go to the nearer left, then right candidate (deterministic). Returns (left id, right id).
+    """
+    pl = pos[cand_l].copy()
+    pl[:, 0] = 2.0 * mid - pl[:, 0]
+    asym2 = ((pl[:, None, :] - pos[cand_r][None]) ** 2).sum(-1)
+    cost = d2_l[:, None] + d2_r[None, :] + lam * asym2 / scale2
+    a, b = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    return int(cand_l[a]), int(cand_r[b])
 
 
 def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = None, *, reg: float = None,
                       readout: str = None, normalize: str = None, max_points: int = None,
-                      template: Template = None, shortcut: bool = True, reproportion: bool = None) -> KeyVertexSet:
+                      template: Template = None, shortcut: bool = True, reproportion: bool = None,
+                      mirror: float = None) -> KeyVertexSet:
     """Place the template's N key vertices on a character's mesh (method.md §1.3).
 
     Args:
@@ -496,6 +556,8 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
         shortcut: a mesh with the template's own topology (a fitted body) gets the template's vertex ids
             directly (exact); False runs the OT anyway (tests of the transfer itself).
         reproportion: re-proportion onto the template's bone lengths first (default ``DEFAULT_REPROPORTION``).
+        mirror: weight λ of the joint read-out of mirrored pairs (default ``DEFAULT_MIRROR``; 0: each key
+            vertex on its own).
     Returns:
         KeyVertexSet with the template's names and limbs, vertex ids into ``character.mesh``.
     """
@@ -504,13 +566,14 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
                         f"(core.body.fit_body_to_skeleton).")
     readout = DEFAULT_READOUT if readout is None else readout
     return _transfer(character, n, locked, reg, (readout,), normalize, max_points, template,
-                     shortcut=shortcut, reproportion=reproportion)[readout]
+                     shortcut=shortcut, reproportion=reproportion, mirror=mirror)[readout]
 
 
 def _transfer(character, n, locked, reg, readouts, normalize, max_points, template, debias=True, shortcut=True,
-              reproportion=None):
+              reproportion=None, mirror=None):
     """transfer_keyverts for several read-outs sharing one OT solve: {readout: KeyVertexSet}."""
     repro = DEFAULT_REPROPORTION if reproportion is None else reproportion
+    lam = DEFAULT_MIRROR if mirror is None else float(mirror)
     reg = DEFAULT_REG if reg is None else reg
     normalize = DEFAULT_NORMALIZE if normalize is None else normalize
     max_points = DEFAULT_MAX_POINTS if max_points is None else max_points
@@ -537,10 +600,17 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
     lab = limb_labels(character.skeleton, mesh, character.bone_map)
     area = area_weights(pos, mesh.face_indices, mesh.face_offsets)
     eligible = body_vertex_mask(mesh, lab, area)
+    idx = {nm: k for k, nm in enumerate(kv.names)}
+    paired = np.array([lam > 0 and not lock[k] and mirror_name(nm) != nm and mirror_name(nm) in idx
+                       and not lock[idx[mirror_name(nm)]] for k, nm in enumerate(kv.names)])
+    cands, scale2 = {r: {} for r in readouts if r != "argmax"}, {}
     maps = reproportion_maps(character.skeleton, mesh, character.bone_map, heads, pos, area, tpl) if repro else None
     if maps is not None:
         pos = reproportion_vertices(mesh, pos, *maps)
         area = area_weights(pos, mesh.face_indices, mesh.face_offsets)
+        heads = np.einsum("jab,jb->ja", maps[0], heads) + maps[1]
+    else:   # a pair's asymmetry means something only where both sides have the template's bone lengths
+        paired[:] = False
     t_lab, t_area = _template_cache(tpl)
     for li, limb in enumerate(LIMBS):
         ks = [k for k in range(len(kv)) if kv.limbs[k] == limb and not lock[k]]
@@ -561,8 +631,28 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
         res = ot_limb(xt, wt, xd, wd, reg=reg, max_points=max_points)
         local = np.searchsorted(tm, kv.vertex_ids[ks])
         bias = _self_bias(tpl, li, normalize, reg, max_points, local) if debias else None
+        pk = paired[ks]
+        if pk.any():   # squared length (mean variance of the limb) turning metres into its normalised units
+            w = wd / wd.sum()
+            mu = (w[:, None] * pos[dm]).sum(0)
+            scale2[li] = float((w[:, None] * (pos[dm] - mu) ** 2).sum(0).mean())
         for r in readouts:
-            ids[r][ks] = dm[_readout(res, xt[local], xd, wd, nrm[dm], tpl.directions[ks], r, bias)]
+            if r in cands and pk.any():
+                c, d2 = _readout(res, xt[local], xd, wd, nrm[dm], tpl.directions[ks], r, bias,
+                                 candidates=MIRROR_CANDIDATES)
+                ids[r][ks] = dm[c[:, 0]]
+                for j in np.nonzero(pk)[0]:
+                    cands[r][ks[j]] = (dm[c[j]], d2[j], li)
+            else:
+                ids[r][ks] = dm[_readout(res, xt[local], xd, wd, nrm[dm], tpl.directions[ks], r, bias)]
+    for r, cr in cands.items():   # mirrored pairs read out jointly (pair_readout)
+        for k in sorted(cr):
+            if not kv.names[k].startswith("left_"):
+                continue
+            km = idx[mirror_name(kv.names[k])]
+            (cl, dl, ll), (cm, dr, lr) = cr[k], cr[km]
+            mid = midplane_x(character.skeleton, character.bone_map, heads, pos, LIMBS[ll])  # re-proportioned
+            ids[r][k], ids[r][km] = pair_readout(cl, dl, cm, dr, pos, mid, 0.5 * (scale2[ll] + scale2[lr]), lam)
     return {r: KeyVertexSet(kv.names, kv.limbs, ids[r], lock, kv.eye) for r in readouts}
 
 

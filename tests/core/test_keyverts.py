@@ -8,8 +8,9 @@ import pytest
 from core.body import BodyParams, fit_body_to_skeleton, make_body, vertex_normals
 from core.errors import CoreError
 from core.humanoid import LIMBS, mirror_name
-from core.keyverts import (_cluster, area_weights, body_vertex_mask, character_height, limb_labels, load_template,
-                           ot_limb, reproportion_maps, tpose_geometry, transfer_keyverts)
+from core.keyverts import (_cluster, area_weights, body_vertex_mask, character_height,
+                           limb_labels, load_template, midplane_x, ot_limb, pair_readout, reproportion_maps,
+                           tpose_geometry, transfer_keyverts)
 from core.types import Character, KeyVertexSet, Skeleton, SkinnedMesh
 
 
@@ -181,6 +182,99 @@ def test_transfer_on_another_morphology_keeps_limbs_sides_and_symmetry(tpl):
     P = pos[kv.vertex_ids]
     asym = [np.linalg.norm(P[i] * [-1, 1, 1] - P[idx[mirror_name(x)]]) / H for i, x in enumerate(kv.names)]
     assert max(asym) < 0.03
+
+
+def test_pair_readout_breaks_a_tie_symmetrically():
+    """Two candidates per side, equally near their barycentric points (up to 1e-9): reading each side alone
+    picks the upper one on the left and the lower one on the right; the joint read-out picks a mirror pair
+    about the midplane x = 0.5 (any λ > 0); a clear preference of each side still wins over the asymmetry."""
+    pos = np.array([[1.5, 0.0, 0.1], [1.5, 0.0, -0.1],        # left candidates (x = 0.5 + 1)
+                    [-0.5, 0.0, 0.1], [-0.5, 0.0, -0.1]])     # right candidates, their mirrors about x = 0.5
+    cl, cr = np.array([0, 1]), np.array([2, 3])
+    dl, dr = np.array([1.0, 1.0 + 1e-9]), np.array([1.0 + 1e-9, 1.0])
+    assert (cl[np.argmin(dl)], cr[np.argmin(dr)]) == (0, 3)                     # alone: not mirrored
+    for lam in (0.01, 1.0, 100.0):
+        assert pair_readout(cl, dl, cr, dr, pos, 0.5, 1.0, lam) == (0, 2)       # mirrored
+    assert pair_readout(cl, dl, cr, dr, pos, 0.0, 1.0, 1.0) in ((0, 2), (1, 3))   # plane x = 0: same heights
+    far = np.array([2.0, 1.0])                                                  # right side clearly prefers 3
+    assert pair_readout(cl, dl, cr, far, pos, 0.5, 1.0, 1.0) == (1, 3)         # left follows it (tie on the left)
+    assert pair_readout(cl, np.array([1.0, 2.0]), cr, far, pos, 0.5, 1.0, 0.1) == (0, 3)   # both kept: λ small
+
+
+def test_mirrored_pairs_are_exactly_symmetric_on_a_symmetric_coarse_body():
+    """The generator's bodies are exactly mirror-symmetric; on a coarse one (~1.7k vertices) reading each side
+    alone flips near ties differently on the two sides (the OT atoms are not mirror-symmetric); the joint
+    read-out of the pairs (default) gives exactly mirrored pairs, the midplane is x = 0, and every key vertex
+    stays on its limb, facing its direction."""
+    sk, m, bm = make_body(BodyParams(resolution=0.024, name="lowpoly"), pose="A")
+    ch = Character(sk, m, bm)
+    pos, nrm, _, heads = tpose_geometry(ch, joints=True)
+    assert abs(midplane_x(sk, bm, heads, pos)) < 1e-9
+    H = character_height(ch)
+    lab = limb_labels(sk, m, bm)
+    for n in (41, 96):
+        t = load_template(n)
+        idx = {x: i for i, x in enumerate(t.keyverts.names)}
+
+        def asym(kv):
+            P = pos[kv.vertex_ids]
+            return np.array([np.linalg.norm(P[i] * [-1, 1, 1] - P[idx[mirror_name(x)]]) / H
+                             for i, x in enumerate(kv.names)])
+        kv = transfer_keyverts(ch, n)
+        assert asym(kv).max() < 1e-9, n
+        assert asym(transfer_keyverts(ch, n, mirror=0)).max() > 0.01, n          # each side alone: flips
+        assert [LIMBS[i] for i in lab[kv.vertex_ids]] == list(kv.limbs)
+        assert ((nrm[kv.vertex_ids] * t.directions).sum(1) > 0).all()
+    # a pair with one member locked: the other is read out on its own, as with mirror=0
+    alone = transfer_keyverts(ch, 96, mirror=0)
+    k, km = idx["left_thigh_inner"], idx["right_thigh_inner"]
+    lock = np.zeros(96, bool)
+    lock[k] = True
+    kv = transfer_keyverts(ch, 96, locked=KeyVertexSet(kv.names, kv.limbs, kv.vertex_ids, lock))
+    assert kv.vertex_ids[k] == transfer_keyverts(ch, 96).vertex_ids[k] and kv.vertex_ids[km] == alone.vertex_ids[km]
+
+
+def _thickened(params, pose, factors):
+    """A generated body with bones thickened radially ({bone: factor}, skin-weighted): asymmetric mesh."""
+    sk, m, bm = make_body(params, pose=pose)
+    W, G, v = m.dense_weights(sk.num_bones), sk.rest_global, m.rest_verts.copy()
+    for bone, f in factors.items():
+        j = sk.index(bone)
+        rel = v - G[j, :3, 3]
+        v += (f - 1) * W[:, j:j + 1] * (rel - np.outer(rel @ G[j, :3, 1], G[j, :3, 1]))
+    return Character(sk, replace(m, rest_verts=v, rest_normals=vertex_normals(v, m.face_indices, m.face_offsets)), bm)
+
+
+def test_joint_readout_keeps_asymmetric_meshes_their_own_answers():
+    """Asymmetric meshes. (1) The template with the left arm and the right leg stretched (other side
+    unchanged): the answer is still the template's own vertices, found exactly through the OT (the pairs'
+    asymmetry is judged on the re-proportioned mesh, where both arms have the template's lengths).
+    (2) The heavy body with the left arm and leg 25 % thicker and the right hand 15 % larger: every key vertex
+    on its limb, facing its direction, at most about one edge (< 2 % h) from where each side alone puts it, and
+    the thick limbs' pairs stay as asymmetric as the body (> 1 % h)."""
+    from core.body import SHORT_HEAVY
+    for n in (41, 96):
+        t = load_template(n)
+        for f in ({"left_upper_arm": 1.3, "left_lower_arm": 1.3},
+                  {"left_upper_arm": 1.4, "left_lower_arm": 1.1, "right_upper_leg": 1.2, "right_lower_leg": 1.3}):
+            kv = transfer_keyverts(_stretched_copy(t, f), n, shortcut=False)
+            wrong = [kv.names[i] for i in np.nonzero(kv.vertex_ids != t.keyverts.vertex_ids)[0]]
+            assert not wrong, (f, wrong)
+    ch = _thickened(SHORT_HEAVY, "A", {"left_upper_arm": 1.25, "left_lower_arm": 1.25, "left_upper_leg": 1.25,
+                                       "left_lower_leg": 1.25, "right_hand": 1.15})
+    pos, nrm, _ = tpose_geometry(ch)
+    H = character_height(ch)
+    lab = limb_labels(ch.skeleton, ch.mesh, ch.bone_map)
+    t = load_template(96)
+    kv, alone = transfer_keyverts(ch, 96), transfer_keyverts(ch, 96, mirror=0)
+    assert [LIMBS[i] for i in lab[kv.vertex_ids]] == list(kv.limbs)
+    assert ((nrm[kv.vertex_ids] * t.directions).sum(1) > 0).all()
+    moved = np.linalg.norm(pos[kv.vertex_ids] - pos[alone.vertex_ids], axis=1) / H
+    assert 0 < (moved > 0).sum() <= 12 and moved.max() < 0.02
+    idx = {x: i for i, x in enumerate(kv.names)}
+    P = pos[kv.vertex_ids]
+    for pair in ("knee", "calf", "thigh_front"):
+        assert np.linalg.norm(P[idx["left_" + pair]] * [-1, 1, 1] - P[idx["right_" + pair]]) > 0.01 * H, pair
 
 
 def _sphere(center, r, n=12):
