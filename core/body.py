@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .errors import CoreError
-from .humanoid import CANONICAL_PARENT, FINGERS, limb_of
-from .types import Skeleton, SkinnedMesh
+from .humanoid import CANONICAL_PARENT, FINGERS
+from .types import Character, Skeleton, SkinnedMesh
 
 # ----------------------------------------------------------------------------------------------- parameters
 
@@ -306,7 +306,7 @@ def _primitives(p: BodyParams, J):
                        anchor=(np.asarray(center, float),)))
 
     pel = J["hips"][0]
-    z_sp, z_ch, z_uc, z_nk = J["spine"][0][2], J["chest"][0][2], J["upper_chest"][0][2], J["neck"][0][2]
+    z_sp, z_ch, z_uc = J["spine"][0][2], J["chest"][0][2], J["upper_chest"][0][2]
     hipw = p.hip_width
     # --- torso (blend radius large: one smooth trunk)
     ell(pel + [0, 0.004, -0.005], [0.088 * hipw * tw ** 0.5, 0.060 * td, 0.062], "hips", 0.0)
@@ -877,3 +877,34 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
     fi, fo = t_mesh.face_indices, t_mesh.face_offsets
     return SkinnedMesh(f"{skeleton.name}_fitted_body", v_rest, vertex_normals(v_rest, fi, fo), fi.copy(), fo.copy(),
                        nb.astype(np.int64), nv)
+
+
+def stretch_limbs(template, scales: dict) -> Character:
+    """A copy of ``template`` (core.keyverts.Template) with arm / leg bones stretched along their axis.
+
+    ``scales``: {canonical bone: factor} (upper/lower arms and legs). Each bone's map scales along the
+    direction to its child's head; the maps are blended by the template's skin weights and each child follows
+    its parent's map at its head, so the chain stays connected; the skeleton moves with the mesh. Built
+    without ``fit_body_to_skeleton``: the known-answer copies of the key-vertex tests and report.
+    """
+    nxt = {"upper_arm": "lower_arm", "lower_arm": "hand", "upper_leg": "lower_leg", "lower_leg": "foot"}
+    sk, m = template.skeleton, template.mesh
+    G = sk.rest_global
+    A, t, heads = np.tile(np.eye(3), (sk.num_bones, 1, 1)), np.zeros((sk.num_bones, 3)), G[:, :3, 3].copy()
+    for j, c in enumerate(sk.names):
+        p = sk.parents[j]
+        if p >= 0:
+            heads[j] = A[p] @ G[j, :3, 3] + t[p]
+        if c in scales:
+            side, _, part = c.partition("_")
+            u = G[sk.index(f"{side}_{nxt[part]}"), :3, 3] - G[j, :3, 3]
+            u /= np.linalg.norm(u)
+            A[j] = np.eye(3) + (scales[c] - 1.0) * np.outer(u, u)
+        t[j] = heads[j] - A[j] @ G[j, :3, 3]
+    wb, wv = m.weight_bones, m.weight_values
+    v = np.einsum("vk,vkij,vj->vi", wv, A[wb], m.rest_verts) + np.einsum("vk,vki->vi", wv, t[wb])
+    G2 = G.copy()
+    G2[:, :3, 3] = heads
+    rest_local = np.stack([G2[j] if p < 0 else np.linalg.inv(G2[p]) @ G2[j] for j, p in enumerate(sk.parents)])
+    mesh = replace(m, rest_verts=v, rest_normals=vertex_normals(v, m.face_indices, m.face_offsets))
+    return Character(Skeleton("stretched", sk.names, sk.parents, rest_local), mesh, dict(template.bone_map))

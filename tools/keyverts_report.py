@@ -84,7 +84,6 @@ def synthetic(core, n):
     """Rows for generated cases: several parts, low poly, asymmetric."""
     body, kvmod, humanoid, types = core("core.body"), core("core.keyverts"), core("core.humanoid"), core("core.types")
     out = []
-    tpl = kvmod.load_template(n)
     # low poly: the generator at a coarse grid (~1.5k vertices), A-pose
     sk, m, bm = body.make_body(body.BodyParams(resolution=0.024, name="lowpoly"), pose="A")
     ch = types.Character(sk, m, bm)
@@ -125,34 +124,9 @@ def thickened(body, types, params, pose, factors):
 
 
 def stretched_copy(tpl, scales):
-    """The template with arm / leg bones stretched along their axis ({canonical bone: factor}), the per-bone
-    maps blended by its skin weights, children following their parent's map at their head; skeleton moved
-    with it (a copy built without core.body.fit_body_to_skeleton). Returns a Character."""
-    import dataclasses
-
-    from core.body import vertex_normals
-    from core.types import Character, Skeleton
-    sk, m = tpl.skeleton, tpl.mesh
-    G = sk.rest_global
-    nxt = {"upper_arm": "lower_arm", "lower_arm": "hand", "upper_leg": "lower_leg", "lower_leg": "foot"}
-    A, t, heads = np.tile(np.eye(3), (sk.num_bones, 1, 1)), np.zeros((sk.num_bones, 3)), G[:, :3, 3].copy()
-    for j, c in enumerate(sk.names):
-        p = sk.parents[j]
-        if p >= 0:
-            heads[j] = A[p] @ G[j, :3, 3] + t[p]
-        if c in scales:
-            side, _, part = c.partition("_")
-            u = G[sk.index(f"{side}_{nxt[part]}"), :3, 3] - G[j, :3, 3]
-            u /= np.linalg.norm(u)
-            A[j] = np.eye(3) + (scales[c] - 1.0) * np.outer(u, u)
-        t[j] = heads[j] - A[j] @ G[j, :3, 3]
-    wb, wv = m.weight_bones, m.weight_values
-    v = np.einsum("vk,vkij,vj->vi", wv, A[wb], m.rest_verts) + np.einsum("vk,vki->vi", wv, t[wb])
-    G2 = G.copy()
-    G2[:, :3, 3] = heads
-    rest_local = np.stack([G2[j] if p < 0 else np.linalg.inv(G2[p]) @ G2[j] for j, p in enumerate(sk.parents)])
-    mesh = dataclasses.replace(m, rest_verts=v, rest_normals=vertex_normals(v, m.face_indices, m.face_offsets))
-    return Character(Skeleton("stretched", sk.names, sk.parents, rest_local), mesh, dict(tpl.bone_map))
+    """The template with arm / leg bones stretched along their axis (core.body.stretch_limbs)."""
+    from core.body import stretch_limbs
+    return stretch_limbs(tpl, scales)
 
 
 def known_answers():

@@ -5,10 +5,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from core.body import BodyParams, fit_body_to_skeleton, make_body, vertex_normals
+from core.body import BodyParams, fit_body_to_skeleton, make_body, stretch_limbs, vertex_normals
 from core.errors import CoreError
 from core.humanoid import LIMBS, mirror_name
-from core.keyverts import (_cluster, area_weights, body_vertex_mask, character_height,
+from core.keyverts import (_cluster, area_weights, character_height,
                            limb_labels, load_template, midplane_x, ot_limb, pair_readout, reproportion_maps,
                            tpose_geometry, transfer_keyverts)
 from core.types import Character, KeyVertexSet, Skeleton, SkinnedMesh
@@ -123,31 +123,7 @@ def test_transfer_onto_posed_and_stretched_copies_lands_on_the_same_vertices(par
         assert not wrong, (params.name, pose, n, wrong)
 
 
-def _stretched_copy(tpl, scales):
-    """The template with bones stretched along their axis ({canonical bone: factor}; arms and legs), skin
-    weights blending the per-bone maps; children follow their parent's map at their head (chain-consistent);
-    the skeleton moves with it. Independent of core.body.fit_body_to_skeleton."""
-    sk, m = tpl.skeleton, tpl.mesh
-    G = sk.rest_global
-    child = {c: c.replace("upper", "lower") if "upper" in c else c.replace("lower_arm", "hand").replace(
-        "lower_leg", "foot") for c in scales}
-    A, t, heads = np.tile(np.eye(3), (sk.num_bones, 1, 1)), np.zeros((sk.num_bones, 3)), G[:, :3, 3].copy()
-    for j, c in enumerate(sk.names):
-        p = sk.parents[j]
-        if p >= 0:
-            heads[j] = A[p] @ G[j, :3, 3] + t[p]
-        if c in scales:
-            u = G[sk.index(child[c]), :3, 3] - G[j, :3, 3]
-            u /= np.linalg.norm(u)
-            A[j] = np.eye(3) + (scales[c] - 1.0) * np.outer(u, u)
-        t[j] = heads[j] - A[j] @ G[j, :3, 3]
-    wb, wv = m.weight_bones, m.weight_values
-    v = np.einsum("vk,vkij,vj->vi", wv, A[wb], m.rest_verts) + np.einsum("vk,vki->vi", wv, t[wb])
-    G2 = G.copy()
-    G2[:, :3, 3] = heads
-    rest_local = np.stack([G2[j] if p < 0 else np.linalg.inv(G2[p]) @ G2[j] for j, p in enumerate(sk.parents)])
-    mesh = replace(m, rest_verts=v, rest_normals=vertex_normals(v, m.face_indices, m.face_offsets))
-    return Character(Skeleton("stretched", sk.names, sk.parents, rest_local), mesh, dict(tpl.bone_map))
+_stretched_copy = stretch_limbs   # core.body: limbs stretched along their bones (known answers)
 
 
 @pytest.mark.parametrize("n", [41, 96])
