@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .errors import CoreError
-from .humanoid import CORE_BONES, limb_of
+from .humanoid import CORE_BONES
 from .kinematics import ForwardKinematics
 from .rotations import quat_to_matrix
 from .skinning import SkinningMatrices, skin_vertices
@@ -263,6 +263,14 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
     return _Track(joints, floor_share, self_share, foot_height, foot_speed, kvs, foot_verts, foot_k)
 
 
+def window_bounds(num_frames: int, fps: float, window_s: float = LOCK_WINDOW_S):
+    """(T,) first and last frame of the centred window of frame t: t ∓ k, k = max(1, round(fps · window_s /
+    2)) frames, clamped to the clip (the foot-speed estimator of docs/metrics.md; the solver's foot lock)."""
+    k = max(1, int(round(fps * window_s / 2.0)))
+    t = np.arange(num_frames)
+    return np.clip(t - k, 0, num_frames - 1), np.clip(t + k, 0, num_frames - 1)
+
+
 def foot_speed_windowed(track: _Track, fps: float, window_s: float = LOCK_WINDOW_S) -> np.ndarray:
     """(2, T) horizontal speed of each foot by a central difference over ``window_s`` (docs/metrics.md).
 
@@ -272,9 +280,7 @@ def foot_speed_windowed(track: _Track, fps: float, window_s: float = LOCK_WINDOW
     box low-pass of the raw velocity, which removes capture jitter that a 1-frame difference amplifies by fps.
     """
     T = track.foot_height.shape[1]
-    k = max(1, int(round(fps * window_s / 2.0)))
-    t = np.arange(T)
-    a, b = np.clip(t - k, 0, T - 1), np.clip(t + k, 0, T - 1)
+    a, b = window_bounds(T, fps, window_s)
     out = np.zeros((2, T))
     for f in range(2):
         v = track.foot_low[f]

@@ -27,6 +27,7 @@ from .errors import CoreError
 from .humanoid import CORE_BONES, FINGER_BONES, limb_of
 from .losses import (jerk, dir_loss, dist_loss, floor_barrier, height_loss, pen_loss, reg_loss, sliding_loss,
                      smooth_loss)
+from .metrics import LOCK_WINDOW_S, window_bounds
 from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from .types import Character, Motion
 from .weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, alpha_ramp, floor_weight,
@@ -41,7 +42,6 @@ TERMS = ("reg", "smooth") + SEMANTIC_TERMS
 #: a source foot whose lowest point moves slower than LOCK_MIN of h_c per second (over LOCK_WINDOW_S, as the
 #: foot-locked metric of docs/metrics.md) is locked (weight 1), fading to 0 at LOCK_MAX
 LOCK_MIN, LOCK_MAX = 0.005, 0.01
-LOCK_WINDOW_S = 1.0 / 15.0
 #: a foot vertex within SOLE_BAND of h_c of its foot's lowest vertex on a frame carries the foot there
 SOLE_BAND = 0.005
 #: the lowest sole point of a foot is a soft minimum with this temperature (share of h_c)
@@ -223,8 +223,9 @@ def _spread_sole_points(z: np.ndarray, rest: np.ndarray, band: float, count: int
     z: (F, V) world heights of the foot's vertices on sampled frames; rest: (V, 3) their rest positions.
     A vertex is near the floor on a frame where it lies within ``band`` of that frame's lowest foot vertex;
     the vertices near it on at least 5 % as many frames as the most frequent one are spread over the sole by
-    farthest-point sampling (in the rest pose), starting from the most frequent, so that a foot standing still flat gets its whole outline (heel, ball, toe, both
-    edges), not only the one vertex that happens to be lowest."""
+    farthest-point sampling (in the rest pose), starting from the most frequent, so that a foot standing
+    still and flat gets its whole outline (heel, ball, toe, both edges), not only the one vertex that happens
+    to be lowest."""
     near = (z - z.min(-1, keepdims=True)) <= band                             # (F, V)
     freq = near.sum(0)
     cand = np.nonzero(freq >= max(1.0, 0.05 * freq.max()))[0]                # not a one-frame glitch
@@ -625,9 +626,7 @@ class SolveJob:
                 lk = np.where(near & np.isfinite(speed), lk, 0.0)                                # (T, 2)
                 self.lock_w = torch.as_tensor(lk, dtype=dt, device=dev)                          # (T, 2)
                 self.lock_vel = torch.as_tensor(np.nan_to_num(vel) * ratio, dtype=dt, device=dev)  # (T, 2, 2)
-                k = max(1, int(round(self.fps * LOCK_WINDOW_S / 2.0)))
-                t = np.arange(T)
-                lo, hi = np.clip(t - k, 0, T - 1), np.clip(t + k, 0, T - 1)
+                lo, hi = window_bounds(T, self.fps, LOCK_WINDOW_S)
                 self._lock_lo = torch.as_tensor(lo, device=dev)
                 self._lock_hi = torch.as_tensor(hi, device=dev)
                 self._lock_dt = torch.as_tensor(np.maximum(hi - lo, 1) / self.fps, dtype=dt, device=dev)
@@ -809,9 +808,8 @@ class SolveJob:
         low = np.full((T, 2), np.nan)
         vel = np.full((T, 2, 2), np.nan)
         tau = SOFT_LOW * float(character.height) if character.height else SOFT_LOW * 1.7
-        w = max(1, int(round(fps * LOCK_WINDOW_S / 2.0)))
         t = np.arange(T)
-        lo, hi = np.clip(t - w, 0, T - 1), np.clip(t + w, 0, T - 1)
+        lo, hi = window_bounds(T, fps, LOCK_WINDOW_S)
         for k, P in enumerate(pts):
             if P.shape[1] == 0:
                 continue
