@@ -1039,6 +1039,11 @@ classes = (
 @bpy.app.handlers.persistent
 def _cancel_runs_on_load(*_args):
     """A file is being loaded: stop every solve in flight (their results would have nowhere to go)."""
+    _cancel_all_runs()
+
+
+def _cancel_all_runs():
+    """Cancel every solve in flight and forget them (a failing cancel does not stop the others)."""
     for r in list(_RUNNING.values()):
         try:
             r.cancel()
@@ -1055,10 +1060,5 @@ def register():
 def unregister():
     while _cancel_runs_on_load in bpy.app.handlers.load_pre:
         bpy.app.handlers.load_pre.remove(_cancel_runs_on_load)
-    for r in list(_RUNNING.values()):
-        try:
-            r.cancel()
-        except Exception:  # noqa: BLE001
-            pass
-    _RUNNING.clear()
+    _cancel_all_runs()
     _LAST.clear()
