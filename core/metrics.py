@@ -146,12 +146,19 @@ class _Track(NamedTuple):
     keyverts: np.ndarray     # (T, N, 3) or None
     foot_verts: list         # per foot, (T, F, 3) world positions of its (subsampled) vertices
     foot_low: list           # per foot, (T,) index (into foot_verts) of the lowest one
+    joint_names: list        # (Jc,) canonical names of the ``joints`` columns
 
 
-def _ground_of(ground, x, y):
+def _ground_of(ground, x, y, frames=None):
+    """Ground height under world (x, y) (B, ...) of the frames ``frames`` (a slice of the clip): ``ground`` is
+    a level, a (T,) array of levels per frame, or a callable f(x, y) (a HeightField)."""
     if callable(ground):
         return ground(x, y)
-    return torch.full_like(x, float(ground))
+    g = np.asarray(ground, dtype=np.float64)
+    if g.ndim == 0:
+        return torch.full_like(x, float(g))
+    g = torch.as_tensor(g[frames], dtype=x.dtype)
+    return g.reshape((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
 
 
 def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -> _Track:
@@ -227,7 +234,7 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
             r, t = sm(pose)
             verts, _ = skin_vertices(r, t, all_verts, mesh.weight_bones, mesh.weight_values)
             vw = verts @ A.T + bvec                                    # (B, V, 3) world
-            hgt = vw[..., 2] - _ground_of(ground, vw[..., 0], vw[..., 1])
+            hgt = vw[..., 2] - _ground_of(ground, vw[..., 0], vw[..., 1], slice(s, e))
             floor_share[s:e] = ((hgt < 0).to(dt) * area).sum(-1).numpy()
             pa, pb = cap_world(pose.rotations, pose.positions)          # armature space
             sv = verts[:, torch.as_tensor(sample)]
@@ -257,10 +264,10 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
     for f in range(2):
         gx = torch.as_tensor(foot_pts[f][:, 0])
         gy = torch.as_tensor(foot_pts[f][:, 1])
-        foot_height[f] = foot_pts[f][:, 2] - _ground_of(ground, gx, gy).numpy()
+        foot_height[f] = foot_pts[f][:, 2] - _ground_of(ground, gx, gy, slice(0, T)).numpy()
         if T > 1:
             foot_speed[f] = np.linalg.norm(foot_next[f][:-1, :2] - foot_pts[f][:-1, :2], axis=1) * motion.fps
-    return _Track(joints, floor_share, self_share, foot_height, foot_speed, kvs, foot_verts, foot_k)
+    return _Track(joints, floor_share, self_share, foot_height, foot_speed, kvs, foot_verts, foot_k, list(bones))
 
 
 def window_bounds(num_frames: int, fps: float, window_s: float = LOCK_WINDOW_S):
@@ -336,11 +343,13 @@ def _contact_pairs(limbs_a, limbs_b):
 
 
 def evaluate(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
-             terrain=None, source_ground: float = 0.0) -> dict:
+             terrain=None, source_ground=0.0) -> dict:
     """Every metric of docs/metrics.md for ``target_motion`` against ``source_motion`` (the ground truth).
 
     Args:
-        terrain: optional HeightField under the target (the source uses the flat level ``source_ground``).
+        terrain: optional HeightField under the target.
+        source_ground: the source's floor: a level (metres) or a (T,) array of levels per frame (the solve's
+            ``SolveJob.source_ground_level``; ``core.ground``).
     Returns:
         dict of floats: jerk_mean/max (m/s³), floor_pen_mean/max and self_pen_mean/max (area shares in
         [0, 1]), grounded_f1/auc, locked_f1/auc, contact_f1/precision/recall, and source_* twins of the
@@ -361,8 +370,10 @@ def evaluate(source: Character, source_motion: Motion, target: Character, target
                   target.keyverts.vertex_ids[order] if kv else None)
     hs, ht = float(source.height), float(target.height)
     out = {"frames": float(source_motion.num_frames)}
+    # jerk on the core bones both characters map, so that target and source are compared joint for joint
+    common = [n for n in t_tr.joint_names if n in s_tr.joint_names]
     for name, tr, fps in (("", t_tr, target_motion.fps), ("source_", s_tr, source_motion.fps)):
-        j = jerk_magnitude(tr.joints, fps)
+        j = jerk_magnitude(tr.joints[:, [tr.joint_names.index(n) for n in common]], fps)
         out[name + "jerk_mean"] = float(j.mean()) if j.size else 0.0
         out[name + "jerk_max"] = float(j.max()) if j.size else 0.0
         out[name + "floor_pen_mean"] = float(tr.floor_share.mean())

@@ -24,6 +24,7 @@ import torch
 
 from .descriptors import KeyVertexRig, height, pair_descriptors, sliding
 from .errors import CoreError
+from .ground import ground_levels
 from .humanoid import CORE_BONES, FINGER_BONES, limb_of
 from .losses import (jerk, dir_loss, dist_loss, floor_barrier, height_loss, pen_loss, reg_loss, sliding_loss,
                      smooth_loss)
@@ -86,7 +87,9 @@ class SolverSettings:
     contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
     lock_band: tuple = (LOCK_MIN, LOCK_MAX)           #: source foot speed (share of h_c per s): locked 1 -> 0
     optimise_fingers: bool = False
-    source_ground: object = "zero"   #: "zero", "estimate" (from the source's lowest foot contacts) or metres
+    #: the source's floor: "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one
+    #: level per frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
+    source_ground: object = "zero"
     terrain: object = None           #: optional descriptors.HeightField for the target (z = f(x, y))
     part_weights: dict = field(default_factory=dict)  #: {(body part, term): factor} per-part overrides
     resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
@@ -176,45 +179,6 @@ def _reordered(character: Character, order: np.ndarray) -> Character:
 def _dominant_bone(mesh) -> np.ndarray:
     rows = np.arange(mesh.num_verts)
     return mesh.weight_bones[rows, np.argmax(mesh.weight_values, axis=1)]
-
-
-def estimate_ground(character: Character, motion: Motion, percentile: float = 3.0,
-                    max_vertices: int = 400) -> float:
-    """Ground level (world z, metres) of a clip from its lowest foot contacts.
-
-    The lowest point of the feet (mesh vertices whose dominant bone is a mapped foot or toes bone, subsampled
-    to ``max_vertices``) is taken per frame; the ground is the ``percentile`` of those minima over the clip,
-    which ignores a few airborne or glitched frames (the inventory of ../shared/assets uses 3 %).
-    """
-    from .kinematics import ForwardKinematics
-    from .skinning import SkinningMatrices, skin_vertices
-
-    sk, mesh = character.skeleton, character.mesh
-    if mesh is None:
-        raise CoreError(f"Character '{character.name}' has no mesh: fit a body before estimating its ground.")
-    feet = [sk.index(character.bone_map[c]) for c in ("left_foot", "left_toes", "right_foot", "right_toes")
-            if character.bone_map.get(c) in sk.names]
-    if not feet:
-        raise CoreError(f"Character '{character.name}': no foot bones in its bone map; map left_foot and "
-                        f"right_foot to estimate the ground.")
-    ids = np.nonzero(np.isin(_dominant_bone(mesh), feet))[0]
-    if len(ids) == 0:
-        raise CoreError(f"Character '{character.name}': no mesh vertices are skinned to its feet.")
-    if len(ids) > max_vertices:
-        ids = ids[np.linspace(0, len(ids) - 1, max_vertices).astype(np.int64)]
-    fk = ForwardKinematics(sk, torch.float64)
-    sm = SkinningMatrices(sk, torch.float64)
-    A = torch.as_tensor(sk.object_matrix[:3, :3])
-    b = torch.as_tensor(sk.object_matrix[:3, 3])
-    lows = []
-    with torch.no_grad():
-        for s in range(0, motion.num_frames, 512):
-            rot = quat_to_matrix(torch.as_tensor(motion.rotations[s:s + 512]))
-            loc = torch.as_tensor(motion.locations[s:s + 512])
-            r, t = sm(fk(rot, loc))
-            p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
-            lows.append((p @ A.T + b)[..., 2].min(dim=-1).values.numpy())
-    return float(np.percentile(np.concatenate(lows), percentile))
 
 
 def _spread_sole_points(z: np.ndarray, rest: np.ndarray, band: float, count: int) -> np.ndarray:
@@ -582,17 +546,13 @@ class SolveJob:
             srot = quat_to_matrix(torch.as_tensor(self.source_motion.rotations[:, sn], dtype=dt, device=dev))
             sloc = torch.as_tensor(self.source_motion.locations[:, sn], dtype=dt, device=dev)
             self.src_p, self.src_n = self.src_rig.parts[0].keyverts_needed(srot, sloc)
-        ground = s.source_ground
-        if isinstance(ground, str):
-            if ground == "zero":
-                ground = 0.0
-            elif ground == "estimate":
-                ground = estimate_ground(src, self.source_motion)
-            else:
-                raise CoreError(f"source_ground must be 'zero', 'estimate' or a number, not '{ground}'.")
-        self.source_ground_level = float(ground)
-        self.stats["source_ground"] = self.source_ground_level
-        self.src_h = height(self.src_p, self.source_ground_level)
+        #: float, or (T,) float64 per frame (source_ground="track" or a sequence)
+        self.source_ground_level = ground_levels(src, self.source_motion, s.source_ground)
+        g = np.asarray(self.source_ground_level)
+        self.stats["source_ground"] = float(g.mean())
+        self.stats["source_ground_drift"] = float(g.max() - g.min())
+        src_ground = (torch.as_tensor(g[:, None], dtype=dt, device=dev) if g.ndim else float(g))
+        self.src_h = height(self.src_p, src_ground)
         self.src_vel = sliding(self.src_p, self.fps)
         self.wf_src = floor_weight(self.src_h, MIN_FRACTION * self.h_src, MAX_FRACTION * self.h_src)
         # what the target's heights / horizontal velocities are compared with (docs/solver.md "Scaling")
@@ -777,14 +737,14 @@ class SolveJob:
         return np.concatenate(out) if out else np.zeros(0, np.int64)
 
     @staticmethod
-    def _foot_track(character: Character, motion: Motion, ground: float, sides, fps: float,
+    def _foot_track(character: Character, motion: Motion, ground, sides, fps: float,
                     chunk: int = 512) -> tuple:
         """Each foot's lowest point among ``sides`` = (left ids, right ids) (its sole points).
 
-        Returns its height above ``ground`` (T, 2; the soft minimum of ``_sole_lows``) and its horizontal
-        velocity (T, 2, 2, m/s): that frame's lowest vertex followed over a centred window of LOCK_WINDOW_S
-        (k = max(1, round(fps · LOCK_WINDOW_S / 2)) frames each side, clamped at the clip's ends: the
-        foot-locked metric's estimator). NaN for a foot without vertices."""
+        Returns its height above ``ground`` (a level, or (T,) levels per frame) (T, 2; the soft minimum of
+        ``_sole_lows``) and its horizontal velocity (T, 2, 2, m/s): that frame's lowest vertex followed over
+        a centred window of LOCK_WINDOW_S (k = max(1, round(fps · LOCK_WINDOW_S / 2)) frames each side,
+        clamped at the clip's ends: the foot-locked metric's estimator). NaN for a foot without vertices."""
         from .kinematics import ForwardKinematics
         from .skinning import SkinningMatrices, skin_vertices
         sk, mesh = character.skeleton, character.mesh
@@ -808,13 +768,15 @@ class SolveJob:
         low = np.full((T, 2), np.nan)
         vel = np.full((T, 2, 2), np.nan)
         tau = SOFT_LOW * float(character.height) if character.height else SOFT_LOW * 1.7
+        g = np.asarray(ground, dtype=np.float64)
+        g = g[:, None] if g.ndim else g
         t = np.arange(T)
         lo, hi = window_bounds(T, fps, LOCK_WINDOW_S)
         for k, P in enumerate(pts):
             if P.shape[1] == 0:
                 continue
             v = P[..., 2].argmin(-1)                                          # (T,) lowest sole point
-            z = -(P[..., 2] - ground) / tau                                   # soft minimum, as _sole_lows
+            z = -(P[..., 2] - g) / tau                                   # soft minimum, as _sole_lows
             zm = z.max(-1)
             low[:, k] = -tau * (zm + np.log(np.exp(z - zm[:, None]).sum(-1)))
             d = P[hi, v, :2] - P[lo, v, :2]

@@ -368,7 +368,10 @@ def finish_solve(job, source, source_motion, target, init_motion, with_reference
 
     terrain = getattr(job.settings, "terrain", None)
     stats = dict(getattr(job, "metrics", None) or {})
-    ground = float(stats.get("source_ground", 0.0) or 0.0)
+    # the source's labels are read above the floor the solve used (a level, or one per frame: core.ground)
+    ground = getattr(job, "source_ground_level", None)
+    if ground is None:
+        ground = float(stats.get("source_ground", 0.0) or 0.0)
     m = dict(core_metrics.evaluate(job.source, source_motion, job.target, result, terrain, source_ground=ground))
     m.update({f"solver_{k}": v for k, v in stats.items()})
     ref = {}

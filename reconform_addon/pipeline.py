@@ -239,6 +239,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     timings["copy_rotations_s"] = time.perf_counter() - t1
     tick(0.1)
     solve = {}
+    job = None
     if reconform:
         from ..core.solver import SolveJob
         job = SolveJob(src, src_motion, tgt, motion, _solver_settings(settings))
@@ -259,7 +260,9 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     metrics = None
     if tgt.mesh is not None and src.mesh is not None and reconform:
         from ..core.metrics import evaluate
-        metrics = _plain(evaluate(src, src_motion, tgt, motion))
+        # the source's labels are read above the floor the solve used (core.ground), the target's above its own
+        metrics = _plain(evaluate(src, src_motion, tgt, motion, getattr(job.settings, "terrain", None),
+                                  source_ground=job.source_ground_level))
 
     previous = None
     ad = target_obj.animation_data

@@ -33,6 +33,16 @@ DEVICE_ITEMS = (
     ('CPU', "CPU", "Solve on the CPU"),
     ('CUDA', "CUDA", "Solve on the first NVIDIA GPU (needs a CUDA build of PyTorch)"),
 )
+#: where the source's floor is (core.ground; docs/solver.md "Ground"): item -> SolverSettings.source_ground
+SOURCE_GROUND_ITEMS = (
+    ('ZERO', "World Floor", "The source clip stands on z = 0"),
+    ('ESTIMATE', "Estimate Level", "One floor level for the whole clip, from the source's lowest foot contacts "
+     "(a clip that floats above or sinks into z = 0)"),
+    ('TRACK', "Track Drift", "A floor level per frame that follows the source's lowest foot contacts over a few "
+     "seconds (a clip whose floor drifts up or down, as inertial or video capture often does)"),
+    ('CUSTOM', "Custom Level", "The floor level given below"),
+)
+SOURCE_GROUND_MODES = {'ZERO': "zero", 'ESTIMATE': "estimate", 'TRACK': "track"}
 KEYVERT_COUNT_ITEMS = (
     ('41', "41", "Default template: sparse full-body coverage"),
     ('96', "96", "Extended template: denser around hands, feet and torso"),
@@ -166,6 +176,10 @@ class ReconformSettings(PropertyGroup):
     use_advanced: BoolProperty(name="Override Weights", default=False,
                                description="Use the advanced values below instead of the preset's")
     device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='DEFAULT')
+    source_ground: EnumProperty(name="Source Floor", items=SOURCE_GROUND_ITEMS, default='ZERO',
+                                description="Where the source clip's floor is; the target always stands on z = 0")
+    source_ground_level: FloatProperty(name="Floor Level", default=0.0, unit='LENGTH', soft_min=-1.0, soft_max=1.0,
+                                       description="World height of the source clip's floor (Custom Level)")
     warm_start_fraction: FloatProperty(
         name="Re-solve Iterations", default=0.3, min=0.05, max=1.0, subtype='FACTOR',
         description="Share of the first solve's iterations a Re-solve runs, starting from the last result")
@@ -243,7 +257,8 @@ class ReconformSettings(PropertyGroup):
                 setattr(self, name, getattr(base, name))
 
     def solver_settings(self, overrides: dict | None = None):
-        """A ``core.solver.SolverSettings`` for this panel: preset, advanced values if enabled, device, overrides."""
+        """A ``core.solver.SolverSettings`` for this panel: preset, advanced values if enabled, device, source
+        floor, overrides."""
         base = preset_settings(self.quality)
         fields = {f.name for f in dataclasses.fields(base)}
         changes = {}
@@ -253,6 +268,9 @@ class ReconformSettings(PropertyGroup):
                     changes[name] = getattr(self, name)
         if "device" in fields:
             changes["device"] = self.effective_device().lower()
+        if "source_ground" in fields:
+            changes["source_ground"] = (float(self.source_ground_level) if self.source_ground == 'CUSTOM'
+                                        else SOURCE_GROUND_MODES[self.source_ground])
         if "resolve_fraction" in fields:
             changes["resolve_fraction"] = float(self.warm_start_fraction)
         for k, v in (overrides or {}).items():

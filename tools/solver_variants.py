@@ -2,6 +2,7 @@
 variant, then the mean over cases, for the metrics that decide the foot/floor settings.
 
     .venv/bin/python tools/solver_variants.py "[{}, {'scale_floor_terms': False}, {'w_sliding': 1}]" [--max-frames 400]
+        [--cases kick,salsa] [--threads 1]
 
 Each variant is a dict of SolverSettings overrides of the 'balanced' preset; copy-rotations is the first row
 of each case. Characters are prepared once (tools/bench.py Loader). Timings are not the point here (see
@@ -18,7 +19,12 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-KEYS = ("floor_pen_mean", "grounded_f1", "locked_f1", "contact_f1", "self_pen_mean", "jerk_mean")
+KEYS = ("floor_pen_mean", "grounded_f1", "locked_f1", "contact_f1", "self_pen_mean", "jerk_mean", "jerk_ratio_h")
+
+
+def with_jerk_ratio(m: dict, h_src: float, h_tgt: float) -> dict:
+    """``m`` plus ``jerk_ratio_h`` = (jerk / h_tgt) / (source jerk / h_src), the bench's per-unit-height ratio."""
+    return dict(m, jerk_ratio_h=m["jerk_mean"] / h_tgt / max(m["source_jerk_mean"] / h_src, 1e-12))
 
 
 def main(argv=None):
@@ -26,6 +32,7 @@ def main(argv=None):
     ap.add_argument("variants", nargs="?", default="[{}]")
     ap.add_argument("--max-frames", type=int, default=400, help="first frames of each clip (speed)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cases", default="", help="comma-separated substrings of clip names (default: all cases)")
     args = ap.parse_args(argv)
     variants = ast.literal_eval(args.variants)
     import numpy as np
@@ -37,20 +44,24 @@ def main(argv=None):
     loader = bench.Loader(mods, lambda s: None)
     rows = {i: [] for i in range(-1, len(variants))}
     print("case | variant | " + " | ".join(KEYS))
+    wanted = [w for w in args.cases.split(",") if w]
     for clip, target, first, count in bench.CASES:
+        if wanted and not any(w in clip for w in wanted):
+            continue
         src, smo, _ = loader.source(clip, first, count)
         smo = smo.slice(0, min(smo.num_frames, args.max_frames))
         _, tgt, _ = loader.character(target)
         init = mods["core.copy_rotations"].copy_rotations(src, smo, tgt)
         init = types.Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
         name = pathlib.Path(clip).stem[:24]
-        m = metrics.evaluate(src, smo, tgt, init)
+        hs, ht = float(src.height), float(tgt.height)
+        m = with_jerk_ratio(metrics.evaluate(src, smo, tgt, init), hs, ht)
         rows[-1].append(m)
         print(f"{name} | copy-rot | " + " | ".join(f"{m[k]:.4g}" for k in KEYS), flush=True)
         for i, v in enumerate(variants):
             job = solver.SolveJob(src, smo, tgt, init, solver.SolverSettings.preset("balanced",
                                                                                   num_threads=args.threads, **v))
-            m = metrics.evaluate(src, smo, tgt, job.run())
+            m = with_jerk_ratio(metrics.evaluate(src, smo, tgt, job.run()), hs, ht)
             rows[i].append(m)
             print(f"{name} | {v} | " + " | ".join(f"{m[k]:.4g}" for k in KEYS), flush=True)
     print()

@@ -46,7 +46,10 @@ def test_every_panel_draws_on_an_empty_scene(addon, clean_scene):
 def test_solver_panels_show_every_advanced_field(addon, clean_scene):
     panels, props = ui(addon, "panels"), ui(addon, "properties")
     lay = draw_panel(panels.VIEW3D_PT_reconform_solver, bpy.context)
-    assert {"quality", "device", "push_to_nla"} <= set(lay.props())
+    assert {"quality", "device", "source_ground", "push_to_nla"} <= set(lay.props())
+    assert "source_ground_level" not in lay.props()           # only for a custom level
+    clean_scene.reconform.source_ground = 'CUSTOM'
+    assert "source_ground_level" in draw_panel(panels.VIEW3D_PT_reconform_solver, bpy.context).props()
     adv = draw_panel(panels.VIEW3D_PT_reconform_solver_advanced, bpy.context)
     names = [n for n, *_ in props.ADVANCED_FLOATS + props.ADVANCED_INTS + props.ADVANCED_BOOLS]
     assert set(names) <= set(adv.props()) and "use_advanced" in adv.props()

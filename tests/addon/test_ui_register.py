@@ -76,6 +76,21 @@ def test_quality_preset_and_overrides_reach_solver_settings(addon, clean_scene):
     assert s.solver_settings().w_pen == fast.w_pen
 
 
+def test_source_floor_reaches_solver_settings(addon, clean_scene):
+    pytest.importorskip(addon.__name__ + ".core.solver")
+    s = clean_scene.reconform
+    assert s.source_ground == 'ZERO' and s.solver_settings().source_ground == "zero"
+    for item, mode in (('ESTIMATE', "estimate"), ('TRACK', "track")):
+        s.source_ground = item
+        assert s.solver_settings().source_ground == mode
+    s.source_ground = 'CUSTOM'
+    s.source_ground_level = -0.025
+    assert s.solver_settings().source_ground == pytest.approx(-0.025)
+    # not an advanced weight: it applies whether or not the weights are overridden
+    s.use_advanced = True
+    assert s.solver_settings().source_ground == pytest.approx(-0.025)
+
+
 def test_default_device_comes_from_the_preferences(addon, clean_scene):
     pytest.importorskip(addon.__name__ + ".core.solver")
     s = clean_scene.reconform

@@ -45,6 +45,18 @@ def test_self_evaluation_is_perfect(clip):
     assert 0.0 <= e["self_pen_mean"] <= e["self_pen_max"] <= 1.0
 
 
+def test_jerk_is_compared_on_the_joints_both_characters_map(clip):
+    import dataclasses
+    ch, m = clip
+    # a source without hands: the target's jerk is measured on the same joints, so a self-evaluation matches
+    handless = dataclasses.replace(ch, bone_map={c: b for c, b in ch.bone_map.items() if not c.endswith("_hand")})
+    e = evaluate(handless, m, ch, m)
+    assert e["jerk_mean"] == pytest.approx(e["source_jerk_mean"])
+    assert e["jerk_max"] == pytest.approx(e["source_jerk_max"])
+    # the hands move the most: with them, the target's mean differs
+    assert evaluate(ch, m, ch, m)["jerk_mean"] != pytest.approx(e["jerk_mean"])
+
+
 def test_sinking_the_clip_raises_floor_penetration_and_breaks_grounding(clip):
     ch, m = clip
     sunk = Motion(m.rotations, m.locations.copy(), m.fps)
@@ -80,7 +92,7 @@ def test_windowed_foot_speed_removes_jitter_but_keeps_motion():
     moving = still.copy()
     moving[:, :, 0] += (0.5 * np.arange(T) / fps)[:, None]    # 0.5 m/s walk
     low = np.zeros(T, np.int64)
-    tr = _Track(None, None, None, np.zeros((2, T)), None, None, [still, moving], [low, low])
+    tr = _Track(None, None, None, np.zeros((2, T)), None, None, [still, moving], [low, low], [])
     sp = foot_speed_windowed(tr, fps)                        # 1/15 s window: k = 4 frames at 120 fps
     raw = np.abs(np.diff(still[:, 0, 0])) * fps
     assert raw.min() > 0.2                                   # 240 mm/s of raw jitter speed

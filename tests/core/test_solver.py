@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from core.errors import CoreError
-from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, bspline_basis, estimate_ground
+from core.ground import estimate_ground
+from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, bspline_basis
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 

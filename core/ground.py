@@ -1,0 +1,184 @@
+"""The source's ground (method.md §1.6 "ground"; docs/solver.md "Ground"): where a source clip's floor is.
+
+The target stands on world z = 0 (or a ``descriptors.HeightField``). A source clip may float above z = 0,
+stand sunk into it, or drift vertically over the clip (inertial capture, video capture, clips re-rooted by
+hand). The solver reads the source's heights above its ground, so a wrong ground turns planted feet into
+lifted ones or the reverse. Three readings, all from the lowest foot point per frame:
+
+- ``estimate_ground``: one level for the whole clip (a low percentile of the per-frame lowest foot point);
+- ``track_ground``: one level per frame, following a slow drift (a running low percentile over a window of
+  a few seconds picks the frames where a foot is down, then a local line through their lowest points);
+- a number, or a ``(T,)`` array given by the caller.
+
+``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .errors import CoreError
+from .rotations import quat_to_matrix
+from .types import Character, Motion
+
+#: one level for the clip: this percentile over frames of the lowest foot point (the inventory uses 3 %)
+ESTIMATE_PERCENTILE = 3.0
+#: drift tracking (``running_ground``): window, percentile of the rough level, band of the contact frames
+TRACK_WINDOW_S = 2.0
+TRACK_PERCENTILE = 5.0
+TRACK_BAND_M = 0.02
+#: ``track_ground``'s contact band as a share of the character's height h_c (2 cm at 1.7 m)
+TRACK_BAND = 0.012
+#: the values ``SolverSettings.source_ground`` accepts as text
+GROUND_MODES = ("zero", "estimate", "track")
+
+
+def lowest_foot_heights(character: Character, motion: Motion, max_vertices: int = 400,
+                        chunk: int = 512) -> np.ndarray:
+    """(T,) world z of the lowest foot vertex per frame, in metres.
+
+    Foot vertices are the mesh vertices whose dominant bone is a mapped foot or toes bone, subsampled evenly
+    to ``max_vertices``.
+    """
+    from .kinematics import ForwardKinematics
+    from .skinning import SkinningMatrices, skin_vertices
+
+    sk, mesh = character.skeleton, character.mesh
+    if mesh is None:
+        raise CoreError(f"Character '{character.name}' has no mesh: fit a body before estimating its ground.")
+    feet = [sk.index(character.bone_map[c]) for c in ("left_foot", "left_toes", "right_foot", "right_toes")
+            if character.bone_map.get(c) in sk.names]
+    if not feet:
+        raise CoreError(f"Character '{character.name}': no foot bones in its bone map; map left_foot and "
+                        f"right_foot to estimate the ground.")
+    rows = np.arange(mesh.num_verts)
+    dominant = mesh.weight_bones[rows, np.argmax(mesh.weight_values, axis=1)]
+    ids = np.nonzero(np.isin(dominant, feet))[0]
+    if len(ids) == 0:
+        raise CoreError(f"Character '{character.name}': no mesh vertices are skinned to its feet.")
+    if len(ids) > max_vertices:
+        ids = ids[np.linspace(0, len(ids) - 1, max_vertices).astype(np.int64)]
+    fk = ForwardKinematics(sk, torch.float64)
+    sm = SkinningMatrices(sk, torch.float64)
+    A = torch.as_tensor(sk.object_matrix[:3, :3])
+    b = torch.as_tensor(sk.object_matrix[:3, 3])
+    lows = []
+    with torch.no_grad():
+        for s in range(0, motion.num_frames, chunk):
+            rot = quat_to_matrix(torch.as_tensor(motion.rotations[s:s + chunk]))
+            loc = torch.as_tensor(motion.locations[s:s + chunk])
+            r, t = sm(fk(rot, loc))
+            p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
+            lows.append((p @ A.T + b)[..., 2].min(dim=-1).values.numpy())
+    return np.concatenate(lows) if lows else np.zeros(0)
+
+
+def estimate_ground(character: Character, motion: Motion, percentile: float = ESTIMATE_PERCENTILE,
+                    max_vertices: int = 400) -> float:
+    """Ground level (world z, metres) of a clip from its lowest foot contacts.
+
+    The lowest point of the feet is taken per frame (``lowest_foot_heights``); the ground is the
+    ``percentile`` of those minima over the clip, which ignores a few airborne or glitched frames.
+    """
+    return float(np.percentile(lowest_foot_heights(character, motion, max_vertices), percentile))
+
+
+def _windows(x: np.ndarray, k: int) -> np.ndarray:
+    """(T, 2k + 1) centred windows of ``x`` (T,), NaN beyond the clip's ends."""
+    padded = np.concatenate([np.full(k, np.nan), x, np.full(k, np.nan)])
+    return np.lib.stride_tricks.sliding_window_view(padded, 2 * k + 1)
+
+
+def _local_line(y: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """(T,) value at each frame t of the least-squares line through the samples ``y`` (T,) of weight ``w`` (T,)
+    (0 or 1) on frames t − k .. t + k (clamped to the clip); the weighted mean where one frame or fewer
+    carries weight, NaN where none does. A linear drift is followed exactly, the clip's ends included."""
+    T = len(y)
+    tau = np.arange(T, dtype=np.float64) - 0.5 * (T - 1)      # centred frame index: sums stay well scaled
+
+    def window_sum(x):
+        c = np.concatenate([[0.0], np.cumsum(x)])
+        lo = np.clip(np.arange(T) - k, 0, T)
+        hi = np.clip(np.arange(T) + k + 1, 0, T)
+        return c[hi] - c[lo]
+
+    s0, s1, s2 = window_sum(w), window_sum(w * tau), window_sum(w * tau * tau)
+    sy, sty = window_sum(w * y), window_sum(w * tau * y)
+    out = np.full(T, np.nan)
+    has = s0 > 0.5
+    out[has] = sy[has] / s0[has]
+    det = s0 * s2 - s1 * s1
+    line = has & (s0 > 1.5) & (det > 1e-9 * np.maximum(s0 * s2, 1e-300))
+    slope = (s0[line] * sty[line] - s1[line] * sy[line]) / det[line]
+    out[line] = (sy[line] + slope * (s0[line] * tau[line] - s1[line])) / s0[line]
+    return out
+
+
+def running_ground(lows: np.ndarray, fps: float, window_s: float = TRACK_WINDOW_S,
+                   percentile: float = TRACK_PERCENTILE, band: float = TRACK_BAND_M) -> np.ndarray:
+    """(T,) ground level per frame from the per-frame lowest foot point ``lows`` (T,), in metres.
+
+    1. A rough level: the ``percentile`` of ``lows`` over the centred window of ``window_s`` seconds (clamped
+       to the clip), which ignores the airborne frames of a jump or a stride shorter than the window.
+    2. Contact frames: those whose lowest foot point lies within ``band`` of the rough level.
+    3. The level: at each frame, the least-squares line through the contact frames' lowest points over the
+       same window (a local linear fit: a linear drift is followed without lag, the clip's ends included;
+       where a window holds no contact frame the level is interpolated from its neighbours), fitted once more
+       over every frame so that it bends smoothly.
+    A clip without drift gets a nearly constant level, like ``estimate_ground``.
+    """
+    lows = np.asarray(lows, dtype=np.float64)
+    if lows.ndim != 1 or len(lows) == 0 or not np.all(np.isfinite(lows)):
+        raise CoreError("running_ground needs a non-empty (T,) array of finite per-frame lowest foot heights.")
+    k = max(1, int(round(window_s * fps / 2.0)))
+    rough = np.nanpercentile(_windows(lows, k), percentile, axis=1)
+    contact = (lows - rough <= band).astype(np.float64)
+    level = _local_line(lows, contact, k)
+    ok = np.isfinite(level)
+    if not ok.any():
+        return rough
+    frames = np.arange(len(lows))
+    level = np.interp(frames, frames[ok], level[ok])
+    # once more over every frame: contact frames entering and leaving a window no longer kink the level
+    return _local_line(level, np.ones(len(level)), k)
+
+
+def track_ground(character: Character, motion: Motion, window_s: float = TRACK_WINDOW_S,
+                 percentile: float = TRACK_PERCENTILE, max_vertices: int = 400) -> np.ndarray:
+    """(T,) ground level (world z, metres) per frame of a clip whose floor drifts: ``running_ground`` of its
+    lowest foot points, with a contact band of ``TRACK_BAND`` of its height (``TRACK_BAND_M`` without one)."""
+    band = TRACK_BAND * float(character.height) if character.height else TRACK_BAND_M
+    return running_ground(lowest_foot_heights(character, motion, max_vertices), motion.fps, window_s,
+                          percentile, band)
+
+
+def ground_levels(character: Character, motion: Motion, ground) -> float | np.ndarray:
+    """A ``SolverSettings.source_ground`` value read on the source: a float (one level, metres) or a
+    ``(T,)`` float64 array (one level per frame).
+
+    ``ground``: "zero" (z = 0), "estimate" (``estimate_ground``), "track" (``track_ground``), a number, or a
+    sequence of T numbers (a level per frame of ``motion``).
+    """
+    if isinstance(ground, str):
+        if ground == "zero":
+            return 0.0
+        if ground == "estimate":
+            return estimate_ground(character, motion)
+        if ground == "track":
+            return track_ground(character, motion)
+        raise CoreError(f"source_ground must be one of {', '.join(GROUND_MODES)}, a number or one level per "
+                        f"frame, not '{ground}'.")
+    if np.ndim(ground) == 0:
+        try:
+            return float(ground)
+        except (TypeError, ValueError):
+            raise CoreError(f"source_ground must be one of {', '.join(GROUND_MODES)}, a number or one level "
+                            f"per frame, not {ground!r}.") from None
+    levels = np.asarray(ground, dtype=np.float64)
+    if levels.shape != (motion.num_frames,):
+        raise CoreError(f"source_ground for '{character.name}' has {levels.size} levels; the clip has "
+                        f"{motion.num_frames} frames: give one level per frame.")
+    if not np.all(np.isfinite(levels)):
+        raise CoreError(f"source_ground for '{character.name}' has non-finite levels.")
+    return levels

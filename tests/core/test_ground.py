@@ -1,0 +1,114 @@
+"""core.ground: the source's floor as one level or one level per frame (docs/solver.md "Ground")."""
+
+import numpy as np
+import pytest
+
+from core.errors import CoreError
+from core.ground import estimate_ground, ground_levels, lowest_foot_heights, running_ground, track_ground
+from core.metrics import evaluate
+from core.solver import SolveJob, SolverSettings
+from core.types import Motion
+from tests.core.synth import make_humanoid, walk_motion
+
+
+@pytest.fixture(scope="module")
+def walk():
+    ch = make_humanoid()
+    return ch, walk_motion(ch, frames=180, fps=30.0)
+
+
+def _shifted(ch, m, dz):
+    """``m`` with the whole body moved up by dz (T,) metres per frame (negative: sinks)."""
+    out = Motion(m.rotations, m.locations.copy(), m.fps)
+    hips = ch.skeleton.index("hips")
+    up = np.array([0.0, 0.0, 1.0]) @ ch.skeleton.rest_local[hips, :3, :3]
+    out.locations[:, hips] += np.asarray(dz)[:, None] * up
+    return out
+
+
+def test_running_ground_follows_a_drift_and_ignores_lifted_feet():
+    fps, T = 30.0, 300
+    t = np.arange(T) / fps
+    drift = -0.004 * t                                      # sinks 4 mm per second
+    steps = 0.08 * np.clip(np.sin(2 * np.pi * t), 0, None)  # a foot off the floor half of the time
+    jump = np.where((t > 4.0) & (t < 4.5), 0.3, 0.0)         # half a second in the air
+    level = running_ground(drift + steps + jump, fps)
+    inner = slice(int(fps), T - int(fps))                     # a second from either end
+    assert np.abs(level[inner] - drift[inner]).max() < 0.003
+    assert np.abs(level - drift).max() < 0.006                # the ends: a one-sided window
+    assert np.all(np.abs(np.diff(level, 2)) < 1e-3)           # smooth: no kink for the height terms to copy
+
+
+def test_running_ground_of_a_clip_shorter_than_its_window_is_one_line():
+    lows = np.array([0.0, 0.002, 0.1, 0.004, 0.006, 0.2, 0.01])   # a floor rising 1 cm, two lifted frames
+    level = running_ground(lows, 30.0)
+    np.testing.assert_allclose(np.diff(level, 2), 0.0, atol=1e-12)
+    np.testing.assert_allclose(level[[0, -1]], [0.0, 0.01], atol=1e-3)
+
+
+def test_track_ground_recovers_a_sinking_clip(walk):
+    ch, m = walk
+    drift = -0.05 * np.arange(m.num_frames) / m.num_frames   # 5 cm lower by the end
+    sunk = _shifted(ch, m, drift)
+    base = track_ground(ch, m)
+    np.testing.assert_allclose(lowest_foot_heights(ch, sunk), lowest_foot_heights(ch, m) + drift, atol=1e-9)
+    assert np.abs(track_ground(ch, sunk) - (base + drift)).max() < 0.006
+    # one level cannot follow it: it is off by centimetres at one end or the other
+    one = estimate_ground(ch, sunk)
+    assert np.abs(one - (base + drift)).max() > 0.02
+
+
+def test_ground_levels_accepts_modes_numbers_and_per_frame_levels(walk):
+    ch, m = walk
+    assert ground_levels(ch, m, "zero") == 0.0
+    assert ground_levels(ch, m, 0.25) == 0.25
+    assert ground_levels(ch, m, "estimate") == pytest.approx(estimate_ground(ch, m))
+    assert ground_levels(ch, m, "track").shape == (m.num_frames,)
+    levels = np.linspace(0, 0.1, m.num_frames)
+    np.testing.assert_array_equal(ground_levels(ch, m, list(levels)), levels)
+    with pytest.raises(CoreError, match="'floor'"):
+        ground_levels(ch, m, "floor")
+    with pytest.raises(CoreError, match="180 frames"):
+        ground_levels(ch, m, np.zeros(7))
+    with pytest.raises(CoreError, match="non-finite"):
+        ground_levels(ch, m, np.full(m.num_frames, np.nan))
+
+
+def test_metrics_read_the_source_above_its_per_frame_floor(walk):
+    ch, m = walk
+    drift = -0.03 * np.arange(m.num_frames) / m.num_frames
+    sunk = _shifted(ch, m, drift)
+    # the sinking source against the upright clip: its labels disagree once it has sunk by more than 1 % h
+    assert evaluate(ch, sunk, ch, m)["grounded_f1"] < 0.9
+    # read above its own (sinking) floor, it is the upright clip again
+    e = evaluate(ch, sunk, ch, m, source_ground=drift)
+    assert e["grounded_f1"] == 1.0
+    assert e["source_floor_pen_mean"] == pytest.approx(e["floor_pen_mean"], abs=1e-6)
+
+
+def test_solver_reads_a_drifting_source_above_its_tracked_floor(walk):
+    ch, m = walk
+    tgt = make_humanoid(scale=0.9, girth=1.3, name="tgt")
+    drift = -0.05 * np.arange(m.num_frames) / m.num_frames
+    sunk = _shifted(ch, m, drift)
+    init = Motion(m.rotations, m.locations * 0.9, m.fps)
+    settings = SolverSettings(iterations=1, num_threads=1)
+
+    def setup(motion, ground):
+        job = SolveJob(ch, motion, tgt, init, SolverSettings(**{**settings.__dict__, "source_ground": ground}))
+        job._setup()
+        return job
+
+    upright = setup(m, "track")
+    tracked = setup(sunk, "track")
+    flat = setup(sunk, "zero")
+    assert tracked.source_ground_level.shape == (m.num_frames,)
+    assert tracked.stats["source_ground_drift"] > 0.04
+    # the sinking clip read above its tracked floor has the upright clip's heights (within the tracker's error)
+    err_tracked = float((tracked.src_h - upright.src_h).abs().max())
+    err_flat = float((flat.src_h - upright.src_h).abs().max())
+    assert err_tracked < 0.008 < 0.03 < err_flat
+    # and its feet are in contact on the upright clip's frames (the sunk ones, read above z = 0, are not)
+    off_tracked = float((tracked.contact_w - upright.contact_w).abs().mean())
+    off_flat = float((flat.contact_w - upright.contact_w).abs().mean())
+    assert off_tracked < 0.25 * off_flat
