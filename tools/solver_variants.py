@@ -6,7 +6,8 @@ variant, then the mean over cases, for the metrics that decide the foot/floor se
 
 Each variant is a dict of SolverSettings overrides of the 'balanced' preset; copy-rotations is the first row
 of each case. Characters are prepared once (tools/bench.py Loader). Timings are not the point here (see
-``make bench``).
+``make bench``). The source's labels are read above the floor each solve used (``source_ground``); where
+that is not z = 0, copy-rotations is measured again against the same labels.
 """
 
 from __future__ import annotations
@@ -61,8 +62,13 @@ def main(argv=None):
         for i, v in enumerate(variants):
             job = solver.SolveJob(src, smo, tgt, init, solver.SolverSettings.preset("balanced",
                                                                                   num_threads=args.threads, **v))
-            m = with_jerk_ratio(metrics.evaluate(src, smo, tgt, job.run()), hs, ht)
+            res = job.run()
+            ground = job.source_ground_level       # the source's labels: above the floor this solve used
+            m = with_jerk_ratio(metrics.evaluate(src, smo, tgt, res, source_ground=ground), hs, ht)
             rows[i].append(m)
+            if np.any(np.asarray(ground) != 0.0):  # copy-rotations against the same labels
+                c = with_jerk_ratio(metrics.evaluate(src, smo, tgt, init, source_ground=ground), hs, ht)
+                print(f"{name} | copy-rot, source floor of {v} | " + " | ".join(f"{c[k]:.4g}" for k in KEYS))
             print(f"{name} | {v} | " + " | ".join(f"{m[k]:.4g}" for k in KEYS), flush=True)
     print()
     print("mean over cases | variant | " + " | ".join(KEYS))
