@@ -313,6 +313,32 @@ def test_second_retarget_reuses_stored_key_vertices(addon, solved, quick_keyvert
     assert calls == [], f"transferred again for {calls}"
 
 
+def test_source_floor_reaches_the_solve_and_its_metrics(addon, solved, quick_keyverts):
+    """The panel's Source Floor and a batch set-up's ``source_ground`` both reach the solve, and the metrics
+    read the source's grounded feet above that floor."""
+    import importlib
+
+    pipeline = importlib.import_module(addon.__name__ + ".reconform_addon.pipeline")
+    bpy.ops.wm.open_mainfile(filepath=str(solved["path"]))
+    s = bpy.context.scene.reconform
+    src, tgt = bpy.data.objects[SRC], bpy.data.objects[TGT]
+    shares = {}
+    for level in (0.0, 0.25):         # a floor 25 cm up: no source foot is within 1 % of h_c of it
+        settings = {"quality": "fast", "iterations": 2, "source_ground": level}
+        res = pipeline.retarget(src, tgt, method="reconform", frame_start=FRAMES[0], frame_end=FRAMES[1],
+                                settings=settings, name=f"floor {level}")
+        assert res.report["metrics_solver"]["source_ground"] == pytest.approx(level)
+        shares[level] = res.report["metrics"]["source_grounded_share"]
+    assert shares[0.0] > 0.2 and shares[0.25] == 0.0
+    # the panel: Custom Level, through the operator
+    s.source_ground, s.source_ground_level = 'CUSTOM', 0.25
+    assert bpy.ops.reconform.retarget() == {'FINISHED'}
+    data = json.loads(s.metrics_json)
+    assert data["metrics"]["solver_source_ground"] == pytest.approx(0.25)
+    assert data["metrics"]["source_grounded_share"] == 0.0
+    assert data["reference"]["source_grounded_share"] == 0.0     # copy-rotations, against the same labels
+
+
 def test_transfer_reset_unlock_key_vertices(addon, pair_blend, quick_keyverts):
     panels, gz = ui(addon, "panels"), ui(addon, "gizmos")
     s = open_pair(pair_blend)
