@@ -52,9 +52,7 @@ def lowest_foot_heights(character: Character, motion: Motion, max_vertices: int 
     if not feet:
         raise CoreError(f"Character '{character.name}': no foot bones in its bone map; map left_foot and "
                         f"right_foot to estimate the ground.")
-    rows = np.arange(mesh.num_verts)
-    dominant = mesh.weight_bones[rows, np.argmax(mesh.weight_values, axis=1)]
-    ids = np.nonzero(np.isin(dominant, feet))[0]
+    ids = np.nonzero(np.isin(mesh.dominant_bones(), feet))[0]
     if len(ids) == 0:
         raise CoreError(f"Character '{character.name}': no mesh vertices are skinned to its feet.")
     if len(ids) > max_vertices:

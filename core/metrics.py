@@ -69,9 +69,7 @@ def _segment_of_vertices(character: Character) -> tuple:
         while k >= 0 and k not in canon:
             k = sk.parents[k]
         owner[j] = bones.index(canon[k]) if k >= 0 else -1
-    rows = np.arange(mesh.num_verts)
-    dom = mesh.weight_bones[rows, np.argmax(mesh.weight_values, axis=1)]
-    return owner[dom], bones, [sk.index(character.bone_map[c]) for c in bones]
+    return owner[mesh.dominant_bones()], bones, [sk.index(character.bone_map[c]) for c in bones]
 
 
 class _Capsules(NamedTuple):

@@ -176,11 +176,6 @@ def _reordered(character: Character, order: np.ndarray) -> Character:
     return replace(character, keyverts=new_kv)
 
 
-def _dominant_bone(mesh) -> np.ndarray:
-    rows = np.arange(mesh.num_verts)
-    return mesh.weight_bones[rows, np.argmax(mesh.weight_values, axis=1)]
-
-
 def _spread_sole_points(z: np.ndarray, rest: np.ndarray, band: float, count: int) -> np.ndarray:
     """Sole points of one foot: sorted indices (≤ count) into its vertices.
 
@@ -690,7 +685,7 @@ class SolveJob:
         lo_, hi_ = (float(x) * self.h_src for x in self.settings.contact_band)
         g = np.clip(1.0 - (low - lo_) / max(hi_ - lo_, 1e-12), 0.0, 1.0)
         self.contact_w = torch.as_tensor(g, dtype=dt, device=dev)                            # (T, 2)
-        dom = _dominant_bone(tgt.mesh)[np.asarray(tgt.keyverts.vertex_ids)]
+        dom = tgt.mesh.dominant_bones()[np.asarray(tgt.keyverts.vertex_ids)]
         foot_of = np.full(len(dom), -1)
         for k, side in enumerate(("left", "right")):
             bones = [tgt.skeleton.index(tgt.bone_map[c]) for c in (f"{side}_foot", f"{side}_toes")
@@ -709,7 +704,7 @@ class SolveJob:
         from .kinematics import ForwardKinematics
         from .skinning import SkinningMatrices, skin_vertices
         sk, mesh = character.skeleton, character.mesh
-        dom = _dominant_bone(mesh)
+        dom = mesh.dominant_bones()
         band = SOLE_BAND * float(character.height) if character.height else SOLE_BAND * 1.7
         T = motion.num_frames
         frames = np.unique(np.linspace(0, T - 1, min(T, max_frames)).round().astype(np.int64))
@@ -776,7 +771,7 @@ class SolveJob:
             if P.shape[1] == 0:
                 continue
             v = P[..., 2].argmin(-1)                                          # (T,) lowest sole point
-            z = -(P[..., 2] - g) / tau                                   # soft minimum, as _sole_lows
+            z = -(P[..., 2] - g) / tau                                        # soft minimum, as _sole_lows
             zm = z.max(-1)
             low[:, k] = -tau * (zm + np.log(np.exp(z - zm[:, None]).sum(-1)))
             d = P[hi, v, :2] - P[lo, v, :2]

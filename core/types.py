@@ -121,6 +121,10 @@ class SkinnedMesh:
     def num_verts(self) -> int:
         return len(self.rest_verts)
 
+    def dominant_bones(self) -> np.ndarray:
+        """(V,) int64 skeleton index of each vertex's most weighted bone."""
+        return self.weight_bones[np.arange(self.num_verts), np.argmax(self.weight_values, axis=1)]
+
     @property
     def face_sizes(self) -> np.ndarray:
         """(F,) number of vertices of each polygon."""
