@@ -394,6 +394,10 @@ def evaluate(source: Character, source_motion: Motion, target: Character, target
     out["locked_strict_f1"] = f1_score(r_true, r_pred)
     out["locked_strict_auc"] = roc_auc(r_true, -(t_tr.foot_speed / ht).ravel())
     out["source_grounded_share"] = float(g_true.mean())
+    # the source's own feet, never under its floor: what a target copying them exactly but standing on the floor
+    # would score (a source that sinks through its floor caps the grounded F1 of every floor-respecting target)
+    out["source_grounded_f1_clamped"] = f1_score(
+        g_true, (np.clip(s_tr.foot_height, 0.0, None) <= GROUNDED_FRACTION * hs).ravel())
     out["source_locked_share"] = float(l_true.mean()) if l_true.size else float("nan")
     out["source_locked_strict_share"] = float(r_true.mean()) if r_true.size else float("nan")
     # key-vertex contacts

@@ -65,6 +65,12 @@ def test_sinking_the_clip_raises_floor_penetration_and_breaks_grounding(clip):
     e = evaluate(ch, m, ch, sunk)
     assert e["floor_pen_mean"] > 0.1 and e["source_floor_pen_mean"] == 0.0
     assert e["grounded_f1"] < 0.5
+    # an upright source copied onto the floor scores what it scores against itself
+    assert e["source_grounded_f1_clamped"] == 1.0
+    # a sunk source: its own feet lifted back to the floor disagree with its labels, like the upright clip does
+    s = evaluate(ch, sunk, ch, m)
+    assert s["source_grounded_f1_clamped"] < 0.5
+    assert s["source_grounded_f1_clamped"] == pytest.approx(s["grounded_f1"], abs=0.1)
     # the whole body shifted: contacts between key vertices are unchanged
     assert e["contact_f1"] == 1.0
 
