@@ -589,7 +589,6 @@ class RECONFORM_OT_load_bone_map(_RoleMixin, bpy.types.Operator, ImportHelper):
     def execute(self, context):
         from ..core.bonemap import load_bone_map
 
-        s = settings_of(context)
         arm = self.armature_or_report(context)
         if arm is None:
             return {'CANCELLED'}

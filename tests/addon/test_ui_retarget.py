@@ -225,7 +225,6 @@ def test_cancel_mid_solve_leaves_the_scene_exactly_as_before(addon, pair_blend, 
 
 
 def test_modal_done_event_writes_in_the_finished_path_only(addon, pair_blend, quick_keyverts):
-    ops = ui(addon, "operators")
     s = open_pair(pair_blend)
     before = scene_fingerprint(bpy)
     drv = _driver(addon)
@@ -247,7 +246,7 @@ def test_modal_done_event_writes_in_the_finished_path_only(addon, pair_blend, qu
 
 def test_worker_error_reports_one_line_and_writes_nothing(addon, pair_blend):
     ops = ui(addon, "operators")
-    s = open_pair(pair_blend)
+    open_pair(pair_blend)
     before = scene_fingerprint(bpy)
     drv = _driver(addon)
     drv._save_state(bpy.context)

@@ -79,7 +79,7 @@ def test_skin_weights_smooth_and_never_cross_sides(neutral):
 
 
 def test_a_pose_rest_and_back_to_t_pose(neutral, neutral_a):
-    (skT, mT, _), (skA, mA, bmA) = neutral, neutral_a
+    (_, mT, _), (skA, mA, bmA) = neutral, neutral_a
     # arms point down in the A rest pose
     hand = skA.rest_global[skA.index("left_hand"), :3, 3]
     shoulder = skA.rest_global[skA.index("left_upper_arm"), :3, 3]

@@ -11,7 +11,7 @@ from core.errors import CoreError
 from core.humanoid import CORE_BONES, REQUIRED_BONES
 from core.types import Skeleton
 
-from .rigs import JOINTS, NAMING, bone_name, make_skeleton, object_matrix
+from .rigs import NAMING, bone_name, make_skeleton, object_matrix
 
 RIG_TYPES = {"mixamo": "mixamo", "unreal": "unreal", "rigify": "rigify", "metarig": "metarig", "cmu": "cmu",
              "vrm": "vrm", "cc": "character_creator", "daz": "daz", "bandai": "bandai", "generic": "generic"}

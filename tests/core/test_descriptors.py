@@ -7,7 +7,6 @@ from core.descriptors import (HeightField, KeyVertexRig, dir_matrix, dist_matrix
 from core.kinematics import forward_kinematics
 from core.rotations import quat_to_matrix
 from core.skinning import skin_mesh
-from core.types import Motion
 from core.weights import ActivePairs, allowed_pairs, alpha_ramp, floor_weight, interaction_weight, mix_weights
 from tests.core.synth import make_humanoid, walk_motion
 

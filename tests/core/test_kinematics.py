@@ -1,5 +1,4 @@
 import numpy as np
-import pytest
 import torch
 
 from core.kinematics import ForwardKinematics, forward_kinematics, to_world
