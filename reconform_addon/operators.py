@@ -1040,8 +1040,11 @@ classes = (
 
 @bpy.app.handlers.persistent
 def _cancel_runs_on_load(*_args):
-    """A file is being loaded: stop every solve in flight (their results would have nowhere to go)."""
+    """A file is being loaded: stop every solve in flight (their results would have nowhere to go) and forget
+    the cached last solves: they belong to the old file, and a Re-solve must not write into objects of the new
+    file that happen to share a name with them."""
     _cancel_all_runs()
+    _LAST.clear()
 
 
 def _cancel_all_runs():

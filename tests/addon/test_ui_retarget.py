@@ -131,6 +131,9 @@ def test_resolve_warm_starts_with_slider_weights_and_fewer_steps(addon, solved, 
     ops = ui(addon, "operators")
     bpy.ops.wm.open_mainfile(filepath=str(solved["path"]))
     s = bpy.context.scene.reconform
+    assert ops.last_solve(bpy.context.scene) is None            # loading a file forgets the cached solves
+    assert not bpy.ops.reconform.resolve.poll()
+    assert bpy.ops.reconform.retarget() == {'FINISHED'}
     if not len(s.conflicts):  # make one so the slider path runs even when this short clip has none
         cf = core(addon, "conflicts")
         ops.fill_conflicts(s, [cf.Conflict("left_arm", "dist", "pen", -0.9, 0.8, (2, 5))])
