@@ -179,6 +179,14 @@ def _on_frame_change(scene, depsgraph=None):
     _GEOM.clear()
 
 
+@bpy.app.handlers.persistent
+def _on_load(*_args):
+    """A file is being loaded: cached geometry and drag positions belong to the old file's objects (a new
+    object with the same name must not be drawn or snapped on them)."""
+    _GEOM.clear()
+    _DRAG.clear()
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Snapping and handlers (headless-testable)
 # ------------------------------------------------------------------------------------------------------------
@@ -456,11 +464,14 @@ def register():
         bpy.app.handlers.depsgraph_update_post.append(_on_depsgraph_update)
     if _on_frame_change not in bpy.app.handlers.frame_change_post:
         bpy.app.handlers.frame_change_post.append(_on_frame_change)
+    if _on_load not in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.append(_on_load)
 
 
 def unregister():
     for lst, fn in ((bpy.app.handlers.depsgraph_update_post, _on_depsgraph_update),
-                    (bpy.app.handlers.frame_change_post, _on_frame_change)):
+                    (bpy.app.handlers.frame_change_post, _on_frame_change),
+                    (bpy.app.handlers.load_pre, _on_load)):
         while fn in lst:
             lst.remove(fn)
     _GEOM.clear()

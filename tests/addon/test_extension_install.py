@@ -89,9 +89,14 @@ def test_install_enable_retarget_disable(built_zip, tmp_path):
         assert src_keys == sum(len(fc.keyframe_points) for l in bpy.data.actions["YMCA"].layers
                                for st in l.strips for b in st.channelbags for fc in b.fcurves)
 
+        ours = [f for f in bpy.app.handlers.load_pre if (f.__module__ or "").startswith(name)]
+        assert len(ours) == 2, ours      # solves and key-vertex gizmo caches are dropped when a file loads
         addon_utils.disable(name, default_set=True)
         assert not addon_utils.check(name)[1]
         assert not hasattr(bpy.types.Scene, "reconform"), "Scene.reconform left behind"
+        for kind in ("load_pre", "depsgraph_update_post", "frame_change_post"):
+            left = [f for f in getattr(bpy.app.handlers, kind) if (f.__module__ or "").startswith(name)]
+            assert not left, f"{{kind}} handlers left behind: {{left}}"
         try:
             bpy.ops.reconform.retarget.get_rna_type()
             raise SystemExit("operator reconform.retarget still registered")

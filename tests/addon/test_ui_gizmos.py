@@ -182,8 +182,12 @@ def test_handlers_survive_reload_because_they_look_up_by_name(kv_items, clean_sc
     get, set_ = gz.make_handlers(name, 1)
     path = tmp_path / "kv.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    gz.evaluated_geometry(ob)
+    gz.begin_drag(name, 1)
+    set_(tuple(gz.evaluated_geometry(ob).co[5]))   # a drag in progress when the file is replaced
+    assert gz._GEOM and gz._DRAG
     bpy.ops.wm.open_mainfile(filepath=str(path))
-    gz.invalidate()
+    assert not gz._GEOM and not gz._DRAG          # the old file's geometry and drags are forgotten on load
     ob2 = bpy.data.objects[name]
     assert np.allclose(get(), gz.evaluated_geometry(ob2).co[3])
     gz.begin_drag(name, 1)
