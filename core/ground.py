@@ -10,16 +10,16 @@ lifted ones or the reverse. Three readings, all from the lowest foot point per f
   a few seconds picks the frames where a foot is down, then a local line through their lowest points);
 - a number, or a ``(T,)`` array given by the caller.
 
-``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array.
+``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array;
+``floor_advice`` reads a solve's metrics and says when another reading would suit the clip. The module
+imports torch only when it skins a mesh, so the panel can call ``floor_advice`` without it.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from .errors import CoreError
-from .rotations import quat_to_matrix
 from .types import Character, Motion
 
 #: one level for the clip: this percentile over frames of the lowest foot point (the inventory uses 3 %)
@@ -32,6 +32,10 @@ TRACK_BAND_M = 0.02
 TRACK_BAND = 0.012
 #: the values ``SolverSettings.source_ground`` accepts as text
 GROUND_MODES = ("zero", "estimate", "track")
+#: ``floor_advice``: the source's own feet kept on its floor score a grounded F1 below this against its labels
+SINKING_F1 = 0.9
+#: ``floor_advice``: the source's feet are grounded on fewer than this share of its foot-frames
+FLOATING_SHARE = 0.02
 
 
 def lowest_foot_heights(character: Character, motion: Motion, max_vertices: int = 400,
@@ -41,7 +45,10 @@ def lowest_foot_heights(character: Character, motion: Motion, max_vertices: int 
     Foot vertices are the mesh vertices whose dominant bone is a mapped foot or toes bone, subsampled evenly
     to ``max_vertices``.
     """
+    import torch
+
     from .kinematics import ForwardKinematics
+    from .rotations import quat_to_matrix
     from .skinning import SkinningMatrices, skin_vertices
 
     sk, mesh = character.skeleton, character.mesh
@@ -180,3 +187,27 @@ def ground_levels(character: Character, motion: Motion, ground) -> float | np.nd
     if not np.all(np.isfinite(levels)):
         raise CoreError(f"source_ground for '{character.name}' has non-finite levels.")
     return levels
+
+
+def floor_advice(metrics: dict) -> str | None:
+    """One line of advice on the source's floor from ``core.metrics.evaluate`` output, or None.
+
+    The grounded labels of the source are read above its floor (``source_ground``). If the source's own feet,
+    lifted to that floor where they sink under it, score a grounded F1 below ``SINKING_F1`` against those
+    labels (``source_grounded_f1_clamped``), its feet go under the floor on many frames: the grounded F1 of any
+    target that stays on its floor is capped there, and a tracked or estimated floor usually suits the clip
+    better. If its feet are grounded on fewer than ``FLOATING_SHARE`` of its foot-frames, it may float.
+    """
+    def value(key):
+        v = metrics.get(key)
+        return None if v is None or v != v else float(v)
+
+    f1, share = value("source_grounded_f1_clamped"), value("source_grounded_share")
+    if f1 is not None and f1 < SINKING_F1:
+        return (f"The source's feet sink under its floor on many frames (kept on the floor they would score "
+                f"grounded F1 {f1:.2f} against the source): try Source Floor 'Track Drift' or 'Estimate Level' "
+                f"(source_ground 'track' / 'estimate').")
+    if share is not None and share < FLOATING_SHARE:
+        return (f"The source's feet touch its floor on {100 * share:.0f} % of the frames: if the clip floats, "
+                f"try Source Floor 'Estimate Level' (source_ground 'estimate').")
+    return None

@@ -4,9 +4,12 @@ Layout: ReConForM (characters, clip, PyTorch status) > Bone Map > Key Vertices >
 Retarget (button, progress, status) > Conflicts > Metrics.
 """
 
+import textwrap
+
 from bpy.types import Panel, UIList
 
 from . import deps, operators
+from ..core.ground import floor_advice
 
 CATEGORY = "ReConForM"
 
@@ -14,7 +17,7 @@ CATEGORY = "ReConForM"
 METRIC_LABELS = {
     "jerk": "Jerk (m/s³)", "floor_pen": "Floor penetration", "self_pen": "Self-penetration",
     "grounded": "Grounded feet", "locked": "Foot locked", "contact": "Contact", "contacts": "Contacts",
-    "frames": "Frames",
+    "frames": "Frames", "grounded_f1_clamped": "Grounded F1, feet kept on its floor",
 }
 METRIC_SUFFIXES = {"mean": "mean", "max": "max", "f1": "F1", "auc": "AUC", "precision": "precision",
                    "recall": "recall", "share": "share"}
@@ -33,6 +36,13 @@ def metric_label(key: str) -> str:
         stem, suffix = key, ""
     label = METRIC_LABELS.get(stem, stem.replace("_", " ").capitalize())
     return prefix + (f"{label} ({METRIC_SUFFIXES[suffix]})" if suffix else label)
+
+
+def wrapped_label(layout, text: str, icon: str = 'NONE', width: int = 44):
+    """``text`` as several labels of at most ``width`` characters (Blender labels do not wrap)."""
+    col = layout.column(align=True)
+    for k, line in enumerate(textwrap.wrap(text, width)):
+        col.label(text=line, icon=icon if k == 0 else 'BLANK1')
 
 
 def _fmt(v: float) -> str:
@@ -364,6 +374,9 @@ class VIEW3D_PT_reconform_metrics(_Base, Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reconform
+        advice = floor_advice({m.name: m.value for m in s.metrics})
+        if advice:
+            wrapped_label(layout.box(), advice, icon='INFO')
         rows = metric_rows(s)
         has_ref = any(r[2] for r in rows)
         grid = layout.grid_flow(row_major=True, columns=3 if has_ref else 2, even_columns=False, align=True)

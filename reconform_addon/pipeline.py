@@ -263,6 +263,10 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         # the source's labels are read above the floor the solve used (core.ground), the target's above its own
         metrics = _plain(evaluate(src, src_motion, tgt, motion, getattr(job.settings, "terrain", None),
                                   source_ground=job.source_ground_level))
+        from ..core.ground import floor_advice
+        advice = floor_advice(metrics)
+        if advice:
+            note(f"source '{source_obj.name}': {advice}")
 
     previous = None
     ad = target_obj.animation_data

@@ -206,3 +206,11 @@ def test_metric_labels_and_better_worse_marks(addon, clean_scene):
     lay = draw_panel(panels.VIEW3D_PT_reconform_metrics, bpy.context)
     icons = [kw["icon"] for k, kw in lay.calls if k == "label"]
     assert 'TRIA_UP' in icons and 'TRIA_DOWN' in icons
+    assert 'INFO' not in icons                                            # no floor advice for this source
+    # a source whose feet sink under its floor: the panel says so and names the setting
+    s.set_metrics({"grounded_f1": 0.65, "source_grounded_f1_clamped": 0.65, "source_grounded_share": 0.5})
+    assert panels.metric_label("source_grounded_f1_clamped") == "Source: Grounded F1, feet kept on its floor"
+    lay = draw_panel(panels.VIEW3D_PT_reconform_metrics, bpy.context)
+    advice = [kw.get("text", "") for k, kw in lay.calls if k == "label"]
+    assert any(kw["icon"] == 'INFO' for k, kw in lay.calls if k == "label")
+    assert "Track Drift" in " ".join(advice) and all(len(t) <= 44 for t in advice)

@@ -331,6 +331,12 @@ def test_source_floor_reaches_the_solve_and_its_metrics(addon, solved, quick_key
                                 settings=settings, name=f"floor {level}")
         assert res.report["metrics_solver"]["source_ground"] == pytest.approx(level)
         shares[level] = res.report["metrics"]["source_grounded_share"]
+        advice = [n for n in res.report["notes"] if "Source Floor" in n]
+        # 25 cm under that floor, the source's feet are never grounded: the report says to try another reading
+        if level:
+            assert len(advice) == 1 and f"source '{SRC}'" in advice[0]
+        else:
+            assert advice == []
     assert shares[0.0] > 0.2 and shares[0.25] == 0.0
     # the panel: Custom Level, through the operator
     s.source_ground, s.source_ground_level = 'CUSTOM', 0.25

@@ -1,5 +1,9 @@
 """core.ground: the source's floor as one level or one level per frame (docs/solver.md "Ground")."""
 
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -112,3 +116,21 @@ def test_solver_reads_a_drifting_source_above_its_tracked_floor(walk):
     off_tracked = float((tracked.contact_w - upright.contact_w).abs().mean())
     off_flat = float((flat.contact_w - upright.contact_w).abs().mean())
     assert off_tracked < 0.25 * off_flat
+
+
+def test_floor_advice_names_the_setting_for_sinking_and_floating_sources():
+    from core.ground import floor_advice
+
+    sinking = floor_advice({"source_grounded_f1_clamped": 0.65, "source_grounded_share": 0.5})
+    assert "0.65" in sinking and "Track Drift" in sinking and "source_ground 'track'" in sinking
+    floating = floor_advice({"source_grounded_f1_clamped": float("nan"), "source_grounded_share": 0.0})
+    assert "floats" in floating and "Estimate Level" in floating
+    assert floor_advice({"source_grounded_f1_clamped": 0.97, "source_grounded_share": 0.4}) is None
+    assert floor_advice({}) is None                    # copy-rotations runs carry no such metrics
+
+
+def test_floor_advice_is_importable_without_torch():
+    code = "import sys; import core.ground; assert 'torch' not in sys.modules, 'core.ground imported torch'"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=pathlib.Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
