@@ -108,8 +108,11 @@ def run_case(mods, src, smo, tgt, settings, log):
     t1 = time.perf_counter()
     res = job.run()
     t_solve = time.perf_counter() - t1
-    m_cr = metrics.evaluate(src, smo, tgt, init)
-    m_rf = metrics.evaluate(src, smo, tgt, res)
+    # the source's labels above the floor the solve used (z = 0 by default; --set source_ground=track ...), the
+    # same for copy-rotations, as the panel and the batch report do
+    ground, terrain = job.source_ground_level, getattr(settings, "terrain", None)
+    m_cr = metrics.evaluate(src, smo, tgt, init, terrain, source_ground=ground)
+    m_rf = metrics.evaluate(src, smo, tgt, res, terrain, source_ground=ground)
     return dict(init=m_cr, ours=m_rf, t_cr=t_cr, t_solve=t_solve, stats=job.stats, frames=smo.num_frames)
 
 
@@ -214,7 +217,10 @@ def main(argv=None):
     overrides = {}
     for kv in args.set:
         k, _, v = kv.partition("=")
-        overrides[k] = json.loads(v) if v[:1] in "0123456789-[{tf" and v not in ("fast",) else v
+        try:                     # numbers, true/false, lists: JSON; anything else (track, feet, ...): text
+            overrides[k] = json.loads(v)
+        except json.JSONDecodeError:
+            overrides[k] = v
     settings = solver.SolverSettings.preset(args.quality, num_threads=args.threads, **overrides)
     loader = Loader(mods, log)
     cases = CASES[:2] if args.quick else CASES
