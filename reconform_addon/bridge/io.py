@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 
 import bpy
 import numpy as np
@@ -19,6 +21,49 @@ UNIT_CANDIDATES = (("cm", 0.01), ("in", 0.0254), ("CMU ASF unit", 0.0254 / 0.45)
 METRE_RANGE = (0.5, 3.0)
 #: A unit candidate is accepted when it brings the size into this (adult human) range.
 HUMAN_RANGE = (1.0, 2.5)
+
+
+def gltf_frame_rate(path: str):
+    """Key rate (keys per second) of the animations in a .glb/.gltf file, or None when it has none.
+
+    glTF keys are times in seconds; Blender's importer turns them into frames at the *scene's* frame rate, so
+    a clip keyed at 24 fps imported into a 120 fps scene comes in as 5× as many interpolated frames. The rate
+    is read from the animation samplers' input accessors (``count`` keys between ``min`` and ``max``, which
+    the format requires): the densest sampler's (count − 1) / (max − min). Unreadable files give None (the
+    importer then reports the real error).
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+            if head[:4] == b"glTF":                          # binary: 12-byte header, then the JSON chunk
+                length, kind = struct.unpack("<I4s", head[12:20])
+                if kind != b"JSON":
+                    return None
+                doc = json.loads(f.read(length))
+            else:
+                f.seek(0)
+                doc = json.loads(f.read())
+    except (OSError, ValueError, struct.error):
+        return None
+    accessors = doc.get("accessors", [])
+    rates = []
+    for anim in doc.get("animations", []):
+        for sampler in anim.get("samplers", []):
+            try:
+                acc = accessors[sampler["input"]]
+                span = float(acc["max"][0]) - float(acc["min"][0])
+                if acc["count"] >= 2 and span > 0:
+                    rates.append((acc["count"] - 1) / span)
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+    return max(rates) if rates else None
+
+
+def _set_scene_rate(rate: float) -> None:
+    """Scene frame rate = ``rate`` exactly (fps an integer, fps_base absorbing the rest: 29.97 = 30 / 1.001)."""
+    r = bpy.context.scene.render
+    r.fps = max(1, int(round(rate)))
+    r.fps_base = r.fps / rate
 
 
 def _run_importer(path: str, ext: str, bvh_fps: bool):
@@ -81,7 +126,9 @@ def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, repo
         path: file path.
         unit_scale: 'auto' rescales skeleton-only armatures from BVH/FBX files that are not in metres
             (``auto_unit_scale``); 'none' keeps the importer's result.
-        set_scene_fps: BVH only: set the scene frame rate from the file (FBX/glTF importers do it themselves).
+        set_scene_fps: set the scene frame rate from the file: BVH through its importer; glTF from its
+            animation's key rate (``gltf_frame_rate``; its importer samples at the scene's rate otherwise);
+            FBX importers set it themselves.
     Returns:
         the new objects. Raises BridgeError naming the file when it is missing or unreadable; a failed import
         leaves no new objects behind.
@@ -96,16 +143,26 @@ def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, repo
     if bpy.context.object is not None and bpy.context.object.mode != 'OBJECT':
         bpy.ops.object.mode_set(mode='OBJECT')
     before = set(bpy.data.objects)
+    render = bpy.context.scene.render
+    rate_before = (render.fps, render.fps_base)
     try:
         if ext == ".blend":
             _append_blend(path)
         else:
+            rate = gltf_frame_rate(path) if set_scene_fps and ext in (".glb", ".gltf") else None
+            if rate is not None:
+                r = bpy.context.scene.render
+                if abs(r.fps / r.fps_base - rate) > 1e-3:
+                    report(f"'{os.path.basename(path)}': animation keyed at {rate:g} fps; scene frame rate set to it "
+                           f"(was {r.fps / r.fps_base:g})")
+                    _set_scene_rate(rate)
             result = _run_importer(path, ext, set_scene_fps)
             if 'FINISHED' not in result:
                 raise RuntimeError("the importer cancelled")
     except Exception as ex:  # importers raise RuntimeError / OSError / their own errors
         for ob in set(bpy.data.objects) - before:
             bpy.data.objects.remove(ob)
+        render.fps, render.fps_base = rate_before
         reason = str(ex).strip().splitlines()
         raise BridgeError(f"Cannot import '{path}': {reason[-1] if reason else type(ex).__name__}") from None
     new = sorted(set(bpy.data.objects) - before, key=lambda o: o.name)

@@ -182,3 +182,39 @@ def test_import_blend_appends_objects(addon, assets, tmp_path):
     with pytest.raises(br.BridgeError, match="No object named 'Nobody'"):
         br.find_armature(new, "Nobody")
     assert br.find_armature(None, "mh_teen_girl") == arm  # a mesh name gives its armature
+
+
+def test_gltf_frame_rate_from_the_densest_sampler(addon, tmp_path):
+    br, _ = modules(addon)
+    doc = {"asset": {"version": "2.0"},
+           "accessors": [{"count": 11, "min": [0.0], "max": [0.5]},      # 20 keys per second
+                         {"count": 2, "min": [0.0], "max": [0.5]}],      # a constant channel: two keys
+           "animations": [{"samplers": [{"input": 1}, {"input": 0}], "channels": []}]}
+    path = tmp_path / "anim.gltf"
+    path.write_text(json.dumps(doc))
+    assert br.gltf_frame_rate(str(path)) == pytest.approx(20.0)
+    path.write_text(json.dumps({"asset": {"version": "2.0"}}))
+    assert br.gltf_frame_rate(str(path)) is None                       # no animation
+    path.write_text("not json")
+    assert br.gltf_frame_rate(str(path)) is None
+
+
+@pytest.mark.assets
+def test_gltf_clip_comes_in_at_its_own_key_rate(addon, assets):
+    """A glTF clip keyed at 24 fps imported into a 120 fps scene: the scene takes the clip's rate, so the clip
+    keeps its 30 frames instead of 5x as many interpolated ones (set_scene_fps=False keeps the scene's rate)."""
+    br, _ = modules(addon)
+    path = assets / "characters" / "mesh2motion_mannequin_ymca.glb"
+    assert br.gltf_frame_rate(str(path)) == pytest.approx(24.0)
+    lines = []
+    for set_fps in (True, False):
+        bpy.ops.wm.read_homefile(use_empty=True)
+        r = bpy.context.scene.render
+        r.fps, r.fps_base = 120, 1.0
+        br.import_file(path, set_scene_fps=set_fps, report=lines.append)
+        act = bpy.data.actions["YMCA"]
+        if set_fps:
+            assert r.fps / r.fps_base == pytest.approx(24.0) and tuple(act.frame_range) == (1.0, 30.0)
+            assert any("keyed at 24 fps" in ln for ln in lines)
+        else:
+            assert r.fps == 120 and act.frame_range[1] > 140
