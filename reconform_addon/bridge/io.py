@@ -150,12 +150,10 @@ def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, repo
             _append_blend(path)
         else:
             rate = gltf_frame_rate(path) if set_scene_fps and ext in (".glb", ".gltf") else None
-            if rate is not None:
-                r = bpy.context.scene.render
-                if abs(r.fps / r.fps_base - rate) > 1e-3:
-                    report(f"'{os.path.basename(path)}': animation keyed at {rate:g} fps; scene frame rate set to it "
-                           f"(was {r.fps / r.fps_base:g})")
-                    _set_scene_rate(rate)
+            if rate is not None and abs(render.fps / render.fps_base - rate) > 1e-3:
+                report(f"'{os.path.basename(path)}': animation keyed at {rate:g} fps; scene frame rate set to it "
+                       f"(was {render.fps / render.fps_base:g})")
+                _set_scene_rate(rate)
             result = _run_importer(path, ext, set_scene_fps)
             if 'FINISHED' not in result:
                 raise RuntimeError("the importer cancelled")
