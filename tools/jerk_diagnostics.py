@@ -43,7 +43,8 @@ def main(argv=None):
     overrides = ast.literal_eval(args.overrides)
     settings = solver.SolverSettings.preset("balanced", num_threads=args.threads, **overrides)
     res = solver.SolveJob(src, smo, tgt, init, settings).run()
-    tracks = {"source": (met._track(src, smo), float(src.height)), "copy-rot": (met._track(tgt, init), float(tgt.height)),
+    tracks = {"source": (met._track(src, smo), float(src.height)),
+              "copy-rot": (met._track(tgt, init), float(tgt.height)),
               "ReConForM": (met._track(tgt, res), float(tgt.height))}
     common = [n for n in tracks["copy-rot"][0].joint_names if n in tracks["source"][0].joint_names]
     per = {}
