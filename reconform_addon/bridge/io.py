@@ -29,8 +29,8 @@ def gltf_frame_rate(path: str):
     glTF keys are times in seconds; Blender's importer turns them into frames at the *scene's* frame rate, so
     a clip keyed at 24 fps imported into a 120 fps scene comes in as 5× as many interpolated frames. The rate
     is read from the animation samplers' input accessors (``count`` keys between ``min`` and ``max``, which
-    the format requires): the densest sampler's (count − 1) / (max − min). Unreadable files give None (the
-    importer then reports the real error).
+    the format requires): the densest sampler's (count − 1) / (max − min), among samplers with three keys or
+    more. Unreadable files, and files whose channels have two keys at most, give None.
     """
     try:
         with open(path, "rb") as f:
@@ -52,7 +52,7 @@ def gltf_frame_rate(path: str):
             try:
                 acc = accessors[sampler["input"]]
                 span = float(acc["max"][0]) - float(acc["min"][0])
-                if acc["count"] >= 2 and span > 0:
+                if acc["count"] >= 3 and span > 0:     # two keys (a held channel) say nothing of a rate
                     rates.append((acc["count"] - 1) / span)
             except (KeyError, IndexError, TypeError, ValueError):
                 continue

@@ -193,6 +193,9 @@ def test_gltf_frame_rate_from_the_densest_sampler(addon, tmp_path):
     path = tmp_path / "anim.gltf"
     path.write_text(json.dumps(doc))
     assert br.gltf_frame_rate(str(path)) == pytest.approx(20.0)
+    doc["animations"][0]["samplers"] = [{"input": 1}]
+    path.write_text(json.dumps(doc))
+    assert br.gltf_frame_rate(str(path)) is None                       # two keys say nothing of a rate
     path.write_text(json.dumps({"asset": {"version": "2.0"}}))
     assert br.gltf_frame_rate(str(path)) is None                       # no animation
     path.write_text("not json")
