@@ -101,8 +101,7 @@ def tile(motion_cls, motion, frames):
 def run_case(mods, src, smo, tgt, settings, log):
     cr, solver, metrics = mods["core.copy_rotations"], mods["core.solver"], mods["core.metrics"]
     t0 = time.perf_counter()
-    init = cr.copy_rotations(src, smo, tgt)
-    init = mods["core.types"].Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
+    init = cr.copy_rotations(src, smo, tgt)       # the source's fps and frame_start
     t_cr = time.perf_counter() - t0
     job = solver.SolveJob(src, smo, tgt, init, settings)
     t1 = time.perf_counter()
@@ -337,7 +336,6 @@ def main(argv=None):
             mo = tile(mods["core.types"].Motion, smo, n)
             cr = mods["core.copy_rotations"]
             init = cr.copy_rotations(src, mo, tgt)
-            init = mods["core.types"].Motion(init.rotations, init.locations, mo.fps)
             job = solver.SolveJob(src, mo, tgt, init, settings)
             t = time.perf_counter()
             res = job.run()

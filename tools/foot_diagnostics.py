@@ -54,9 +54,8 @@ def main(argv):
     clip, target, first, count = next(c for c in bench.CASES if which in c[0])
     src, smo, _ = loader.source(clip, first, count)
     _, tgt, _ = loader.character(target)
-    solver, types = mods["core.solver"], mods["core.types"]
+    solver = mods["core.solver"]
     init = mods["core.copy_rotations"].copy_rotations(src, smo, tgt)
-    init = types.Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
     job = solver.SolveJob(src, smo, tgt, init, solver.SolverSettings.preset("balanced", num_threads=2, **overrides))
     out = job.run()
     with torch.no_grad():

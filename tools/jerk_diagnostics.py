@@ -32,14 +32,13 @@ def main(argv=None):
     from tools import bench
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
-    met, solver, types = mods["core.metrics"], mods["core.solver"], mods["core.types"]
+    met, solver = mods["core.metrics"], mods["core.solver"]
     loader = bench.Loader(mods, lambda s: None)
     clip, target, first, count = next(c for c in bench.CASES if args.case in c[0])
     src, smo, _ = loader.source(clip, first, count)
     smo = smo.slice(0, min(smo.num_frames, args.max_frames))
     _, tgt, _ = loader.character(target)
     init = mods["core.copy_rotations"].copy_rotations(src, smo, tgt)
-    init = types.Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
     overrides = ast.literal_eval(args.overrides)
     settings = solver.SolverSettings.preset("balanced", num_threads=args.threads, **overrides)
     res = solver.SolveJob(src, smo, tgt, init, settings).run()

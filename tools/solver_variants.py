@@ -41,7 +41,7 @@ def main(argv=None):
     from tools import bench
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
-    solver, metrics, types = mods["core.solver"], mods["core.metrics"], mods["core.types"]
+    solver, metrics = mods["core.solver"], mods["core.metrics"]
     loader = bench.Loader(mods, lambda s: None)
     rows = {i: [] for i in range(-1, len(variants))}
     print("case | variant | " + " | ".join(KEYS))
@@ -53,7 +53,6 @@ def main(argv=None):
         smo = smo.slice(0, min(smo.num_frames, args.max_frames))
         _, tgt, _ = loader.character(target)
         init = mods["core.copy_rotations"].copy_rotations(src, smo, tgt)
-        init = types.Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
         name = pathlib.Path(clip).stem[:24]
         hs, ht = float(src.height), float(tgt.height)
         m = with_jerk_ratio(metrics.evaluate(src, smo, tgt, init), hs, ht)
