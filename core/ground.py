@@ -47,9 +47,7 @@ def lowest_foot_heights(character: Character, motion: Motion, max_vertices: int 
     """
     import torch
 
-    from .kinematics import ForwardKinematics
-    from .rotations import quat_to_matrix
-    from .skinning import SkinningMatrices, skin_vertices
+    from .skinning import world_vertices
 
     sk, mesh = character.skeleton, character.mesh
     if mesh is None:
@@ -64,18 +62,8 @@ def lowest_foot_heights(character: Character, motion: Motion, max_vertices: int 
         raise CoreError(f"Character '{character.name}': no mesh vertices are skinned to its feet.")
     if len(ids) > max_vertices:
         ids = ids[np.linspace(0, len(ids) - 1, max_vertices).astype(np.int64)]
-    fk = ForwardKinematics(sk, torch.float64)
-    sm = SkinningMatrices(sk, torch.float64)
-    A = torch.as_tensor(sk.object_matrix[:3, :3])
-    b = torch.as_tensor(sk.object_matrix[:3, 3])
-    lows = []
-    with torch.no_grad():
-        for s in range(0, motion.num_frames, chunk):
-            rot = quat_to_matrix(torch.as_tensor(motion.rotations[s:s + chunk]))
-            loc = torch.as_tensor(motion.locations[s:s + chunk])
-            r, t = sm(fk(rot, loc))
-            p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
-            lows.append((p @ A.T + b)[..., 2].min(dim=-1).values.numpy())
+    lows = [p[..., 2].min(dim=-1).values.numpy()
+            for _, p in world_vertices(character, motion, ids, dtype=torch.float64, chunk=chunk)]
     return np.concatenate(lows) if lows else np.zeros(0)
 
 

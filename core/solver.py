@@ -701,35 +701,34 @@ class SolveJob:
                        max_vertices: int = 300) -> np.ndarray:
         """Up to ``settings.sole_points`` mesh vertices per foot that carry it on the ground over ``motion``
         (heel, ball, toe and the sole's outline): ``_spread_sole_points`` on ``max_frames`` sampled frames."""
-        from .kinematics import ForwardKinematics
-        from .skinning import SkinningMatrices, skin_vertices
+        from .skinning import world_vertices
         sk, mesh = character.skeleton, character.mesh
         dom = mesh.dominant_bones()
         band = SOLE_BAND * float(character.height) if character.height else SOLE_BAND * 1.7
         T = motion.num_frames
         frames = np.unique(np.linspace(0, T - 1, min(T, max_frames)).round().astype(np.int64))
-        fk = ForwardKinematics(sk, torch.float32)
-        sm = SkinningMatrices(sk, torch.float32)
-        A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=torch.float32)
-        b = torch.as_tensor(sk.object_matrix[:3, 3], dtype=torch.float32)
-        out = []
-        with torch.no_grad():
-            rot = quat_to_matrix(torch.as_tensor(motion.rotations[frames], dtype=torch.float32))
-            r, t = sm(fk(rot, torch.as_tensor(motion.locations[frames], dtype=torch.float32)))
-            for side in ("left", "right"):
-                bones = [sk.index(character.bone_map[c]) for c in (f"{side}_foot", f"{side}_toes")
-                         if character.bone_map.get(c) in sk.names]
-                ids = np.nonzero(np.isin(dom, bones))[0]
-                if len(ids) == 0:
-                    continue
-                if len(ids) > max_vertices:
-                    ids = ids[np.linspace(0, len(ids) - 1, max_vertices).round().astype(np.int64)]
-                p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
-                z = (p @ A.T + b)[..., 2].numpy()                                 # (F, V_foot)
-                keep = _spread_sole_points(z, mesh.rest_verts[ids], band, self.settings.sole_points)
-                out.append(ids[keep])
-                self._sole_side_list.append(np.full(len(keep), 0 if side == "left" else 1, np.int64))
-        return np.concatenate(out) if out else np.zeros(0, np.int64)
+        feet = {}
+        for side in ("left", "right"):
+            bones = [sk.index(character.bone_map[c]) for c in (f"{side}_foot", f"{side}_toes")
+                     if character.bone_map.get(c) in sk.names]
+            ids = np.nonzero(np.isin(dom, bones))[0]
+            if len(ids) > max_vertices:
+                ids = ids[np.linspace(0, len(ids) - 1, max_vertices).round().astype(np.int64)]
+            if len(ids):
+                feet[side] = ids
+        if not feet:
+            return np.zeros(0, np.int64)
+        _, p = next(world_vertices(character, motion, np.concatenate(list(feet.values())), frames,
+                                   chunk=len(frames)))
+        z_all = p[..., 2].numpy()                                                # (F, V of both feet)
+        out, start = [], 0
+        for side, ids in feet.items():
+            z = z_all[:, start:start + len(ids)]
+            start += len(ids)
+            keep = _spread_sole_points(z, mesh.rest_verts[ids], band, self.settings.sole_points)
+            out.append(ids[keep])
+            self._sole_side_list.append(np.full(len(keep), 0 if side == "left" else 1, np.int64))
+        return np.concatenate(out)
 
     @staticmethod
     def _foot_track(character: Character, motion: Motion, ground, sides, fps: float,
@@ -740,32 +739,19 @@ class SolveJob:
         ``_sole_lows``) and its horizontal velocity (T, 2, 2, m/s): that frame's lowest vertex followed over
         a centred window of LOCK_WINDOW_S (k = max(1, round(fps · LOCK_WINDOW_S / 2)) frames each side,
         clamped at the clip's ends: the foot-locked metric's estimator). NaN for a foot without vertices."""
-        from .kinematics import ForwardKinematics
-        from .skinning import SkinningMatrices, skin_vertices
-        sk, mesh = character.skeleton, character.mesh
+        from .skinning import world_vertices
         T = motion.num_frames
-        fk = ForwardKinematics(sk, torch.float32)
-        sm = SkinningMatrices(sk, torch.float32)
-        A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=torch.float32)
-        b = torch.as_tensor(sk.object_matrix[:3, 3], dtype=torch.float32)
-        pts = [np.zeros((T, len(ids), 3)) for ids in sides]
-        with torch.no_grad():
-            for a in range(0, T, chunk):
-                fr = slice(a, min(T, a + chunk))
-                rot = quat_to_matrix(torch.as_tensor(motion.rotations[fr], dtype=torch.float32))
-                r, t = sm(fk(rot, torch.as_tensor(motion.locations[fr], dtype=torch.float32)))
-                for k, ids in enumerate(sides):
-                    if len(ids) == 0:
-                        continue
-                    p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids],
-                                         mesh.weight_values[ids])
-                    pts[k][fr] = (p @ A.T + b).numpy()
+        ids = np.concatenate([np.asarray(s, dtype=np.int64) for s in sides])
+        allp = np.zeros((T, len(ids), 3))
+        if len(ids):
+            for fr, p in world_vertices(character, motion, ids, chunk=chunk):
+                allp[fr] = p.numpy()
+        pts = np.split(allp, np.cumsum([len(s) for s in sides])[:-1], axis=1)   # per foot (T, V_k, 3)
         low = np.full((T, 2), np.nan)
         vel = np.full((T, 2, 2), np.nan)
         tau = SOFT_LOW * float(character.height) if character.height else SOFT_LOW * 1.7
         g = np.asarray(ground, dtype=np.float64)
         g = g[:, None] if g.ndim else g
-        t = np.arange(T)
         lo, hi = window_bounds(T, fps, LOCK_WINDOW_S)
         for k, P in enumerate(pts):
             if P.shape[1] == 0:
