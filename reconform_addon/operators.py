@@ -277,15 +277,16 @@ def store_keyverts(arm, character, kvs):
 
 
 def prepare_role(arm, bone_map, n: int, *, fit_body: bool, need_mesh: bool, action=None, frame_start=None,
-                 frame_end=None):
+                 frame_end=None, motion=None):
     """(Character, needs_transfer): skeleton, mesh, bone map, height and the key vertices stored on the
     character when there are any (``n`` of them). Reads only; main thread. ``action``/``frame_start``/
-    ``frame_end`` name the clip a fitted body stands up from (see ``pipeline.prepare_character``)."""
+    ``frame_end`` name the clip a fitted body stands up from, ``motion`` that clip when already read (see
+    ``pipeline.prepare_character``)."""
     from . import pipeline
 
     ch = pipeline.prepare_character(arm, bone_map=bone_map, keyvert_count=0, need_mesh=need_mesh,
                                     fit_body=fit_body, action=action, frame_start=frame_start,
-                                    frame_end=frame_end)
+                                    frame_end=frame_end, motion=motion)
     if ch.mesh is None or not n:
         return ch, False
     from ..core.keyverts import character_height
@@ -308,17 +309,18 @@ def prepare(context) -> Prepared:
     """Read everything the solve needs from the scene (main thread). Reads only, writes nothing.
 
     Heavy pure-core work (key-vertex transfer, copy-rotations) is left to ``complete`` (worker thread)."""
-    from .bridge import read_motion
+    from .bridge import read_motion, read_skeleton
 
     s = settings_of(context)
     check_characters(s)
     reconform = s.method == 'RECONFORM'
     n = int(s.keyvert_count) if reconform else 0
     fs, fe = s.frame_range()
+    # read the clip once: a lying-rest source's fitted body stands up from it too (as pipeline.retarget does)
+    motion = read_motion(s.source, read_skeleton(s.source), action=s.action, frame_start=fs, frame_end=fe)
     src, src_t = prepare_role(s.source, s.bone_map('source') or None, n, fit_body=reconform, need_mesh=False,
-                              action=s.action, frame_start=fs, frame_end=fe)
+                              action=s.action, frame_start=fs, frame_end=fe, motion=motion)
     tgt, tgt_t = prepare_role(s.target, s.bone_map('target') or None, n, fit_body=False, need_mesh=reconform)
-    motion = read_motion(s.source, src.skeleton, action=s.action, frame_start=fs, frame_end=fe)
     prep = Prepared(s.source.name, s.target.name, s.action.name if s.action else "", src, motion, tgt, None,
                     s.method, s.push_to_nla, result_action_name(s.source, s.target, s.action), keyvert_count=n)
     prep.to_transfer = [(s.source.name, src, bool(find_meshes_safe(s.source)))] if src_t else []
