@@ -316,6 +316,13 @@ def reproportion_maps(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict, hea
     L_torso = axial("hips", "neck" if "neck" in cj else "head", s)
     torso = (L_torso, s * tj["hips"] - L_torso @ cj["hips"])
     maps = {}
+
+    def mapped_parent(c):
+        """The map of the nearest canonical ancestor of ``c`` that already has one."""
+        p = CANONICAL_PARENT[c]
+        while p not in maps:
+            p = CANONICAL_PARENT[p]
+        return maps[p]
     for c in CANONICAL_BONES:
         if c not in cj:
             continue
@@ -332,17 +339,11 @@ def reproportion_maps(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict, hea
         elif c == "head":
             L = np.eye(3)
         else:  # chain ends: the parent's linear part
-            p = CANONICAL_PARENT[c]
-            while p not in maps:
-                p = CANONICAL_PARENT[p]
-            L = maps[p][0]
+            L = mapped_parent(c)[0]
         if c in ("left_upper_leg", "right_upper_leg"):
             t = s * tj[c] - L @ cj[c]
         else:
-            p = CANONICAL_PARENT[c]
-            while p not in maps:
-                p = CANONICAL_PARENT[p]
-            Lp, tp = maps[p]
+            Lp, tp = mapped_parent(c)
             t = Lp @ cj[c] + tp - L @ cj[c]
         maps[c] = (L, t)
     Ls, ts = np.empty((skeleton.num_bones, 3, 3)), np.empty((skeleton.num_bones, 3))
