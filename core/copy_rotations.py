@@ -18,10 +18,12 @@ import numpy as np
 import torch
 
 from .errors import CoreError
+from .feet import foot_vertices
 from .humanoid import CANONICAL_BONES
 from .kinematics import ForwardKinematics, Pose
 from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix
 from .skinning import skin_mesh
+from .track import ClipTrack
 from .tpose import (_object_rotation, body_frame, body_frame_matrix, posed_global, rest_is_standing,
                     tpose_basis, tpose_world)
 from .types import Character, Motion, Skeleton, SkinnedMesh
@@ -39,39 +41,35 @@ def _check(character: Character, role: str):
                         f"map them (auto-detect or a preset) before retargeting.")
 
 
-def foot_point_ids(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict):
-    """Points that can touch the ground: (bone set, mesh vertex ids or None).
-
-    The bone set is the feet, toes and their descendants; with a mesh, the vertices mostly (> 50 %)
-    weighted to that set.
-    """
-    roots = [skeleton.index(bone_map[c]) for c in FOOT_BONES if bone_map.get(c) in skeleton.names]
+def foot_points(character: Character):
+    """The points that can touch the ground: ("vertices", mesh vertex ids of both feet (``core.feet``)) with a
+    mesh, else ("bones", the feet, toes and their descendant bones, whose heads stand in for the sole)."""
+    if character.mesh is not None:
+        ids = np.concatenate(foot_vertices(character, max_vertices=None))
+        if len(ids):
+            return "vertices", ids
+    sk, bm = character.skeleton, character.bone_map
+    roots = [sk.index(bm[c]) for c in FOOT_BONES if bm.get(c) in sk.names]
     bones = set()
     for r in roots:
         stack = [r]
         while stack:
             k = stack.pop()
             bones.add(k)
-            stack.extend(skeleton.children(k))
-    bones = np.array(sorted(bones), dtype=np.int64)
-    if mesh is None:
-        return bones, None
-    w = np.where(np.isin(mesh.weight_bones, bones), mesh.weight_values, 0.0).sum(1)
-    ids = np.nonzero(w > 0.5)[0]
-    return bones, (ids if len(ids) else None)
+            stack.extend(sk.children(k))
+    return "bones", np.array(sorted(bones), dtype=np.int64)
 
 
-def lowest_foot_z(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict, pose_arm: Pose, ids=None):
-    """(...,) world z of the lowest foot point for an armature-space Pose (mesh vertices if any, else bone heads).
-
-    ``ids`` = ``foot_point_ids(...)`` (computed when None).
-    """
-    bones, vids = ids if ids is not None else foot_point_ids(skeleton, mesh, bone_map)
-    M = torch.as_tensor(skeleton.object_matrix, dtype=pose_arm.positions.dtype)
-    if vids is not None:
-        pts, _ = skin_mesh(skeleton, mesh, pose_arm, vids)
+def lowest_foot_z(character: Character, pose_arm: Pose, points=None) -> np.ndarray:
+    """(...,) world z of the lowest foot point for an armature-space Pose; ``points`` = ``foot_points(...)``
+    (computed when None)."""
+    kind, ids = points if points is not None else foot_points(character)
+    sk = character.skeleton
+    M = torch.as_tensor(sk.object_matrix, dtype=pose_arm.positions.dtype)
+    if kind == "vertices":
+        pts, _ = skin_mesh(sk, character.mesh, pose_arm, ids)
     else:
-        pts = pose_arm.positions[..., torch.as_tensor(bones), :]
+        pts = pose_arm.positions[..., torch.as_tensor(ids), :]
     z = pts @ M[2, :3] + M[2, 3]
     return z.min(dim=-1).values.numpy()
 
@@ -81,7 +79,7 @@ def hip_height(character: Character, tpose: np.ndarray) -> float:
     s, bm = character.skeleton, character.bone_map
     G = torch.as_tensor(posed_global(s, tpose))
     pose = Pose(G[:, :3, :3], G[:, :3, 3])
-    z_foot = float(lowest_foot_z(s, character.mesh, bm, pose))
+    z_foot = float(lowest_foot_z(character, pose))
     hips_z = float((s.object_matrix @ G[s.index(bm["hips"])].numpy())[2, 3])
     h = hips_z - z_foot
     if h <= 1e-9:
@@ -90,13 +88,14 @@ def hip_height(character: Character, tpose: np.ndarray) -> float:
     return h
 
 
-def reference_frame(character: Character, motion: Motion = None):
+def reference_frame(character: Character, motion: Motion = None, track: ClipTrack = None):
     """Index of the clip frame the T-pose is built from, or None to build it from the rest pose.
 
     A standing rest pose is used as it is. Otherwise (BVH files whose rest pose lies on its side) the frame is
     the one where both feet are flattest on the floor: each mapped foot and toe bone head is at its lowest
     height of the clip at once (argmin over frames of the summed heights above those minima). A mid-step
-    frame would tilt the reference feet, and every retargeted foot with them.
+    frame would tilt the reference feet, and every retargeted foot with them. ``track``: the clip's ClipTrack
+    when the caller has one.
     """
     if motion is None or rest_is_standing(character.skeleton, character.bone_map):
         return None
@@ -104,26 +103,28 @@ def reference_frame(character: Character, motion: Motion = None):
     ids = [s.index(bm[c]) for c in ("left_foot", "right_foot", "left_toes", "right_toes") if bm.get(c) in s.names]
     if not ids or motion.num_frames == 1:
         return 0
-    fk = ForwardKinematics(s, dtype=torch.float64)
-    pose = fk(torch.as_tensor(quat_to_matrix(motion.rotations)), torch.as_tensor(motion.locations))
-    z = (pose.positions[:, ids].numpy() @ s.object_matrix[:3, :3].T + s.object_matrix[:3, 3])[..., 2]  # (T, F)
+    if track is None or track.character is not character or track.motion is not motion:
+        track = ClipTrack(character, motion)
+    z = track.world_positions[:, ids, 2]                                                             # (T, F)
     return int(np.argmin((z - z.min(axis=0)).sum(axis=1)))
 
 
-def reference_basis(character: Character, motion: Motion = None):
+def reference_basis(character: Character, motion: Motion = None, track: ClipTrack = None):
     """(J, 4) basis rotations the T-pose is built from (``motion`` at ``reference_frame``), or None for the
     rest pose."""
-    k = reference_frame(character, motion)
+    k = reference_frame(character, motion, track)
     return None if k is None else motion.rotations[k]
 
 
-def copy_rotations(source: Character, source_motion: Motion, target: Character) -> Motion:
+def copy_rotations(source: Character, source_motion: Motion, target: Character,
+                   source_track: ClipTrack = None) -> Motion:
     """Retarget ``source_motion`` onto ``target`` by copying T-pose-relative world rotations.
 
     Args:
         source: Character with skeleton and bone_map (mesh optional: used for the ground and hip height).
         source_motion: Motion of the source skeleton, (T, Js, 4) / (T, Js, 3).
         target: Character with skeleton and bone_map (mesh optional, same use).
+        source_track: the source clip's ClipTrack when the caller has one (its bones are evaluated once).
     Returns:
         Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
         (only the hips bone moves), same fps and frame_start as the source.
@@ -136,7 +137,10 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character) 
         raise CoreError(f"Source motion has {source_motion.rotations.shape[1]} bones but armature "
                         f"'{S.name}' has {S.num_bones}.")
     T = source_motion.num_frames
-    k_ref = reference_frame(source, source_motion)
+    track = source_track
+    if track is None or track.character is not source or track.motion is not source_motion:
+        track = ClipTrack(source, source_motion)
+    k_ref = reference_frame(source, source_motion, track)
     base_s = None if k_ref is None else source_motion.rotations[k_ref]
     qs = tpose_basis(S, sm, base_s)
     qt = tpose_basis(Tg, tm, reference_basis(target))
@@ -144,12 +148,10 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character) 
     WtT, ptT = tpose_world(Tg, qt)
     A = body_frame_matrix(body_frame(Tg, tm, qt)) @ body_frame_matrix(body_frame(S, sm, qs)).T
 
-    # source world rotations and hips positions over the clip (batched FK)
-    fk = ForwardKinematics(S, dtype=torch.float64)
-    pose_s = fk(torch.as_tensor(quat_to_matrix(source_motion.rotations)), torch.as_tensor(source_motion.locations))
-    Rs = _object_rotation(S) @ pose_s.rotations.numpy()                       # (T, Js, 3, 3) world
+    # source world rotations and hips positions over the clip (the track's one forward-kinematics pass)
+    Rs = track.world_rotations                                                # (T, Js, 3, 3) world
     hs, ht = S.index(sm["hips"]), Tg.index(tm["hips"])
-    hips_s = pose_s.positions[:, hs].numpy() @ S.object_matrix[:3, :3].T + S.object_matrix[:3, 3]   # (T, 3)
+    hips_s = track.world_positions[:, hs]                                     # (T, 3)
 
     # mapped pairs (target index, source index)
     pairs = {}
@@ -181,13 +183,13 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character) 
     locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
     fk_t = ForwardKinematics(Tg, dtype=torch.float64)
     rot0 = torch.as_tensor(quat_to_matrix(rotations[:1]))
-    ids = foot_point_ids(Tg, target.mesh, tm)
+    points = foot_points(target)
     # Lifting the hips lifts the feet by the same amount unless foot vertices carry weight on bones above the
     # hips (e.g. a 'root' bone): the secant step handles that linear case exactly, in two or three evaluations.
     z_prev, shift_prev, shift = None, 0.0, 0.0
     for _ in range(4):
         pose0 = fk_t(rot0, torch.as_tensor(locations[:1]))
-        z = float(lowest_foot_z(Tg, target.mesh, tm, pose0, ids)[0])
+        z = float(lowest_foot_z(target, pose0, points)[0])
         if abs(z) < 1e-7:
             break
         gain = 1.0 if z_prev is None or abs(shift - shift_prev) < 1e-12 else (z_prev - z) / (shift - shift_prev)
@@ -214,4 +216,4 @@ def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.nd
     return (local - rl[:3, 3]) @ rl[:3, :3]             # rest_rot^T (local - rest_trans)
 
 
-__all__ = ["copy_rotations", "foot_point_ids", "hip_height", "lowest_foot_z", "reference_basis", "reference_frame"]
+__all__ = ["copy_rotations", "foot_points", "hip_height", "lowest_foot_z", "reference_basis", "reference_frame"]

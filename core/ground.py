@@ -1,6 +1,6 @@
-"""The source's ground (method.md §1.6 "ground"; docs/solver.md "Ground"): where a source clip's floor is.
+"""The source's ground (docs/solver.md "Ground"): where a source clip's floor is.
 
-The target stands on world z = 0 (or a ``descriptors.HeightField``). A source clip may float above z = 0,
+The target stands on world z = 0 (or a ``terrain.HeightField``). A source clip may float above z = 0,
 stand sunk into it, or drift vertically over the clip (inertial capture, video capture, clips re-rooted by
 hand). The solver reads the source's heights above its ground, so a wrong ground turns planted feet into
 lifted ones or the reverse. Three readings, all from the lowest foot point per frame:
@@ -10,9 +10,9 @@ lifted ones or the reverse. Three readings, all from the lowest foot point per f
   a few seconds picks the frames where a foot is down, then a local line through their lowest points);
 - a number, or a ``(T,)`` array given by the caller.
 
-``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array;
-``floor_advice`` reads a solve's metrics and says when another reading would suit the clip. The module
-imports torch only when it skins a mesh, so the panel can call ``floor_advice`` without it.
+``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array, reading
+the clip's ``core.track.ClipTrack``. ``core.advice.floor_advice`` reads a solve's metrics and says when another
+reading would suit the clip.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import CoreError
-from .types import Character, Motion
+from .track import ClipTrack
 
 #: one level for the clip: this percentile over frames of the lowest foot point (the inventory uses 3 %)
 ESTIMATE_PERCENTILE = 3.0
@@ -32,49 +32,15 @@ TRACK_BAND_M = 0.02
 TRACK_BAND = 0.012
 #: the values ``SolverSettings.source_ground`` accepts as text
 GROUND_MODES = ("zero", "estimate", "track")
-#: ``floor_advice``: the source's own feet kept on its floor score a grounded F1 below this against its labels
-SINKING_F1 = 0.9
-#: ``floor_advice``: the source's feet are grounded on fewer than this share of its foot-frames
-FLOATING_SHARE = 0.02
 
 
-def lowest_foot_heights(character: Character, motion: Motion, max_vertices: int = 400,
-                        chunk: int = 512) -> np.ndarray:
-    """(T,) world z of the lowest foot vertex per frame, in metres.
-
-    Foot vertices are the mesh vertices whose dominant bone is a mapped foot or toes bone, subsampled evenly
-    to ``max_vertices``.
-    """
-    import torch
-
-    from .skinning import world_vertices
-
-    sk, mesh = character.skeleton, character.mesh
-    if mesh is None:
-        raise CoreError(f"Character '{character.name}' has no mesh: fit a body before estimating its ground.")
-    feet = [sk.index(character.bone_map[c]) for c in ("left_foot", "left_toes", "right_foot", "right_toes")
-            if character.bone_map.get(c) in sk.names]
-    if not feet:
-        raise CoreError(f"Character '{character.name}': no foot bones in its bone map; map left_foot and "
-                        f"right_foot to estimate the ground.")
-    ids = np.nonzero(np.isin(mesh.dominant_bones(), feet))[0]
-    if len(ids) == 0:
-        raise CoreError(f"Character '{character.name}': no mesh vertices are skinned to its feet.")
-    if len(ids) > max_vertices:
-        ids = ids[np.linspace(0, len(ids) - 1, max_vertices).astype(np.int64)]
-    lows = [p[..., 2].min(dim=-1).values.numpy()
-            for _, p in world_vertices(character, motion, ids, dtype=torch.float64, chunk=chunk)]
-    return np.concatenate(lows) if lows else np.zeros(0)
-
-
-def estimate_ground(character: Character, motion: Motion, percentile: float = ESTIMATE_PERCENTILE,
-                    max_vertices: int = 400) -> float:
+def estimate_ground(track: ClipTrack, percentile: float = ESTIMATE_PERCENTILE) -> float:
     """Ground level (world z, metres) of a clip from its lowest foot contacts.
 
-    The lowest point of the feet is taken per frame (``lowest_foot_heights``); the ground is the
-    ``percentile`` of those minima over the clip, which ignores a few airborne or glitched frames.
+    The lowest point of the feet is taken per frame (``ClipTrack.lowest_foot``, the feet of ``core.feet``); the
+    ground is the ``percentile`` of those minima over the clip, which ignores a few airborne or glitched frames.
     """
-    return float(np.percentile(lowest_foot_heights(character, motion, max_vertices), percentile))
+    return float(np.percentile(track.lowest_foot, percentile))
 
 
 def _windows(x: np.ndarray, k: int) -> np.ndarray:
@@ -137,29 +103,29 @@ def running_ground(lows: np.ndarray, fps: float, window_s: float = TRACK_WINDOW_
     return _local_line(level, np.ones(len(level)), k)
 
 
-def track_ground(character: Character, motion: Motion, window_s: float = TRACK_WINDOW_S,
-                 percentile: float = TRACK_PERCENTILE, max_vertices: int = 400) -> np.ndarray:
+def track_ground(track: ClipTrack, window_s: float = TRACK_WINDOW_S,
+                 percentile: float = TRACK_PERCENTILE) -> np.ndarray:
     """(T,) ground level (world z, metres) per frame of a clip whose floor drifts: ``running_ground`` of its
     lowest foot points, with a contact band of ``TRACK_BAND`` of its height (``TRACK_BAND_M`` without one)."""
-    band = TRACK_BAND * float(character.height) if character.height else TRACK_BAND_M
-    return running_ground(lowest_foot_heights(character, motion, max_vertices), motion.fps, window_s,
-                          percentile, band)
+    h = track.character.height
+    band = TRACK_BAND * float(h) if h else TRACK_BAND_M
+    return running_ground(track.lowest_foot, track.fps, window_s, percentile, band)
 
 
-def ground_levels(character: Character, motion: Motion, ground) -> float | np.ndarray:
-    """A ``SolverSettings.source_ground`` value read on the source: a float (one level, metres) or a
-    ``(T,)`` float64 array (one level per frame).
+def ground_levels(track: ClipTrack, ground) -> float | np.ndarray:
+    """A ``SolverSettings.source_ground`` value read on a clip: a float (one level, metres) or a ``(T,)``
+    float64 array (one level per frame).
 
     ``ground``: "zero" (z = 0), "estimate" (``estimate_ground``), "track" (``track_ground``), a number, or a
-    sequence of T numbers (a level per frame of ``motion``).
+    sequence of T numbers (a level per frame of the clip).
     """
     if isinstance(ground, str):
         if ground == "zero":
             return 0.0
         if ground == "estimate":
-            return estimate_ground(character, motion)
+            return estimate_ground(track)
         if ground == "track":
-            return track_ground(character, motion)
+            return track_ground(track)
         raise CoreError(f"source_ground must be one of {', '.join(GROUND_MODES)}, a number or one level per "
                         f"frame, not '{ground}'.")
     if np.ndim(ground) == 0:
@@ -169,33 +135,10 @@ def ground_levels(character: Character, motion: Motion, ground) -> float | np.nd
             raise CoreError(f"source_ground must be one of {', '.join(GROUND_MODES)}, a number or one level "
                             f"per frame, not {ground!r}.") from None
     levels = np.asarray(ground, dtype=np.float64)
-    if levels.shape != (motion.num_frames,):
-        raise CoreError(f"source_ground for '{character.name}' has {levels.size} levels; the clip has "
-                        f"{motion.num_frames} frames: give one level per frame.")
+    name = track.character.name
+    if levels.shape != (track.num_frames,):
+        raise CoreError(f"source_ground for '{name}' has {levels.size} levels; the clip has "
+                        f"{track.num_frames} frames: give one level per frame.")
     if not np.all(np.isfinite(levels)):
-        raise CoreError(f"source_ground for '{character.name}' has non-finite levels.")
+        raise CoreError(f"source_ground for '{name}' has non-finite levels.")
     return levels
-
-
-def floor_advice(metrics: dict) -> str | None:
-    """One line of advice on the source's floor from ``core.metrics.evaluate`` output, or None.
-
-    The grounded labels of the source are read above its floor (``source_ground``). If the source's own feet,
-    lifted to that floor where they sink under it, score a grounded F1 below ``SINKING_F1`` against those
-    labels (``source_grounded_f1_clamped``), its feet go under the floor on many frames: the grounded F1 of any
-    target that stays on its floor is capped there, and a tracked or estimated floor usually suits the clip
-    better. If its feet are grounded on fewer than ``FLOATING_SHARE`` of its foot-frames, it may float.
-    """
-    def value(key):
-        v = metrics.get(key)
-        return None if v is None or v != v else float(v)
-
-    f1, share = value("source_grounded_f1_clamped"), value("source_grounded_share")
-    if f1 is not None and f1 < SINKING_F1:
-        return (f"The source's feet sink under its floor on many frames (kept on the floor they would score "
-                f"grounded F1 {f1:.2f} against the source): try Source Floor 'Track Drift' or 'Estimate Level' "
-                f"(source_ground 'track' / 'estimate').")
-    if share is not None and share < FLOATING_SHARE:
-        return (f"The source's feet touch its floor on {100 * share:.0f} % of the frames: if the clip floats, "
-                f"try Source Floor 'Estimate Level' (source_ground 'estimate').")
-    return None

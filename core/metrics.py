@@ -1,7 +1,10 @@
-"""Quality metrics of a retargeted clip against its source (method.md §1.8). Definitions: docs/metrics.md.
+"""Quality metrics of a retargeted clip against its source (ReConForM §5, Table 1). Definitions: docs/metrics.md.
 
-``evaluate(source, source_motion, target, target_motion)`` returns a flat dict of floats. Every per-frame
-quantity is computed for both characters in one chunked skinning pass over their full meshes.
+``evaluate(source, source_motion, target, target_motion)`` returns a flat dict of floats. Each clip is read
+through its ``core.track.ClipTrack`` (one forward-kinematics pass; a retarget passes the source's own track,
+shared with the solver, so the source is measured once), and ``measure`` computes every per-frame quantity:
+joints, the feet (``core.feet``), key vertices, and one chunked skinning pass over the whole mesh for the
+floor and self-penetration shares.
 """
 
 from __future__ import annotations
@@ -12,64 +15,34 @@ import numpy as np
 import torch
 
 from .errors import CoreError
-from .humanoid import CORE_BONES
-from .kinematics import ForwardKinematics
-from .rotations import quat_to_matrix
-from .skinning import SkinningMatrices, skin_vertices
+from .feet import LOCK_WINDOW_S, window_bounds
+from .humanoid import CANONICAL_PARENT
+from .keyverts import area_weights
+from .parts import vertex_segments
+from .skinning import skin_vertices
+from .terrain import ground_height
+from .track import ClipTrack
 from .types import Character, Motion
+from .weights import allowed_pairs
 
 GROUNDED_FRACTION = 0.01     #: grounded: |foot height| <= 1 % of h_c
 LOCKED_FRACTION = 0.01       #: locked: windowed horizontal foot speed < 1 % of h_c per second (docs/metrics.md)
 LOCKED_STRICT_FRACTION = 0.001  #: the paper's printed 0.1 % h_c / s, on the raw 1-frame speed (locked_strict_*)
 CONTACT_FRACTION = 0.05      #: key-vertex contact: pair distance < d_min = 5 % of h_c
+FLOOR_TOLERANCE = 1e-6       #: a vertex is under its ground when more than this (metres, 1 µm) below it
 SELF_PEN_MAX_VERTICES = 4000  #: vertices sampled (uniform stride) for the self-penetration measure
 SELF_PEN_CORE = 0.5          #: capsule radius = this × the median distance of a segment's vertices to its axis
 SELF_PEN_HOPS = 2            #: segments this close in the canonical tree are not tested against each other
-FOOT_MAX_VERTICES = 300      #: vertices per foot (uniform stride) searched for the lowest foot point
-LOCK_WINDOW_S = 1.0 / 15.0   #: foot speed = mean speed over this window, centred (docs/metrics.md)
-_CHUNK = 32
+_CHUNK = 32                  #: frames per chunk of the whole-mesh pass
 
 
 def vertex_areas(mesh) -> np.ndarray:
     """(V,) area weight of each vertex: Σ over its faces of area / vertex count (rest pose), summing to 1."""
-    w = np.zeros(mesh.num_verts)
-    v = mesh.rest_verts
-    sizes = mesh.face_sizes
-    starts = mesh.face_offsets[:-1]
-    for n in np.unique(sizes):
-        if n < 3:
-            continue
-        st = starts[sizes == n]
-        idx = np.stack([mesh.face_indices[st + k] for k in range(n)], axis=1)  # (F_n, n)
-        area = np.zeros(len(st))
-        for k in range(1, n - 1):  # fan triangulation
-            a, b, c = v[idx[:, 0]], v[idx[:, k]], v[idx[:, k + 1]]
-            area += 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
-        np.add.at(w, idx.ravel(), np.repeat(area / n, n))
+    w = area_weights(mesh.rest_verts, mesh.face_indices, mesh.face_offsets)
     total = w.sum()
     if total <= 0:
         return np.full(mesh.num_verts, 1.0 / mesh.num_verts)
     return w / total
-
-
-def _segment_of_vertices(character: Character) -> tuple:
-    """Canonical core bone of each vertex (its dominant bone or the nearest mapped core ancestor).
-
-    Returns (seg (V,) int index into ``bones`` or -1, bones list of canonical names, bone indices).
-    """
-    sk, mesh = character.skeleton, character.mesh
-    canon = {}
-    for c, b in character.bone_map.items():
-        if c in CORE_BONES and b in sk.names:
-            canon[sk.index(b)] = c
-    bones = sorted(set(canon.values()), key=CORE_BONES.index)
-    owner = np.full(sk.num_bones, -1)
-    for j in range(sk.num_bones):
-        k = j
-        while k >= 0 and k not in canon:
-            k = sk.parents[k]
-        owner[j] = bones.index(canon[k]) if k >= 0 else -1
-    return owner[mesh.dominant_bones()], bones, [sk.index(character.bone_map[c]) for c in bones]
 
 
 class _Capsules(NamedTuple):
@@ -106,7 +79,6 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
         yy = np.clip(loc[:, 1], lo, hi)
         d = np.linalg.norm(loc - np.stack([np.zeros_like(yy), yy, np.zeros_like(yy)], 1), axis=1)
         r[s] = SELF_PEN_CORE * np.median(d)
-    from .humanoid import CANONICAL_PARENT
     par = np.full(B, -1)
     for s, c in enumerate(bones):
         p = CANONICAL_PARENT.get(c)
@@ -135,45 +107,45 @@ def _point_segment_dist(p, a, b):
     return (p - (a + t[..., None] * ab)).norm(dim=-1)
 
 
-class _Track(NamedTuple):
-    joints: np.ndarray       # (T, Jc, 3) world positions of the mapped core bones
-    floor_share: np.ndarray  # (T,) area share below ground
-    self_share: np.ndarray   # (T,) area share inside a foreign capsule
-    foot_height: np.ndarray  # (2, T) lowest foot point height above ground (left, right)
-    foot_speed: np.ndarray   # (2, T - 1) horizontal speed of the lowest foot vertex of frame t (t -> t+1)
-    keyverts: np.ndarray     # (T, N, 3) or None
-    foot_verts: list         # per foot, (T, F, 3) world positions of its (subsampled) vertices
-    foot_low: list           # per foot, (T,) index (into foot_verts) of the lowest one
-    joint_names: list        # (Jc,) canonical names of the ``joints`` columns
+def _point_segment_dist(p, a, b):
+    """p (..., V, 1, 3) vs segments a, b (..., 1, B, 3) -> (..., V, B)."""
+    ab = b - a
+    t = ((p - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-12)
+    t = t.clamp(0, 1)
+    return (p - (a + t[..., None] * ab)).norm(dim=-1)
 
 
-def _ground_of(ground, x, y, frames=None):
-    """Ground height under world (x, y) (B, ...) of the frames ``frames`` (a slice of the clip): ``ground`` is
-    a level, a (T,) array of levels per frame, or a callable f(x, y) (a HeightField)."""
-    if callable(ground):
-        return ground(x, y)
-    g = np.asarray(ground, dtype=np.float64)
-    if g.ndim == 0:
-        return torch.full_like(x, float(g))
-    g = torch.as_tensor(g[frames], dtype=x.dtype)
-    return g.reshape((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+class Measures(NamedTuple):
+    """Per-frame measures of one clip (``measure``).
+
+    joints (T, Jc, 3) world positions of the mapped core bones, named by ``joint_names`` (Jc,);
+    floor_share (T,) area share of the mesh below its ground; self_share (T,) area share inside another
+    segment's capsule; foot_height (2, T) lowest foot point above the ground (left, right); foot_step_speed
+    (2, T − 1) horizontal speed of frame t's lowest foot vertex from t to t + 1; foot_points, per foot (T, F, 3)
+    world positions of its vertices, and foot_low, per foot (T,) index of the lowest one; keyverts (T, N, 3) or
+    None.
+    """
+
+    joints: np.ndarray
+    joint_names: list
+    floor_share: np.ndarray
+    self_share: np.ndarray
+    foot_height: np.ndarray
+    foot_step_speed: np.ndarray
+    foot_points: list
+    foot_low: list
+    keyverts: np.ndarray
 
 
-def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -> _Track:
+def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids) -> tuple:
+    """(floor share (T,), self share (T,)): one chunked skinning pass over the whole mesh."""
+    character = track.character
     sk, mesh = character.skeleton, character.mesh
-    if mesh is None:
-        raise CoreError(f"Character '{character.name}' has no mesh: metrics need one (fit a body first).")
-    if motion.rotations.shape[1] != sk.num_bones:
-        raise CoreError(f"Motion does not match armature '{character.name}' ({sk.num_bones} bones).")
-    dt = torch.float32
-    fk = ForwardKinematics(sk, dt)
-    sm = SkinningMatrices(sk, dt)
+    dt = torch.float64
     A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=dt)
     bvec = torch.as_tensor(sk.object_matrix[:3, 3], dtype=dt)
     area = torch.as_tensor(vertex_areas(mesh), dtype=dt)
-    seg, bones, bone_ids = _segment_of_vertices(character)
     caps = _capsules(character, seg, bones, bone_ids)
-    # self-penetration sample
     V = mesh.num_verts
     sample = np.arange(0, V, max(1, int(np.ceil(V / SELF_PEN_MAX_VERTICES))))
     sample = sample[seg[sample] >= 0]
@@ -189,94 +161,79 @@ def _track(character: Character, motion: Motion, ground=0.0, keyvert_ids=None) -
     rad = torch.as_tensor(caps.radius, dtype=dt)
     cbone = torch.as_tensor(caps.bone)
 
-    def cap_world(Gr, Gp):  # Gr (..., J, 3, 3), Gp (..., J, 3) armature -> capsule ends in armature
+    def cap_ends(Gr, Gp):  # Gr (..., J, 3, 3), Gp (..., J, 3) armature -> capsule ends in armature space
         R = Gr[..., cbone, :, :]
         P = Gp[..., cbone, :]
         return (R @ ca[..., None])[..., 0] + P, (R @ cb[..., None])[..., 0] + P
 
     rv = torch.as_tensor(mesh.rest_verts[sample], dtype=dt)
-    a0, b0 = cap_world(Grest[:, :3, :3], Grest[:, :3, 3])
-    inside_rest = _point_segment_dist(rv[:, None, :], a0[None], b0[None]) < rad
-    test &= ~inside_rest
-    # feet
-    feet = []
-    for side in ("left", "right"):
-        ids = [bones.index(c) for c in (f"{side}_foot", f"{side}_toes") if c in bones]
-        fv = np.nonzero(np.isin(seg, ids))[0]
-        if len(fv) == 0:
-            raise CoreError(f"Character '{character.name}': no mesh vertices on its {side} foot; map "
-                            f"{side}_foot in the bone map.")
-        if len(fv) > FOOT_MAX_VERTICES:
-            fv = fv[np.linspace(0, len(fv) - 1, FOOT_MAX_VERTICES).round().astype(np.int64)]
-        feet.append(torch.as_tensor(fv))
-    joint_ids = torch.as_tensor(bone_ids)
-    kv = None if keyvert_ids is None else torch.as_tensor(np.asarray(keyvert_ids))
-
-    T = motion.num_frames
-    joints = np.zeros((T, len(bone_ids), 3))
+    a0, b0 = cap_ends(Grest[:, :3, :3], Grest[:, :3, 3])
+    test &= ~(_point_segment_dist(rv[:, None, :], a0[None], b0[None]) < rad)
+    T = track.num_frames
     floor_share = np.zeros(T)
     self_share = np.zeros(T)
-    foot_pts = [np.zeros((T, 3)), np.zeros((T, 3))]
-    foot_next = [np.zeros((T, 3)), np.zeros((T, 3))]
-    foot_low = [np.zeros(T, np.int64), np.zeros(T, np.int64)]
-    kvs = None if kv is None else np.zeros((T, len(kv), 3))
-    foot_verts = [np.zeros((T, len(f), 3), np.float32) for f in feet]
-    foot_k = [np.zeros(T, np.int64), np.zeros(T, np.int64)]
     all_verts = torch.as_tensor(mesh.rest_verts, dtype=dt)
+    sample_t = torch.as_tensor(sample)
     with torch.no_grad():
-        for s in range(0, T, _CHUNK):
-            e = min(T, s + _CHUNK)
-            rot = quat_to_matrix(torch.as_tensor(motion.rotations[s:e], dtype=dt))
-            loc = torch.as_tensor(motion.locations[s:e], dtype=dt)
-            pose = fk(rot, loc)
-            r, t = sm(pose)
-            verts, _ = skin_vertices(r, t, all_verts, mesh.weight_bones, mesh.weight_values)
+        for sl, S_rot, S_t in track.skinning_chunks(_CHUNK):
+            verts, _ = skin_vertices(S_rot.to(dt), S_t.to(dt), all_verts, mesh.weight_bones, mesh.weight_values)
             vw = verts @ A.T + bvec                                    # (B, V, 3) world
-            hgt = vw[..., 2] - _ground_of(ground, vw[..., 0], vw[..., 1], slice(s, e))
-            floor_share[s:e] = ((hgt < 0).to(dt) * area).sum(-1).numpy()
-            pa, pb = cap_world(pose.rotations, pose.positions)          # armature space
-            sv = verts[:, torch.as_tensor(sample)]
+            hgt = vw[..., 2] - ground_height(ground, vw[..., 0], vw[..., 1], sl)
+            floor_share[sl] = ((hgt < -FLOOR_TOLERANCE).to(dt) * area).sum(-1).numpy()
+            pa, pb = cap_ends(track.arm_rotations[sl].to(dt), track.arm_positions[sl].to(dt))
+            sv = verts[:, sample_t]
             inside = _point_segment_dist(sv[:, :, None, :], pa[:, None], pb[:, None]) < rad  # (B, S, Bc)
-            pen = (inside & test[None]).any(-1)
-            self_share[s:e] = (pen.to(dt) * s_area).sum(-1).numpy()
-            joints[s:e] = (pose.positions[:, joint_ids] @ A.T + bvec).numpy()
-            for f in range(2):
-                fh = hgt[:, feet[f]]
-                k = fh.argmin(dim=-1)
-                foot_low[f][s:e] = feet[f][k].numpy()
-                foot_k[f][s:e] = k.numpy()
-                foot_verts[f][s:e] = vw[:, feet[f]].numpy()
-            if kv is not None:
-                kvs[s:e] = vw[:, kv].numpy()
-            # positions of each frame's lowest foot vertex at that frame, and at the next frame (if in chunk)
-            for f in range(2):
-                ids = torch.as_tensor(foot_low[f][s:e])
-                foot_pts[f][s:e] = vw[torch.arange(e - s), ids].numpy()
-                if e - s > 1:
-                    foot_next[f][s:e - 1] = vw[torch.arange(1, e - s), ids[:-1]].numpy()
-            if s > 0:  # the previous chunk's last frame, tracked into this chunk's first frame
-                for f in range(2):
-                    foot_next[f][s - 1] = vw[0, int(foot_low[f][s - 1])].numpy()
-    foot_height = np.zeros((2, T))
-    foot_speed = np.zeros((2, max(T - 1, 0)))
-    for f in range(2):
-        gx = torch.as_tensor(foot_pts[f][:, 0])
-        gy = torch.as_tensor(foot_pts[f][:, 1])
-        foot_height[f] = foot_pts[f][:, 2] - _ground_of(ground, gx, gy, slice(0, T)).numpy()
+            self_share[sl] = ((inside & test[None]).any(-1).to(dt) * s_area).sum(-1).numpy()
+    return floor_share, self_share
+
+
+def _feet(track: ClipTrack, ground) -> tuple:
+    """(foot_height (2, T), foot_step_speed (2, T − 1), foot_low [(T,), (T,)]) of a clip over its ground."""
+    T = track.num_frames
+    height = np.zeros((2, T))
+    step = np.zeros((2, max(T - 1, 0)))
+    lows = []
+    for f, (side, P) in enumerate(zip(("left", "right"), track.foot_points)):
+        if P.shape[1] == 0:
+            raise CoreError(f"Character '{track.character.name}': no mesh vertices on its {side} foot; map "
+                            f"{side}_foot in the bone map.")
+        x, y = torch.as_tensor(P[..., 0]), torch.as_tensor(P[..., 1])
+        h = P[..., 2] - ground_height(ground, x, y).numpy()                    # (T, F)
+        k = h.argmin(-1)
+        lows.append(k)
+        height[f] = h[np.arange(T), k]
         if T > 1:
-            foot_speed[f] = np.linalg.norm(foot_next[f][:-1, :2] - foot_pts[f][:-1, :2], axis=1) * motion.fps
-    return _Track(joints, floor_share, self_share, foot_height, foot_speed, kvs, foot_verts, foot_k, list(bones))
+            t = np.arange(T - 1)
+            step[f] = np.linalg.norm(P[t + 1, k[:-1], :2] - P[t, k[:-1], :2], axis=-1) * track.fps
+    return height, step, lows
 
 
-def window_bounds(num_frames: int, fps: float, window_s: float = LOCK_WINDOW_S):
-    """(T,) first and last frame of the centred window of frame t: t ∓ k, k = max(1, round(fps · window_s /
-    2)) frames, clamped to the clip (the foot-speed estimator of docs/metrics.md; the solver's foot lock)."""
-    k = max(1, int(round(fps * window_s / 2.0)))
-    t = np.arange(num_frames)
-    return np.clip(t - k, 0, num_frames - 1), np.clip(t + k, 0, num_frames - 1)
+def _ground_key(ground):
+    if callable(ground):
+        return ("field", id(ground))
+    g = np.asarray(ground, dtype=np.float64)
+    return ("level", float(g)) if g.ndim == 0 else ("levels", g.tobytes())
 
 
-def foot_speed_windowed(track: _Track, fps: float, window_s: float = LOCK_WINDOW_S) -> np.ndarray:
+def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
+    """Every per-frame measure of a clip over its ground (a level, (T,) levels per frame, or a HeightField),
+    computed once per track, ground and key-vertex list (kept on the track)."""
+    character = track.character
+    if character.mesh is None:
+        raise CoreError(f"Character '{character.name}' has no mesh: metrics need one (fit a body first).")
+    kv = None if keyvert_ids is None else np.asarray(keyvert_ids, dtype=np.int64)
+    key = ("measures", _ground_key(ground), None if kv is None else kv.tobytes())
+
+    def compute():
+        seg, bones, bone_ids = vertex_segments(character.skeleton, character.mesh, character.bone_map)
+        floor_share, self_share = _surface_shares(track, ground, seg, bones, bone_ids)
+        height, step, lows = _feet(track, ground)
+        return Measures(track.world_positions[:, bone_ids], list(bones), floor_share, self_share, height, step,
+                        track.foot_points, lows, None if kv is None else track.vertices(kv))
+    return track.memo(key, compute)
+
+
+def foot_speed_windowed(measures: Measures, fps: float, window_s: float = LOCK_WINDOW_S) -> np.ndarray:
     """(2, T) horizontal speed of each foot by a central difference over ``window_s`` (docs/metrics.md).
 
     At frame t the foot point is that frame's lowest foot vertex v; its speed is
@@ -284,12 +241,12 @@ def foot_speed_windowed(track: _Track, fps: float, window_s: float = LOCK_WINDOW
     same vertex at both ends (clamped to the clip at its ends). It is the mean speed over the window, i.e. a
     box low-pass of the raw velocity, which removes capture jitter that a 1-frame difference amplifies by fps.
     """
-    T = track.foot_height.shape[1]
+    T = measures.foot_height.shape[1]
     a, b = window_bounds(T, fps, window_s)
     out = np.zeros((2, T))
     for f in range(2):
-        v = track.foot_low[f]
-        d = track.foot_verts[f][b, v, :2] - track.foot_verts[f][a, v, :2]
+        v = measures.foot_low[f]
+        d = measures.foot_points[f][b, v, :2] - measures.foot_points[f][a, v, :2]
         out[f] = np.linalg.norm(d, axis=-1) / np.maximum(b - a, 1) * fps
     return out
 
@@ -322,32 +279,24 @@ def roc_auc(truth: np.ndarray, score: np.ndarray) -> float:
     if npos == 0 or nneg == 0:
         return float("nan")
     order = np.argsort(score, kind="mergesort")
+    _, inverse, counts = np.unique(score[order], return_inverse=True, return_counts=True)
+    first = np.cumsum(counts) - counts                  # rank - 1 of each distinct value's first occurrence
     ranks = np.empty(len(score))
-    s = score[order]
-    # average ranks over ties
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[i]:
-            j += 1
-        ranks[order[i:j + 1]] = 0.5 * (i + j) + 1
-        i = j + 1
+    ranks[order] = (first + 0.5 * (counts + 1))[inverse]   # tied values share their average rank
     return float((ranks[truth].sum() - npos * (npos + 1) / 2) / (npos * nneg))
 
 
-def _contact_pairs(limbs_a, limbs_b):
-    from .weights import allowed_pairs
-    return np.nonzero(allowed_pairs(limbs_a, None, True))
-
-
 def evaluate(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
-             terrain=None, source_ground=0.0) -> dict:
+             terrain=None, source_ground=0.0, *, source_track: ClipTrack = None,
+             target_track: ClipTrack = None) -> dict:
     """Every metric of docs/metrics.md for ``target_motion`` against ``source_motion`` (the ground truth).
 
     Args:
         terrain: optional HeightField under the target.
         source_ground: the source's floor: a level (metres) or a (T,) array of levels per frame (the solve's
             ``SolveJob.source_ground_level``; ``core.ground``).
+        source_track, target_track: the clips' ClipTracks when the caller has them (``core.retarget`` passes
+            the source's, so its measures are computed once for the solve and for copy-rotations).
     Returns:
         dict of floats: jerk_mean/max (m/s³), floor_pen_mean/max and self_pen_mean/max (area shares in
         [0, 1]), grounded_f1/auc, locked_f1/auc, contact_f1/precision/recall, and source_* twins of the
@@ -363,9 +312,13 @@ def evaluate(source: Character, source_motion: Motion, target: Character, target
         order = [target.keyverts.names.index(n) for n in source.keyverts.names
                  if n in target.keyverts.names]
         kv = len(order) == len(source.keyverts)
-    s_tr = _track(source, source_motion, source_ground, source.keyverts.vertex_ids if kv else None)
-    t_tr = _track(target, target_motion, 0.0 if terrain is None else terrain,
-                  target.keyverts.vertex_ids[order] if kv else None)
+    if source_track is None or source_track.character is not source or source_track.motion is not source_motion:
+        source_track = ClipTrack(source, source_motion)
+    if target_track is None or target_track.character is not target or target_track.motion is not target_motion:
+        target_track = ClipTrack(target, target_motion)
+    s_tr = measure(source_track, source_ground, source.keyverts.vertex_ids if kv else None)
+    t_tr = measure(target_track, 0.0 if terrain is None else terrain,
+                   target.keyverts.vertex_ids[order] if kv else None)
     hs, ht = float(source.height), float(target.height)
     out = {"frames": float(source_motion.num_frames)}
     # jerk on the core bones both characters map, so that target and source are compared joint for joint
@@ -389,10 +342,10 @@ def evaluate(source: Character, source_motion: Motion, target: Character, target
     l_pred = (t_speed < LOCKED_FRACTION * ht).ravel()
     out["locked_f1"] = f1_score(l_true, l_pred)
     out["locked_auc"] = roc_auc(l_true, -(t_speed / ht).ravel())
-    r_true = (s_tr.foot_speed < LOCKED_STRICT_FRACTION * hs).ravel()
-    r_pred = (t_tr.foot_speed < LOCKED_STRICT_FRACTION * ht).ravel()
+    r_true = (s_tr.foot_step_speed < LOCKED_STRICT_FRACTION * hs).ravel()
+    r_pred = (t_tr.foot_step_speed < LOCKED_STRICT_FRACTION * ht).ravel()
     out["locked_strict_f1"] = f1_score(r_true, r_pred)
-    out["locked_strict_auc"] = roc_auc(r_true, -(t_tr.foot_speed / ht).ravel())
+    out["locked_strict_auc"] = roc_auc(r_true, -(t_tr.foot_step_speed / ht).ravel())
     out["source_grounded_share"] = float(g_true.mean())
     # the source's own feet, never under its floor: what a target copying them exactly but standing on the floor
     # would score (a source that sinks through its floor caps the grounded F1 of every floor-respecting target)
@@ -402,7 +355,7 @@ def evaluate(source: Character, source_motion: Motion, target: Character, target
     out["source_locked_strict_share"] = float(r_true.mean()) if r_true.size else float("nan")
     # key-vertex contacts
     if kv:
-        ii, jj = _contact_pairs(source.keyverts.limbs, source.keyverts.limbs)
+        ii, jj = np.nonzero(allowed_pairs(source.keyverts.limbs, None, True))
         ds = np.linalg.norm(s_tr.keyverts[:, jj] - s_tr.keyverts[:, ii], axis=-1)
         dt_ = np.linalg.norm(t_tr.keyverts[:, jj] - t_tr.keyverts[:, ii], axis=-1)
         c_true = ds < CONTACT_FRACTION * hs

@@ -225,9 +225,10 @@ class KeyVertexSet:
         return len(self.vertex_ids)
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Character:
-    """Everything the core needs about one character.
+    """Everything the core needs about one character (immutable: ``dataclasses.replace`` makes a changed copy;
+    ``core.character.build_character`` completes one from what the scene holds).
 
     Attributes:
         skeleton: its Skeleton.

@@ -2,11 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.descriptors import (HeightField, KeyVertexRig, dir_matrix, dist_matrix, height, pair_descriptors,
-                              pen_matrix, sliding)
-from core.kinematics import forward_kinematics
-from core.rotations import quat_to_matrix
-from core.skinning import skin_mesh
+from core.descriptors import dir_matrix, dist_matrix, height, pair_descriptors, pen_matrix, sliding
 from core.weights import ActivePairs, allowed_pairs, alpha_ramp, floor_weight, interaction_weight, mix_weights
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -48,33 +44,6 @@ def test_height_and_sliding_by_hand():
     assert v[0, 0].tolist() == pytest.approx([3.0, 4.0])   # (0.3, 0.4) per frame at 10 fps; z ignored
     assert v[1, 0].tolist() == pytest.approx([0.0, 0.0])
     assert sliding(p, 10.0, pad=True).shape == (3, 1, 2)
-
-
-def test_height_field_is_bilinear_and_differentiable():
-    hf = HeightField.from_function(lambda x, y: 0.5 * x + 0.25 * y, (-2, 2), (-2, 2), resolution=9)
-    x = torch.tensor([0.3, -1.1], requires_grad=True)
-    y = torch.tensor([0.7, 1.9], requires_grad=True)
-    z = hf(x, y)
-    assert z.tolist() == pytest.approx([0.5 * 0.3 + 0.25 * 0.7, 0.5 * -1.1 + 0.25 * 1.9], abs=1e-6)
-    z.sum().backward()
-    assert x.grad.tolist() == pytest.approx([0.5, 0.5]) and y.grad.tolist() == pytest.approx([0.25, 0.25])
-    p = torch.tensor([[[0.3, 0.7, 1.0]]])
-    assert height(p, hf)[0, 0] == pytest.approx(1.0 - 0.325, abs=1e-6)
-
-
-def test_rig_matches_skinning_in_world_space():
-    obj = np.diag([0.5, 0.5, 0.5, 1.0])
-    obj[:3, 3] = (1.0, -2.0, 0.3)
-    ch = make_humanoid(object_matrix=obj)
-    m = walk_motion(ch, frames=5)
-    rig = KeyVertexRig(ch, torch.float64)
-    p, n = rig(quat_to_matrix(torch.as_tensor(m.rotations)), torch.as_tensor(m.locations))
-    pose = forward_kinematics(ch.skeleton, m.rotations, m.locations)
-    ref, ref_n = skin_mesh(ch.skeleton, ch.mesh, pose, ch.keyverts.vertex_ids)
-    ref = ref.numpy() @ obj[:3, :3].T + obj[:3, 3]
-    np.testing.assert_allclose(p.numpy(), ref, atol=1e-9)
-    np.testing.assert_allclose(n.numpy(), ref_n.numpy(), atol=1e-9)  # uniform scale: normals unchanged
-    assert p.shape == (5, len(ch.keyverts), 3)
 
 
 def test_weights_ramp_clamp_and_mix():

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from core.errors import CoreError
-from core.ground import estimate_ground, ground_levels, lowest_foot_heights, running_ground, track_ground
+from core.ground import estimate_ground, ground_levels, running_ground, track_ground
 from core.metrics import evaluate
 from core.solver import SolveJob, SolverSettings
+from core.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -54,28 +55,29 @@ def test_track_ground_recovers_a_sinking_clip(walk):
     ch, m = walk
     drift = -0.05 * np.arange(m.num_frames) / m.num_frames   # 5 cm lower by the end
     sunk = _shifted(ch, m, drift)
-    base = track_ground(ch, m)
-    np.testing.assert_allclose(lowest_foot_heights(ch, sunk), lowest_foot_heights(ch, m) + drift, atol=1e-9)
-    assert np.abs(track_ground(ch, sunk) - (base + drift)).max() < 0.006
+    base = track_ground(ClipTrack(ch, m))
+    np.testing.assert_allclose(ClipTrack(ch, sunk).lowest_foot, ClipTrack(ch, m).lowest_foot + drift, atol=1e-9)
+    assert np.abs(track_ground(ClipTrack(ch, sunk)) - (base + drift)).max() < 0.006
     # one level cannot follow it: it is off by centimetres at one end or the other
-    one = estimate_ground(ch, sunk)
+    one = estimate_ground(ClipTrack(ch, sunk))
     assert np.abs(one - (base + drift)).max() > 0.02
 
 
 def test_ground_levels_accepts_modes_numbers_and_per_frame_levels(walk):
     ch, m = walk
-    assert ground_levels(ch, m, "zero") == 0.0
-    assert ground_levels(ch, m, 0.25) == 0.25
-    assert ground_levels(ch, m, "estimate") == pytest.approx(estimate_ground(ch, m))
-    assert ground_levels(ch, m, "track").shape == (m.num_frames,)
+    tr = ClipTrack(ch, m)
+    assert ground_levels(tr, "zero") == 0.0
+    assert ground_levels(tr, 0.25) == 0.25
+    assert ground_levels(tr, "estimate") == pytest.approx(estimate_ground(tr))
+    assert ground_levels(tr, "track").shape == (m.num_frames,)
     levels = np.linspace(0, 0.1, m.num_frames)
-    np.testing.assert_array_equal(ground_levels(ch, m, list(levels)), levels)
+    np.testing.assert_array_equal(ground_levels(tr, list(levels)), levels)
     with pytest.raises(CoreError, match="'floor'"):
-        ground_levels(ch, m, "floor")
+        ground_levels(tr, "floor")
     with pytest.raises(CoreError, match="180 frames"):
-        ground_levels(ch, m, np.zeros(7))
+        ground_levels(tr, np.zeros(7))
     with pytest.raises(CoreError, match="non-finite"):
-        ground_levels(ch, m, np.full(m.num_frames, np.nan))
+        ground_levels(tr, np.full(m.num_frames, np.nan))
 
 
 def test_metrics_read_the_source_above_its_per_frame_floor(walk):
@@ -109,17 +111,17 @@ def test_solver_reads_a_drifting_source_above_its_tracked_floor(walk):
     assert tracked.source_ground_level.shape == (m.num_frames,)
     assert tracked.stats["source_ground_drift"] > 0.04
     # the sinking clip read above its tracked floor has the upright clip's heights (within the tracker's error)
-    err_tracked = float((tracked.src_h - upright.src_h).abs().max())
-    err_flat = float((flat.src_h - upright.src_h).abs().max())
+    err_tracked = float((tracked.objective.src_h - upright.objective.src_h).abs().max())
+    err_flat = float((flat.objective.src_h - upright.objective.src_h).abs().max())
     assert err_tracked < 0.008 < 0.03 < err_flat
     # and its feet are in contact on the upright clip's frames (the sunk ones, read above z = 0, are not)
-    off_tracked = float((tracked.contact_w - upright.contact_w).abs().mean())
-    off_flat = float((flat.contact_w - upright.contact_w).abs().mean())
+    off_tracked = float((tracked.feet.contact_w - upright.feet.contact_w).abs().mean())
+    off_flat = float((flat.feet.contact_w - upright.feet.contact_w).abs().mean())
     assert off_tracked < 0.25 * off_flat
 
 
 def test_floor_advice_names_the_setting_for_sinking_and_floating_sources():
-    from core.ground import floor_advice
+    from core.advice import floor_advice
 
     sinking = floor_advice({"source_grounded_f1_clamped": 0.65, "source_grounded_share": 0.5})
     assert "0.65" in sinking and "Track Drift" in sinking and "source_ground 'track'" in sinking
@@ -130,7 +132,7 @@ def test_floor_advice_names_the_setting_for_sinking_and_floating_sources():
 
 
 def test_floor_advice_is_importable_without_torch():
-    code = "import sys; import core.ground; assert 'torch' not in sys.modules, 'core.ground imported torch'"
+    code = "import sys; import core.advice; assert 'torch' not in sys.modules, 'core.advice imported torch'"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=pathlib.Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr

@@ -90,7 +90,7 @@ def test_arms_through_the_body_raise_self_penetration(clip):
 
 
 def test_windowed_foot_speed_removes_jitter_but_keeps_motion():
-    from core.metrics import _Track, foot_speed_windowed
+    from core.metrics import Measures, foot_speed_windowed
     T, fps = 60, 120.0
     still = np.zeros((T, 2, 3), np.float32)
     still[:, 0, 0] = 0.001 * (-1.0) ** np.arange(T)          # 1 mm frame-to-frame capture jitter
@@ -98,7 +98,7 @@ def test_windowed_foot_speed_removes_jitter_but_keeps_motion():
     moving = still.copy()
     moving[:, :, 0] += (0.5 * np.arange(T) / fps)[:, None]    # 0.5 m/s walk
     low = np.zeros(T, np.int64)
-    tr = _Track(None, None, None, np.zeros((2, T)), None, None, [still, moving], [low, low], [])
+    tr = Measures(None, [], None, None, np.zeros((2, T)), None, [still, moving], [low, low], None)
     sp = foot_speed_windowed(tr, fps)                        # 1/15 s window: k = 4 frames at 120 fps
     raw = np.abs(np.diff(still[:, 0, 0])) * fps
     assert raw.min() > 0.2                                   # 240 mm/s of raw jitter speed

@@ -6,7 +6,10 @@ import torch
 
 from core.errors import CoreError
 from core.ground import estimate_ground
+from core.rotations import quat_to_matrix
 from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, bspline_basis
+from core.solver.footing import FootModel
+from core.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -59,7 +62,7 @@ def test_progress_stream(solved):
 def test_semantic_terms_decrease(solved):
     job, _ = solved
     with torch.no_grad():
-        final = {k: float(v) for k, v in job.weighted_terms(alpha=0.0, pairset=job.pairs.build(None)).items()}
+        final = {k: float(v) for k, v in job.weighted_terms(alpha=0.0, pairset=job.objective.pairs.build(None)).items()}
     first = job.history[0]   # step 0 has α = 0
     for k in SEMANTIC_TERMS:
         assert final[k] < first[k], (k, first[k], final[k])
@@ -87,9 +90,9 @@ def test_self_retarget_returns_the_source(pair):
     src, m, _, _ = pair
     job = SolveJob(src, m, src, m, SolverSettings(**FAST))
     res = job.run()
-    p_src = job.src_p
+    p_src = job.objective.src_p
     with torch.no_grad():
-        p_res, _ = job._forward()
+        p_res, _, _ = job._forward()
     assert float((p_res - p_src).norm(dim=-1).max()) < 0.01 * src.height
     ang = 2 * np.degrees(np.arccos(np.clip(np.abs((res.rotations * m.rotations).sum(-1)), 0, 1)))
     assert ang.max() < 3.0
@@ -101,19 +104,20 @@ def test_foot_contact_self_retarget_and_grounding(pair):
     src, m, tgt, init = pair
     job = SolveJob(src, m, src, m, SolverSettings(**FAST, foot_contact=True))
     res = job.run()
-    assert job.contact_w is not None and float(job.contact_w.sum()) > 0
+    assert job.feet.contact_w is not None and float(job.feet.contact_w.sum()) > 0
     ang = 2 * np.degrees(np.arccos(np.clip(np.abs((res.rotations * m.rotations).sum(-1)), 0, 1)))
     assert ang.max() < 3.0
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, foot_contact=True))
     job.run()
+    feet = job.feet
     with torch.no_grad():
-        job._forward()
-        lows = job._sole_lows(job._sole_p)
-        lows0 = job._sole_lows(job.sole_init)
-    g = job.contact_w > 0.99
-    err = (lows - job.contact_h).abs()[g]
+        _, _, sole = job._forward()
+        lows = feet.sole_lows(sole)
+        lows0 = feet.sole_lows(job.sole_init)
+    g = feet.contact_w > 0.99
+    err = (lows - feet.contact_h).abs()[g]
     assert float(err.median()) < 0.01 * tgt.height
-    assert float(err.median()) <= float((lows0 - job.contact_h).abs()[g].median()) + 1e-6
+    assert float(err.median()) <= float((lows0 - feet.contact_h).abs()[g].median()) + 1e-6
 
 
 def test_cancel_between_steps(pair):
@@ -137,8 +141,8 @@ def test_warm_start_reproduces_previous_result(pair, solved):
     assert job.total == 6
     job._setup()
     with torch.no_grad():
-        p_ws, _ = job._forward()
-        p_prev, _ = solved[0]._forward()
+        p_ws, _, _ = job._forward()
+        p_prev, _, _ = solved[0]._forward()
     # the B-spline control fit of the previous residuals is a least-squares fit of the re-orthonormalised 6D
     # residuals (same basis): within a couple of millimetres
     assert float((p_ws - p_prev).norm(dim=-1).max()) < 2e-3
@@ -146,11 +150,11 @@ def test_warm_start_reproduces_previous_result(pair, solved):
 
 def test_source_ground_estimate(pair):
     src, m, _, _ = pair
-    g0 = estimate_ground(src, m)
+    g0 = estimate_ground(ClipTrack(src, m))
     lifted = Motion(m.rotations, m.locations.copy(), m.fps)
     hips = src.skeleton.index("hips")
     lifted.locations[:, hips] += np.array([0.0, 0.0, 0.2]) @ src.skeleton.rest_local[hips, :3, :3]
-    assert estimate_ground(src, lifted) == pytest.approx(g0 + 0.2, abs=1e-6)
+    assert estimate_ground(ClipTrack(src, lifted)) == pytest.approx(g0 + 0.2, abs=1e-6)
     assert abs(g0) < 0.02
 
 
@@ -165,12 +169,17 @@ def test_bad_inputs(pair):
 def test_fast_chain_matches_the_generic_rig(pair, solved):
     """The per-step FK/LBS (only variable bones, constants folded) equals the generic key-vertex rig."""
     job, _ = solved
+    init = pair[3]
+    chain = job.chain
     with torch.no_grad():
-        p, n = job._forward()
-        R, loc_root = job._opt_channels()
-        rot = job.R_init_n.index_copy(1, job.opt_pos, R)
-        loc = job.L_init_n.index_copy(1, job.root_pos, loc_root[:, None])
-        p2, n2 = job.part.keyverts_needed(rot, loc)
+        p, n, _ = job._forward()
+        d, off = job.param.frame_residuals()
+        R, loc_root = job.param.rotations(d), job.param.root_location(off)
+        opt = torch.as_tensor([chain.position[j] for j in job.opt_idx])
+        rot = quat_to_matrix(torch.as_tensor(init.rotations[:, chain.needed], dtype=R.dtype)).index_copy(1, opt, R)
+        loc = torch.as_tensor(init.locations[:, chain.needed], dtype=R.dtype)
+        loc = loc.index_copy(1, torch.as_tensor([chain.position[job.root_idx]]), loc_root[:, None])
+        p2, n2 = chain.vertices_needed(rot, loc)
         p2, n2 = p2[:, :job.num_keyverts], n2[:, :job.num_keyverts]
     assert float((p - job.p_init).norm(dim=-1).max()) > 1e-3      # the solve moved something
     assert float((p - p2).abs().max()) < 1e-5 and float((n - n2).abs().max()) < 1e-5
@@ -188,32 +197,12 @@ def test_root_init_from_feet_reduces_initial_sliding(pair):
     assert first["feet"] < 0.9 * first["copy"], first
 
 
-def test_spread_sole_points_cover_a_flat_sole():
-    """A foot standing still and flat: every sole vertex is as low as the lowest one, so the sole points
-    spread over the whole sole, not the single lowest vertex."""
-    from core.solver import _spread_sole_points
-    gx, gy = np.meshgrid(np.linspace(0.0, 0.25, 11), np.linspace(0.0, 0.1, 5))
-    sole = np.stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)], 1)          # (55, 3) flat sole
-    top = sole + [0.0, 0.0, 0.08]                                              # the instep, never low
-    rest = np.concatenate([sole, top])
-    z = np.tile(rest[:, 2], (20, 1)) + 1e-4 * np.arange(len(rest)) / len(rest)   # (F, V), static
-    keep = _spread_sole_points(z, rest, band=0.005, count=8)
-    assert len(keep) == 8 and (keep < len(sole)).all()                        # only sole vertices
-    gap = np.linalg.norm(sole[:, None] - sole[keep][None], axis=-1).min(1)   # each sole vertex to its nearest
-    assert gap.max() < 0.07                                                    # whole outline covered
-    assert np.ptp(sole[keep, 0]) > 0.2 and np.ptp(sole[keep, 1]) > 0.08
-    # a rolling foot: only the vertices that are ever near the lowest qualify
-    z2 = np.tile(rest[:, 2], (20, 1)) + np.where(rest[:, 0] > 0.2, 0.0, 0.05)[None]
-    keep2 = _spread_sole_points(z2, rest, band=0.005, count=8)
-    assert (rest[keep2, 0] > 0.2).all() and (rest[keep2, 2] == 0).all()
-
-
 def test_lock_loss_by_hand():
     """L_lock = Σ lock weight × |windowed velocity − source velocity|² over sole points near the foot's lowest."""
     from types import SimpleNamespace
-    job = SimpleNamespace(h_tgt=1.0, settings=SolverSettings(), fps=10.0)
-    job._sole_side_t = torch.tensor([0, 0, 1])
-    job._sole_lows = lambda sole: SolveJob._sole_lows(job, sole)
+    job = SimpleNamespace(h_tgt=1.0, ground=0.0, fps=10.0)
+    job.sole_side = torch.tensor([0, 0, 1])
+    job.sole_lows = lambda sole: FootModel.sole_lows(job, sole)
     T = 3
     job._lock_lo, job._lock_hi = torch.tensor([0, 0, 1]), torch.tensor([1, 2, 2])
     job._lock_dt = (job._lock_hi - job._lock_lo).double() / job.fps                  # 0.1, 0.2, 0.1 s
@@ -225,5 +214,5 @@ def test_lock_loss_by_hand():
     sole[:, 1, 2] = 0.5                                  # left point 1 is 0.5 m up: not carrying the foot
     sole[:, 1, 0] = torch.tensor([0.0, 1.0, 2.0])
     sole[:, 2, 0] = torch.tensor([0.0, 0.01, 0.02])     # right point moves as its source: no cost
-    got = float(SolveJob._lock_loss(job, sole))
+    got = float(FootModel.lock_loss(job, sole))
     assert got == pytest.approx(1.0 * 0.01 + 1.0 * 0.01 + 0.5 * 0.01, rel=1e-6)

@@ -1,0 +1,145 @@
+"""A complete character, built once: bone map, body (its own mesh, or a template fitted to a skeleton-only
+source), height h_c and key vertices (the ones stored on the character, hand-placed ones included, else
+transferred by optimal transport, ReConForM §3.1).
+
+The bridge reads what a scene holds into a ``CharacterSpec`` (plain arrays, on Blender's main thread);
+``build_character`` completes it in any thread (the transfer takes a second or two), so the panel, the batch
+command, the demo and the bench all build characters the same way (``core.retarget``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .body import fit_body_to_skeleton
+from .bonemap import apply_bone_map, detect_bone_map, validate_bone_map
+from .copy_rotations import reference_basis
+from .errors import CoreError
+from .keyverts import character_height, transfer_keyverts
+from .tpose import rest_is_standing
+from .types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
+
+KEYVERT_COUNTS = (41, 96)
+
+
+@dataclass(frozen=True)
+class CharacterSpec:
+    """One character as the scene holds it, before the core completes it.
+
+    Attributes:
+        skeleton: its Skeleton.
+        mesh: its SkinnedMesh (every deforming mesh merged), or None for a skeleton-only character.
+        bone_map: {canonical: bone name}, or None to detect it from names and topology.
+        stored_keyverts: key vertices stored on the character (``locked`` where placed by hand), or None.
+        clip: the clip it plays in this retarget, when it is the source (a skeleton-only source whose rest pose
+            lies down stands its fitted body up from the clip's frame with both feet flat).
+    """
+
+    skeleton: Skeleton
+    mesh: SkinnedMesh = None
+    bone_map: dict = None
+    stored_keyverts: KeyVertexSet = None
+    clip: Motion = None
+
+    @property
+    def name(self) -> str:
+        return self.skeleton.name
+
+
+@dataclass(frozen=True)
+class BuiltCharacter:
+    """``build_character``'s result: the Character and how it was completed.
+
+    Attributes:
+        character: the complete Character (frozen).
+        rig_type: detected rig family ('mixamo', 'rigify', ...) or 'given' for a given bone map.
+        fitted_body: True when the body is the template fitted to a skeleton-only character.
+        keyverts_origin: 'stored' (used as stored), 'transferred', 'transferred, N locked kept', or '' (none).
+        notes: lines for the user (missing bones, fitted body, ...).
+    """
+
+    character: Character
+    rig_type: str = "given"
+    fitted_body: bool = False
+    keyverts_origin: str = ""
+    notes: tuple = field(default_factory=tuple)
+
+    @property
+    def transferred(self) -> bool:
+        """True when the key vertices were (re)placed by this build, so the caller may store them."""
+        return self.keyverts_origin.startswith("transferred")
+
+
+def resolve_bone_map(skeleton: Skeleton, bone_map) -> tuple:
+    """(bone map, rig type, notes): ``bone_map`` checked and fitted to ``skeleton`` (namespaces and case ignored,
+    absent bones dropped), or detected when None. Raises CoreError when nothing maps."""
+    notes = []
+    if bone_map is None:
+        res = detect_bone_map(skeleton)
+        if not res.bone_map:
+            raise CoreError(f"Nothing mapped on '{skeleton.name}': no bone was recognised as part of a humanoid; "
+                            "give a bone map (set-up file or Bone Map panel).")
+        if res.missing_required:
+            notes.append(f"'{skeleton.name}' ({res.rig_type}): required bones not found: "
+                         f"{', '.join(res.missing_required)}.")
+        return dict(res.bone_map), res.rig_type, notes
+    validate_bone_map(bone_map, what=f"Bone map for '{skeleton.name}'")
+    fitted = dict(apply_bone_map(skeleton, dict(bone_map)).bone_map)
+    if not fitted:
+        raise CoreError(f"Nothing mapped on '{skeleton.name}': none of the bone map's bones exist in it; "
+                        "fix the bone map or let it be detected.")
+    return fitted, "given", notes
+
+
+def usable_keyverts(stored: KeyVertexSet, mesh: SkinnedMesh, n: int) -> bool:
+    """True when stored key vertices can be used as they are: ``n`` of them, every id inside ``mesh``."""
+    if stored is None or mesh is None or len(stored) != n:
+        return False
+    ids = stored.vertex_ids
+    return not len(ids) or (ids.min() >= 0 and ids.max() < mesh.num_verts)
+
+
+def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: bool = False,
+                    need_mesh: bool = False) -> BuiltCharacter:
+    """Complete a character once.
+
+    Args:
+        spec: what the scene holds.
+        keyvert_count: key vertices wanted (41 or 96); 0 for none (copy-rotations needs none).
+        fit_body: give a skeleton-only character the template fitted to its skeleton (a source).
+        need_mesh: raise when the character deforms no mesh (a target solved by ReConForM).
+    Returns:
+        BuiltCharacter. Stored key vertices are used as stored when there are ``keyvert_count`` of them inside
+        the mesh; otherwise they are transferred, keeping every stored one marked ``locked`` (hand-placed).
+    """
+    if keyvert_count and keyvert_count not in KEYVERT_COUNTS:
+        raise CoreError(f"Key-vertex count must be 41 or 96, got {keyvert_count}.")
+    name = spec.name
+    bone_map, rig_type, notes = resolve_bone_map(spec.skeleton, spec.bone_map)
+    mesh, fitted = spec.mesh, False
+    if mesh is None and need_mesh:
+        raise CoreError(f"Armature '{name}' deforms no mesh: add an Armature modifier pointing to it on the "
+                        "character's mesh; the 'reconform' method needs the target's body.")
+    if mesh is None and fit_body and keyvert_count:
+        base = None
+        if spec.clip is not None and not rest_is_standing(spec.skeleton, bone_map):
+            base = reference_basis(Character(spec.skeleton, None, bone_map), spec.clip)
+        mesh, fitted = fit_body_to_skeleton(spec.skeleton, bone_map, base=base), True
+        notes.append(f"'{name}' deforms no mesh: fitted a template body to its skeleton.")
+    character = Character(spec.skeleton, mesh, bone_map)
+    origin = ""
+    if mesh is not None:
+        character = replace(character, height=float(character_height(character)))
+    if mesh is not None and keyvert_count:
+        stored = spec.stored_keyverts
+        if not fitted and usable_keyverts(stored, mesh, keyvert_count):
+            kv, origin = stored, "stored"
+        else:
+            locked = stored if stored is not None and not fitted else None
+            kv = transfer_keyverts(character, n=keyvert_count, locked=locked)
+            kept = int(np.sum(kv.locked))
+            origin = "transferred" + (f", {kept} locked kept" if kept else "")
+        character = replace(character, keyverts=kv)
+    return BuiltCharacter(character, rig_type, fitted, origin, tuple(notes))

@@ -1,0 +1,305 @@
+"""Fast forward kinematics + linear blend skinning of chosen mesh vertices (the solver's hot path).
+
+``kinematics.ForwardKinematics`` and ``skinning.skin_vertices`` are the reference implementation; this module
+evaluates only what the chosen vertices need and is tested against them (tests/core/test_rig.py):
+
+- ``VertexChain``: one character's chosen vertices (key vertices, sole points) from its pose channels, evaluating
+  only the bones that skin them and their ancestors, level by level over tree depth, with one dense
+  (V, J_needed) weight matmul for skinning.
+- ``VariableChain``: the same when only some bones' rotations and the hips location vary (the solver's
+  variables): everything constant is computed once, per step only the variable bones are evaluated.
+- ``KeyVertexRig``: the key vertices of one or several stacked characters (ReConForM §6.1 stacks characters, so
+  pair descriptors cover inter-character pairs like self pairs).
+
+Positions and normals come out in world space (metres, Z up): armature space through the armature's object matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .errors import CoreError
+from .types import Character
+
+
+def object_affine(object_matrix, dtype, device):
+    """(A (3, 3), b (3,), R (3, 3)): world = A @ armature + b for points, R (columns normalised) for normals."""
+    M = torch.as_tensor(np.asarray(object_matrix), dtype=dtype, device=device)
+    A = M[:3, :3]
+    R = A / A.norm(dim=0)
+    return A, M[:3, 3], R
+
+
+class VertexChain:
+    """FK + LBS of one character restricted to chosen mesh vertices and the bones they depend on.
+
+    Only the "needed" bones are evaluated: the bones skinning a chosen vertex, their ancestors and ``extra``
+    bones (with their ancestors). FK runs level by level over tree depth on per-bone tensors (no scatter of
+    full-skeleton buffers in the backward pass), and skinning blends the per-bone matrices with one dense
+    (V, J_needed) weight matmul.
+
+    Args:
+        character: Character with skeleton and mesh.
+        vertex_ids: (V,) int mesh vertex indices.
+        dtype, device: torch dtype / device of the computation.
+        extra: bone indices to evaluate besides those the vertices depend on (e.g. the hips).
+    Attributes:
+        needed: (Jn,) int64 skeleton indices of the evaluated bones, topologically sorted.
+        position: {skeleton index: position in ``needed``}.
+        W: (V, Jn) dense skin weights.
+    """
+
+    def __init__(self, character: Character, vertex_ids, dtype, device, extra=()):
+        if character.mesh is None:
+            raise CoreError(f"Character '{character.name}' has no mesh: fit a body to it before solving.")
+        ids = np.asarray(vertex_ids, dtype=np.int64)
+        if len(ids) and (ids.max() >= character.mesh.num_verts or ids.min() < 0):
+            raise CoreError(f"Character '{character.name}': vertex ids do not fit its mesh "
+                            f"({character.mesh.num_verts} vertices); transfer the key vertices again.")
+        sk, m = character.skeleton, character.mesh
+        self.character = character
+        self.vertex_ids = ids
+        wb, wv = m.weight_bones[ids], m.weight_values[ids]
+        seeds = set(int(b) for b in wb[wv > 0].ravel()) | set(int(b) for b in extra)
+        needed = set()
+        for b in seeds:
+            while b >= 0 and b not in needed:
+                needed.add(b)
+                b = int(sk.parents[b])
+        self.needed = np.asarray(sorted(needed), dtype=np.int64)
+        pos = {int(b): k for k, b in enumerate(self.needed)}
+        self.position = pos
+        self.parent = [pos.get(int(sk.parents[b]), -1) for b in self.needed]
+        depth = np.zeros(len(self.needed), np.int64)
+        for k, p in enumerate(self.parent):
+            depth[k] = 0 if p < 0 else depth[p] + 1
+        self.levels = [(np.nonzero(depth == d)[0].tolist(), [self.parent[k] for k in np.nonzero(depth == d)[0]])
+                       for d in range(int(depth.max()) + 1)] if len(self.needed) else []
+        rl = torch.as_tensor(sk.rest_local[self.needed], dtype=dtype, device=device)
+        self.rest_rot, self.rest_trans = rl[:, :3, :3], rl[:, :3, 3]
+        inv = np.linalg.inv(sk.rest_global[self.needed])
+        self.inv_rot = torch.as_tensor(inv[:, :3, :3], dtype=dtype, device=device)
+        self.inv_trans = torch.as_tensor(inv[:, :3, 3], dtype=dtype, device=device)
+        W = np.zeros((len(ids), len(self.needed)))
+        for v in range(len(ids)):
+            for b, w in zip(wb[v], wv[v]):
+                if w > 0:
+                    W[v, pos[int(b)]] += w
+        self.W = torch.as_tensor(W, dtype=dtype, device=device)
+        self.needed_t = torch.as_tensor(self.needed, device=device)
+        self.rest_verts = torch.as_tensor(m.rest_verts[ids], dtype=dtype, device=device)
+        self.rest_normals = torch.as_tensor(m.rest_normals[ids], dtype=dtype, device=device)
+        self.A, self.b, self.R = object_affine(sk.object_matrix, dtype, device)
+
+    def global_needed(self, rotations: torch.Tensor, locations: torch.Tensor):
+        """Armature-space (rot (T, Jn, 3, 3), pos (T, Jn, 3)) of the needed bones from their basis channels."""
+        local_rot = self.rest_rot @ rotations
+        local_pos = (self.rest_rot @ locations[..., None])[..., 0] + self.rest_trans
+        lr, lp = local_rot.unbind(-3), local_pos.unbind(-2)
+        g_rot = [None] * len(lr)
+        g_pos = [None] * len(lr)
+        for d, (ks, ps) in enumerate(self.levels):
+            if d == 0:
+                for k in ks:
+                    g_rot[k], g_pos[k] = lr[k], lp[k]
+                continue
+            PR = torch.stack([g_rot[p] for p in ps], -3)
+            PP = torch.stack([g_pos[p] for p in ps], -2)
+            LR = torch.stack([lr[k] for k in ks], -3)
+            LP = torch.stack([lp[k] for k in ks], -2)
+            GR = (PR @ LR).unbind(-3)
+            GP = ((PR @ LP[..., None])[..., 0] + PP).unbind(-2)
+            for k, r, p in zip(ks, GR, GP):
+                g_rot[k], g_pos[k] = r, p
+        return torch.stack(g_rot, -3), torch.stack(g_pos, -2)
+
+    def vertices_needed(self, rotations: torch.Tensor, locations: torch.Tensor):
+        """World positions and unit normals (T, V, 3) from the needed bones' channels (T, Jn, 3, 3) and
+        (T, Jn, 3), ordered as ``self.needed``."""
+        G_rot, G_pos = self.global_needed(rotations, locations)
+        S_rot = G_rot @ self.inv_rot
+        S_t = (G_rot @ self.inv_trans[..., None])[..., 0] + G_pos
+        S = torch.cat([S_rot.flatten(-2), S_t], -1)        # (T, Jn, 12)
+        B = self.W @ S                                      # (T, V, 12) blended skinning matrices
+        Rb = B[..., :9].unflatten(-1, (3, 3))
+        p = (Rb * self.rest_verts[:, None, :]).sum(-1) + B[..., 9:]
+        n = (Rb * self.rest_normals[:, None, :]).sum(-1)
+        n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return p @ self.A.T + self.b, n @ self.R.T
+
+    def vertices(self, rotations: torch.Tensor, locations: torch.Tensor):
+        """World positions and unit normals (T, V, 3) from full (T, J, 3, 3) / (T, J, 3) basis channels."""
+        return self.vertices_needed(rotations.index_select(-3, self.needed_t),
+                                    locations.index_select(-2, self.needed_t))
+
+
+class VariableChain:
+    """``VertexChain`` where only some bones' rotations and the hips' basis location vary (the solver's
+    variables).
+
+    Everything that does not depend on the variables is computed once: global transforms of bones with no
+    variable ancestor, local transforms of the other bones, and the skinning contribution of constant bones.
+    Per call only the "variable" bones (optimised, or below an optimised bone, or the hips) are evaluated,
+    level by level over tree depth, on bone-major (J, T, 3, 3) tensors, and skinning is one (V, Jv) @
+    (Jv, T·12) matmul.
+
+    Args:
+        chain: the VertexChain of the character's chosen vertices (its ``extra`` bones include the hips).
+        R_n, L_n: (T, Jn, 3, 3) / (T, Jn, 3) initial basis channels of the needed bones.
+        opt_pos: positions (in ``chain.needed``) of the optimised bones, in the order of the variables.
+        root_pos: position (in ``chain.needed``) of the hips, whose basis location varies.
+    """
+
+    def __init__(self, chain: VertexChain, R_n, L_n, opt_pos, root_pos: int):
+        Jn = len(chain.needed)
+        par = chain.parent
+        opt_of = {int(k): a for a, k in enumerate(opt_pos)}
+        var = [False] * Jn
+        for k in range(Jn):          # needed bones are topologically sorted
+            var[k] = k in opt_of or k == root_pos or (par[k] >= 0 and var[par[k]])
+        with torch.no_grad():
+            G_rot0, G_pos0 = chain.global_needed(R_n, L_n)
+            loc_rot0 = chain.rest_rot @ R_n                                  # (T, Jn, 3, 3)
+            loc_pos0 = (chain.rest_rot @ L_n[..., None])[..., 0] + chain.rest_trans
+            self.Gc_rot = G_rot0.transpose(0, 1).contiguous()               # (Jn, T, 3, 3) bone-major
+            self.Gc_pos = G_pos0.transpose(0, 1).contiguous()
+            self.Lc_rot = loc_rot0.transpose(0, 1).contiguous()
+            self.Lc_pos = loc_pos0.transpose(0, 1).contiguous()
+            S_rot = G_rot0 @ chain.inv_rot
+            S_t = (G_rot0 @ chain.inv_trans[..., None])[..., 0] + G_pos0
+            S = torch.cat([S_rot.flatten(-2), S_t], -1).transpose(0, 1)     # (Jn, T, 12)
+            const = [k for k in range(Jn) if not var[k]]
+            T = R_n.shape[0]
+            V = chain.W.shape[0]
+            if const:
+                self.B_const = (chain.W[:, const] @ S[const].reshape(len(const), -1)).reshape(V, T, 12)
+            else:
+                self.B_const = None
+        self.vk = [k for k in range(Jn) if var[k]]
+        self.opt_slot = [opt_of.get(k, -1) for k in self.vk]
+        self.root_slot = self.vk.index(root_pos)
+        self.root_rest_rot = chain.rest_rot[root_pos]
+        self.root_rest_trans = chain.rest_trans[root_pos]
+        vpos = {k: a for a, k in enumerate(self.vk)}
+        depth = {}
+        for k in self.vk:
+            depth[k] = depth[par[k]] + 1 if par[k] >= 0 and var[par[k]] else 0
+        self.levels = []
+        for d in range(max(depth.values()) + 1):
+            ks = [k for k in self.vk if depth[k] == d]
+            self.levels.append([(vpos[k], par[k], var[par[k]] if par[k] >= 0 else False) for k in ks])
+        self.W_var = chain.W[:, self.vk].contiguous()                        # (V, Jv)
+        self.inv_rot = chain.inv_rot[self.vk]                                # (Jv, 3, 3)
+        self.inv_trans = chain.inv_trans[self.vk]
+        self.rest_verts = chain.rest_verts[:, None, :]                       # (V, 1, 3)
+        self.rest_normals = chain.rest_normals[:, None, :]
+        self.A, self.b, self.R = chain.A, chain.b, chain.R
+        self.vpos = vpos
+
+    def __call__(self, local_opt: torch.Tensor, root_loc: torch.Tensor):
+        """World positions and unit normals of the chosen vertices, each (T, V, 3).
+
+        local_opt: (Jo, T, 3, 3) local rotations (rest · basis) of the optimised bones; root_loc (T, 3) hips
+        basis location.
+        """
+        lo = local_opt.unbind(0)
+        g_rot = [None] * len(self.vk)
+        g_pos = [None] * len(self.vk)
+        root_lp = root_loc @ self.root_rest_rot.T + self.root_rest_trans    # (T, 3)
+        for level in self.levels:
+            PR, PP, LR, LP = [], [], [], []
+            for a, p, p_var in level:
+                k = self.vk[a]
+                LR.append(lo[self.opt_slot[a]] if self.opt_slot[a] >= 0 else self.Lc_rot[k])
+                LP.append(root_lp if a == self.root_slot else self.Lc_pos[k])
+                if p < 0:
+                    PR.append(None)
+                elif p_var:
+                    PR.append(g_rot[self.vpos[p]])
+                    PP.append(g_pos[self.vpos[p]])
+                else:
+                    PR.append(self.Gc_rot[p])
+                    PP.append(self.Gc_pos[p])
+            if PR[0] is None:   # tree roots (no parent): global = local
+                for (a, _, _), r, q in zip(level, LR, LP):
+                    g_rot[a], g_pos[a] = r, q
+                continue
+            PRs, LRs = torch.stack(PR), torch.stack(LR)
+            GR = PRs @ LRs
+            GP = (PRs @ torch.stack(LP)[..., None])[..., 0] + torch.stack(PP)
+            for (a, _, _), r, q in zip(level, GR.unbind(0), GP.unbind(0)):
+                g_rot[a], g_pos[a] = r, q
+        G_rot, G_pos = torch.stack(g_rot), torch.stack(g_pos)               # (Jv, T, 3, 3), (Jv, T, 3)
+        S_rot = G_rot @ self.inv_rot[:, None]
+        S_t = (G_rot @ self.inv_trans[:, None, :, None])[..., 0] + G_pos
+        S = torch.cat([S_rot.flatten(-2), S_t], -1)                          # (Jv, T, 12)
+        Jv, T = S.shape[:2]
+        B = (self.W_var @ S.reshape(Jv, T * 12)).reshape(-1, T, 12)          # (V, T, 12)
+        if self.B_const is not None:
+            B = B + self.B_const
+        Rb = B[..., :9].unflatten(-1, (3, 3))
+        p = (Rb * self.rest_verts[..., None, :]).sum(-1) + B[..., 9:]
+        n = (Rb * self.rest_normals[..., None, :]).sum(-1)
+        n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        p = (p @ self.A.T + self.b).transpose(0, 1).contiguous()
+        n = (n @ self.R.T).transpose(0, 1).contiguous()
+        return p, n
+
+
+class KeyVertexRig:
+    """Key vertices of one or several stacked characters, driven by their pose channels.
+
+    Args:
+        characters: one Character or a sequence of them (stacked in this order).
+        dtype, device: torch dtype / device of the computation.
+        extra_bones: optional, per character, bones to evaluate besides those the key vertices depend on.
+    Attributes:
+        chains: one VertexChain per character (its key vertices).
+        num_keyverts: N, total over stacked characters.
+        character: (N,) int64 index of the character of each key vertex.
+        heights: (C,) h_c of each character (metres).
+        limbs: (N,) limb name of each key vertex.
+    """
+
+    def __init__(self, characters, dtype=torch.float32, device="cpu", extra_bones=None):
+        if isinstance(characters, Character):
+            characters = [characters]
+        extra_bones = extra_bones or [()] * len(characters)
+        for c in characters:
+            if c.keyverts is None or len(c.keyverts) == 0:
+                raise CoreError(f"Character '{c.name}' has no key vertices: transfer them first.")
+        self.chains = [VertexChain(c, c.keyverts.vertex_ids, dtype, device, e)
+                       for c, e in zip(characters, extra_bones)]
+        self.dtype, self.device = dtype, device
+        counts = [len(c.keyverts) for c in characters]
+        self.character = np.repeat(np.arange(len(characters)), counts)
+        self.num_keyverts = int(sum(counts))
+        self.limbs = tuple(lb for c in characters for lb in c.keyverts.limbs)
+        hs = []
+        for c in characters:
+            if c.height is None or not np.isfinite(c.height) or c.height <= 0:
+                raise CoreError(f"Character '{c.name}' has no height h_c: measure it (core.keyverts."
+                                f"character_height) before solving.")
+            hs.append(float(c.height))
+        self.heights = np.asarray(hs)
+
+    def __call__(self, rotations: Sequence[torch.Tensor], locations: Sequence[torch.Tensor]):
+        """Args:
+            rotations: per character, (T, J_c, 3, 3) basis rotations (a single tensor for one character).
+            locations: per character, (T, J_c, 3) basis locations.
+        Returns:
+            p (T, N, 3) world positions and n (T, N, 3) unit world normals.
+        """
+        if isinstance(rotations, torch.Tensor):
+            rotations, locations = [rotations], [locations]
+        ps, ns = zip(*(ch.vertices(r, l) for ch, r, l in zip(self.chains, rotations, locations)))
+        if len(ps) == 1:
+            return ps[0], ns[0]
+        return torch.cat(ps, dim=-2), torch.cat(ns, dim=-2)
+
+    def key_height(self) -> torch.Tensor:
+        """(N,) h_c of the character owning each key vertex."""
+        return torch.as_tensor(self.heights[self.character], dtype=self.dtype, device=self.device)

@@ -1,0 +1,17 @@
+"""The ReConForM solver (ReConForM §4.2): Adam over the target's joint rotations and root position, all frames
+at once, on key-vertex descriptors of source and target.
+
+- ``settings``: every knob (``SolverSettings``, presets) and what a step reports (``Progress``);
+- ``parametrisation``: the variables (6D rotation residuals and a hips offset, B-splines in time);
+- ``objective``: the terms (regularisation, jerk, L_sem with adaptive weights, floor barrier), balanced;
+- ``footing``: the foot model (contact and lock);
+- ``optim``: Adam and its learning-rate schedule;
+- ``job``: one solve as a generator (``SolveJob``).
+"""
+
+from .job import SolveJob, keyvert_order, sole_points
+from .parametrisation import bspline_basis
+from .settings import CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, SEMANTIC_TERMS, TERMS, Progress, SolverSettings
+
+__all__ = ["SolveJob", "SolverSettings", "Progress", "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order",
+           "sole_points", "CONTACT_MIN", "CONTACT_MAX", "LOCK_MIN", "LOCK_MAX"]

@@ -1,0 +1,129 @@
+"""Foot contact and foot lock: the solver's foot model (docs/solver.md "Foot contact", "Foot lock").
+
+ReConForM's L_height and L_sliding act on key vertices near the floor. Bodies differ in how far a key vertex
+sits above the sole, so where the source's foot is grounded the model matches the *sole* instead: the target's
+lowest sole point is put at the source foot's height above its floor (scaled like the other heights), and
+that foot's key vertices keep their copy-rotations height above that point instead of the source's raw
+heights. Where the source's foot is locked (its lowest point stands still near its floor), the target's sole
+points near its floor must move as the source foot does (nearly not at all).
+
+Source side: each foot's soft lowest point and its windowed horizontal velocity (``core.feet``), read once from
+the source's ``ClipTrack``. Target side: its sole points (``core.feet.spread_sole_points``), evaluated with the
+key vertices at every step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..descriptors import height
+from ..feet import LOCK_WINDOW_S, SOFT_LOW, soft_lowest, window_bounds
+from ..weights import MAX_FRACTION
+
+
+class FootModel:
+    """The foot terms of one solve.
+
+    Args:
+        settings: SolverSettings (foot_contact, foot_lock, contact_band, lock_band, terrain).
+        src_low: (T, 2) source feet's soft lowest points above the source's floor (metres; NaN: no foot).
+        src_vel: (T, 2, 2) their horizontal velocities (m/s).
+        sole_side: (S,) int64 0 / 1, the foot of each target sole point.
+        keyvert_side: (N,) int64 foot of each target key vertex (-1 elsewhere).
+        h_src, h_tgt: heights h_c; ratio: what source heights and speeds are scaled by (h_tgt / h_src or 1).
+        fps: frame rate.
+    Attributes (None where off): contact_w (T, 2), contact_h (T, 2), height_match_w (T, N); lock_w (T, 2),
+        lock_vel (T, 2, 2).
+    """
+
+    def __init__(self, settings, src_low: np.ndarray, src_vel: np.ndarray, sole_side: np.ndarray,
+                 keyvert_side: np.ndarray, h_src: float, h_tgt: float, ratio: float, fps: float, dtype, device):
+        self.settings = settings
+        self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
+        self.ground = settings.ground
+        self.sole_side = torch.as_tensor(sole_side, device=device)
+        self.contact_w = self.contact_h = self.height_match_w = None
+        self.lock_w = None
+        self.foot_rel_init = None
+        T = src_low.shape[0]
+        if settings.foot_contact:
+            # matched not below the floor, scaled like the other heights; a source foot sunk deeper than the
+            # band is not taken as standing on this floor (its clip's ground lies elsewhere)
+            self.contact_h = torch.as_tensor(np.nan_to_num(np.clip(src_low, 0.0, None)) * ratio, dtype=dtype,
+                                             device=device)                              # (T, 2)
+            low = np.nan_to_num(np.abs(src_low), nan=np.inf)
+            lo_, hi_ = (float(x) * self.h_src for x in settings.contact_band)
+            g = np.clip(1.0 - (low - lo_) / max(hi_ - lo_, 1e-12), 0.0, 1.0)
+            self.contact_w = torch.as_tensor(g, dtype=dtype, device=device)              # (T, 2)
+            m = np.ones((T, len(keyvert_side)))
+            for k in (0, 1):
+                m[:, keyvert_side == k] = 1.0 - g[:, k:k + 1]
+            self.height_match_w = torch.as_tensor(m, dtype=dtype, device=device)         # (T, N)
+            self.keyvert_side = torch.as_tensor(keyvert_side, device=device)             # (N,) -1/0/1
+        if settings.foot_lock > 0:
+            speed = np.linalg.norm(src_vel, axis=-1)                                      # (T, 2)
+            lo_, hi_ = (float(x) * self.h_src for x in settings.lock_band)
+            lk = np.clip(1.0 - (speed - lo_) / max(hi_ - lo_, 1e-12), 0.0, 1.0)
+            near = np.nan_to_num(np.abs(src_low), nan=np.inf) <= MAX_FRACTION * self.h_src
+            lk = np.where(near & np.isfinite(speed), lk, 0.0)
+            self.lock_w = torch.as_tensor(lk, dtype=dtype, device=device)                 # (T, 2)
+            self.lock_vel = torch.as_tensor(np.nan_to_num(src_vel) * ratio, dtype=dtype, device=device)
+            lo, hi = window_bounds(T, self.fps, LOCK_WINDOW_S)
+            self._lock_lo = torch.as_tensor(lo, device=device)
+            self._lock_hi = torch.as_tensor(hi, device=device)
+            self._lock_dt = torch.as_tensor(np.maximum(hi - lo, 1) / self.fps, dtype=dtype, device=device)
+
+    def sole_lows(self, sole: torch.Tensor) -> torch.Tensor:
+        """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3): a soft minimum
+        (``core.feet.soft_lowest``, temperature SOFT_LOW × h_c), so that on a flat sole, where several points are
+        nearly as low, the gradient is shared instead of jumping from one point to the next."""
+        hs = height(sole, self.ground)
+        big = torch.finfo(hs.dtype).max
+        return torch.stack([soft_lowest(torch.where(self.sole_side == k, hs, big), SOFT_LOW * self.h_tgt)
+                            for k in (0, 1)], -1)
+
+    def foot_relative(self, h: torch.Tensor, lows: torch.Tensor) -> torch.Tensor:
+        """Heights (T, N) of the key vertices above their own foot's lowest sole point (0 off the feet)."""
+        idx = self.keyvert_side.clamp(min=0)
+        rel = h - lows.index_select(1, idx)
+        return torch.where(self.keyvert_side >= 0, rel, torch.zeros_like(rel))
+
+    def set_initial(self, h_init: torch.Tensor, sole_init: torch.Tensor):
+        """Remember the copy-rotations heights of the foot key vertices above their sole (``h_init`` (T, N)
+        key-vertex heights, ``sole_init`` (T, S, 3) sole points of the initial motion)."""
+        if self.contact_w is not None:
+            self.foot_rel_init = self.foot_relative(h_init, self.sole_lows(sole_init))
+
+    def contact_terms(self, h: torch.Tensor, sole: torch.Tensor, scale=None):
+        """(floor term, height term) of foot contact: Σ (w (lowest sole point − source foot height))², and
+        Σ ((1 − height match weight)(height above the sole − copy-rotations'))² over the foot key vertices.
+        h: (T, N) key-vertex heights; sole: (T, S, 3); scale: optional (N,) per-key-vertex factors."""
+        lows = self.sole_lows(sole)                                                       # (T, 2)
+        floor = (self.contact_w * (lows - self.contact_h)).square().sum()
+        rel = self.foot_relative(h, lows)
+        r2 = ((1.0 - self.height_match_w) * (rel - self.foot_rel_init)).square()
+        return floor, (r2 if scale is None else r2 * scale).sum()
+
+    def lock_loss(self, sole: torch.Tensor) -> torch.Tensor:
+        """Foot lock: Σ over frames and sole points of lock weight × |horizontal velocity − the source foot's|²
+        (m²/s²; the source's lowest foot point's velocity, scaled like L_sliding's: nearly 0 where it is locked).
+
+        sole: (T, S, 3) sole points. The velocity is the mean over LOCK_WINDOW_S (central difference, as the
+        source's speed), which ignores the capture jitter that a smooth residual cannot remove anyway. A point
+        counts where it is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries
+        the weight; stop-gradient), times the source foot's lock weight."""
+        hs = height(sole, self.ground)                                                    # (T, S)
+        side = self.sole_side
+        with torch.no_grad():
+            lows = self.sole_lows(sole)                                                   # (T, 2)
+            rho = (1.0 - (hs - lows.index_select(1, side)) / (0.01 * self.h_tgt)).clamp(0.0, 1.0)
+            w = self.lock_w.index_select(1, side) * rho                                   # (T, S)
+        d = sole.index_select(0, self._lock_hi)[..., :2] - sole.index_select(0, self._lock_lo)[..., :2]
+        v = d / self._lock_dt[:, None, None] - self.lock_vel.index_select(1, side)        # (T, S, 2)
+        return (w * v.square().sum(-1)).sum()
+
+    def lock_scale(self, raw_lock: float) -> float:
+        """Reference scale of the lock term: its initial value, floored at 0.5 % h_c / s on every locked point."""
+        w = float(self.lock_w.sum()) * max(int((self.sole_side == 0).sum()), 1)
+        return max(float(raw_lock), w * (0.005 * self.h_tgt) ** 2, 1e-12)

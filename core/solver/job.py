@@ -1,0 +1,382 @@
+"""One solve, as a generator (ReConForM §4.2: Adam over the target's rotations and root position, all frames at
+once): set-up, one Adam step per ``next()``, cancel between steps, result.
+
+    job = SolveJob(source, source_motion, target, init_motion, SolverSettings.preset("balanced"))
+    for progress in job.steps():      # Progress(fraction, step, total, loss, terms)
+        ...                           # job.cancel() from another thread stops it between steps
+    motion = job.result()             # core.Motion of the target
+
+``core.retarget`` drives it (with the source's ``ClipTrack`` shared with copy-rotations and the metrics);
+docs/solver.md documents the objective, weights, parametrisation, schedule and sparsity.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import torch
+
+from ..descriptors import sliding
+from ..errors import CoreError
+from ..feet import SOLE_BAND, SOFT_LOW, foot_lows_and_velocity, foot_side, spread_sole_points
+from ..ground import ground_levels
+from ..humanoid import CORE_BONES, FINGER_BONES, limb_of
+from ..rig import VariableChain, VertexChain
+from ..rotations import quat_to_matrix
+from ..track import ClipTrack
+from ..types import Character, Motion
+from ..weights import alpha_ramp
+from .footing import FootModel
+from .objective import Objective
+from .optim import Adam, learning_rates
+from .parametrisation import Parametrisation, root_jacobian_inverse
+from .settings import Progress, SolverSettings
+
+#: frames sampled to choose the target's sole points
+SOLE_FRAMES = 400
+
+
+def _check_motion(character: Character, motion: Motion, what: str):
+    J = character.skeleton.num_bones
+    if motion.rotations.shape[1] != J:
+        raise CoreError(f"{what} has {motion.rotations.shape[1]} bone channels but armature "
+                        f"'{character.name}' has {J} bones: read the motion from that armature.")
+    if motion.num_frames < 1:
+        raise CoreError(f"{what} has no frames: pick a frame range with at least one frame.")
+
+
+def keyvert_order(source: Character, target: Character) -> np.ndarray:
+    """Order of the target's key vertices matching the source's names; raises when they differ."""
+    sn, tn = source.keyverts.names, target.keyverts.names
+    if sn == tn:
+        return np.arange(len(tn))
+    missing = sorted(set(sn) ^ set(tn))
+    if missing:
+        raise CoreError(f"Key vertices of '{source.name}' and '{target.name}' differ ({', '.join(missing[:4])}"
+                        f"...): transfer both from the same template size.")
+    return np.asarray([tn.index(n) for n in sn])
+
+
+def sole_points(track: ClipTrack, count: int, max_frames: int = None) -> tuple:
+    """Up to ``count`` sole points per foot of a clip's character (``core.feet.spread_sole_points`` on at most
+    ``max_frames`` evenly sampled frames): (vertex ids (S,), foot (S,) 0 left / 1 right, index of each point
+    among its foot's vertices (S,))."""
+    ch = track.character
+    band = SOLE_BAND * float(ch.height) if ch.height else SOLE_BAND * 1.7
+    T = track.num_frames
+    frames = None
+    if max_frames is not None and T > max_frames:
+        frames = np.unique(np.linspace(0, T - 1, max_frames).round().astype(np.int64))
+    ids, sides, local = [], [], []
+    for k, fid in enumerate(track.foot_ids):
+        if not len(fid):
+            continue
+        z = (track.foot_points[k] if frames is None else track.foot_points[k][frames])[..., 2]
+        keep = spread_sole_points(z, ch.mesh.rest_verts[fid], band, count)
+        ids.append(fid[keep])
+        sides.append(np.full(len(keep), k, np.int64))
+        local.append(keep)
+    if not ids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(ids), np.concatenate(sides), np.concatenate(local)
+
+
+class SolveJob:
+    """One retargeting solve of ``source_motion`` from ``source`` onto ``target``.
+
+    Args:
+        source, target: Characters with skeleton, mesh, bone_map, keyverts (same template) and height.
+        source_motion: the source clip (Motion of the source skeleton; never modified).
+        init_motion: the copy-rotations result on the target (Motion of the target skeleton, same frames).
+        settings: SolverSettings (default: the 'balanced' preset).
+        warm_start: optional previous result (Motion of the target) to start from ('Re-solve'): α is held at 1
+            and ``settings.resolve_fraction · settings.iterations`` steps are taken.
+        source_track: the source clip's ClipTrack when the caller already has one (``core.retarget``).
+    """
+
+    def __init__(self, source: Character, source_motion: Motion, target: Character, init_motion: Motion,
+                 settings: SolverSettings = None, warm_start: Motion = None, source_track: ClipTrack = None):
+        self.settings = settings or SolverSettings.preset("balanced")
+        _check_motion(source, source_motion, f"Source motion of '{source.name}'")
+        _check_motion(target, init_motion, f"Initial motion of '{target.name}'")
+        if init_motion.num_frames != source_motion.num_frames:
+            raise CoreError(f"Initial motion of '{target.name}' has {init_motion.num_frames} frames but the "
+                            f"source clip has {source_motion.num_frames}: copy the rotations of the same range.")
+        if warm_start is not None:
+            _check_motion(target, warm_start, f"Previous result on '{target.name}'")
+            if warm_start.num_frames != init_motion.num_frames:
+                raise CoreError("The previous result covers another frame range: retarget from scratch.")
+        for c in (source, target):
+            if "hips" not in c.bone_map or c.bone_map["hips"] not in c.skeleton.names:
+                raise CoreError(f"Armature '{c.name}': map its hips bone in the bone map before solving.")
+            if c.keyverts is None or len(c.keyverts) == 0:
+                raise CoreError(f"Character '{c.name}' has no key vertices: transfer them first.")
+            if c.mesh is None:
+                raise CoreError(f"Character '{c.name}' has no mesh: fit a body to it before solving.")
+            if c.height is None or not np.isfinite(c.height) or c.height <= 0:
+                raise CoreError(f"Character '{c.name}' has no height h_c: measure it before solving.")
+        if source_track is not None and (source_track.character is not source
+                                         or source_track.motion is not source_motion):
+            raise CoreError("The source track given to the solver belongs to another character or clip.")
+        self.keyvert_order = keyvert_order(source, target)
+        self.source = source
+        self.target = target
+        self.source_motion = source_motion
+        self.source_track = source_track
+        self.init_motion = init_motion
+        self.warm_start = warm_start
+        self.fps = float(source_motion.fps)
+        self.total = max(1, int(self.settings.iterations if warm_start is None
+                                else math.ceil(self.settings.iterations * self.settings.resolve_fraction)))
+        self._cancel = threading.Event()
+        self._ready = False
+        self._done = False
+        self._step = 0
+        self.history = []     # per step {term: weighted normalised value}
+        self.stats = {}
+
+    # -- public API -------------------------------------------------------------------------------------
+
+    def cancel(self):
+        """Ask the solve to stop before its next step (thread-safe)."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def num_frames(self) -> int:
+        return self.init_motion.num_frames
+
+    def steps(self):
+        """Generator: sets up (first call), then yields one Progress per Adam step; stops early on cancel."""
+        s = self.settings
+        prev_threads = torch.get_num_threads()
+        if s.num_threads:
+            torch.set_num_threads(int(s.num_threads))
+        try:
+            if not self._ready:
+                t0 = time.perf_counter()
+                self._setup()
+                self.stats["setup_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            while self._step < self.total:
+                if self._cancel.is_set():
+                    return
+                yield self._adam_step()
+            self._done = True
+            self.stats["solve_s"] = time.perf_counter() - t0
+            self.stats["frames_per_s"] = self.num_frames / max(self.stats["solve_s"], 1e-9)
+        finally:
+            if s.num_threads:
+                torch.set_num_threads(prev_threads)
+
+    def run(self) -> Motion:
+        """Run every step synchronously and return the result."""
+        for _ in self.steps():
+            pass
+        return self.result()
+
+    def result(self) -> Motion:
+        """The retargeted target Motion (sign-continuous WXYZ basis rotations; hips location in basis space).
+
+        Bones that are not optimised keep the initial motion's channels exactly.
+        """
+        if self.cancelled and not self._done:
+            raise CoreError("The solve was cancelled: nothing was produced.")
+        if not self._done:
+            raise CoreError("The solve has not finished: drive job.steps() to the end first.")
+        return self.param.motion(self.init_motion, self.opt_idx, self.root_idx)
+
+    @property
+    def metrics(self) -> dict:
+        """Statistics of the solve (timings, frames/s, active pair entries, reference scales, last terms).
+
+        Quality metrics of the result are ``core.metrics.evaluate`` (a full-mesh pass, computed on demand).
+        """
+        out = dict(self.stats)
+        out["steps"] = self._step
+        if self.history:
+            out["final_terms"] = dict(self.history[-1])
+        return out
+
+    # -- set-up -----------------------------------------------------------------------------------------
+
+    def _setup(self):
+        s = self.settings
+        torch.manual_seed(s.seed)
+        dt, dev = s.torch_dtype(), torch.device(s.device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise CoreError("CUDA was requested but torch sees no CUDA device: choose the CPU device.")
+        self.dtype, self.device = dt, dev
+        src, tgt = self.source, self.target
+        T = self.num_frames
+        track = self.source_track if self.source_track is not None else ClipTrack(src, self.source_motion)
+        self.source_track = track
+        self.h_src, self.h_tgt = float(src.height), float(tgt.height)
+        self.root_idx = tgt.skeleton.index(tgt.bone_map["hips"])
+
+        # target: key vertices (in the source's order) and sole points, evaluated together every step
+        kv_ids = tgt.keyverts.vertex_ids[self.keyvert_order]
+        self.limbs = tuple(tgt.keyverts.limbs[k] for k in self.keyvert_order)
+        self.num_keyverts = len(kv_ids)
+        if s.sole_points > 0:   # chosen on the copy-rotations motion (docs/solver.md "Ground")
+            frames = np.unique(np.linspace(0, T - 1, min(T, SOLE_FRAMES)).round().astype(np.int64))
+            sampled = Motion(self.init_motion.rotations[frames], self.init_motion.locations[frames],
+                             self.init_motion.fps)
+            self.sole_ids, self.sole_side, _ = sole_points(ClipTrack(tgt, sampled), s.sole_points)
+        else:
+            self.sole_ids, self.sole_side = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self.stats["sole_points"] = int(len(self.sole_ids))
+        self.chain = VertexChain(tgt, np.concatenate([kv_ids, self.sole_ids]), dt, dev, [self.root_idx])
+
+        # source: key-vertex paths, floor, feet (from its track)
+        p64, n64 = track.keyverts
+        src_p = torch.as_tensor(p64, dtype=dt, device=dev)
+        src_n = torch.as_tensor(n64, dtype=dt, device=dev)
+        #: float, or (T,) float64 per frame (source_ground="track" or a sequence)
+        self.source_ground_level = ground_levels(track, s.source_ground)
+        g = np.asarray(self.source_ground_level)
+        self.stats["source_ground"] = float(g.mean())
+        self.stats["source_ground_drift"] = float(g.max() - g.min())
+        src_ground = torch.as_tensor(g[:, None], dtype=dt, device=dev) if g.ndim else float(g)
+        feet = None
+        if ((s.foot_contact or s.foot_lock > 0) and len(self.sole_ids)
+                and set(self.sole_side.tolist()) == {0, 1}):
+            _, s_side, s_local = sole_points(track, s.sole_points, SOLE_FRAMES)
+            pts = [track.foot_points[k][:, s_local[s_side == k]] for k in (0, 1)]
+            low, vel = foot_lows_and_velocity(pts, self.source_ground_level, self.fps, SOFT_LOW * self.h_src)
+            ratio = self.h_tgt / self.h_src if s.scale_floor_terms else 1.0
+            feet = FootModel(s, low, vel, self.sole_side, foot_side(tgt, kv_ids), self.h_src, self.h_tgt, ratio,
+                             self.fps, dt, dev)
+        self.feet = feet
+        self.stats["contact_frames"] = 0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum())
+        self.stats["locked_frames"] = 0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum())
+        self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs, feet)
+
+        # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
+        names = tgt.skeleton.names
+        canon = {names.index(b): c for c, b in tgt.bone_map.items() if b in names}
+        wanted = set(CORE_BONES) | (set(FINGER_BONES) if s.optimise_fingers else set())
+        # bones that move no key vertex cannot change the objective: they keep the initial motion
+        opt = sorted(j for j, c in canon.items() if c in wanted and j in self.chain.position)
+        if self.root_idx not in opt:
+            opt = sorted(opt + [self.root_idx])
+        self.opt_idx = np.asarray(opt, dtype=np.int64)
+        self.opt_parts = [limb_of(canon[j]) if j in canon else "torso" for j in opt]
+        chain = self.chain
+        R0 = quat_to_matrix(torch.as_tensor(self.init_motion.rotations[:, chain.needed], dtype=torch.float64))
+        R_init_n = R0.to(dt).to(dev)                                           # (T, Jn, 3, 3)
+        opt_pos = [chain.position[j] for j in opt]
+        root_pos = chain.position[self.root_idx]
+        L_init = torch.as_tensor(self.init_motion.locations, dtype=dt, device=dev)
+        self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos, root_pos)
+        jac = root_jacobian_inverse(tgt.skeleton, self.root_idx, self.init_motion, self.h_tgt)
+        self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
+                                     torch.as_tensor(jac).to(dt).to(dev), self.h_tgt, self.fps, s.knot_spacing)
+        if self.warm_start is not None:
+            R = quat_to_matrix(torch.as_tensor(self.warm_start.rotations, dtype=torch.float64))[:, self.opt_idx]
+            dloc = torch.as_tensor(self.warm_start.locations[:, self.root_idx]
+                                   - self.init_motion.locations[:, self.root_idx])
+            self.param.fit_to(R, dloc)
+        self.param.require_grad()
+
+        with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
+            self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
+            raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
+        if self.warm_start is None and s.root_init == "feet" and T >= 2:
+            self._init_root_from_feet()
+        elif s.root_init not in ("feet", "copy"):
+            raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
+        self._last_entries = 0
+        self.stats["source_pair_entries"] = self.objective.pairs.num_source_entries
+        self.stats["pairs_allowed"] = self.objective.pairs_allowed
+        self.stats["frames"] = T
+        self.stats["initial_raw"] = {k: float(v) for k, v in raw.items()}
+        self.stats["scales"] = dict(self.objective.scales)
+        self.optim = Adam(self.param.params, [s.lr_rot, s.lr_root], eps=s.adam_eps)
+        self.base_lrs = [s.lr_rot, s.lr_root]   # the root offset is stored in units of h_tgt
+        self._ready = True
+
+    def _init_root_from_feet(self):
+        """Start the horizontal root trajectory where the source's planted feet stay planted.
+
+        Per frame step t -> t+1, the horizontal root velocity is corrected by the W_floor-weighted mean of
+        (source velocity − copy-rotations velocity) of the key vertices (the velocity L_sliding compares);
+        integrated over time this is an offset o(t) (held where no key vertex is near the floor), fitted to the
+        B-spline controls as a weighted average (quasi-interpolation). Copy-rotations' walk speed follows the
+        hip-height ratio, so a target with another stride slides; this removes most of it before the first
+        step instead of asking Adam to move every root control by tens of centimetres.
+        """
+        ob = self.objective
+        with torch.no_grad():
+            vt = sliding(self.p_init, self.fps)                               # (T-1, N, 2)
+            w = ob.wf_src[:-1]                                                # (T-1, N)
+            wsum = w.sum(-1, keepdim=True)
+            dv = (w[..., None] * (ob.src_vel_cmp - vt)).sum(1) / wsum.clamp_min(1e-6)
+            dv = torch.where(wsum > 1e-3, dv, torch.zeros_like(dv))
+            o = torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)   # (T, 2) metres
+            self.param.set_root_xy(o)
+        self.stats["root_init_shift_max_m"] = float(o.norm(dim=-1).max())
+
+    # -- forward ----------------------------------------------------------------------------------------
+
+    def frame_residuals(self):
+        """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
+        return self.param.frame_residuals()
+
+    def _forward(self, residuals=None):
+        """(key-vertex positions (T, N, 3), normals (T, N, 3), sole points (T, S, 3) or None) at the current
+        variables (or at per-frame ``residuals`` = (6D (T, Jo, 6), root offset (T, 3)))."""
+        d, off = self.param.frame_residuals() if residuals is None else residuals
+        self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
+        p, n = self.vars(self.param.local_rotations(d), self.param.root_location(off))
+        N = self.num_keyverts
+        if p.shape[1] > N:
+            return p[:, :N], n[:, :N], p[:, N:]
+        return p, n, None
+
+    def _alpha(self) -> float:
+        return 1.0 if self.warm_start is not None else alpha_ramp(self._step, self.total)
+
+    def weighted_terms(self, alpha: float = None, pairset=None, residuals=None) -> dict:
+        """{term: weight · raw / scale} at the current variables (differentiable w.r.t. them, or w.r.t.
+        ``residuals`` = (per-frame 6D (T, Jo, 6), root offset (T, 3)) when given)."""
+        alpha = self._alpha() if alpha is None else alpha
+        p, n, sole = self._forward(residuals)
+        if pairset is None:
+            pairset = self.objective.pairs.active(p, alpha)
+            self._last_entries = len(pairset)
+        raw = self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world)
+        return self.objective.weighted(raw)
+
+    def _adam_step(self) -> Progress:
+        s = self.settings
+        step = self._step
+        self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
+        prev = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            for p in self.param.params:
+                p.grad = None
+            terms = self.weighted_terms()
+            loss = sum(terms.values())
+            # gradients per control point are O(1 / controls): rescale so that adam_eps means the same
+            # thing for every clip length
+            (loss * self.param.num_controls).backward()
+            self.optim.step()
+        finally:
+            torch.use_deterministic_algorithms(prev)
+        vals = {k: float(v.detach()) for k, v in terms.items()}
+        self.history.append(vals)
+        self.stats["pair_entries_last"] = self._last_entries
+        self._step += 1
+        return Progress(self._step / self.total, step, self.total, float(loss.detach()), vals)

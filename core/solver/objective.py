@@ -1,0 +1,203 @@
+"""The ReConForM objective (ReConForM §4.2, Eq. 1): w_reg L_reg + w_smooth L_smooth + w_sem L_sem, with the
+adaptive weights of §4.1 mixed source→target (Eq. 2), each term divided by a reference scale (docs/solver.md
+"Balancing"), plus the floor barrier and the foot model (``footing``).
+
+``Objective`` holds everything fixed during a solve (source descriptors, weights, reference scales, per-part
+factors) and evaluates the terms at target key-vertex positions and normals. Loss functions themselves are in
+``core.losses``, weights in ``core.weights``, descriptors in ``core.descriptors``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..descriptors import height, pair_descriptors, sliding
+from ..errors import CoreError
+from ..losses import (dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss, reg_loss, sliding_loss,
+                      smooth_loss)
+from ..weights import MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight
+from .settings import TERMS
+
+
+class Objective:
+    """The terms of one solve.
+
+    Args:
+        settings: SolverSettings.
+        src_p, src_n: (T, N, 3) source key-vertex positions and unit normals (world, fixed).
+        src_ground: the source's floor: a level, or a (T, 1) tensor of levels per frame.
+        h_src, h_tgt: the characters' heights; fps: frame rate.
+        limbs: (N,) limb of each key vertex (for per-part factors and the allowed pairs).
+        feet: the FootModel, or None.
+    """
+
+    def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,
+                 feet=None):
+        s = settings
+        self.settings = s
+        self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
+        self.ground = s.ground
+        self.limbs = tuple(limbs)
+        self.feet = feet
+        dt, dev = src_p.dtype, src_p.device
+        self.dtype, self.device = dt, dev
+        self.src_p, self.src_n = src_p, src_n
+        self.src_h = height(src_p, src_ground)
+        self.src_vel = sliding(src_p, self.fps)
+        self.wf_src = floor_weight(self.src_h, MIN_FRACTION * self.h_src, MAX_FRACTION * self.h_src)
+        # what the target's heights / horizontal velocities are compared with (docs/solver.md "Scaling")
+        ratio = self.h_tgt / self.h_src if s.scale_floor_terms else 1.0
+        self.ratio = ratio
+        # a source vertex under the floor is matched at floor level: its penetration is not copied
+        self.src_h_cmp = (self.src_h.clamp(min=0.0) if s.clamp_source_height else self.src_h) * ratio
+        self.src_vel_cmp = self.src_vel * ratio
+        self.vertex_scale = self._vertex_scales()
+        mask = allowed_pairs(self.limbs, None, s.exclude_same_limb)
+        N = len(self.limbs)
+        self.pairs = ActivePairs(src_p, src_n, np.full(N, self.h_src), np.full(N, self.h_tgt), mask)
+        self.pairs_allowed = int(mask.sum())
+        self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
+        if s.smooth_mode not in ("added", "absolute"):
+            raise CoreError(f"smooth_mode must be 'added' or 'absolute', not '{s.smooth_mode}'.")
+        self.p_init = self.jerk_init = None
+        self.scales = None
+
+    # -- set-up at the initial state -------------------------------------------------------------------------
+
+    def set_initial(self, p_init: torch.Tensor, n_init: torch.Tensor, sole_init):
+        """The copy-rotations key vertices (T, N, 3) and sole points (T, S, 3) or None: the regularisation's
+        anchor, the added-jerk reference, and the reference scales of every term (α = 0)."""
+        T = p_init.shape[0]
+        self.p_init = p_init
+        self.jerk_init = jerk(p_init, self.fps) if T >= 4 else None
+        if self.feet is not None and sole_init is not None:
+            self.feet.set_initial(height(p_init, self.ground), sole_init)
+        with torch.no_grad():
+            self.init_pairs = self.pairs.active(None, 0.0)
+            zero = torch.zeros((T, 3), dtype=self.dtype, device=self.device)
+            raw = self.raw_terms(p_init, n_init, 0.0, self.init_pairs, sole_init, zero)
+        self.scales = self._reference_scales(raw)
+        return raw
+
+    def _vertex_scales(self) -> dict:
+        """{term: (N,) multiplier or None} from settings.part_weights {(part, term): factor}."""
+        out = {t: None for t in TERMS}
+        limbs = np.asarray(self.limbs)
+        for (part, term), factor in (self.settings.part_weights or {}).items():
+            if term not in out:
+                raise CoreError(f"Unknown loss term '{term}' in per-part weights; use one of {', '.join(TERMS)}.")
+            m = out[term] if out[term] is not None else np.ones(len(limbs))
+            m = m.copy()
+            m[limbs == part] *= float(factor)
+            out[term] = m
+        return {t: (None if m is None else torch.as_tensor(m, dtype=self.dtype, device=self.device))
+                for t, m in out.items()}
+
+    def _reference_scales(self, raw: dict) -> dict:
+        """Reference scale of each term: its initial value, floored by the value a small uniform residual
+        would give (docs/solver.md "Balancing")."""
+        s = self.settings
+        h = self.h_tgt
+        T, N = self.p_init.shape[:2]
+        ps = self.init_pairs
+        w2 = float(ps.w_src.square().sum()) if len(ps) else 0.0
+        wf2 = float(self.wf_src.square().sum())
+        ref = 0.01 * h   # 1 % of the target's height
+        floors = {
+            "reg": T * N * ref ** 2,
+            "smooth": max(T - 3, 1) * N * 1.0 * h,            # 1 h_c / s³ per key vertex and frame
+            "dist": w2 * ref ** 2,
+            "dir": w2 * (1.0 - math.cos(math.radians(10.0))) ** 2,
+            "pen": 2.0 * w2 * ref ** 2,
+            "height": wf2 * ref ** 2,
+            "sliding": wf2 * (s.sliding_floor * h) ** 2,      # foot sliding, h_c / s
+        }
+        out = {}
+        with torch.no_grad():
+            raw = dict(raw, smooth=float(smooth_loss(self.p_init, self.fps)))  # absolute initial jerk
+        for k in TERMS:
+            init = 0.0 if k == "reg" else float(raw[k])
+            out[k] = max(init, floors[k], 1e-12)
+        # floor barrier: fixed scale, "1" = one point per frame 1 % h_c below the floor
+        out["floor"] = T * ref ** 2
+        if "lock" in raw:
+            out["lock"] = self.feet.lock_scale(raw["lock"])
+        return out
+
+    # -- evaluation ------------------------------------------------------------------------------------------
+
+    def raw_terms(self, p, n, alpha: float, pairset, sole, root_world) -> dict:
+        """Unweighted, unnormalised terms at key-vertex positions p (T, N, 3), normals n (T, N, 3), sole points
+        (T, S, 3) or None, with the hips moved by ``root_world`` (T, 3) metres from copy-rotations."""
+        s = self.settings
+        vs = self.vertex_scale
+        ht = self.h_tgt
+        out = {}
+        if s.reg_free_root_xy:   # the horizontal root trajectory is not tied to copy-rotations' one
+            shift = root_world * self.xy_mask
+            out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
+        else:
+            out["reg"] = reg_loss(p, self.p_init, vs["reg"])
+        ref = self.jerk_init if s.smooth_mode == "added" else None
+        # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
+        out["smooth"] = smooth_loss(p, self.fps, vs["smooth"], eps=1e-5 * self.fps ** 3, reference=ref)
+        # height & sliding (dense over key vertices: (T, N))
+        h = height(p, self.ground)
+        wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()
+        # L_height = floor barrier + W_floor-weighted match; the barrier (key vertices and sole points) is
+        # balanced on its own scale (docs/solver.md "Balancing") and reported inside 'height'
+        feet = self.feet
+        hm = None if feet is None else feet.height_match_w
+        wh = wf if hm is None else wf * hm
+        out["height"] = height_loss(h, self.src_h_cmp, wh, vs["height"]) - floor_barrier(h, vs["height"])
+        out["floor"] = floor_barrier(h, vs["height"])
+        if sole is not None:
+            out["floor"] = out["floor"] + floor_barrier(height(sole, self.ground))
+            if feet is not None and feet.contact_w is not None:
+                f, hgt = feet.contact_terms(h, sole, vs["height"])
+                out["floor"] = out["floor"] + f
+                out["height"] = out["height"] + hgt
+        vel = sliding(p, self.fps)
+        out["sliding"] = sliding_loss(vel, self.src_vel_cmp, wf[:-1], vs["sliding"])
+        if feet is not None and feet.lock_w is not None and sole is not None and sole.shape[0] > 1:
+            out["lock"] = feet.lock_loss(sole)
+        out.update(self._pair_terms(p, n, alpha, pairset))
+        return out
+
+    def _pair_terms(self, p, n, alpha: float, pairset) -> dict:
+        """L_dist, L_dir, L_pen on the sparse active set of (frame, i, j) entries (``weights.ActivePairs``)."""
+        if not len(pairset):
+            zero = p.sum() * 0.0
+            return {"dist": zero, "dir": zero, "pen": zero}
+        vs = self.vertex_scale
+        d = pair_descriptors(p, n, pairset.t, pairset.i, pairset.j)
+        N = p.shape[1]
+        n_j = n.reshape(-1, 3).index_select(0, pairset.t * N + pairset.j)
+        pen_ji = -(n_j * d.dir).sum(-1)
+        w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
+
+        def pscale(term):
+            m = vs[term]
+            return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
+        out = {"dist": dist_loss(d.dist, pairset.src_dist, w, pscale("dist"))}
+        # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
+        # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
+        fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
+        fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
+        out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, pscale("dir"))
+        ps = pscale("pen")
+        out["pen"] = pen_loss(d.pen, pairset.src_pen_ij, w, ps) + pen_loss(pen_ji, pairset.src_pen_ji, w, ps)
+        return out
+
+    def weighted(self, raw: dict) -> dict:
+        """{term: weight · raw / scale}; the floor barrier is reported inside 'height', the foot lock inside
+        'sliding' (both are about the same thing)."""
+        s = self.settings
+        out = {k: s.weight(k) * raw[k] / self.scales[k] for k in TERMS}
+        out["height"] = out["height"] + s.weight("height") * raw["floor"] / self.scales["floor"]
+        if "lock" in raw:
+            out["sliding"] = out["sliding"] + s.weight("sliding") * s.foot_lock * raw["lock"] / self.scales["lock"]
+        return out

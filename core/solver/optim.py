@@ -1,0 +1,48 @@
+"""The optimiser of the ReConForM objective (ReConForM §4.2: Adam over all frames at once) and its schedule."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class Adam:
+    """Adam (Kingma & Ba; the same update as ``torch.optim.Adam`` without weight decay or amsgrad).
+
+    Written out because the first ``torch.optim.Adam`` of a process imports torch._dynamo (2-3 s on a
+    2-core CPU), which would be paid by the first solve of every Blender session.
+
+    Args:
+        params: tensors with ``.grad``; lrs: one learning rate per tensor (``self.lrs`` may be changed per step).
+    """
+
+    def __init__(self, params, lrs, betas=(0.9, 0.999), eps=1e-8):
+        self.params, self.lrs = list(params), list(lrs)
+        self.b1, self.b2 = betas
+        self.eps = eps
+        self.t = 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        bc1 = 1.0 - self.b1 ** self.t
+        bc2 = math.sqrt(1.0 - self.b2 ** self.t)
+        for p, m, v, lr in zip(self.params, self.m, self.v, self.lrs):
+            if p.grad is None:
+                continue
+            g = p.grad
+            m.mul_(self.b1).add_(g, alpha=1.0 - self.b1)
+            v.mul_(self.b2).addcmul_(g, g, value=1.0 - self.b2)
+            denom = (v.sqrt() / bc2).add_(self.eps)
+            p.addcdiv_(m, denom, value=-lr / bc1)
+
+
+def learning_rates(base_lrs, step: int, total: int, warmup: float, lr_final: float) -> list:
+    """The learning rates of step ``step`` of ``total``: each base rate times a linear warm-up over the first
+    ``warmup`` share of the steps and a cosine decay to ``lr_final`` of it at the last step."""
+    c = 0.5 * (1 + math.cos(math.pi * step / max(total - 1, 1)))
+    warm = min(1.0, (step + 1) / max(1.0, warmup * total))
+    return [base * warm * (lr_final + (1 - lr_final) * c) for base in base_lrs]

@@ -1,0 +1,189 @@
+"""The solver's variables (ReConForM §4.2: the target's joint rotations and root position over the whole clip),
+parametrised as a smooth residual on the copy-rotations motion.
+
+- Rotations: per optimised bone, a 6D residual δ added to the identity's 6D form, composed with the initial
+  rotation: ``R(t) = R_init(t) · M(I₆ + δ(t))`` (``rotations.sixd_to_matrix``: continuous, no singularity).
+- Hips: a world-space offset of the hips head in units of the target's height h_tgt, mapped to the hips' basis
+  location by the per-frame inverse Jacobian of that map (its parents' rotations and rest frame).
+- Both are uniform cubic B-splines in time (``bspline_basis``): control points every ``knot_spacing`` seconds,
+  4 non-zero weights per frame (a banded matmul), so the residual cannot add high-frequency jitter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
+from ..types import Motion
+
+IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+
+
+def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
+    """(T, C) uniform cubic B-spline basis with control points every ``spacing`` frames (identity if <= 1).
+
+    Row t holds the weights of the 4 control points that shape frame t; rows sum to 1.
+    """
+    if spacing <= 1.0 or num_frames < 4:
+        return np.eye(num_frames)
+    u = np.arange(num_frames) / spacing
+    seg = np.minimum(np.floor(u).astype(np.int64), int(np.floor((num_frames - 1) / spacing)))
+    s = u - seg
+    C = int(np.floor((num_frames - 1) / spacing)) + 4
+    b = np.stack([(1 - s) ** 3, 3 * s ** 3 - 6 * s ** 2 + 4, -3 * s ** 3 + 3 * s ** 2 + 3 * s + 1, s ** 3], 1) / 6
+    B = np.zeros((num_frames, C))
+    rows = np.arange(num_frames)
+    for m in range(4):
+        B[rows, seg + m] = b[:, m]
+    return B
+
+
+def root_jacobian_inverse(skeleton, root_idx: int, init_motion: Motion, h_tgt: float) -> np.ndarray:
+    """(T, 3, 3) map from a world-space offset of bone ``root_idx``'s head, in units of ``h_tgt``, to its basis
+    location, per frame of ``init_motion`` (its ancestors' rotations, which the solver does not change there)."""
+    T = init_motion.num_frames
+    p = skeleton.parents[root_idx]
+    A = skeleton.object_matrix[:3, :3]
+    rest_rot = skeleton.rest_local[root_idx, :3, :3]
+    if p < 0:
+        Jm = np.broadcast_to(A @ rest_rot, (T, 3, 3))
+    else:
+        chain = []
+        while p >= 0:   # the hips' ancestors, root first; only their rotations matter
+            chain.insert(0, p)
+            p = skeleton.parents[p]
+        Gp = np.broadcast_to(np.eye(3), (T, 3, 3))
+        for a in chain:
+            Ra = quat_to_matrix(np.asarray(init_motion.rotations[:, a], dtype=np.float64))
+            Gp = Gp @ skeleton.rest_local[a, :3, :3] @ Ra
+        Jm = A @ Gp @ rest_rot
+    return np.linalg.inv(Jm) * h_tgt
+
+
+class Parametrisation:
+    """The solver's variables and their map to per-frame pose channels.
+
+    Args:
+        R_init: (T, Jo, 3, 3) initial basis rotations of the optimised bones.
+        rest_rot: (Jo, 3, 3) their rest rotations relative to their parents.
+        root_loc_init: (T, 3) initial basis location of the hips.
+        root_jac_inv: (T, 3, 3) world offset (units of h_tgt) -> hips basis location (``root_jacobian_inverse``).
+        h_tgt: the target's height (metres).
+        fps, knot_spacing: frame rate, seconds between control points (0: one per frame).
+    Attributes:
+        delta: (C, Jo, 6) 6D residual control points; root_off: (C, 3) hips offset control points (units of
+            h_tgt); both leaf tensors with ``requires_grad``.
+        num_controls: C.
+    """
+
+    def __init__(self, R_init, rest_rot, root_loc_init, root_jac_inv, h_tgt: float, fps: float,
+                 knot_spacing: float):
+        dt, dev = R_init.dtype, R_init.device
+        T, Jo = R_init.shape[:2]
+        self.T, self.h_tgt = T, float(h_tgt)
+        self.R_init = R_init
+        self.RR = (rest_rot[:, None] @ R_init.transpose(0, 1)).contiguous()      # (Jo, T, 3, 3) rest · basis
+        self.root_loc_init = root_loc_init
+        self.root_jac_inv = root_jac_inv
+        self.identity6 = torch.as_tensor(IDENTITY_6D, dtype=dt, device=dev)
+        basis = bspline_basis(T, knot_spacing * fps)
+        self.basis = basis
+        self.num_controls = basis.shape[1]
+        if basis.shape[0] == basis.shape[1] and np.array_equal(basis, np.eye(T)):
+            self.band = None
+        else:   # the 4 non-zero entries of each row, in column order
+            cols = np.argsort(basis == 0, axis=1, kind="stable")[:, :4]
+            cols.sort(axis=1)
+            vals = np.take_along_axis(basis, cols, 1)
+            self.band = (torch.as_tensor(cols.T.copy(), device=dev), torch.as_tensor(vals, dtype=dt, device=dev))
+        C = self.num_controls
+        self.delta = torch.zeros((C, Jo, 6), dtype=dt, device=dev)
+        self.root_off = torch.zeros((C, 3), dtype=dt, device=dev)
+
+    def require_grad(self):
+        self.delta.requires_grad_(True)
+        self.root_off.requires_grad_(True)
+
+    @property
+    def params(self) -> list:
+        return [self.delta, self.root_off]
+
+    def zero_residuals(self):
+        """Per-frame residuals that reproduce the initial motion: ((T, Jo, 6), (T, 3)) zeros."""
+        d = self.delta
+        return (torch.zeros((self.T, d.shape[1], 6), dtype=d.dtype, device=d.device),
+                torch.zeros((self.T, 3), dtype=d.dtype, device=d.device))
+
+    def spline(self, ctrl: torch.Tensor) -> torch.Tensor:
+        """(C, K) control points -> (T, K) per-frame values (banded B-spline: 4 controls per frame)."""
+        if self.band is None:
+            return ctrl
+        idx, w = self.band
+        out = w[:, 0:1] * ctrl.index_select(0, idx[0])
+        for m in range(1, 4):
+            out = out + w[:, m:m + 1] * ctrl.index_select(0, idx[m])
+        return out
+
+    def frame_residuals(self):
+        """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
+        C, Jo = self.delta.shape[:2]
+        return self.spline(self.delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6), self.spline(self.root_off)
+
+    def root_location(self, off: torch.Tensor) -> torch.Tensor:
+        """(T, 3) hips basis location for root offsets ``off`` (T, 3) (units of h_tgt)."""
+        return self.root_loc_init + (self.root_jac_inv @ off[..., None])[..., 0]
+
+    def rotations(self, d: torch.Tensor) -> torch.Tensor:
+        """(T, Jo, 3, 3) basis rotations of the optimised bones for per-frame residuals ``d`` (T, Jo, 6)."""
+        return self.R_init @ sixd_to_matrix(self.identity6 + d)
+
+    def local_rotations(self, d: torch.Tensor) -> torch.Tensor:
+        """(Jo, T, 3, 3) local rotations (rest · basis), bone-major, for residuals ``d`` (T, Jo, 6)."""
+        return self.RR @ sixd_to_matrix(self.identity6 + d.transpose(0, 1))
+
+    def fit_to(self, R: torch.Tensor, dloc: torch.Tensor):
+        """Set the control points to the least-squares fit of a motion (a warm start): ``R`` (T, Jo, 3, 3) basis
+        rotations of the optimised bones, ``dloc`` (T, 3) change of the hips basis location from the initial
+        motion (float64)."""
+        Ri = self.R_init.double().cpu()
+        rel = Ri.transpose(-1, -2) @ R.double().cpu()
+        d6 = torch.cat((rel[..., :, 0], rel[..., :, 1]), dim=-1) - torch.as_tensor(IDENTITY_6D, dtype=torch.float64)
+        dloc = dloc.double().cpu()
+        off = torch.linalg.solve(self.root_jac_inv.double().cpu(), dloc[..., None])[..., 0]
+        pinv = torch.linalg.pinv(torch.as_tensor(self.basis))
+        T = d6.shape[0]
+        dt, dev = self.delta.dtype, self.delta.device
+        self.delta = (pinv @ d6.reshape(T, -1)).reshape(-1, *d6.shape[1:]).to(dt).to(dev)
+        self.root_off = (pinv @ off).to(dt).to(dev).contiguous()
+
+    def set_root_xy(self, offset: torch.Tensor):
+        """Horizontal root offsets ``offset`` (T, 2) in metres -> the root controls' x, y (weighted average
+        of the frames each control shapes: a quasi-interpolation)."""
+        with torch.no_grad():
+            if self.band is None:
+                ctrl = offset
+            else:
+                idx, bw = self.band
+                num = torch.zeros((self.num_controls, 2), dtype=offset.dtype, device=offset.device)
+                den = torch.zeros((self.num_controls, 1), dtype=offset.dtype, device=offset.device)
+                for m in range(4):
+                    num.index_add_(0, idx[m], bw[:, m:m + 1] * offset)
+                    den.index_add_(0, idx[m], bw[:, m:m + 1])
+                ctrl = num / den.clamp_min(1e-9)
+            self.root_off[:, :2] = ctrl / self.h_tgt
+
+    def motion(self, init_motion: Motion, opt_idx: np.ndarray, root_idx: int) -> Motion:
+        """The init motion with the optimised bones' rotations and the hips location replaced by the current
+        variables' (sign-continuous WXYZ; the sign at frame 0 is the initial one)."""
+        with torch.no_grad():
+            d, off = self.frame_residuals()
+            R, loc = self.rotations(d), self.root_location(off)
+        rot = init_motion.rotations.copy()
+        q = matrix_to_quat(R.double()).cpu().numpy()   # (T, Jo, 4)
+        flip0 = (q[0] * rot[0, opt_idx]).sum(-1) < 0
+        q[:, flip0] *= -1
+        rot[:, opt_idx] = quat_make_continuous(q, axis=0)
+        out_loc = init_motion.locations.copy()
+        out_loc[:, root_idx] = loc.double().cpu().numpy()
+        return Motion(rot, out_loc, init_motion.fps, init_motion.frame_start)

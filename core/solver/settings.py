@@ -1,0 +1,108 @@
+"""Every knob of the ReConForM solver (ReConForM §4.2) and what one step reports.
+
+Defaults and the measurements behind them: docs/solver.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import NamedTuple
+
+import torch
+
+from ..errors import CoreError
+
+#: Semantic terms (L_sem) and all terms, in reporting order.
+SEMANTIC_TERMS = ("dist", "dir", "pen", "height", "sliding")
+TERMS = ("reg", "smooth") + SEMANTIC_TERMS
+#: a source foot whose lowest point is within CONTACT_MIN of h_c of its ground is in contact (weight 1),
+#: fading to 0 at CONTACT_MAX (twice the grounded band of docs/metrics.md, 1 %: docs/solver.md "Foot contact")
+CONTACT_MIN, CONTACT_MAX = 0.02, 0.04
+#: a source foot whose lowest point moves slower than LOCK_MIN of h_c per second (over core.feet.LOCK_WINDOW_S,
+#: as the foot-locked metric of docs/metrics.md) is locked (weight 1), fading to 0 at LOCK_MAX
+LOCK_MIN, LOCK_MAX = 0.005, 0.01
+PRESETS = {
+    "fast": dict(iterations=60, lr_rot=0.03),
+    "balanced": dict(),
+    "best": dict(iterations=300, lr_rot=0.015),
+}
+
+
+@dataclass
+class SolverSettings:
+    """Every knob of the solver. Defaults and the measurements behind them: docs/solver.md.
+
+    Weights multiply terms that are first divided by their reference scale (docs/solver.md "Balancing"), so
+    a weight of 1 means "as important as at the start of the solve".
+    """
+
+    w_reg: float = 0.3          #: key vertices stay near the copy-rotations result
+    w_smooth: float = 0.5       #: jerk of key vertices (non-squared, as printed)
+    w_sem: float = 1.0          #: multiplies the five semantic terms below
+    w_dist: float = 1.0
+    w_dir: float = 1.0
+    w_pen: float = 1.0
+    w_height: float = 1.0       #: includes the unweighted floor barrier
+    w_sliding: float = 5.0      #: measured: mean foot-locked F1 0.32 -> 0.37 over the bench cases
+    iterations: int = 120       #: Adam steps of a first solve
+    lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
+    lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
+    adam_eps: float = 1e-3      #: Adam ε on gradients of the loss × number of control points (damps noise)
+    warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
+    lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
+    smooth_mode: str = "added"  #: "added": jerk added to the initial motion; "absolute": the jerk itself
+    knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
+    exclude_same_limb: bool = True
+    clamp_source_height: bool = True  #: L_height matches source heights below the floor at 0
+    sliding_floor: float = 0.1       #: floor of L_sliding's reference scale, in h_c / s of sliding
+    sole_points: int = 24            #: per foot, mesh sole points under the floor barrier (0: key vertices only)
+    root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
+    reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
+    scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
+    foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
+    foot_lock: float = 1.0           #: where the source foot is locked, the target's sole must not slide (0: off)
+    contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
+    lock_band: tuple = (LOCK_MIN, LOCK_MAX)           #: source foot speed (share of h_c per s): locked 1 -> 0
+    optimise_fingers: bool = False
+    #: the source's floor: "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one
+    #: level per frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
+    source_ground: object = "zero"
+    terrain: object = None           #: optional terrain.HeightField under the target (z = f(x, y))
+    part_weights: dict = field(default_factory=dict)  #: {(body part, term): factor} per-part overrides
+    resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
+    device: str = "cpu"              #: "cpu", or "cuda" on request
+    dtype: str = "float32"
+    seed: int = 0
+    num_threads: int = None          #: torch intra-op threads (None: leave torch's setting)
+
+    @classmethod
+    def preset(cls, name: str = "balanced", **overrides) -> "SolverSettings":
+        """Quality presets 'fast', 'balanced' (default) and 'best'; keyword overrides win."""
+        if name not in PRESETS:
+            raise CoreError(f"Unknown quality preset '{name}': use one of {', '.join(PRESETS)}.")
+        return replace(cls(), **{**PRESETS[name], **overrides})
+
+    def weight(self, term: str) -> float:
+        w = getattr(self, f"w_{term}")
+        return w * self.w_sem if term in SEMANTIC_TERMS else w
+
+    def torch_dtype(self):
+        return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
+
+    @property
+    def ground(self):
+        """The target's ground for height terms: the terrain, or the level 0."""
+        return self.terrain if self.terrain is not None else 0.0
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("terrain",)}
+
+
+class Progress(NamedTuple):
+    """One solver step: fraction done in (0, 1], step index, total steps, total loss, {term: weighted value}."""
+
+    fraction: float
+    step: int
+    total: int
+    loss: float
+    terms: dict

@@ -1,0 +1,180 @@
+"""A character's clip evaluated once: ``ClipTrack``.
+
+A retarget reads the source clip in many places: copy-rotations (world bone rotations, the hips), the source
+floor (``core.ground``: the feet's lowest points), the solver (key-vertex paths, sole points, each foot's
+lowest point and velocity) and the metrics (joints, feet, the whole skinned mesh). ``ClipTrack`` runs forward
+kinematics over the clip once (float64, in chunks of frames) and computes each of these on first use, so a
+retarget builds one track of its source and hands it to everyone (``core.retarget``). The same class serves
+the target's clips (copy-rotations' result, the solved motion) in the metrics and the solver's set-up.
+
+Arrays are world space (metres, Z up) unless named ``arm``; frames run along axis 0.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from .errors import CoreError
+from .feet import foot_vertices
+from .kinematics import ForwardKinematics
+from .rotations import quat_to_matrix
+from .skinning import skin_vertices
+from .types import Character, Motion
+
+#: frames per chunk of the forward-kinematics and skinning passes (bounds their temporary memory)
+CHUNK = 512
+
+
+class ClipTrack:
+    """One character's clip, evaluated once (lazily, each quantity on first use).
+
+    Args:
+        character: the Character (skeleton; mesh, bone map and key vertices where the quantities need them).
+        motion: its Motion, (T, J, ...) pose channels.
+    Attributes (computed on first use, then kept):
+        arm_rotations (T, J, 3, 3), arm_positions (T, J, 3): armature-space bone transforms (float64 tensors).
+        world_rotations (T, J, 3, 3), world_positions (T, J, 3): the same in world space (numpy; rotations with
+            the object's scale removed).
+        foot_ids: [left, right] mesh vertices of each foot (``core.feet.foot_vertices``).
+        foot_points: [left, right] (T, F_k, 3) world positions of those vertices.
+        lowest_foot: (T,) world z of the lowest foot vertex per frame.
+        keyverts: (positions (T, N, 3), unit normals (T, N, 3)) of the key vertices, world.
+    """
+
+    def __init__(self, character: Character, motion: Motion):
+        J = character.skeleton.num_bones
+        if motion.rotations.shape[1] != J:
+            raise CoreError(f"The clip has {motion.rotations.shape[1]} bone channels but armature "
+                            f"'{character.name}' has {J} bones: read the motion from that armature.")
+        self.character = character
+        self.motion = motion
+        self._memo = {}
+
+    def memo(self, key, compute):
+        """``compute()``, computed once per ``key`` for this track and kept (derived quantities such as the
+        metrics' measures over a given ground)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @property
+    def num_frames(self) -> int:
+        return self.motion.num_frames
+
+    @property
+    def fps(self) -> float:
+        return float(self.motion.fps)
+
+    # -- bones ------------------------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _fk(self):
+        sk, mo = self.character.skeleton, self.motion
+        fk = ForwardKinematics(sk, dtype=torch.float64)
+        T, J = mo.num_frames, sk.num_bones
+        rot = torch.empty((T, J, 3, 3), dtype=torch.float64)
+        pos = torch.empty((T, J, 3), dtype=torch.float64)
+        with torch.no_grad():
+            for s in range(0, T, CHUNK):
+                e = min(T, s + CHUNK)
+                pose = fk(quat_to_matrix(torch.as_tensor(mo.rotations[s:e])), torch.as_tensor(mo.locations[s:e]))
+                rot[s:e], pos[s:e] = pose.rotations, pose.positions
+        return rot, pos
+
+    @property
+    def arm_rotations(self) -> torch.Tensor:
+        return self._fk[0]
+
+    @property
+    def arm_positions(self) -> torch.Tensor:
+        return self._fk[1]
+
+    @functools.cached_property
+    def world_positions(self) -> np.ndarray:
+        M = self.character.skeleton.object_matrix
+        return self.arm_positions.numpy() @ M[:3, :3].T + M[:3, 3]
+
+    @functools.cached_property
+    def world_rotations(self) -> np.ndarray:
+        A = self.character.skeleton.object_matrix[:3, :3]
+        return (A / np.linalg.norm(A, axis=0)) @ self.arm_rotations.numpy()
+
+    @functools.cached_property
+    def _skin(self):
+        """Armature-space skinning transforms S_j = G_j · rest_global_j⁻¹: (T, J, 3, 3), (T, J, 3)."""
+        inv = np.linalg.inv(self.character.skeleton.rest_global)
+        inv_rot, inv_trans = torch.as_tensor(inv[:, :3, :3]), torch.as_tensor(inv[:, :3, 3])
+        rot, pos = self._fk
+        return rot @ inv_rot, (rot @ inv_trans[..., None])[..., 0] + pos
+
+    # -- mesh vertices ---------------------------------------------------------------------------------------
+
+    def _mesh(self):
+        mesh = self.character.mesh
+        if mesh is None:
+            raise CoreError(f"Character '{self.character.name}' has no mesh: fit a body to it first.")
+        return mesh
+
+    def vertices(self, vertex_ids, normals: bool = False, frames=None):
+        """World positions (T, V, 3) float64 numpy of mesh vertices ``vertex_ids`` (V,) over the clip (or the
+        clip frames ``frames``), and their unit normals (T, V, 3) with ``normals``."""
+        mesh = self._mesh()
+        ids = np.asarray(vertex_ids, dtype=np.int64)
+        S_rot, S_t = self._skin
+        if frames is not None:
+            fr = torch.as_tensor(np.asarray(frames, dtype=np.int64))
+            S_rot, S_t = S_rot.index_select(0, fr), S_t.index_select(0, fr)
+        M = self.character.skeleton.object_matrix
+        A = torch.as_tensor(M[:3, :3])
+        R = A / A.norm(dim=0)
+        b = torch.as_tensor(M[:3, 3])
+        T = S_rot.shape[0]
+        pos = np.empty((T, len(ids), 3))
+        nrm = np.empty((T, len(ids), 3)) if normals else None
+        rest_n = mesh.rest_normals[ids] if normals else None
+        with torch.no_grad():
+            for s in range(0, T, CHUNK):
+                e = min(T, s + CHUNK)
+                p, n = skin_vertices(S_rot[s:e], S_t[s:e], mesh.rest_verts[ids], mesh.weight_bones[ids],
+                                     mesh.weight_values[ids], rest_n)
+                pos[s:e] = (p @ A.T + b).numpy()
+                if normals:
+                    n = n @ R.T
+                    nrm[s:e] = (n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)).numpy()
+        return (pos, nrm) if normals else pos
+
+    def skinning_chunks(self, chunk: int = CHUNK):
+        """Yield (frame slice, skinning rotations (B, J, 3, 3), translations (B, J, 3)) in armature space, for
+        passes over the whole mesh that must not hold every frame at once (the metrics)."""
+        S_rot, S_t = self._skin
+        for s in range(0, self.num_frames, chunk):
+            e = min(self.num_frames, s + chunk)
+            yield slice(s, e), S_rot[s:e], S_t[s:e]
+
+    @functools.cached_property
+    def foot_ids(self) -> list:
+        self._mesh()
+        return foot_vertices(self.character)
+
+    @functools.cached_property
+    def foot_points(self) -> list:
+        return [self.vertices(ids) for ids in self.foot_ids]
+
+    @functools.cached_property
+    def lowest_foot(self) -> np.ndarray:
+        """(T,) world z of the lowest foot vertex per frame (metres)."""
+        zs = [p[..., 2] for p in self.foot_points if p.shape[1]]
+        if not zs:
+            raise CoreError(f"Character '{self.character.name}': no mesh vertices are skinned to its feet; map "
+                            f"left_foot and right_foot in its bone map.")
+        return np.concatenate(zs, axis=1).min(axis=1)
+
+    @functools.cached_property
+    def keyverts(self) -> tuple:
+        kv = self.character.keyverts
+        if kv is None or len(kv) == 0:
+            raise CoreError(f"Character '{self.character.name}' has no key vertices: transfer them first.")
+        return self.vertices(kv.vertex_ids, normals=True)
