@@ -1,8 +1,14 @@
-"""bpy-side orchestration shared by the batch command, the UI operators, the demo and the bench.
+"""The one retarget path on the Blender side: read the scene into core specs, drive ``core.retarget``, write
+the outcome. The panel's modal operator, the batch command (tools/retarget.py), ``make demo`` and ``make bench``
+all go through here, so a set-up tuned in the panel gives the same result headless.
 
-``prepare_character`` reads one armature (skeleton, deformed meshes, bone map, key vertices) into a
-``core.Character``; ``retarget`` reads the source animation, runs a method and writes the result as a NEW
-Action on the target. The source Action is never modified; a failed run writes nothing.
+    specs = read_inputs(source_obj, target_obj, action=..., setup=...)        # main thread: bpy -> arrays
+    job = make_job(specs, options)                                          # core.retarget.Retarget
+    for step in job.steps(): ...                                            # any thread (the panel: a worker)
+    action = write_outcome(target_obj, job.outcome, name, ...)              # main thread: arrays -> bpy
+
+``retarget`` does the three in a row (batch, demo, bench). The source Action is never modified; a failed or
+cancelled run writes nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.character import CharacterSpec
 from ..core.errors import CoreError
+from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
+from ..core.solver import SolverSettings
 from ..core.types import Character, Motion
+from . import keyverts as kv_storage
 from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
 from .bridge.write import remove_action
-
-METHODS = ("copy_rotations", "reconform")
 
 
 @dataclass
@@ -28,12 +36,26 @@ class RetargetResult:
 
     action: the new Action on the target (assigned with its slot).
     motion: the target core.Motion that was written, (T, J_target, ...).
-    report: plain dict (JSON-serialisable) with inputs, bone maps, timings and metrics.
+    report: plain dict (JSON-serialisable) with inputs, bone maps, timings, metrics and conflicts.
+    outcome: the core.retarget.Outcome.
     """
 
     action: object
     motion: Motion
     report: dict = field(default_factory=dict)
+    outcome: Outcome = None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a retarget reads from the scene (plain arrays; any thread may use it)."""
+
+    source_name: str
+    target_name: str
+    source_action: str
+    source: CharacterSpec
+    source_motion: Motion
+    target: CharacterSpec
 
 
 # ------------------------------------------------------------------------------------------------ set-up
@@ -82,95 +104,8 @@ def setup_bone_map(setup: dict, role: str, arm_name: str):
     return None
 
 
-def fit_bone_map(arm_name: str, skeleton, bone_map: dict) -> dict:
-    """Check a given bone map and fit it to ``skeleton`` (namespaces/case, absent bones dropped); raises
-    BridgeError when nothing of it is left."""
-    from ..core import bonemap
-    bonemap.validate_bone_map(bone_map, what=f"Bone map for '{arm_name}'")
-    fitted = dict(bonemap.apply_bone_map(skeleton, bone_map).bone_map)
-    if not fitted:
-        raise BridgeError(f"Nothing mapped on '{arm_name}': none of the bone map's bones exist in it; "
-                          "fix the bone map or let it be detected.")
-    return fitted
-
-
-def prepare_character(arm_obj, bone_map=None, keyvert_count=41, need_mesh=False, fit_body=None,
-                      report=None, action=None, frame_start=None, frame_end=None, motion=None) -> Character:
-    """Read ``arm_obj`` into a core.Character.
-
-    Args:
-        bone_map: {canonical: bone}; detected automatically (``core.bonemap``) when None.
-        keyvert_count: number of key vertices to transfer (41 or 96); 0/None skips the transfer.
-        need_mesh: raise BridgeError when the armature deforms no mesh.
-        fit_body: give a skeleton-only armature a fitted template body (``core.body``); default: when key
-            vertices are asked for (``keyvert_count``) and ``need_mesh`` is False.
-        report: callable taking one line of text (warnings, notes).
-        action, frame_start, frame_end: the clip a fitted body is built from when the rest pose is not a
-            standing humanoid (Bandai-Namco BVH lie on their side): its frame with both feet flat on the floor
-            (``core.copy_rotations.reference_frame``, the same frame copy-rotations uses) gives the pose.
-        motion: that clip already read (a core.Motion of this armature), so that it is not read twice.
-    """
-    report = report or (lambda msg: None)
-    skeleton = read_skeleton(arm_obj)
-    if bone_map is None:
-        from ..core.bonemap import detect_bone_map
-        res = detect_bone_map(skeleton)
-        bone_map = dict(res.bone_map)
-        if not bone_map:
-            raise BridgeError(f"Nothing mapped on '{arm_obj.name}': no bone was recognised as part of a humanoid; "
-                              "give a bone map (set-up file or Bone Map panel).")
-        if res.missing_required:
-            report(f"'{arm_obj.name}' ({res.rig_type}): required bones not found: "
-                   f"{', '.join(res.missing_required)}.")
-    else:
-        bone_map = fit_bone_map(arm_obj.name, skeleton, dict(bone_map))
-    if fit_body is None:
-        fit_body = bool(keyvert_count) and not need_mesh
-    mesh = None
-    if find_meshes(arm_obj):
-        mesh = read_skinned_mesh(arm_obj, skeleton, report=report)
-    elif fit_body:
-        from ..core.body import fit_body_to_skeleton
-        mesh = fit_body_to_skeleton(skeleton, bone_map,
-                                    base=_standing_base(arm_obj, skeleton, bone_map, action, frame_start,
-                                                        frame_end, motion))
-        report(f"'{arm_obj.name}' deforms no mesh: fitted a template body to its skeleton.")
-    elif need_mesh:
-        read_skinned_mesh(arm_obj, skeleton)  # raises the "deforms no mesh" BridgeError
-    character = Character(skeleton=skeleton, mesh=mesh, bone_map=bone_map)
-    if mesh is not None and keyvert_count:
-        from ..core.keyverts import character_height, transfer_keyverts
-        character.height = float(character_height(character))
-        character.keyverts = transfer_keyverts(character, n=keyvert_count)
-    return character
-
-
-def _standing_base(arm_obj, skeleton, bone_map, action, frame_start, frame_end, motion=None):
-    """(J, 4) basis rotations of the clip's reference frame when the rest pose is not a standing humanoid,
-    else None (``core.copy_rotations.reference_basis`` on the frames being retargeted)."""
-    from ..core.copy_rotations import reference_basis
-    from ..core.tpose import rest_is_standing
-    if rest_is_standing(skeleton, bone_map):
-        return None
-    if motion is None:
-        act = action if action is not None else getattr(arm_obj.animation_data, "action", None)
-        if act is None:
-            return None
-        motion = read_motion(arm_obj, skeleton, action=act, frame_start=frame_start, frame_end=frame_end)
-    return reference_basis(Character(skeleton=skeleton, bone_map=bone_map), motion)
-
-
-# ------------------------------------------------------------------------------------------------ retarget
-
-def _map_report(character: Character) -> dict:
-    mapped = set(character.bone_map.values())
-    return {"armature": character.name, "bones": character.skeleton.num_bones, "mapped": len(mapped),
-            "bone_map": dict(character.bone_map),
-            "unmapped": [n for n in character.skeleton.names if n not in mapped]}
-
-
-def _solver_settings(settings):
-    from ..core.solver import SolverSettings
+def solver_settings(settings) -> SolverSettings:
+    """SolverSettings from None, a SolverSettings, or a dict of its fields plus 'quality' (a preset name)."""
     if settings is None:
         return SolverSettings()
     if isinstance(settings, SolverSettings):
@@ -183,9 +118,148 @@ def _solver_settings(settings):
         raise BridgeError(f"Solver settings: {ex}; see docs/bridge.md for the accepted names.") from None
 
 
+def result_action_name(source_obj, target_obj, action=None) -> str:
+    """Name of the new Action: '<source clip or armature> to <target>' (Blender adds .001 when taken)."""
+    src = action.name if action is not None else source_obj.name
+    return f"{src} to {target_obj.name}"
+
+
+# ------------------------------------------------------------------------------------------------ read
+
+def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool = False) -> CharacterSpec:
+    """Read ``arm_obj`` into a CharacterSpec: skeleton, its deforming meshes merged (None without any), the
+    given bone map (None: detected by the core), the key vertices stored on its mesh, and ``clip`` (the clip it
+    plays when it is the source)."""
+    skeleton = read_skeleton(arm_obj)
+    mesh = None
+    if find_meshes(arm_obj):
+        mesh = read_skinned_mesh(arm_obj, skeleton)
+    elif need_mesh:
+        read_skinned_mesh(arm_obj, skeleton)  # raises the "deforms no mesh" BridgeError
+    stored = kv_storage.load(arm_obj, Character(skeleton, mesh)) if mesh is not None else None
+    return CharacterSpec(skeleton, mesh, bone_map, stored, clip)
+
+
+def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh: bool = False, fit_body=None,
+                      clip: Motion = None, report=None) -> Character:
+    """One complete core.Character of ``arm_obj`` (``read_character`` then ``core.character.build_character``:
+    the same completion as a retarget's). ``fit_body`` (default: when key vertices are asked for and no mesh is
+    needed) gives a skeleton-only armature the template fitted to its skeleton, standing it up from ``clip``
+    when its rest pose lies down; ``report`` receives the notes."""
+    from ..core.character import build_character
+
+    if fit_body is None:
+        fit_body = bool(keyvert_count) and not need_mesh
+    act = getattr(arm_obj.animation_data, "action", None)
+    if clip is None and fit_body and act is not None and not find_meshes(arm_obj):   # its body stands up from it
+        clip = read_motion(arm_obj, read_skeleton(arm_obj), action=act)
+    built = build_character(read_character(arm_obj, bone_map, clip, need_mesh), keyvert_count=keyvert_count,
+                            fit_body=fit_body, need_mesh=need_mesh)
+    for n in built.notes:
+        (report or (lambda msg: None))(n)
+    return built.character
+
+
+def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=None, frame_start=None,
+                frame_end=None, source_bone_map=None, target_bone_map=None) -> Inputs:
+    """Read everything a retarget needs from the scene (main thread). Reads only, writes nothing."""
+    if method not in METHODS:
+        raise BridgeError(f"Unknown method '{method}': use one of {', '.join(METHODS)}.")
+    for role, ob in (("Source", source_obj), ("Target", target_obj)):
+        if ob is None:
+            raise BridgeError(f"No {role.lower()} armature: pick one.")
+        if ob.type != 'ARMATURE':
+            raise BridgeError(f"{role} '{ob.name}' is not an armature: pick an armature object.")
+    if source_obj == target_obj:
+        raise BridgeError(f"Source and target are both '{source_obj.name}': pick two different armatures.")
+    reconform = method == "reconform"
+    if reconform and not find_meshes(target_obj):  # fail before any slow work
+        raise BridgeError(f"Armature '{target_obj.name}' deforms no mesh: add an Armature modifier pointing to it "
+                          "on the character's mesh; the 'reconform' method needs the target's body.")
+    skeleton = read_skeleton(source_obj)
+    motion = read_motion(source_obj, skeleton, action=action, frame_start=frame_start, frame_end=frame_end)
+    src = read_character(source_obj, source_bone_map, clip=motion)
+    tgt = read_character(target_obj, target_bone_map, need_mesh=reconform)
+    act = action if action is not None else getattr(source_obj.animation_data, "action", None)
+    return Inputs(source_obj.name, target_obj.name, act.name if act is not None else "", src, motion, tgt)
+
+
+def make_job(inputs: Inputs, options: RetargetOptions) -> Retarget:
+    """The core retarget of ``inputs`` (pure core: drive it in any thread)."""
+    return Retarget(inputs.source, inputs.source_motion, inputs.target, options)
+
+
+# ------------------------------------------------------------------------------------------------ write
+
+def write_outcome(target_obj, outcome: Outcome, name: str, *, source_obj=None, store_keyverts: bool = True):
+    """Main thread: write ``outcome.motion`` as a NEW Action on ``target_obj`` (assigned with its slot) and store
+    the key vertices the retarget transferred on the characters' meshes. All or nothing: on failure the new
+    Action is removed and the previous assignment restored."""
+    previous = None
+    ad = target_obj.animation_data
+    if ad is not None:
+        previous = (ad.action, getattr(ad, "action_slot", None))
+    act = write_motion(target_obj, outcome.target.skeleton, outcome.motion, name)
+    try:
+        if store_keyverts:
+            objs = {"source": source_obj, "target": target_obj}
+            for role, kvs in outcome.keyverts_to_store().items():
+                arm = objs.get(role)
+                if arm is not None:
+                    kv_storage.store(arm, outcome.built[role].character, kvs)
+    except Exception:
+        remove_action(target_obj, act, previous)
+        raise
+    return act
+
+
+def _map_report(built) -> dict:
+    character = built.character
+    mapped = set(character.bone_map.values())
+    return {"armature": character.name, "bones": character.skeleton.num_bones, "mapped": len(mapped),
+            "rig_type": built.rig_type, "bone_map": dict(character.bone_map),
+            "unmapped": [n for n in character.skeleton.names if n not in mapped],
+            "mesh": character.mesh.part_names if character.mesh is not None and not built.fitted_body else None,
+            "fitted_body": built.fitted_body, "keyverts": built.keyverts_origin or None,
+            "height_m": character.height}
+
+
+def conflict_rows(conflicts) -> list:
+    """Plain dicts of core.conflicts.Conflict records (report and panel)."""
+    return [{"body_part": c.body_part, "terms": [c.term_a, c.term_b], "cosine": c.cosine,
+             "severity": c.severity, "frames": list(c.frames)} for c in conflicts]
+
+
+def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dict) -> dict:
+    """The JSON-serialisable report of a retarget (docs/bridge.md)."""
+    motion = outcome.motion
+    rep = {
+        "method": outcome.method,
+        "source": _map_report(outcome.built["source"]), "target": _map_report(outcome.built["target"]),
+        "source_action": inputs.source_action or None,
+        "action": action_name,
+        "frame_start": int(motion.frame_start), "frame_end": int(motion.frame_start + motion.num_frames - 1),
+        "frames": int(motion.num_frames), "fps": float(motion.fps),
+        "source_mesh": _map_report(outcome.built["source"])["mesh"],
+        "target_mesh": _map_report(outcome.built["target"])["mesh"],
+        "timings": {k: round(v, 4) for k, v in timings.items()},
+        "metrics": plain(outcome.metrics), "reference_metrics": plain(outcome.reference),
+        "conflicts": plain(conflict_rows(outcome.conflicts)),
+        "notes": list(outcome.notes),
+    }
+    if outcome.job is not None:
+        rep["metrics_solver"] = plain(outcome.solver_stats)
+    json.dumps(rep, allow_nan=False)  # must stay strict JSON for --report
+    return rep
+
+
+# ------------------------------------------------------------------------------------------------ all three
+
 def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame_start=None, frame_end=None,
-             settings=None, setup=None, name=None, report=None, progress=None) -> RetargetResult:
-    """Retarget the animation playing on ``source_obj`` onto ``target_obj`` as a NEW Action.
+             settings=None, setup=None, name=None, report=None, progress=None,
+             store_keyverts: bool = True) -> RetargetResult:
+    """Retarget the animation playing on ``source_obj`` onto ``target_obj`` as a NEW Action (read, the core
+    generator, write: the same path as the panel's Retarget).
 
     Args:
         method: 'copy_rotations' (baseline, no mesh needed) or 'reconform' (key-vertex optimisation; the
@@ -193,122 +267,65 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         action: source Action (default: the one playing); frame_start/frame_end: inclusive scene frames.
         settings: core.solver.SolverSettings or a dict of its fields (+ 'quality'); 'reconform' only.
         setup: dict from ``load_setup`` (bone maps per role/armature, settings, keyvert_count).
-        name: name of the new Action (default '<target>_<method>').
+        name: name of the new Action (default '<source clip> to <target>').
         report: callable taking one line of progress text; progress: callable taking a fraction in [0, 1].
+        store_keyverts: store the key vertices the retarget transferred on the characters' meshes.
     Raises:
         BridgeError (bad input, one line) or CoreError; nothing is written then.
     """
-    if method not in METHODS:
-        raise BridgeError(f"Unknown method '{method}': use one of {', '.join(METHODS)}.")
     say = report or (lambda msg: None)
     tick = progress or (lambda f: None)
     setup = setup or {}
-    notes = []
-
-    def note(msg):
-        notes.append(msg)
-        say(msg)
-
     if settings is None and setup.get("settings"):
         settings = dict(setup["settings"])
-    reconform = method == 'reconform'
-    kv = int(setup.get("keyvert_count", 41)) if reconform else 0
-    timings = {}
     t0 = time.perf_counter()
-    if reconform and not find_meshes(target_obj):  # fail before any slow work
-        raise BridgeError(f"Armature '{target_obj.name}' deforms no mesh: add an Armature modifier pointing to it "
-                          "on the character's mesh; the 'reconform' method needs the target's body.")
-    say(f"reading source '{source_obj.name}'")
-    src_motion = read_motion(source_obj, read_skeleton(source_obj), action=action, frame_start=frame_start,
-                             frame_end=frame_end)
-    src = prepare_character(source_obj, setup_bone_map(setup, "source", source_obj.name), keyvert_count=kv,
-                            fit_body=reconform, report=note, action=action, frame_start=frame_start,
-                            frame_end=frame_end, motion=src_motion)
-    say(f"reading target '{target_obj.name}'")
-    tgt = prepare_character(target_obj, setup_bone_map(setup, "target", target_obj.name), keyvert_count=kv,
-                            need_mesh=reconform, report=note)
-    src_action = action if action is not None else source_obj.animation_data.action
-    timings["read_s"] = time.perf_counter() - t0
-    say(f"source motion: {src_motion.num_frames} frames from {src_motion.frame_start} at {src_motion.fps:g} fps")
-    tick(0.05)
+    say(f"reading '{source_obj.name}' and '{target_obj.name}'")
+    inputs = read_inputs(source_obj, target_obj, method=method, action=action, frame_start=frame_start,
+                         frame_end=frame_end, source_bone_map=setup_bone_map(setup, "source", source_obj.name),
+                         target_bone_map=setup_bone_map(setup, "target", target_obj.name))
+    mo = inputs.source_motion
+    say(f"source motion: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
+    timings = {"read_s": time.perf_counter() - t0}
+    options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
+                              settings=solver_settings(settings) if method == "reconform" else SolverSettings())
+    job = make_job(inputs, options)
+    last = [-1.0, None]
 
-    from ..core.copy_rotations import copy_rotations
-    t1 = time.perf_counter()
-    motion = copy_rotations(src, src_motion, tgt)
-    motion = Motion(motion.rotations, motion.locations, fps=src_motion.fps, frame_start=src_motion.frame_start)
-    timings["copy_rotations_s"] = time.perf_counter() - t1
-    tick(0.1)
-    solve = {}
-    job = None
-    if reconform:
-        from ..core.solver import SolveJob
-        job = SolveJob(src, src_motion, tgt, motion, _solver_settings(settings))
-        t2 = time.perf_counter()
-        last = -1.0
-        for p in job.steps():
-            tick(0.1 + 0.85 * float(p.fraction))
-            if p.fraction - last >= 0.1 or p.fraction >= 1.0:
-                last = p.fraction
-                say(f"solve {p.step}/{p.total} loss {float(p.loss):.5g}")
-        solved = job.result()
-        motion = Motion(solved.rotations, solved.locations, fps=src_motion.fps, frame_start=src_motion.frame_start)
-        timings["solve_s"] = time.perf_counter() - t2
-        solve = {"metrics_solver": _plain(getattr(job, "metrics", None))}
-    if not (np.isfinite(motion.rotations).all() and np.isfinite(motion.locations).all()):
-        raise CoreError(f"Retarget '{source_obj.name}' -> '{target_obj.name}' produced NaN values; nothing written.")
-
-    metrics = None
-    if tgt.mesh is not None and src.mesh is not None and reconform:
-        from ..core.metrics import evaluate
-        # the source's labels are read above the floor the solve used (core.ground), the target's above its own
-        metrics = _plain(evaluate(src, src_motion, tgt, motion, getattr(job.settings, "terrain", None),
-                                  source_ground=job.source_ground_level))
-        from ..core.ground import floor_advice
-        advice = floor_advice(metrics)
-        if advice:
-            note(f"source '{source_obj.name}': {advice}")
-
-    previous = None
-    ad = target_obj.animation_data
-    if ad is not None:
-        previous = (ad.action, getattr(ad, "action_slot", None))
-    new_name = name or f"{target_obj.name}_{method}"
+    def on_step(step):
+        tick(step.fraction)
+        if step.phase != last[1] or step.fraction - last[0] >= 0.1:
+            last[0], last[1] = step.fraction, step.phase
+            loss = f" loss {step.solver.loss:.5g}" if step.solver is not None else ""
+            say(step.message.rstrip("…") + loss)
+    outcome = run(job, on_step)
+    for n in outcome.notes:
+        say(n)
+    timings.update(outcome.timings)
     t3 = time.perf_counter()
-    act = write_motion(target_obj, tgt.skeleton, motion, new_name)  # written last
+    new_name = name or result_action_name(source_obj, target_obj, action)
+    act = write_outcome(target_obj, outcome, new_name, source_obj=source_obj, store_keyverts=store_keyverts)
     try:
         timings["write_s"] = time.perf_counter() - t3
         timings["total_s"] = time.perf_counter() - t0
-        rep = {
-            "method": method,
-            "source": _map_report(src), "target": _map_report(tgt),
-            "source_action": src_action.name if src_action is not None else None,
-            "action": act.name,
-            "frame_start": int(src_motion.frame_start), "frame_end": int(src_motion.frame_start + motion.num_frames - 1),
-            "frames": int(motion.num_frames), "fps": float(src_motion.fps),
-            "source_mesh": src.mesh.part_names if src.mesh is not None else None,
-            "target_mesh": tgt.mesh.part_names if tgt.mesh is not None else None,
-            "timings": {k: round(v, 4) for k, v in timings.items()},
-            "metrics": metrics, "notes": notes, **solve,
-        }
-        json.dumps(rep, allow_nan=False)  # must stay strict JSON for --report
+        rep = make_report(inputs, outcome, act.name, timings)
     except Exception:
-        remove_action(target_obj, act, previous)
+        remove_action(target_obj, act, None)
         raise
     tick(1.0)
-    say(f"wrote Action '{act.name}' on '{target_obj.name}' ({motion.num_frames} frames)")
-    return RetargetResult(act, motion, rep)
+    say(f"wrote Action '{act.name}' on '{target_obj.name}' ({outcome.motion.num_frames} frames)")
+    return RetargetResult(act, outcome.motion, rep, outcome)
 
 
-def _plain(value):
-    """JSON-friendly copy of metrics (numpy scalars/arrays to Python)."""
+def plain(value):
+    """JSON-friendly copy of metrics (numpy scalars/arrays to Python; NaN and infinities to None)."""
     if value is None:
         return None
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, np.ndarray) and value.ndim > 0:
-        return [_plain(v) for v in value.tolist()]
+        return [plain(v) for v in value.tolist()]
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
         value = value.item()  # numpy / torch scalars
     if isinstance(value, float) and not np.isfinite(value):
@@ -316,3 +333,8 @@ def _plain(value):
     if isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+__all__ = ["Inputs", "RetargetResult", "conflict_rows", "load_setup", "make_job", "make_report", "plain",
+           "prepare_character", "read_character", "read_inputs", "result_action_name", "retarget", "setup_bone_map", "solver_settings",
+           "write_outcome", "CoreError"]

@@ -52,8 +52,7 @@ def enable_addon():
     import retarget
     retarget.enable_addon(REPO_NAME)
     return {name: importlib.import_module(f"{MODULE}.{name}") for name in (
-        "reconform_addon.bridge", "reconform_addon.pipeline", "core.copy_rotations", "core.solver",
-        "core.metrics", "core.types")}
+        "reconform_addon.bridge", "reconform_addon.pipeline", "core.retarget", "core.solver", "core.types")}
 
 
 class Loader:
@@ -98,21 +97,20 @@ def tile(motion_cls, motion, frames):
     return motion_cls(motion.rotations[idx], motion.locations[idx], motion.fps, motion.frame_start)
 
 
+def retarget(mods, src, smo, tgt, settings, metrics=True):
+    """The one retarget path (core.retarget, as the panel and the batch command run it) on prepared characters;
+    returns its Outcome."""
+    rt = mods["core.retarget"]
+    return rt.run(rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=metrics,
+                                                               conflicts=False)))
+
+
 def run_case(mods, src, smo, tgt, settings, log):
-    cr, solver, metrics = mods["core.copy_rotations"], mods["core.solver"], mods["core.metrics"]
-    t0 = time.perf_counter()
-    init = cr.copy_rotations(src, smo, tgt)       # the source's fps and frame_start
-    t_cr = time.perf_counter() - t0
-    job = solver.SolveJob(src, smo, tgt, init, settings)
-    t1 = time.perf_counter()
-    res = job.run()
-    t_solve = time.perf_counter() - t1
-    # the source's labels above the floor the solve used (z = 0 by default; --set source_ground=track ...), the
-    # same for copy-rotations, as the panel and the batch report do
-    ground, terrain = job.source_ground_level, getattr(settings, "terrain", None)
-    m_cr = metrics.evaluate(src, smo, tgt, init, terrain, source_ground=ground)
-    m_rf = metrics.evaluate(src, smo, tgt, res, terrain, source_ground=ground)
-    return dict(init=m_cr, ours=m_rf, t_cr=t_cr, t_solve=t_solve, stats=job.stats, frames=smo.num_frames)
+    # the source's labels are read above the floor the solve used (z = 0 by default; --set source_ground=track
+    # ...), for copy-rotations too, as the panel and the batch report do
+    o = retarget(mods, src, smo, tgt, settings)
+    return dict(init=o.reference, ours=o.metrics, t_cr=o.timings["copy_rotations_s"], t_solve=o.timings["solve_s"],
+                stats=o.solver_stats, frames=smo.num_frames)
 
 
 def fmt(v, k):
@@ -125,9 +123,9 @@ def fmt(v, k):
     return f"{v:.3f}"
 
 
-def cuda_line(solver, src, motion, tgt, init, settings, cpu_result, device: str = "cuda") -> str:
-    """One line on the CUDA device: the same solve as the CPU 1 000-frame scaling run, its frames/s (after an
-    untimed warm-up solve that creates the CUDA context), peak GPU memory, and the largest rotation difference
+def cuda_line(mods, src, motion, tgt, settings, cpu_result, device: str = "cuda") -> str:
+    """One line on the CUDA device: the same retarget as the CPU 1 000-frame scaling run, its frames/s (after an
+    untimed warm-up retarget that creates the CUDA context), peak GPU memory, and the largest rotation difference
     from the CPU result. Says so when torch sees no CUDA device (the solver never needs one)."""
     import dataclasses
 
@@ -136,19 +134,19 @@ def cuda_line(solver, src, motion, tgt, init, settings, cpu_result, device: str 
     if not torch.cuda.is_available():
         return f"CUDA: not measured (torch {torch.__version__} sees no CUDA device on this machine)."
     on_gpu = dataclasses.replace(settings, device=device)
-    solver.SolveJob(src, motion.slice(0, 75), tgt, init.slice(0, 75), dataclasses.replace(on_gpu, iterations=2)).run()
+    retarget(mods, src, motion.slice(0, 75), tgt, dataclasses.replace(on_gpu, iterations=2), metrics=False)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
-    res = solver.SolveJob(src, motion, tgt, init, on_gpu).run()
+    res = retarget(mods, src, motion, tgt, on_gpu, metrics=False).motion
     torch.cuda.synchronize()
     dt = time.perf_counter() - t
     dots = np.abs((np.asarray(res.rotations) * np.asarray(cpu_result.rotations)).sum(-1)).clip(0.0, 1.0)
     angle = float(np.degrees(2.0 * np.arccos(dots)).max())
     return (f"CUDA ({torch.cuda.get_device_name(0)}, torch {torch.__version__}): {motion.num_frames / dt:.0f} f/s "
-            f"on the same {motion.num_frames}-frame clip ({dt:.1f} s incl. set-up, after an untimed warm-up solve); "
-            f"peak GPU memory {torch.cuda.max_memory_allocated() / 2 ** 20:.0f} MB; largest bone-rotation "
-            f"difference from the CPU result {angle:.3f}°")
+            f"on the same {motion.num_frames}-frame clip ({dt:.1f} s incl. copy-rotations and set-up, after an "
+            f"untimed warm-up); peak GPU memory {torch.cuda.max_memory_allocated() / 2 ** 20:.0f} MB; largest "
+            f"bone-rotation difference from the CPU result {angle:.3f}°")
 
 
 def memory_child(frames, threads):
@@ -160,14 +158,11 @@ def memory_child(frames, threads):
     src, smo, _ = loader.source(SCALING[0])
     _, tgt, _ = loader.character(SCALING[1])
     smo = tile(mods["core.types"].Motion, smo, frames)
-    init = mods["core.copy_rotations"].copy_rotations(src, smo, tgt)
     base_rss = _rss_kb()
     tracemalloc.start()
     settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=threads)
-    job = mods["core.solver"].SolveJob(src, smo, tgt, mods["core.types"].Motion(init.rotations, init.locations,
-                                                                               smo.fps), settings)
     t = time.perf_counter()
-    job.run()
+    retarget(mods, src, smo, tgt, settings, metrics=False)
     dt = time.perf_counter() - t
     _, peak_py = tracemalloc.get_traced_memory()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -334,24 +329,22 @@ def main(argv=None):
         at_1000 = None
         for n in SCALING[2]:
             mo = tile(mods["core.types"].Motion, smo, n)
-            cr = mods["core.copy_rotations"]
-            init = cr.copy_rotations(src, mo, tgt)
-            job = solver.SolveJob(src, mo, tgt, init, settings)
             t = time.perf_counter()
-            res = job.run()
+            res = retarget(mods, src, mo, tgt, settings, metrics=False).motion
             dt = time.perf_counter() - t
             parts.append(f"{n}: {n / dt:.0f} f/s ({dt:.1f} s)")
             if n == 1000:
                 targets["solver ≥ 100 frames/s on a 1000-frame clip (incl. set-up)"] = (f"{n / dt:.0f} f/s",
                                                                                        n / dt >= 100)
-                at_1000 = (mo, init, res)
+                at_1000 = (mo, res)
             log(f"  scaling {n}: {n / dt:.0f} f/s")
         out()
-        out(f"Scaling (solver frames/s incl. set-up, {pathlib.Path(SCALING[0]).stem} ping-pong tiled → "
+        out(f"Scaling (retarget frames/s incl. copy-rotations and solver set-up, no metrics, "
+            f"{pathlib.Path(SCALING[0]).stem} ping-pong tiled → "
             f"{pathlib.Path(SCALING[1]).stem}): " + "; ".join(parts))
         if at_1000 is not None:
             out()
-            out(cuda_line(solver, src, at_1000[0], tgt, at_1000[1], settings, at_1000[2]))
+            out(cuda_line(mods, src, at_1000[0], tgt, settings, at_1000[1]))
     if not args.quick and not args.no_memory:
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--memory-child", "10000",
                "--threads", str(args.threads)]
@@ -360,7 +353,7 @@ def main(argv=None):
         out()
         if mem:
             d = json.loads(mem[0][7:])
-            out(f"Memory, 10 000-frame solve (child process, 10 steps): peak RSS {d['peak_rss_mb']:.0f} MB "
+            out(f"Memory, 10 000-frame retarget (child process, 10 solver steps, no metrics): peak RSS {d['peak_rss_mb']:.0f} MB "
                 f"(RSS before the solve {d['base_rss_mb']:.0f} MB, incl. Blender/torch), Python heap peak "
                 f"(tracemalloc) {d['tracemalloc_peak_mb']:.0f} MB; 10 steps took {d['seconds_10_steps']:.1f} s")
             targets["memory < 2 GB for 10 000 frames (peak RSS)"] = (f"{d['peak_rss_mb']:.0f} MB",

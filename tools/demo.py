@@ -5,9 +5,9 @@
 1. tools/make_demo_scene.py generates three skinned humanoids (core.body) and a source motion keyed by code
    (steps, clap, hands on hips, squat) and saves <out>/demo.blend.
 2. The source motion is retargeted onto 'TallThin' and 'ShortHeavy' through the add-on pipeline
-   (``reconform_addon.pipeline.retarget``): the ReConForM solve when the solver is available ('auto'),
-   else copy-rotations with a message. The copy-rotations baseline is always written too (its metrics with
-   ``--compare``, or when it is the method).
+   (``reconform_addon.pipeline.retarget``, the path the panel and the batch command take): the ReConForM solve
+   ('auto' or 'reconform'), or copy-rotations alone. With ReConForM the copy-rotations baseline it started
+   from is written too, as its own Action, and the report gives both sets of metrics.
 3. Writes <out>/output.blend (new Actions assigned, scene range set) and <out>/report.txt.
 Runs as ``python tools/demo.py`` (bpy wheel) or ``blender -b --python tools/demo.py -- ARGS``.
 """
@@ -26,8 +26,6 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_demo_scene  # noqa: E402
 
 TARGETS = ("TallThin", "ShortHeavy")
-METRIC_KEYS = ("jerk_mean", "floor_penetration_mean", "self_penetration_mean", "grounded_f1", "sliding_f1",
-               "contact_f1")
 
 
 def parse_args(argv):
@@ -36,19 +34,7 @@ def parse_args(argv):
     p.add_argument("--method", choices=("auto", "reconform", "copy_rotations"), default="auto")
     p.add_argument("--quality", choices=("fast", "balanced", "best"), default="fast", help="solver preset")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="frame range (default: all)")
-    p.add_argument("--compare", action="store_true",
-                   help="also measure the copy-rotations baseline with core.metrics (slow: key-vertex transfer)")
     return p.parse_args(argv)
-
-
-def _solver_available(mod_name) -> str:
-    """'' when the ReConForM solver can run here, else the reason."""
-    try:
-        importlib.import_module(f"{mod_name}.core.solver").SolveJob  # noqa: B018
-        importlib.import_module("torch")
-    except Exception as ex:  # missing module, missing torch
-        return f"{type(ex).__name__}: {ex}"
-    return ""
 
 
 def _fmt(v):
@@ -82,40 +68,31 @@ def run(args, log):
     t_scene = time.perf_counter() - t0
     mod_name = make_demo_scene._module()
     pipeline = importlib.import_module(f"{mod_name}.reconform_addon.pipeline")
-    method = args.method
-    note = ""
-    if method in ("auto", "reconform"):
-        why = _solver_available(mod_name)
-        if why:
-            note = f"ReConForM solver not available ({why}); fell back to copy_rotations."
-            log(note)
-            method = "copy_rotations"
-        else:
-            method = "reconform"
+    write = importlib.import_module(f"{mod_name}.reconform_addon.bridge.write")
+    method = "reconform" if args.method == "auto" else args.method
     src = bpy.data.objects["Source"]
     start, end = args.frames if args.frames else (None, None)
     results = {}
     for name in TARGETS:
         tgt = bpy.data.objects[name]
-        log(f"copy_rotations baseline: Source -> {name}")
-        base = pipeline.retarget(src, tgt, method="copy_rotations", frame_start=start, frame_end=end,
-                                 name=f"{name}_copy_rotations", report=lambda m: None)
-        entry = {"copy_rotations": base.report}
-        if args.compare or method == "copy_rotations":
-            entry["copy_rotations_metrics"] = _evaluate(pipeline, mod_name, src, tgt, base, start, end, log)
-        if method == "reconform":
-            log(f"ReConForM ({args.quality}): Source -> {name}")
-            res = pipeline.retarget(src, tgt, method="reconform", frame_start=start, frame_end=end,
-                                    settings={"quality": args.quality}, name=f"{name}_reconform",
-                                    report=lambda m: log("  " + m) if m.startswith("solve") else None)
-            entry["reconform"] = res.report
+        log(f"{method} ({args.quality}): Source -> {name}")
+        res = pipeline.retarget(src, tgt, method=method, frame_start=start, frame_end=end,
+                                settings={"quality": args.quality}, name=f"{name}_{method}",
+                                report=lambda m: log("  " + m) if m.startswith("Solving") else None)
+        entry = {method: res.report}
+        if method == "reconform":   # the copy-rotations baseline, kept in the file beside the result
+            base = write.write_motion(tgt, res.outcome.target.skeleton, res.outcome.init_motion,
+                                      f"{name}_copy_rotations")
+            base.use_fake_user = True
+            write.assign_action(tgt, res.action)
+            entry["copy_rotations"] = {"action": base.name, "metrics": res.report["reference_metrics"]}
         results[name] = entry
     scene = bpy.context.scene
-    any_rep = next(iter(results.values()))["copy_rotations"]
+    any_rep = next(iter(results.values()))[method]
     scene.frame_start, scene.frame_end = any_rep["frame_start"], any_rep["frame_end"]
     bpy.ops.wm.save_as_mainfile(filepath=os.path.join(out, "output.blend"), copy=True)
     log(f"saved {os.path.join(out, 'output.blend')}")
-    text = _report(info, method, args.quality, note, results, t_scene, time.perf_counter() - t0)
+    text = _report(info, method, args.quality, results, t_scene, time.perf_counter() - t0)
     with open(os.path.join(out, "report.txt"), "w", encoding="utf-8") as f:
         f.write(text)
     log(f"report {os.path.join(out, 'report.txt')}")
@@ -123,28 +100,7 @@ def run(args, log):
     return results
 
 
-_PREPARED = {}
-
-
-def _evaluate(pipeline, mod_name, src_obj, tgt_obj, result, start, end, log):
-    """core.metrics.evaluate for a written result (None when the metrics module is not there)."""
-    try:
-        metrics = importlib.import_module(f"{mod_name}.core.metrics")
-    except ImportError:
-        return None
-    try:
-        if src_obj.name not in _PREPARED:                  # the key-vertex transfer is slow: once per character
-            _PREPARED[src_obj.name] = pipeline.prepare_character(src_obj, keyvert_count=41)
-        src = _PREPARED[src_obj.name]
-        tgt = pipeline.prepare_character(tgt_obj, keyvert_count=41)
-        motion = pipeline.read_motion(src_obj, src.skeleton, frame_start=start, frame_end=end)
-        return pipeline._plain(metrics.evaluate(src, motion, tgt, result.motion))
-    except Exception as ex:  # metrics are a report extra: say why they are missing
-        log(f"metrics unavailable for {tgt_obj.name}: {type(ex).__name__}: {ex}")
-        return None
-
-
-def _report(info, method, quality, note, results, t_scene, t_total) -> str:
+def _report(info, method, quality, results, t_scene, t_total) -> str:
     lines = ["ReConForM demo report", "=" * 21, ""]
     lines.append("Characters (generated by core.body):")
     for name, c in info["characters"].items():
@@ -153,19 +109,17 @@ def _report(info, method, quality, note, results, t_scene, t_total) -> str:
     lines.append(f"Source motion: 'DemoMotion', {info['frames']} frames at {make_demo_scene.FPS} fps; events: " +
                  ", ".join(f"{k} {a}-{b}" for k, (a, b) in info["events"].items()))
     lines.append(f"Method: {method}" + (f" (quality '{quality}')" if method == "reconform" else ""))
-    if note:
-        lines.append(f"Note: {note}")
     lines.append("")
     for name, e in results.items():
-        cr = e["copy_rotations"]
-        lines.append(f"Source -> {name}: frames {cr['frame_start']}-{cr['frame_end']} ({cr['frames']})")
-        lines.append(f"  copy_rotations: Action '{cr['action']}', timings {cr['timings']}")
-        if "copy_rotations_metrics" in e:
-            lines.extend(_metrics_lines(e["copy_rotations_metrics"]))
-        if "reconform" in e:
-            rc = e["reconform"]
-            lines.append(f"  reconform: Action '{rc['action']}', timings {rc['timings']}")
-            lines.extend(_metrics_lines(rc.get("metrics")))
+        rep = e[method]
+        lines.append(f"Source -> {name}: frames {rep['frame_start']}-{rep['frame_end']} ({rep['frames']})")
+        if "copy_rotations" in e and method != "copy_rotations":
+            cr = e["copy_rotations"]
+            lines.append(f"  copy_rotations (baseline): Action '{cr['action']}'")
+            lines.extend(_metrics_lines(cr.get("metrics")))
+        lines.append(f"  {method}: Action '{rep['action']}', timings {rep['timings']}")
+        lines.extend(_metrics_lines(rep.get("metrics")))
+        lines.extend(f"  note: {n}" for n in rep.get("notes", []))
         lines.append("")
     lines.append(f"Scene build {t_scene:.1f} s, total {t_total:.1f} s (wall clock, this machine).")
     return "\n".join(lines) + "\n"

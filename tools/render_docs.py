@@ -192,13 +192,10 @@ def main(argv=None) -> int:
 
     # 2. key vertices on both (41-vertex template, OT transfer), rest pose ------------------------------
     pipeline = mod("reconform_addon.pipeline")
-    kv = mod("core.keyverts")
     spheres = []
     for arm in (src, tgt):
-        ch = pipeline.prepare_character(arm, keyvert_count=0)
-        ch.height = float(kv.character_height(ch))
         t = time.perf_counter()
-        ch.keyverts = kv.transfer_keyverts(ch, n=41)
+        ch = pipeline.prepare_character(arm, keyvert_count=41)
         print(f"key vertices on '{arm.name}': {time.perf_counter() - t:.1f} s", flush=True)
         spheres += keyvert_spheres(arm, ch)
     render(args.out / "keyverts.png")

@@ -132,8 +132,13 @@ def _text_report(rep) -> str:
              f"new action: {rep['action']}, frames {rep['frame_start']}..{rep['frame_end']} at {rep['fps']:g} fps",
              "timings: " + ", ".join(f"{k} {v:.3f}" for k, v in rep["timings"].items())]
     if rep.get("metrics"):
-        lines.append("metrics:")
-        lines += [f"  {k}: {v}" for k, v in rep["metrics"].items()]
+        ref = rep.get("reference_metrics") or {}
+        lines.append("metrics:" + ("  (copy-rotations in brackets)" if ref else ""))
+        lines += [f"  {k}: {v}" + (f"  [{ref[k]}]" if k in ref else "") for k, v in rep["metrics"].items()]
+    if rep.get("conflicts"):
+        lines.append("conflicts (most severe first):")
+        lines += [f"  {c['body_part']}: {c['terms'][0]} / {c['terms'][1]}, cosine {c['cosine']:.2f}, frames "
+                  f"{c['frames'][0]}-{c['frames'][1]}" for c in rep["conflicts"]]
     if rep["source"]["unmapped"]:
         lines.append("unmapped source bones: " + ", ".join(rep["source"]["unmapped"]))
     if rep["target"]["unmapped"]:

@@ -1,0 +1,157 @@
+"""Foot and jerk diagnostics on the bench cases (tools/bench.py CASES, ../shared/assets), behind the
+foot-locked definition (docs/metrics.md) and the solver's floor and smoothness settings (docs/solver.md).
+
+    .venv/bin/python tools/experiments/diagnostics.py feet-sources
+    .venv/bin/python tools/experiments/diagnostics.py feet-planted [CASE] ["{'root_init': 'copy'}"]
+    .venv/bin/python tools/experiments/diagnostics.py jerk [CASE] ["{'w_smooth': 1.0}"] [--max-frames 400]
+
+``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
+the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
+``feet-planted``: for one case (a substring of the clip name; default the Bandai walk), the speed and height
+of the foot key vertices on frames where the source's are planted (W_floor = 1, speed < 2 cm/s), for the
+source, copy-rotations and ReConForM (with optional SolverSettings overrides), and the lowest-foot height on
+frames where the source foot is grounded.
+``jerk``: for one case (default the Bandai kick), the mean jerk per unit of height (m/s³ / h_c) of each core
+bone both characters map, for the source, copy-rotations and ReConForM, and how ReConForM's change splits
+between joints it brings closer to the source's jerk and the others.
+Every retarget goes through core.retarget, as the product's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def _case(loader, bench, which, max_frames=None):
+    clip, target, first, count = next(c for c in bench.CASES if which in c[0])
+    src, smo, _ = loader.source(clip, first, count)
+    if max_frames:
+        smo = smo.slice(0, min(smo.num_frames, max_frames))
+    _, tgt, _ = loader.character(target)
+    return clip, target, src, smo, tgt
+
+
+def _retarget(mods, src, smo, tgt, overrides, threads):
+    rt, solver = mods["core.retarget"], mods["core.solver"]
+    settings = solver.SolverSettings.preset("balanced", num_threads=threads, **overrides)
+    return rt.run(rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False)))
+
+
+def feet_sources(mods, loader, bench, met, track_cls):
+    import numpy as np
+    print("source | fps | h_c | grounded share | grounded-foot median raw speed mm/s | locked share: "
+          "raw<0.1%h/s, raw<1%h/s, win1/15<0.1%, win1/15<1%, win1/15<5%, win1/5<1%")
+    for clip, _, first, count in bench.CASES:
+        src, smo, _ = loader.source(clip, first, count)
+        ms = met.measure(track_cls(src, smo), 0.0)
+        h, fps = float(src.height), smo.fps
+        g = np.abs(ms.foot_height) <= met.GROUNDED_FRACTION * h
+        raw = ms.foot_step_speed
+        w15 = met.foot_speed_windowed(ms, fps, 1 / 15)
+        w5 = met.foot_speed_windowed(ms, fps, 1 / 5)
+        med = np.median(raw[g[:, :-1]]) * 1e3 if g[:, :-1].any() else float("nan")
+        shares = [np.mean(raw < 0.001 * h), np.mean(raw < 0.01 * h), np.mean(w15 < 0.001 * h),
+                  np.mean(w15 < 0.01 * h), np.mean(w15 < 0.05 * h), np.mean(w5 < 0.01 * h)]
+        print(f"{pathlib.Path(clip).stem} | {fps:.0f} | {h:.3f} | {g.mean():.2f} | {med:.1f} | "
+              + ", ".join(f"{x:.3f}" for x in shares), flush=True)
+
+
+def feet_planted(mods, loader, bench, met, track_cls, which, overrides, threads):
+    import importlib
+
+    import numpy as np
+    import torch
+    sliding = importlib.import_module(f"{bench.MODULE}.core.descriptors").sliding
+    clip, target, src, smo, tgt = _case(loader, bench, which)
+    o = _retarget(mods, src, smo, tgt, overrides, threads)
+    job, ob = o.job, o.job.objective
+    with torch.no_grad():
+        p, _, _ = job._forward()
+    vs = ob.src_vel.norm(dim=-1).numpy()
+    wf = ob.wf_src.numpy()[:-1]
+    vi = sliding(job.p_init, job.fps).norm(dim=-1).numpy()
+    vr = sliding(p, job.fps).norm(dim=-1).numpy()
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, overrides {overrides}")
+    print("key vertex | planted frames | median speed mm/s: source, copy-rot, ReConForM | "
+          "median height cm: source, copy-rot, ReConForM")
+    names = src.keyverts.names
+    for nm in ("left_sole", "right_sole", "left_toe_tip", "right_toe_tip", "left_heel", "right_heel"):
+        i = names.index(nm)
+        m = (wf[:, i] > 0.99) & (vs[:, i] < 0.02)
+        if m.sum() < 2:
+            print(f"{nm} | 0 | (source never planted; lowest {float(ob.src_h[:, i].min()) * 100:.1f} cm)")
+            continue
+        print(f"{nm} | {int(m.sum())} | {np.median(vs[m, i]) * 1e3:.1f}, {np.median(vi[m, i]) * 1e3:.1f}, "
+              f"{np.median(vr[m, i]) * 1e3:.1f} | {np.median(ob.src_h[:-1][m, i].numpy()) * 100:.1f}, "
+              f"{np.median(job.p_init[:-1][m, i, 2].numpy()) * 100:.1f}, {np.median(p[:-1][m, i, 2].numpy()) * 100:.1f}")
+    s_ms = met.measure(o.source_track, 0.0)
+    g = np.abs(s_ms.foot_height) <= met.GROUNDED_FRACTION * float(src.height)
+    for label, motion in (("copy-rot", o.init_motion), ("ReConForM", o.motion)):
+        ms = met.measure(track_cls(o.target, motion), 0.0)
+        print(f"lowest-foot height on source-grounded frames, {label}: p10/p50/p90 cm "
+              + "/".join(f"{x:.2f}" for x in np.percentile(ms.foot_height[g] * 100, [10, 50, 90])))
+
+
+def jerk(mods, loader, bench, met, track_cls, which, overrides, threads, max_frames):
+    import numpy as np
+    clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
+    o = _retarget(mods, src, smo, tgt, overrides, threads)
+    measures = {"source": (met.measure(o.source_track, 0.0), float(src.height)),
+                "copy-rot": (met.measure(track_cls(o.target, o.init_motion), 0.0), float(tgt.height)),
+                "ReConForM": (met.measure(track_cls(o.target, o.motion), 0.0), float(tgt.height))}
+    common = [n for n in measures["copy-rot"][0].joint_names if n in measures["source"][0].joint_names]
+    per = {}
+    for label, (ms, h) in measures.items():
+        cols = [ms.joint_names.index(n) for n in common]
+        per[label] = met.jerk_magnitude(ms.joints[:, cols], smo.fps).mean(0) / h      # (J,)
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames at {smo.fps:g} "
+          f"fps, overrides {overrides}")
+    print("joint | source | copy-rot | ReConForM | ReConForM − copy-rot  (mean jerk / h_c, 1/s³)")
+    for j, name in enumerate(common):
+        s, a, b = (per[k][j] for k in ("source", "copy-rot", "ReConForM"))
+        print(f"{name} | {s:.1f} | {a:.1f} | {b:.1f} | {b - a:+.1f}")
+    s, a, b = (per[k] for k in ("source", "copy-rot", "ReConForM"))
+    print(f"mean | {s.mean():.1f} | {a.mean():.1f} | {b.mean():.1f} | {b.mean() - a.mean():+.1f}  "
+          f"(ratio to the source: copy-rot {a.mean() / s.mean():.3f}, ReConForM {b.mean() / s.mean():.3f})")
+    toward = np.abs(b - s) < np.abs(a - s)
+    d = b - a
+    print(f"change over copy-rot, summed over joints: {d.sum():+.1f}; on the {int(toward.sum())} joints it brings "
+          f"closer to the source's jerk {d[toward].sum():+.1f}, on the {int((~toward).sum())} others "
+          f"{d[~toward].sum():+.1f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk"))
+    ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
+    ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
+    ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    import importlib
+
+    import torch
+    from tools import bench
+    torch.set_num_threads(args.threads)
+    mods = bench.enable_addon()
+    met = importlib.import_module(f"{bench.MODULE}.core.metrics")
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    loader = bench.Loader(mods, lambda s: None)
+    overrides = ast.literal_eval(args.overrides)
+    if args.mode == "feet-sources":
+        feet_sources(mods, loader, bench, met, track_cls)
+    elif args.mode == "feet-planted":
+        feet_planted(mods, loader, bench, met, track_cls, args.case or "walk_normal", overrides, args.threads)
+    else:
+        jerk(mods, loader, bench, met, track_cls, args.case or "kick", overrides, args.threads, args.max_frames)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
