@@ -142,9 +142,11 @@ class VariableChain:
 
     Everything that does not depend on the variables is computed once: global transforms of bones with no
     variable ancestor, local transforms of the other bones, and the skinning contribution of constant bones.
-    Per call only the "variable" bones (optimised, or below an optimised bone, or the hips) are evaluated,
-    level by level over tree depth, on bone-major (J, T, 3, 3) tensors, and skinning is one (V, Jv) @
-    (Jv, T·12) matmul.
+    Per call only the "variable" bones (optimised, or below an optimised bone, or the hips) are evaluated, one
+    tree level at a time on bone-major (J, T, 3, 3) tensors: each level gathers its local transforms and its
+    parents' global ones with a few ``index_select`` (bones of a level are grouped by where their parent's
+    transform comes from), so the graph has a handful of operations per level, not per bone. Skinning is one
+    (V, Jv) @ (Jv, T·12) matmul.
 
     Args:
         chain: the VertexChain of the character's chosen vertices (its ``extra`` bones include the hips).
@@ -160,14 +162,13 @@ class VariableChain:
         var = [False] * Jn
         for k in range(Jn):          # needed bones are topologically sorted
             var[k] = k in opt_of or k == root_pos or (par[k] >= 0 and var[par[k]])
+        dev = R_n.device
         with torch.no_grad():
             G_rot0, G_pos0 = chain.global_needed(R_n, L_n)
-            loc_rot0 = chain.rest_rot @ R_n                                  # (T, Jn, 3, 3)
-            loc_pos0 = (chain.rest_rot @ L_n[..., None])[..., 0] + chain.rest_trans
-            self.Gc_rot = G_rot0.transpose(0, 1).contiguous()               # (Jn, T, 3, 3) bone-major
+            loc_rot0 = (chain.rest_rot @ R_n).transpose(0, 1)                # (Jn, T, 3, 3) bone-major
+            loc_pos0 = ((chain.rest_rot @ L_n[..., None])[..., 0] + chain.rest_trans).transpose(0, 1)
+            self.Gc_rot = G_rot0.transpose(0, 1).contiguous()               # (Jn, T, 3, 3)
             self.Gc_pos = G_pos0.transpose(0, 1).contiguous()
-            self.Lc_rot = loc_rot0.transpose(0, 1).contiguous()
-            self.Lc_pos = loc_pos0.transpose(0, 1).contiguous()
             S_rot = G_rot0 @ chain.inv_rot
             S_t = (G_rot0 @ chain.inv_trans[..., None])[..., 0] + G_pos0
             S = torch.cat([S_rot.flatten(-2), S_t], -1).transpose(0, 1)     # (Jn, T, 12)
@@ -178,26 +179,45 @@ class VariableChain:
                 self.B_const = (chain.W[:, const] @ S[const].reshape(len(const), -1)).reshape(V, T, 12)
             else:
                 self.B_const = None
-        self.vk = [k for k in range(Jn) if var[k]]
-        self.opt_slot = [opt_of.get(k, -1) for k in self.vk]
-        self.root_slot = self.vk.index(root_pos)
+        # levels of the variable bones (depth among variable bones); within a level, bones are grouped by the
+        # source of their parent's transform: none (a tree root), a constant bone, or a variable bone of an
+        # earlier level; slots follow that order, and so do the skinning columns
+        vk = [k for k in range(Jn) if var[k]]
+        depth = {}
+        for k in vk:
+            depth[k] = depth[par[k]] + 1 if par[k] >= 0 and var[par[k]] else 0
+        slot = {}
+        fixed = [k for k in vk if k not in opt_of]                           # variable bones, constant local
+        fixed_slot = {k: i for i, k in enumerate(fixed)}
+        self.levels = []
+        order = []
+        for d in range(max(depth.values()) + 1):
+            def source(k):
+                p = par[k]
+                return -2 if p < 0 else (-1 if not var[p] else slot[p][0])
+            ks = sorted((k for k in vk if depth[k] == d), key=source)       # stable: tree order inside a group
+            for i, k in enumerate(ks):
+                slot[k] = (d, i)
+            groups = []
+            for src in sorted({source(k) for k in ks}):
+                members = [k for k in ks if source(k) == src]
+                idx = [par[k] if src == -1 else slot[par[k]][1] for k in members] if src != -2 else []
+                groups.append((src, len(members), torch.as_tensor(idx, dtype=torch.long, device=dev)))
+            lr = [opt_of[k] if k in opt_of else len(opt_pos) + fixed_slot[k] for k in ks]
+            lp = [0 if k == root_pos else 1 + vk.index(k) for k in ks]
+            self.levels.append((torch.as_tensor(lr, device=dev), torch.as_tensor(lp, device=dev), groups))
+            order.extend(ks)
+        self.vk = order                                                      # variable bones in slot order
+        self.Lc_rot = loc_rot0[fixed].contiguous() if fixed else None        # (Jf, T, 3, 3)
+        self.Lc_pos = loc_pos0[vk].contiguous()                              # (Jv, T, 3)
         self.root_rest_rot = chain.rest_rot[root_pos]
         self.root_rest_trans = chain.rest_trans[root_pos]
-        vpos = {k: a for a, k in enumerate(self.vk)}
-        depth = {}
-        for k in self.vk:
-            depth[k] = depth[par[k]] + 1 if par[k] >= 0 and var[par[k]] else 0
-        self.levels = []
-        for d in range(max(depth.values()) + 1):
-            ks = [k for k in self.vk if depth[k] == d]
-            self.levels.append([(vpos[k], par[k], var[par[k]] if par[k] >= 0 else False) for k in ks])
-        self.W_var = chain.W[:, self.vk].contiguous()                        # (V, Jv)
-        self.inv_rot = chain.inv_rot[self.vk]                                # (Jv, 3, 3)
-        self.inv_trans = chain.inv_trans[self.vk]
+        self.W_var = chain.W[:, order].contiguous()                          # (V, Jv)
+        self.inv_rot = chain.inv_rot[order]                                  # (Jv, 3, 3)
+        self.inv_trans = chain.inv_trans[order]
         self.rest_verts = chain.rest_verts[:, None, :]                       # (V, 1, 3)
         self.rest_normals = chain.rest_normals[:, None, :]
         self.A, self.b, self.R = chain.A, chain.b, chain.R
-        self.vpos = vpos
 
     def __call__(self, local_opt: torch.Tensor, root_loc: torch.Tensor):
         """World positions and unit normals of the chosen vertices, each (T, V, 3).
@@ -205,34 +225,34 @@ class VariableChain:
         local_opt: (Jo, T, 3, 3) local rotations (rest · basis) of the optimised bones; root_loc (T, 3) hips
         basis location.
         """
-        lo = local_opt.unbind(0)
-        g_rot = [None] * len(self.vk)
-        g_pos = [None] * len(self.vk)
         root_lp = root_loc @ self.root_rest_rot.T + self.root_rest_trans    # (T, 3)
-        for level in self.levels:
-            PR, PP, LR, LP = [], [], [], []
-            for a, p, p_var in level:
-                k = self.vk[a]
-                LR.append(lo[self.opt_slot[a]] if self.opt_slot[a] >= 0 else self.Lc_rot[k])
-                LP.append(root_lp if a == self.root_slot else self.Lc_pos[k])
-                if p < 0:
-                    PR.append(None)
-                elif p_var:
-                    PR.append(g_rot[self.vpos[p]])
-                    PP.append(g_pos[self.vpos[p]])
-                else:
-                    PR.append(self.Gc_rot[p])
-                    PP.append(self.Gc_pos[p])
-            if PR[0] is None:   # tree roots (no parent): global = local
-                for (a, _, _), r, q in zip(level, LR, LP):
-                    g_rot[a], g_pos[a] = r, q
+        LR_all = local_opt if self.Lc_rot is None else torch.cat([local_opt, self.Lc_rot])
+        LP_all = torch.cat([root_lp[None], self.Lc_pos])
+        GRs, GPs = [], []
+        for lr_idx, lp_idx, groups in self.levels:
+            LR = LR_all.index_select(0, lr_idx)
+            LP = LP_all.index_select(0, lp_idx)
+            n_roots = groups[0][1] if groups[0][0] == -2 else 0
+            PR, PP = [], []
+            for src, _, idx in groups:
+                if src == -1:
+                    PR.append(self.Gc_rot.index_select(0, idx))
+                    PP.append(self.Gc_pos.index_select(0, idx))
+                elif src >= 0:
+                    PR.append(GRs[src].index_select(0, idx))
+                    PP.append(GPs[src].index_select(0, idx))
+            if not PR:                                                       # tree roots: global = local
+                GRs.append(LR)
+                GPs.append(LP)
                 continue
-            PRs, LRs = torch.stack(PR), torch.stack(LR)
-            GR = PRs @ LRs
-            GP = (PRs @ torch.stack(LP)[..., None])[..., 0] + torch.stack(PP)
-            for (a, _, _), r, q in zip(level, GR.unbind(0), GP.unbind(0)):
-                g_rot[a], g_pos[a] = r, q
-        G_rot, G_pos = torch.stack(g_rot), torch.stack(g_pos)               # (Jv, T, 3, 3), (Jv, T, 3)
+            PR = PR[0] if len(PR) == 1 else torch.cat(PR)
+            PP = PP[0] if len(PP) == 1 else torch.cat(PP)
+            GR = PR @ LR[n_roots:]
+            GP = (PR @ LP[n_roots:, ..., None])[..., 0] + PP
+            GRs.append(torch.cat([LR[:n_roots], GR]) if n_roots else GR)
+            GPs.append(torch.cat([LP[:n_roots], GP]) if n_roots else GP)
+        G_rot = GRs[0] if len(GRs) == 1 else torch.cat(GRs)                  # (Jv, T, 3, 3), slot order
+        G_pos = GPs[0] if len(GPs) == 1 else torch.cat(GPs)
         S_rot = G_rot @ self.inv_rot[:, None]
         S_t = (G_rot @ self.inv_trans[:, None, :, None])[..., 0] + G_pos
         S = torch.cat([S_rot.flatten(-2), S_t], -1)                          # (Jv, T, 12)

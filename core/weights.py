@@ -145,6 +145,14 @@ class ActivePairs:
             st = sk = torch.zeros(0, dtype=torch.long, device=dev)
         self.src_keys = st * max(self.num_pairs, 1) + sk  # sorted by (t, k)
         self._src_mask = None
+        self._src_set = None
+        # candidates for the target test: the entries within t_limit at ``_ref`` (a superset of the exact set
+        # while no key vertex has moved more than half the smallest margin since; see ``active``)
+        self._slack = float((self.t_limit - self.t_max).min()) if self.num_pairs else 0.0
+        self._ref = None
+        self._cand = None
+        self._cand_src = None
+        self.refreshes = 0
 
     def active(self, tgt_p: torch.Tensor, alpha: float) -> PairSet:
         """The exact PairSet of entries whose mixed weight ``W_src + α·W_tgt`` is non-zero at ``tgt_p``.
@@ -157,11 +165,25 @@ class ActivePairs:
             return self.build(None)
         if self._src_mask is None:
             self._src_mask = self._mask(self.src_p, self.s_max)
-        mask = self._src_mask
-        if alpha > 0 and tgt_p is not None:
-            mask = mask | self._mask(tgt_p.detach(), self.t_max)
-        t, k = torch.nonzero(mask, as_tuple=True)
-        return self._pairset(t, k)
+        if alpha <= 0 or tgt_p is None:
+            if self._src_set is None:
+                self._src_set = self._pairset(*torch.nonzero(self._src_mask, as_tuple=True))
+            return self._src_set
+        # The target test runs on candidates only: the entries active in the source or within t_limit (t_max
+        # plus a margin) of the target at the last refresh. While no key vertex has moved by half the smallest
+        # margin since, no other pair can have come within t_max, so filtering the candidates gives exactly
+        # the entries (and their order) of the full (T, P) test, at the cost of one gather.
+        p = tgt_p.detach()
+        if self._ref is None or 2.0 * float((p - self._ref).norm(dim=-1).max()) >= self._slack:
+            self._ref = p.clone()
+            t, k = torch.nonzero(self._src_mask | self._mask(p, self.t_limit), as_tuple=True)
+            self._cand = self._pairset(t, k)
+            self._cand_src = self._src_mask[t, k]
+            self.refreshes += 1
+        c = self._cand
+        d2 = (p[c.t, c.j] - p[c.t, c.i]).square().sum(-1)
+        keep = torch.nonzero(self._cand_src | (d2 < c.tgt_dmax.square()), as_tuple=True)[0]
+        return PairSet(*(f.index_select(0, keep) for f in c))
 
     def _mask(self, p: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
         """(T, P) bool: pair k closer than limit[k] at frame t."""

@@ -9,7 +9,7 @@ import textwrap
 from bpy.types import Panel, UIList
 
 from . import deps, operators
-from ..core.ground import floor_advice
+from ..core.advice import floor_advice
 
 CATEGORY = "ReConForM"
 

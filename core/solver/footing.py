@@ -74,11 +74,12 @@ class FootModel:
             self._lock_hi = torch.as_tensor(hi, device=device)
             self._lock_dt = torch.as_tensor(np.maximum(hi - lo, 1) / self.fps, dtype=dtype, device=device)
 
-    def sole_lows(self, sole: torch.Tensor) -> torch.Tensor:
+    def sole_lows(self, sole: torch.Tensor, hs: torch.Tensor = None) -> torch.Tensor:
         """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3): a soft minimum
         (``core.feet.soft_lowest``, temperature SOFT_LOW × h_c), so that on a flat sole, where several points are
-        nearly as low, the gradient is shared instead of jumping from one point to the next."""
-        hs = height(sole, self.ground)
+        nearly as low, the gradient is shared instead of jumping from one point to the next. ``hs``: the sole
+        points' heights (T, S) when the caller has them."""
+        hs = height(sole, self.ground) if hs is None else hs
         big = torch.finfo(hs.dtype).max
         return torch.stack([soft_lowest(torch.where(self.sole_side == k, hs, big), SOFT_LOW * self.h_tgt)
                             for k in (0, 1)], -1)
@@ -95,28 +96,29 @@ class FootModel:
         if self.contact_w is not None:
             self.foot_rel_init = self.foot_relative(h_init, self.sole_lows(sole_init))
 
-    def contact_terms(self, h: torch.Tensor, sole: torch.Tensor, scale=None):
+    def contact_terms(self, h: torch.Tensor, lows: torch.Tensor, scale=None):
         """(floor term, height term) of foot contact: Σ (w (lowest sole point − source foot height))², and
         Σ ((1 − height match weight)(height above the sole − copy-rotations'))² over the foot key vertices.
-        h: (T, N) key-vertex heights; sole: (T, S, 3); scale: optional (N,) per-key-vertex factors."""
-        lows = self.sole_lows(sole)                                                       # (T, 2)
+        h: (T, N) key-vertex heights; lows: (T, 2) ``sole_lows`` of the sole points; scale: optional (N,)
+        per-key-vertex factors."""
         floor = (self.contact_w * (lows - self.contact_h)).square().sum()
         rel = self.foot_relative(h, lows)
         r2 = ((1.0 - self.height_match_w) * (rel - self.foot_rel_init)).square()
         return floor, (r2 if scale is None else r2 * scale).sum()
 
-    def lock_loss(self, sole: torch.Tensor) -> torch.Tensor:
+    def lock_loss(self, sole: torch.Tensor, hs: torch.Tensor = None, lows: torch.Tensor = None) -> torch.Tensor:
         """Foot lock: Σ over frames and sole points of lock weight × |horizontal velocity − the source foot's|²
         (m²/s²; the source's lowest foot point's velocity, scaled like L_sliding's: nearly 0 where it is locked).
 
-        sole: (T, S, 3) sole points. The velocity is the mean over LOCK_WINDOW_S (central difference, as the
-        source's speed), which ignores the capture jitter that a smooth residual cannot remove anyway. A point
-        counts where it is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries
-        the weight; stop-gradient), times the source foot's lock weight."""
-        hs = height(sole, self.ground)                                                    # (T, S)
+        sole: (T, S, 3) sole points; hs: their heights (T, S) and lows: ``sole_lows`` (T, 2) when the caller
+        has them. The velocity is the mean over LOCK_WINDOW_S (central difference, as the source's speed),
+        which ignores the capture jitter that a smooth residual cannot remove anyway. A point counts where it
+        is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries the weight;
+        stop-gradient), times the source foot's lock weight."""
+        hs = height(sole, self.ground) if hs is None else hs                              # (T, S)
         side = self.sole_side
         with torch.no_grad():
-            lows = self.sole_lows(sole)                                                   # (T, 2)
+            lows = self.sole_lows(sole, hs) if lows is None else lows.detach()                # (T, 2)
             rho = (1.0 - (hs - lows.index_select(1, side)) / (0.01 * self.h_tgt)).clamp(0.0, 1.0)
             w = self.lock_w.index_select(1, side) * rho                                   # (T, S)
         d = sole.index_select(0, self._lock_hi)[..., :2] - sole.index_select(0, self._lock_lo)[..., :2]

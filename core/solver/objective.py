@@ -154,16 +154,19 @@ class Objective:
         wh = wf if hm is None else wf * hm
         out["height"] = height_loss(h, self.src_h_cmp, wh, vs["height"]) - floor_barrier(h, vs["height"])
         out["floor"] = floor_barrier(h, vs["height"])
+        hs = lows = None
         if sole is not None:
-            out["floor"] = out["floor"] + floor_barrier(height(sole, self.ground))
+            hs = height(sole, self.ground)                                          # (T, S)
+            out["floor"] = out["floor"] + floor_barrier(hs)
             if feet is not None and feet.contact_w is not None:
-                f, hgt = feet.contact_terms(h, sole, vs["height"])
+                lows = feet.sole_lows(sole, hs)                                     # (T, 2)
+                f, hgt = feet.contact_terms(h, lows, vs["height"])
                 out["floor"] = out["floor"] + f
                 out["height"] = out["height"] + hgt
         vel = sliding(p, self.fps)
         out["sliding"] = sliding_loss(vel, self.src_vel_cmp, wf[:-1], vs["sliding"])
         if feet is not None and feet.lock_w is not None and sole is not None and sole.shape[0] > 1:
-            out["lock"] = feet.lock_loss(sole)
+            out["lock"] = feet.lock_loss(sole, hs, lows)
         out.update(self._pair_terms(p, n, alpha, pairset))
         return out
 

@@ -107,3 +107,30 @@ def test_active_pairs_exact_set_is_the_nonzero_mixed_weight():
         assert got == want and len(want) > 0
         np.testing.assert_allclose(ps.src_dist.numpy(), ds[ps.t, ps.i, ps.j].numpy(), rtol=1e-6)
     assert len(ap.active(tgt, 0.0)) < len(ap.active(tgt, 0.5))
+
+
+def test_active_pairs_reuse_candidates_and_stay_exact():
+    """ActivePairs.active filters cached candidates between refreshes: at every step it must return exactly
+    the entries (and order) of the full (T, P) test: source-active or target pair closer than t_max."""
+    g = torch.Generator().manual_seed(0)
+    T, N = 12, 10
+    src = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+    nrm = torch.nn.functional.normalize(torch.randn((T, N, 3), generator=g, dtype=torch.float64), dim=-1)
+    mask = allowed_pairs(["a"] * 5 + ["b"] * 5, None, True)
+    h = np.full(N, 1.0)
+    pairs = ActivePairs(src, nrm, h, h, mask)
+    ii, jj = np.nonzero(mask)
+    tgt = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+    for step in range(30):
+        # small moves most steps, a jump now and then (forces a refresh)
+        tgt = tgt + (0.3 if step % 10 == 9 else 0.004) * torch.randn((T, N, 3), generator=g, dtype=torch.float64)
+        got = pairs.active(tgt, 0.5)
+        d_s = (src[:, jj] - src[:, ii]).square().sum(-1)
+        d_t = (tgt[:, jj] - tgt[:, ii]).square().sum(-1)
+        full = (d_s < pairs.s_max.square()) | (d_t < pairs.t_max.square())
+        t, k = torch.nonzero(full, as_tuple=True)
+        assert torch.equal(got.t, t) and torch.equal(got.i, pairs.ii[k]) and torch.equal(got.j, pairs.jj[k])
+        want = pairs._pairset(t, k)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert 1 < pairs.refreshes < 30              # candidates were reused, and refreshed after the jumps
+    assert torch.equal(pairs.active(None, 0.0).t, torch.nonzero(d_s < pairs.s_max.square(), as_tuple=True)[0])

@@ -202,7 +202,7 @@ def test_lock_loss_by_hand():
     from types import SimpleNamespace
     job = SimpleNamespace(h_tgt=1.0, ground=0.0, fps=10.0)
     job.sole_side = torch.tensor([0, 0, 1])
-    job.sole_lows = lambda sole: FootModel.sole_lows(job, sole)
+    job.sole_lows = lambda sole, hs=None: FootModel.sole_lows(job, sole, hs)
     T = 3
     job._lock_lo, job._lock_hi = torch.tensor([0, 0, 1]), torch.tensor([1, 2, 2])
     job._lock_dt = (job._lock_hi - job._lock_lo).double() / job.fps                  # 0.1, 0.2, 0.1 s

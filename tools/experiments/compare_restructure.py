@@ -1,0 +1,114 @@
+"""The same retargets by the code of another checkout (``--baseline``, e.g. the commit before a restructure)
+and by this checkout, interleaved in one process: time per run and the largest differences of the results.
+
+    git worktree add /tmp/baseline 05c4f6e
+    .venv/bin/python tools/experiments/compare_restructure.py --baseline /tmp/baseline [--frames 75 300 1000]
+        [--repeat 3] [--threads 2]
+
+Both checkouts are enabled as separate extensions (bl_ext.reconform_old / bl_ext.reconform_new), each
+prepares its own characters from the same imported armatures, and each frame count of make bench's scaling
+clip (NC_bandai_walk_giant_001, ping-pong tiled, onto mh_female_average) is retargeted ``--repeat`` times by
+each side in turn (old, new, old, new, ...): a machine busy for a while slows both. Timed: copy-rotations plus
+the solve (set-up included), no metrics — the new side through core.retarget, the old one as its bench timed
+it. Printed: the median seconds of each side, their ratio, and the largest bone-rotation angle (degrees) and
+hips-location difference (mm) between the two results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def enable(path: pathlib.Path, repo_name: str):
+    """Enable the checkout at ``path`` as ``bl_ext.<repo_name>.reconform``; returns the module prefix."""
+    import bpy
+    import addon_utils  # importable once bpy is
+
+    d = pathlib.Path(tempfile.mkdtemp(prefix=f"{repo_name}_"))
+    (d / "reconform").symlink_to(path.resolve(), target_is_directory=True)
+    bpy.context.preferences.extensions.repos.new(name=repo_name, module=repo_name, custom_directory=str(d),
+                                                 source='USER')
+
+    def fail(ex):
+        raise ex
+    addon_utils.enable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
+    return f"bl_ext.{repo_name}.reconform"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", required=True, help="path of the other checkout")
+    ap.add_argument("--frames", type=int, nargs="+", default=[75, 300])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
+    import numpy as np
+    import torch
+    import bench  # tools/bench.py: SCALING, ASSETS, tile
+
+    torch.set_num_threads(args.threads)
+    old = enable(pathlib.Path(args.baseline), "reconform_old")
+    new = enable(ROOT, "reconform_new")
+
+    def m(prefix, name):
+        return importlib.import_module(f"{prefix}.{name}")
+    br = m(new, "reconform_addon.bridge")
+    src_arm = br.find_armature(br.import_file(str(bench.ASSETS / bench.SCALING[0])))
+    tgt_arm = br.find_armature(br.import_file(str(bench.ASSETS / bench.SCALING[1])))
+    sides = {}
+    for label, prefix in (("old", old), ("new", new)):
+        pipe = m(prefix, "reconform_addon.pipeline")
+        src = pipe.prepare_character(src_arm, keyvert_count=41, fit_body=True)
+        tgt = pipe.prepare_character(tgt_arm, keyvert_count=41)
+        clip = m(prefix, "reconform_addon.bridge").read_motion(src_arm, src.skeleton)
+        sides[label] = (prefix, src, tgt, clip)
+
+    def run(label, frames):
+        prefix, src, tgt, clip = sides[label]
+        mo = bench.tile(m(prefix, "core.types").Motion, clip, frames)
+        settings = m(prefix, "core.solver").SolverSettings(num_threads=args.threads)
+        t = time.perf_counter()
+        if label == "new":
+            rt = m(prefix, "core.retarget")
+            res = rt.run(rt.Retarget(src, mo, tgt, rt.RetargetOptions(settings=settings, metrics=False,
+                                                                       conflicts=False))).motion
+        else:
+            init = m(prefix, "core.copy_rotations").copy_rotations(src, mo, tgt)
+            res = m(prefix, "core.solver").SolveJob(src, mo, tgt, init, settings).run()
+        return time.perf_counter() - t, res
+
+    print(f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} CPUs; baseline {args.baseline}")
+    print("frames | old median s | new median s | new / old | largest rotation difference ° | hips difference mm")
+    for n in args.frames:
+        times = {"old": [], "new": []}
+        res = {}
+        for _ in range(args.repeat):
+            for label in ("old", "new"):
+                dt, res[label] = run(label, n)
+                times[label].append(dt)
+        a, b = res["old"], res["new"]
+        dots = np.abs((a.rotations * b.rotations).sum(-1)).clip(0.0, 1.0)
+        angle = float(np.degrees(2.0 * np.arccos(dots)).max())
+        hips = sides["new"][2].skeleton.index(sides["new"][2].bone_map["hips"])
+        dloc = float(np.abs(a.locations[:, hips] - b.locations[:, hips]).max()) * 1000
+        to, tn = statistics.median(times["old"]), statistics.median(times["new"])
+        print(f"{n} | {to:.2f} | {tn:.2f} | {tn / to:.2f} | {angle:.3f} | {dloc:.2f}", flush=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
+    return 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    sys.stdout.flush()
+    os._exit(rc)
