@@ -53,7 +53,7 @@ def test_real_character_limbs_symmetry_and_sides(addon, assets, name):
 def test_store_load_relock_and_save_reload(addon, assets):
     import bpy
     kvm = mod(addon, "core.keyverts")
-    store_mod = mod(addon, "reconform_addon.keyverts")
+    store_mod = mod(addon, "reconform_addon.bridge.keyverts")
     types = mod(addon, "core.types")
     arm, ch = _character(addon, assets, "orangejuice_male_base_mesh.glb")
     kv = kvm.transfer_keyverts(ch, 41)
@@ -88,7 +88,7 @@ def test_store_load_relock_and_save_reload(addon, assets):
 def test_keyverts_on_a_second_mesh_object_round_trip(addon, clean_scene):
     """Items for vertices of another mesh object of the armature keep that object's name and local index."""
     import bpy
-    types, store_mod = mod(addon, "core.types"), mod(addon, "reconform_addon.keyverts")
+    types, store_mod = mod(addon, "core.types"), mod(addon, "reconform_addon.bridge.keyverts")
     arm = bpy.data.objects.new("Arm", bpy.data.armatures.new("Arm"))
     bpy.context.scene.collection.objects.link(arm)
     objs = []

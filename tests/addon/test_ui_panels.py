@@ -143,11 +143,11 @@ def test_missing_required_bones_are_flagged(addon, clean_scene):
 
 
 def test_running_state_shows_progress_and_esc_hint(addon, clean_scene):
-    panels, ops = ui(addon, "panels"), ui(addon, "operators")
+    panels, session = ui(addon, "panels"), ui(addon, "session")
     s = clean_scene.reconform
     s.source, s.target = _arm("A"), _arm("B")
     s.progress, s.status = 0.4, "Solving 48/120, loss 0.5"
-    ops._RUNNING[clean_scene.name_full] = object()
+    session.track(clean_scene, object())
     try:
         lay = draw_panel(panels.VIEW3D_PT_reconform_run, bpy.context)
         bars = [kw for k, kw in lay.calls if k == "progress"]
@@ -156,12 +156,12 @@ def test_running_state_shows_progress_and_esc_hint(addon, clean_scene):
         assert any("Esc" in t for t in lay.texts())
         assert not bpy.ops.reconform.retarget.poll()
     finally:
-        ops._RUNNING.clear()
+        session.untrack(clean_scene)
     assert bpy.ops.reconform.retarget.poll()
 
 
 def test_conflict_list_rows_sliders_and_frames(addon, clean_scene):
-    panels, ops = ui(addon, "panels"), ui(addon, "operators")
+    panels, ops = ui(addon, "panels"), ui(addon, "operators.conflicts")
     cf = core(addon, "conflicts")
     s = clean_scene.reconform
     ops.fill_conflicts(s, [cf.Conflict("torso", "dist", "pen", -0.6, 0.2, (10, 30)),

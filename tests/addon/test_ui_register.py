@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from .ui_helpers import ui
+from .ui_helpers import core, ui
 
 bpy = pytest.importorskip("bpy")
 
@@ -48,7 +48,7 @@ def test_scene_settings_and_preferences(addon, clean_scene):
 def test_advanced_defaults_mirror_solver_settings(addon, clean_scene):
     """The panel's advanced fields are SolverSettings fields with the balanced preset's defaults."""
     props = ui(addon, "properties")
-    solver = pytest.importorskip(addon.__name__ + ".core.solver")
+    solver = core(addon, "solver")   # our own solver: a broken import fails here, it is not skipped
     base = solver.SolverSettings.preset("balanced")
     s = clean_scene.reconform
     assert set(props.ADVANCED_NAMES) == {f[0] for f in props.ADVANCED_FLOATS + props.ADVANCED_INTS +
@@ -60,7 +60,7 @@ def test_advanced_defaults_mirror_solver_settings(addon, clean_scene):
 
 def test_quality_preset_and_overrides_reach_solver_settings(addon, clean_scene):
     s = clean_scene.reconform
-    solver = pytest.importorskip(addon.__name__ + ".core.solver")
+    solver = core(addon, "solver")   # our own solver: a broken import fails here, it is not skipped
     s.quality = 'FAST'
     fast = solver.SolverSettings.preset("fast")
     assert s.iterations == fast.iterations          # the update callback copied the preset
@@ -77,7 +77,6 @@ def test_quality_preset_and_overrides_reach_solver_settings(addon, clean_scene):
 
 
 def test_source_floor_reaches_solver_settings(addon, clean_scene):
-    pytest.importorskip(addon.__name__ + ".core.solver")
     s = clean_scene.reconform
     assert s.source_ground == 'ZERO' and s.solver_settings().source_ground == "zero"
     for item, mode in (('ESTIMATE', "estimate"), ('TRACK', "track")):
@@ -92,7 +91,6 @@ def test_source_floor_reaches_solver_settings(addon, clean_scene):
 
 
 def test_default_device_comes_from_the_preferences(addon, clean_scene):
-    pytest.importorskip(addon.__name__ + ".core.solver")
     s = clean_scene.reconform
     prefs = bpy.context.preferences.addons[addon.__name__].preferences
     assert s.device == 'DEFAULT' and s.solver_settings().device == "cpu"
@@ -120,7 +118,7 @@ def test_bone_map_rows_and_owner(addon, clean_scene):
 
 def test_non_armature_characters_are_refused_with_a_clear_message(addon, clean_scene):
     """The pointer's poll hides meshes in the UI; Python can still assign one, and Retarget then refuses."""
-    props, ops = ui(addon, "properties"), ui(addon, "operators")
+    props, ops = ui(addon, "properties"), ui(addon, "operators.retarget")
     me = bpy.data.objects.new("Body", bpy.data.meshes.new("Body"))
     arm = bpy.data.objects.new("Arm", bpy.data.armatures.new("Arm"))
     assert not props._is_armature(None, me) and props._is_armature(None, arm)
