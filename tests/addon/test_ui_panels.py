@@ -2,12 +2,19 @@
 and icons (``FakeLayout`` checks them: UI layouts cannot be created headless). Bone-map operators run for real."""
 
 import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from .ui_helpers import Stub, core, draw_panel, ui
 
 bpy = pytest.importorskip("bpy")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _panels(addon):
@@ -214,3 +221,92 @@ def test_metric_labels_and_better_worse_marks(addon, clean_scene):
     advice = [kw.get("text", "") for k, kw in lay.calls if k == "label"]
     assert any(kw["icon"] == 'INFO' for k, kw in lay.calls if k == "label")
     assert "Track Drift" in " ".join(advice) and all(len(t) <= 44 for t in advice)
+
+
+def test_panels_draw_without_torch(tmp_path):
+    """Drawing never needs torch: in a fresh process where importing torch fails, the add-on enables, and every
+    panel, list and the preferences draw a scene with two armatures, key vertices, a bone map, metrics,
+    conflicts and a run in flight; torch is still not imported afterwards."""
+    script = textwrap.dedent(f"""
+        import sys, pathlib, tempfile
+        sys.modules["torch"] = None                      # `import torch` raises ImportError from here on
+        import bpy, addon_utils
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.addon.ui_helpers import Stub, draw_panel
+        d = pathlib.Path(tempfile.mkdtemp())
+        (d / "reconform").symlink_to({str(ROOT)!r}, target_is_directory=True)
+        bpy.context.preferences.extensions.repos.new(name="nt", module="nt", custom_directory=str(d), source='USER')
+        def _raise(ex): raise ex
+        addon_utils.enable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
+        pkg = "bl_ext.nt.reconform.reconform_addon"
+        panels, session = sys.modules[pkg + ".panels"], sys.modules[pkg + ".session"]
+        conflicts = sys.modules[pkg + ".operators.conflicts"]
+        gizmos = sys.modules[pkg + ".gizmos"]
+
+        scene = bpy.context.scene
+        def armature(name):
+            arm = bpy.data.objects.new(name, bpy.data.armatures.new(name))
+            scene.collection.objects.link(arm)
+            bpy.context.view_layer.objects.active = arm
+            bpy.ops.object.mode_set(mode='EDIT')
+            for i, b in enumerate(("hips", "spine", "head")):
+                eb = arm.data.edit_bones.new(b)
+                eb.head, eb.tail = (0, 0, 1 + 0.2 * i), (0, 0, 1.2 + 0.2 * i)
+            bpy.ops.object.mode_set(mode='OBJECT')
+            return arm
+        src, tgt = armature("Src"), armature("Tgt")
+        me = bpy.data.meshes.new("Body")
+        me.from_pydata([(0, 0, 1), (0.1, 0, 1.2), (0, 0.1, 1.4)], [], [(0, 1, 2)])
+        body = bpy.data.objects.new("Body", me)
+        scene.collection.objects.link(body)
+        body.modifiers.new("Armature", 'ARMATURE').object = tgt
+        for i, (name, limb) in enumerate((("navel", "torso"), ("nose", "head"))):
+            it = body.reconform_keyverts.add()
+            it.name, it.limb, it.index, it.locked = name, limb, i, i == 1
+
+        s = scene.reconform
+        s.source, s.target = src, tgt
+        s.keyvert_role, s.show_keyverts = 'TARGET', True
+        for role, arm in (("source", src), ("target", tgt)):
+            s.set_bone_map(role, {{"hips": "hips", "spine": "spine", "head": "head"}}, "custom", arm.name)
+        s.set_metrics({{"floor_pen_mean": 0.01, "grounded_f1": 0.9}}, {{"floor_pen_mean": 0.03, "grounded_f1": 0.8}})
+        conflicts.fill_conflicts(s, [dict(body_part="torso", term_a="dist", term_b="pen", cosine=-0.6, severity=0.2,
+                                          frames=(10, 30))])   # core.conflicts.Conflict's fields (it imports torch)
+        s.use_custom_range, s.source_ground, s.device = True, 'CUSTOM', 'CUDA'
+
+        def draw_all():
+            drawn = []
+            for cls in panels.classes:
+                if issubclass(cls, bpy.types.Panel):
+                    if draw_panel(cls, bpy.context) is not None:
+                        drawn.append(cls.__name__)
+            for role in ('SOURCE', 'TARGET'):
+                s.bone_map_role = role
+                draw_panel(panels.VIEW3D_PT_reconform_bone_map, bpy.context)
+                for it in s.bone_map_items(role):
+                    st = Stub()
+                    panels.RECONFORM_UL_bone_map.draw_item(st, bpy.context, st.layout, s, it, 0, s, "x")
+            for c in s.conflicts:
+                st = Stub()
+                panels.RECONFORM_UL_conflicts.draw_item(st, bpy.context, st.layout, s, c, 0, s, "conflicts_index")
+            prefs = bpy.context.preferences.addons["bl_ext.nt.reconform"].preferences
+            st = Stub(proxy=prefs); type(prefs).draw(st, bpy.context)
+            assert gizmos.RECONFORM_GGT_keyverts.poll(bpy.context)
+            return drawn
+
+        drawn = draw_all()
+        assert len(drawn) == len([c for c in panels.classes if issubclass(c, bpy.types.Panel)]), drawn
+        lay = draw_panel(panels.VIEW3D_PT_reconform_keyverts, bpy.context)
+        assert "2 key vertices, 1 placed by hand" in lay.texts(), lay.texts()
+        session.track(scene, object())                   # a run in flight: the progress bar
+        draw_all()
+        session.untrack(scene)
+        assert sys.modules.get("torch") is None, "torch was imported"
+        assert not [m for m in sys.modules if m.startswith("torch.")], "a torch submodule was imported"
+        addon_utils.disable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
+        print("DRAWN-WITHOUT-TORCH")
+    """)
+    env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                       cwd=str(ROOT))
+    assert "DRAWN-WITHOUT-TORCH" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
