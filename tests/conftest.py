@@ -73,3 +73,12 @@ def clean_scene():
     bpy = pytest.importorskip("bpy")
     bpy.ops.wm.read_homefile(use_empty=True)
     yield bpy.context.scene
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A test that reads the shared assets (the ``assets`` fixture, directly or through another fixture) must be
+    marked ``assets``, so that ``-m "not assets"`` really leaves them out."""
+    unmarked = [it.nodeid for it in items if "assets" in it.fixturenames and it.get_closest_marker("assets") is None]
+    if unmarked:
+        raise pytest.UsageError("tests reading ../shared/assets without @pytest.mark.assets: " + ", ".join(unmarked))

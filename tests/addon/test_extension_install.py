@@ -13,7 +13,6 @@ import textwrap
 
 import pytest
 
-from ..conftest import assets_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -54,8 +53,9 @@ def test_zip_holds_the_package_and_no_dev_files(built_zip):
     assert not any("__pycache__" in n for n in names)
 
 
-def test_install_enable_retarget_disable(built_zip, tmp_path):
-    assets = assets_dir()
+@pytest.mark.slow
+@pytest.mark.assets
+def test_install_enable_retarget_disable(built_zip, assets, tmp_path):
     script = textwrap.dedent(f"""
         import sys, os
         import bpy, addon_utils

@@ -24,6 +24,7 @@ def _character(addon, assets, name):
     return arm, mod(addon, "core.types").Character(sk, mesh, dict(bm))
 
 
+@pytest.mark.assets
 @pytest.mark.parametrize("name", SUBSET)
 def test_real_character_limbs_symmetry_and_sides(addon, assets, name):
     assert name in CHARACTERS
@@ -50,6 +51,7 @@ def test_real_character_limbs_symmetry_and_sides(addon, assets, name):
     assert ((nrm[kv.vertex_ids[hf]] * tpl.directions[hf]).sum(1) > 0).all()       # palm / sole / back side
 
 
+@pytest.mark.assets
 def test_store_load_relock_and_save_reload(addon, assets):
     import bpy
     kvm = mod(addon, "core.keyverts")

@@ -9,7 +9,6 @@ share.
 
 import json
 import math
-import threading
 import time
 
 import numpy as np
@@ -18,6 +17,8 @@ import pytest
 from .ui_helpers import FakeJob, core, draw_panel, quick_transfer, scene_fingerprint, ui
 
 bpy = pytest.importorskip("bpy")
+
+pytestmark = pytest.mark.assets
 
 SRC, TGT = "Rig", "metarig"
 SRC_MESH, TGT_MESH = "Mannequin", "mesh"
@@ -266,31 +267,6 @@ def test_worker_error_reports_one_line_and_writes_nothing(addon, pair_blend):
     (kind, msg), = drv.reports
     assert kind == {'ERROR'} and "nothing was written" in msg and "boom at step 2" in msg
     assert scene_fingerprint(bpy) == before
-
-
-def test_solve_runner_events_and_cancel(addon):
-    session = ui(addon, "session")
-    gate = threading.Event()
-    job = FakeJob(result="R", total=50, gate=gate)
-    runner = session.SolveRunner(job, finish=lambda j: ("finished", j.result()))
-    runner.start()
-    gate.set()
-    runner.thread.join(10)
-    evs = runner.events()
-    assert [k for k, _ in evs].count("progress") == 50 and evs[-1] == ("done", ("finished", "R"))
-    assert [p.step for k, p in evs if k == "progress"] == list(range(1, 51))
-    # cancel while blocked: the worker stops before the next step and reports 'cancelled'
-    gate2 = threading.Event()
-    job2 = FakeJob(result="R", total=50, gate=gate2)
-    r2 = session.SolveRunner(lambda say: (say("setting up"), job2)[1], finish=lambda j: "never")
-    r2.start()
-    time.sleep(0.05)
-    r2.cancel()
-    gate2.set()
-    r2.thread.join(10)
-    kinds = [k for k, _ in r2.events()]
-    assert kinds[0] == "status" and kinds[-1] == "cancelled" and "done" not in kinds
-    assert job2.stepped < 50
 
 
 def test_invoke_in_background_runs_synchronously(addon, pair_blend):
