@@ -223,10 +223,11 @@ def test_metric_labels_and_better_worse_marks(addon, clean_scene):
     assert "Track Drift" in " ".join(advice) and all(len(t) <= 44 for t in advice)
 
 
-def test_panels_draw_without_torch(tmp_path):
+def test_drawing_and_reading_a_motion_never_import_torch(tmp_path):
     """Drawing never needs torch: in a fresh process where importing torch fails, the add-on enables, and every
     panel, list and the preferences draw a scene with two armatures, key vertices, a bone map, metrics,
-    conflicts and a run in flight; torch is still not imported afterwards."""
+    conflicts and a run in flight. Reading a motion (Euler and axis-angle channels) and writing it back do not
+    need it either. torch is still not imported afterwards."""
     script = textwrap.dedent(f"""
         import sys, pathlib, tempfile
         sys.modules["torch"] = None                      # `import torch` raises ImportError from here on
@@ -301,12 +302,25 @@ def test_panels_draw_without_torch(tmp_path):
         session.track(scene, object())                   # a run in flight: the progress bar
         draw_all()
         session.untrack(scene)
+        # the bridge reads Euler / axis-angle channels and writes quaternions with core.rotations_np
+        bridge = sys.modules[pkg + ".bridge"]
+        src.pose.bones["spine"].rotation_mode = 'ZXY'
+        src.pose.bones["head"].rotation_mode = 'AXIS_ANGLE'
+        for f, a in ((1, 0.0), (5, 0.7)):
+            src.pose.bones["spine"].rotation_euler = (a, 0.2, -a)
+            src.pose.bones["spine"].keyframe_insert("rotation_euler", frame=f)
+            src.pose.bones["head"].rotation_axis_angle = (a, 0.0, 1.0, 0.0)
+            src.pose.bones["head"].keyframe_insert("rotation_axis_angle", frame=f)
+        sk = bridge.read_skeleton(src)
+        motion = bridge.read_motion(src, sk)
+        assert motion.rotations.shape == (5, 3, 4), motion.rotations.shape
+        bridge.write_motion(src, sk, motion, "Copy")
         assert sys.modules.get("torch") is None, "torch was imported"
         assert not [m for m in sys.modules if m.startswith("torch.")], "a torch submodule was imported"
         addon_utils.disable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
-        print("DRAWN-WITHOUT-TORCH")
+        print("NO-TORCH-NEEDED")
     """)
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
                        cwd=str(ROOT))
-    assert "DRAWN-WITHOUT-TORCH" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "NO-TORCH-NEEDED" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
