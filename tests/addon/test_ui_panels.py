@@ -2,19 +2,12 @@
 and icons (``FakeLayout`` checks them: UI layouts cannot be created headless). Bone-map operators run for real."""
 
 import json
-import os
-import pathlib
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from .ui_helpers import Stub, core, draw_panel, ui
+from .ui_helpers import Stub, core, draw_panel, run_enabled_in_fresh_process, ui
 
 bpy = pytest.importorskip("bpy")
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _panels(addon):
@@ -228,18 +221,11 @@ def test_drawing_and_reading_a_motion_never_import_torch(tmp_path):
     panel, list and the preferences draw a scene with two armatures, key vertices, a bone map, metrics,
     conflicts and a run in flight. Reading a motion (Euler and axis-angle channels) and writing it back do not
     need it either. torch is still not imported afterwards."""
-    script = textwrap.dedent(f"""
-        import sys, pathlib, tempfile
+    prelude = """
+        import sys
         sys.modules["torch"] = None                      # `import torch` raises ImportError from here on
-        import bpy, addon_utils
-        sys.path.insert(0, {str(ROOT)!r})
-        from tests.addon.ui_helpers import Stub, draw_panel
-        d = pathlib.Path(tempfile.mkdtemp())
-        (d / "reconform").symlink_to({str(ROOT)!r}, target_is_directory=True)
-        bpy.context.preferences.extensions.repos.new(name="nt", module="nt", custom_directory=str(d), source='USER')
-        def _raise(ex): raise ex
-        addon_utils.enable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
-        pkg = "bl_ext.nt.reconform.reconform_addon"
+    """
+    run_enabled_in_fresh_process(tmp_path, prelude, """
         panels, session = sys.modules[pkg + ".panels"], sys.modules[pkg + ".session"]
         conflicts = sys.modules[pkg + ".operators.conflicts"]
         gizmos = sys.modules[pkg + ".gizmos"]
@@ -269,8 +255,8 @@ def test_drawing_and_reading_a_motion_never_import_torch(tmp_path):
         s.source, s.target = src, tgt
         s.keyvert_role, s.show_keyverts = 'TARGET', True
         for role, arm in (("source", src), ("target", tgt)):
-            s.set_bone_map(role, {{"hips": "hips", "spine": "spine", "head": "head"}}, "custom", arm.name)
-        s.set_metrics({{"floor_pen_mean": 0.01, "grounded_f1": 0.9}}, {{"floor_pen_mean": 0.03, "grounded_f1": 0.8}})
+            s.set_bone_map(role, {"hips": "hips", "spine": "spine", "head": "head"}, "custom", arm.name)
+        s.set_metrics({"floor_pen_mean": 0.01, "grounded_f1": 0.9}, {"floor_pen_mean": 0.03, "grounded_f1": 0.8})
         conflicts.fill_conflicts(s, [dict(body_part="torso", term_a="dist", term_b="pen", cosine=-0.6, severity=0.2,
                                           frames=(10, 30))])   # core.conflicts.Conflict's fields (it imports torch)
         s.use_custom_range, s.source_ground, s.device = True, 'CUSTOM', 'CUDA'
@@ -317,10 +303,4 @@ def test_drawing_and_reading_a_motion_never_import_torch(tmp_path):
         bridge.write_motion(src, sk, motion, "Copy")
         assert sys.modules.get("torch") is None, "torch was imported"
         assert not [m for m in sys.modules if m.startswith("torch.")], "a torch submodule was imported"
-        addon_utils.disable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
-        print("NO-TORCH-NEEDED")
     """)
-    env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
-                       cwd=str(ROOT))
-    assert "NO-TORCH-NEEDED" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
