@@ -24,7 +24,7 @@ def core(addon, name):
 
 
 def run_enabled_in_fresh_process(tmp_path, prelude: str, body: str, timeout: float = 120.0):
-    """Run ``body`` in a fresh Python with the bpy wheel: ``prelude`` first (e.g. make torch unimportable), then
+    """Run ``body`` in a fresh process (Python with the bpy wheel, or a background Blender): ``prelude`` first (e.g. make torch unimportable), then
     the add-on is enabled from this checkout as ``bl_ext.nt.reconform`` (``pkg`` names its ``reconform_addon``;
     ``sys``, ``bpy``, ``addon_utils``, ``draw_panel`` and ``Stub`` are in scope), then ``body``, then it is
     disabled. Asserts the script got to its end."""
@@ -43,9 +43,14 @@ def run_enabled_in_fresh_process(tmp_path, prelude: str, body: str, timeout: flo
         addon_utils.disable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
         print("FRESH-PROCESS-DONE")
     """)])
+    import bpy
+
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout,
-                       cwd=str(ROOT))
+    if bpy.app.binary_path:  # inside a Blender binary (pytest-blender): a background Blender runs the script
+        cmd = [bpy.app.binary_path, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", script]
+    else:                    # the bpy wheel: a plain Python imports bpy
+        cmd = [sys.executable, "-c", script]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
     assert "FRESH-PROCESS-DONE" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
 
 
