@@ -8,7 +8,7 @@ PYTEST  := $(PYTHON) -m pytest -p no:pytest-blender
 BLEXT    = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','..','addons_core','bl_pkg','cli','blender_ext.py')))")
 BLTAGS   = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','_bpy_internal','extensions','tags.py')))")
 
-.PHONY: install demo test test-core test-core-numpy2 bench extension clean test-bpy5
+.PHONY: install demo test test-fast test-core test-core-numpy2 bench extension clean test-bpy5
 
 $(STAMP): requirements.txt
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PYTEST) -q
+
+# Everything not marked slow or assets (pytest.ini): tests/core, the add-on's UI and bridge tests on synthetic
+# scenes, and a smoke retarget on a generated pair (tests/addon/test_smoke_retarget.py).
+test-fast: $(STAMP)
+	$(PYTEST) -q -m "not slow and not assets"
 
 test-core: $(STAMP)
 	$(PYTEST) -q tests/core

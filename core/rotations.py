@@ -1,7 +1,8 @@
 """Rotation conversions. Quaternions are WXYZ (Blender's order), matrices act on column vectors.
 
-Every function takes torch tensors (any float dtype/device, any leading batch shape ``...``) and, for
-convenience on the bridge side, numpy arrays too: numpy in, numpy out (computed in float64).
+Every function takes torch tensors (any float dtype/device, any leading batch shape ``...``) and numpy arrays
+too: numpy in, numpy out (computed in float64). Functions with a pure-numpy twin in ``core.rotations_np``
+hand numpy inputs to it; that module never imports torch, so the bridge reads motions with it directly.
 """
 
 from __future__ import annotations
@@ -11,14 +12,28 @@ import functools
 import numpy as np
 import torch
 
+from . import rotations_np
+from .rotations_np import quat_make_continuous
 
-def _numpy_compatible(fn):
-    """Let ``fn`` accept numpy arrays: convert to float64 tensors and convert results back."""
+__all__ = ["quat_normalize", "quat_conjugate", "quat_multiply", "quat_to_matrix", "matrix_to_quat", "sixd_to_matrix",
+           "matrix_to_sixd", "quat_rotate", "quat_between", "quat_make_continuous", "rotation_angle_deg"]
+
+
+def _numpy_compatible(fn=None, *, twin=None):
+    """Let ``fn`` accept numpy arrays: numpy in, numpy out (float64).
+
+    With ``twin`` (the ``core.rotations_np`` function of the same name) numpy-only calls go there; otherwise
+    the arrays become float64 tensors and the results are converted back.
+    """
+    if fn is None:
+        return functools.partial(_numpy_compatible, twin=twin)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if not any(isinstance(a, np.ndarray) for a in args):
             return fn(*args, **kwargs)
+        if twin is not None and not any(isinstance(a, torch.Tensor) for a in args):
+            return twin(*args, **kwargs)
         targs = [torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)) if isinstance(a, np.ndarray) else a
                  for a in args]
         out = fn(*targs, **kwargs)
@@ -27,19 +42,19 @@ def _numpy_compatible(fn):
     return wrapper
 
 
-@_numpy_compatible
+@_numpy_compatible(twin=rotations_np.quat_normalize)
 def quat_normalize(q, eps: float = 1e-12):
     """(..., 4) -> (..., 4) unit quaternions."""
     return q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
 
 
-@_numpy_compatible
+@_numpy_compatible(twin=rotations_np.quat_conjugate)
 def quat_conjugate(q):
     """(..., 4) -> (..., 4); the inverse of a unit quaternion."""
     return q * q.new_tensor([1.0, -1.0, -1.0, -1.0])
 
 
-@_numpy_compatible
+@_numpy_compatible(twin=rotations_np.quat_multiply)
 def quat_multiply(a, b):
     """Hamilton product ``a ⊗ b`` of (..., 4) WXYZ quaternions (apply b first, then a)."""
     aw, ax, ay, az = a.unbind(-1)
@@ -52,7 +67,7 @@ def quat_multiply(a, b):
     ), dim=-1)
 
 
-@_numpy_compatible
+@_numpy_compatible(twin=rotations_np.quat_to_matrix)
 def quat_to_matrix(q):
     """(..., 4) WXYZ (need not be unit) -> (..., 3, 3) rotation matrices."""
     q = quat_normalize(q)
@@ -64,7 +79,7 @@ def quat_to_matrix(q):
     ), dim=-1).reshape(q.shape[:-1] + (3, 3))
 
 
-@_numpy_compatible
+@_numpy_compatible(twin=rotations_np.matrix_to_quat)
 def matrix_to_quat(m):
     """(..., 3, 3) rotation matrices -> (..., 4) unit WXYZ quaternions with w >= 0.
 
@@ -129,18 +144,6 @@ def quat_between(a, b):
     opposite = w < 1e-9
     q = torch.where(opposite, torch.cat((torch.zeros_like(w), alt), -1), torch.cat((w, xyz), -1))
     return quat_normalize(q)
-
-
-def quat_make_continuous(q: np.ndarray, axis: int = 0) -> np.ndarray:
-    """Flip signs along ``axis`` (time) so that consecutive quaternions have a non-negative dot product.
-
-    q: (T, ..., 4) with time on ``axis``. Returns a new array; rotations are unchanged.
-    """
-    q = np.moveaxis(np.array(q, dtype=np.float64, copy=True), axis, 0)
-    for t in range(1, len(q)):
-        flip = (q[t] * q[t - 1]).sum(-1) < 0
-        q[t][flip] *= -1
-    return np.moveaxis(q, 0, axis)
 
 
 def rotation_angle_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -8,8 +8,10 @@ import textwrap
 
 from bpy.types import Panel, UIList
 
-from . import deps, operators
+from . import deps, session
 from ..core.advice import floor_advice
+from .bridge import find_meshes
+from .bridge import keyverts as kvstore
 
 CATEGORY = "ReConForM"
 
@@ -72,8 +74,6 @@ def draw_meshes(col, arm):
     """One line under a character: the meshes it deforms, or the note that a body will be fitted."""
     if arm is None:
         return
-    from .bridge import find_meshes
-
     try:
         meshes = find_meshes(arm)
     except Exception:  # noqa: BLE001 - drawing must never fail
@@ -223,10 +223,8 @@ class VIEW3D_PT_reconform_keyverts(_Base, Panel):
         if arm is None:
             layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
             return
-        from . import gizmos
-
         try:
-            items = gizmos.keyvert_items(gizmos.keyvert_holder(arm))
+            items = kvstore.items(kvstore.holder_mesh(arm))
         except Exception:  # noqa: BLE001 - drawing must never fail
             items = None
         n = len(items) if items is not None else 0
@@ -310,7 +308,7 @@ class VIEW3D_PT_reconform_run(_Base, Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reconform
-        running = operators.is_running(context.scene)
+        running = session.is_running(context.scene)
         col = layout.column()
         if s.method == 'COPY_ROTATIONS':
             col.prop(s, "push_to_nla")
@@ -336,7 +334,7 @@ class VIEW3D_PT_reconform_conflicts(_Base, Panel):
     @classmethod
     def poll(cls, context):
         s = getattr(context.scene, "reconform", None)
-        return s is not None and (len(s.conflicts) > 0 or operators.last_solve(context.scene) is not None)
+        return s is not None and (len(s.conflicts) > 0 or session.last_solve(context.scene) is not None)
 
     def draw(self, context):
         layout = self.layout

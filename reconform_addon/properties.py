@@ -3,7 +3,8 @@
 Everything the N-panel shows lives here: the two characters, the clip and frame range, one bone map per
 character role, the key-vertex template size, solver quality and advanced weights, progress and status of a
 running retarget, the metrics of the last solve and the conflicts it found. Key vertices themselves live on
-the mesh objects (``reconform_addon.keyverts``), so they travel with the character.
+the mesh objects (``Object.reconform_keyverts``, items ``RECONFORM_PG_keyvert``; read and written by
+``bridge.keyverts``), so they travel with the character.
 
 Nothing here imports torch; ``solver_settings()`` imports ``core.solver`` when called.
 """
@@ -13,8 +14,8 @@ import dataclasses
 import json
 
 import bpy
-from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
-                       PointerProperty, StringProperty)
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, FloatVectorProperty,
+                       IntProperty, PointerProperty, StringProperty)
 from bpy.types import PropertyGroup
 
 ROLES = ('source', 'target')
@@ -92,6 +93,19 @@ def _tag_redraw(self=None, context=None):
         for area in win.screen.areas:
             if area.type == 'VIEW_3D':
                 area.tag_redraw()
+
+
+class RECONFORM_PG_keyvert(PropertyGroup):
+    """One key vertex of a character (``name`` is the template name, e.g. 'left_palm'); ``bridge.keyverts``
+    converts a mesh object's collection of them to and from a ``core.KeyVertexSet``."""
+
+    index: IntProperty(name="Vertex", description="Vertex index in the mesh object", default=-1, min=-1)
+    limb: StringProperty(name="Limb", description="Body limb of the key vertex (torso, left_hand, ...)")
+    locked: BoolProperty(name="Locked", description="Placed by hand: a new transfer keeps it", default=False)
+    co: FloatVectorProperty(name="Rest Position", description="Cached rest-pose position (object space)", size=3,
+                            subtype='XYZ')
+    mesh: StringProperty(name="Mesh", description="Mesh object of the vertex when it is not the holder "
+                                                  "(several meshes on one armature)")
 
 
 class ReconformBoneMapItem(PropertyGroup):
@@ -339,12 +353,14 @@ def flatten_metrics(metrics, prefix: str = "") -> dict:
     return out
 
 
-classes = (ReconformBoneMapItem, ReconformConflict, ReconformMetric, ReconformSettings)
+classes = (RECONFORM_PG_keyvert, ReconformBoneMapItem, ReconformConflict, ReconformMetric, ReconformSettings)
 
 
 def register():
+    bpy.types.Object.reconform_keyverts = CollectionProperty(type=RECONFORM_PG_keyvert)
     bpy.types.Scene.reconform = PointerProperty(type=ReconformSettings)
 
 
 def unregister():
     del bpy.types.Scene.reconform
+    del bpy.types.Object.reconform_keyverts

@@ -9,7 +9,25 @@ import tempfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-ASSETS = ROOT.parent / "shared" / "assets"
+
+
+def _find_assets() -> pathlib.Path:
+    """``$RECONFORM_ASSETS``, else ../shared/assets beside this checkout, else beside the main checkout when this
+    one is a git worktree (its .git file names the main repository's git directory)."""
+    if os.environ.get("RECONFORM_ASSETS"):
+        return pathlib.Path(os.environ["RECONFORM_ASSETS"])
+    here = ROOT.parent / "shared" / "assets"
+    git = ROOT / ".git"
+    if not here.is_dir() and git.is_file():  # "gitdir: <main>/.git/worktrees/<name>"
+        line = git.read_text().strip()
+        if line.startswith("gitdir:"):
+            main = pathlib.Path(line.split(":", 1)[1].strip()).resolve().parents[2]
+            if (main.parent / "shared" / "assets").is_dir():
+                return main.parent / "shared" / "assets"
+    return here
+
+
+ASSETS = _find_assets()
 
 if "bpy" not in sys.modules:  # bpy wheel: isolate Blender's user dirs BEFORE the first import of bpy
     os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
@@ -55,3 +73,12 @@ def clean_scene():
     bpy = pytest.importorskip("bpy")
     bpy.ops.wm.read_homefile(use_empty=True)
     yield bpy.context.scene
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A test that reads the shared assets (the ``assets`` fixture, directly or through another fixture) must be
+    marked ``assets``, so that ``-m "not assets"`` really leaves them out."""
+    unmarked = [it.nodeid for it in items if "assets" in it.fixturenames and it.get_closest_marker("assets") is None]
+    if unmarked:
+        raise pytest.UsageError("tests reading ../shared/assets without @pytest.mark.assets: " + ", ".join(unmarked))

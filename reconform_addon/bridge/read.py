@@ -11,6 +11,7 @@ import re
 import bpy
 import numpy as np
 
+from ...core.rotations_np import axis_angle_to_quat, euler_to_quat, matrix_to_quat
 from ...core.types import Motion, Skeleton, SkinnedMesh
 from .errors import BridgeError
 
@@ -240,68 +241,6 @@ def read_skinned_mesh(arm_obj, skeleton: Skeleton, mesh_objs=None, report=None) 
 
 # ----------------------------------------------------------------------------------------------- motion
 
-def euler_to_quat(euler: np.ndarray, order: str) -> np.ndarray:
-    """(..., 3) Euler angles (radians, Blender's ``rotation_mode`` order, e.g. 'XYZ') -> (..., 4) WXYZ.
-
-    Blender's 'XYZ' applies X first: R = Rz @ Ry @ Rx.
-    """
-    euler = np.asarray(euler, dtype=np.float64)
-    q = np.zeros(euler.shape[:-1] + (4,))
-    q[..., 0] = 1.0
-    for axis_name in order:
-        a = "XYZ".index(axis_name)
-        half = euler[..., a] * 0.5
-        qa = np.zeros_like(q)
-        qa[..., 0] = np.cos(half)
-        qa[..., 1 + a] = np.sin(half)
-        q = _qmul(qa, q)
-    return q
-
-
-def axis_angle_to_quat(aa: np.ndarray) -> np.ndarray:
-    """(..., 4) Blender axis-angle (angle, x, y, z) -> (..., 4) WXYZ (a zero axis gives the identity)."""
-    aa = np.asarray(aa, dtype=np.float64)
-    axis = aa[..., 1:]
-    n = np.linalg.norm(axis, axis=-1, keepdims=True)
-    ok = n[..., 0] > 1e-12
-    half = aa[..., 0] * 0.5
-    q = np.zeros(aa.shape)
-    q[..., 0] = np.where(ok, np.cos(half), 1.0)
-    q[..., 1:] = np.where(ok[..., None], axis / np.where(n > 1e-12, n, 1.0) * np.sin(half)[..., None], 0.0)
-    return q
-
-
-def _qmul(a, b):
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack([aw * bw - ax * bx - ay * by - az * bz,
-                     aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw], -1)
-
-
-def matrix_to_quat_np(m: np.ndarray) -> np.ndarray:
-    """(..., 3, 3) rotation matrices (columns may carry scale) -> (..., 4) WXYZ unit quaternions."""
-    m = np.asarray(m, dtype=np.float64)
-    m = m / np.maximum(np.linalg.norm(m, axis=-2, keepdims=True), 1e-12)
-    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
-    cands = np.stack([
-        np.stack([1 + m00 + m11 + m22, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
-                  m[..., 1, 0] - m[..., 0, 1]], -1),
-        np.stack([m[..., 2, 1] - m[..., 1, 2], 1 + m00 - m11 - m22, m[..., 0, 1] + m[..., 1, 0],
-                  m[..., 0, 2] + m[..., 2, 0]], -1),
-        np.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 - m00 + m11 - m22,
-                  m[..., 1, 2] + m[..., 2, 1]], -1),
-        np.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1],
-                  1 - m00 - m11 + m22], -1),
-    ], -2)  # (..., 4, 4): candidate k is 4*|q_k| * q
-    best = np.argmax(np.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22,
-                               1 - m00 - m11 + m22], -1), axis=-1)
-    q = np.take_along_axis(cands, best[..., None, None], axis=-2)[..., 0, :]
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    return q * np.where(q[..., :1] < 0, -1.0, 1.0)
-
-
 def _active_slot(arm_obj, action):
     """The slot of ``action`` that animates ``arm_obj`` (None on Blender without slots)."""
     if not hasattr(action, "slots"):
@@ -507,4 +446,6 @@ def _sample_pose(arm_obj, skeleton, action, frames, fold_object=False):
     Gp = G[:, parents[has_p]]
     rel[:, has_p] = np.linalg.inv(Gp) @ G[:, has_p]
     basis = np.linalg.inv(skeleton.rest_local)[None] @ rel
-    return matrix_to_quat_np(basis[..., :3, :3]), basis[..., :3, 3].copy()
+    rot = basis[..., :3, :3]
+    rot = rot / np.maximum(np.linalg.norm(rot, axis=-2, keepdims=True), 1e-12)  # columns may carry scale
+    return matrix_to_quat(rot), basis[..., :3, 3].copy()

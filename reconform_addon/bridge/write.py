@@ -5,6 +5,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
+from ...core.rotations_np import quat_make_continuous
 from ...core.types import Motion, Skeleton
 from .errors import BridgeError
 
@@ -38,8 +39,6 @@ def write_motion(arm_obj, skeleton: Skeleton, motion: Motion, name: str, interpo
     Nothing else in the file changes; if writing fails, the new Action is removed and the bones restored.
     Returns the Action.
     """
-    from ...core.rotations import quat_make_continuous  # lazy: imports torch
-
     if getattr(arm_obj, "type", None) != 'ARMATURE':
         raise BridgeError(f"Object '{getattr(arm_obj, 'name', arm_obj)}' is not an armature: "
                           "pick the character's armature.")

@@ -56,6 +56,7 @@ def scene_blend(addon, assets, tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.assets
 def test_batch_full_run_from_files(addon, assets, tmp_path):
     out, rep = tmp_path / "out" / "result.blend", tmp_path / "report.json"
@@ -104,6 +105,7 @@ def _bad(args, message, tmp_path, scene=None):
         assert digest(scene) == before
 
 
+@pytest.mark.slow
 @pytest.mark.assets
 def test_batch_missing_object(scene_blend, tmp_path):
     _bad(["--blend", scene_blend, "--source", "NoSuchRig", "--target", "mh_teen_girl_rig"],
@@ -111,6 +113,7 @@ def test_batch_missing_object(scene_blend, tmp_path):
          tmp_path, scene_blend)
 
 
+@pytest.mark.slow
 @pytest.mark.assets
 def test_batch_target_without_mesh_for_reconform(scene_blend, tmp_path):
     _bad(["--blend", scene_blend, "--source", "mh_teen_girl_rig", "--target", "NC_bandai_walk_normal_001",
@@ -123,6 +126,7 @@ def test_batch_nothing_mapped(scene_blend, tmp_path):
          "Nothing mapped on 'Stick'", tmp_path, scene_blend)
 
 
+@pytest.mark.slow
 @pytest.mark.assets
 def test_batch_unreadable_and_missing_files(assets, tmp_path):
     bad = tmp_path / "broken.fbx"

@@ -91,11 +91,13 @@ def inventory(assets):
     return json.loads((assets / "inventory.json").read_text())
 
 
+@pytest.mark.assets
 def test_every_asset_file_is_covered(assets):
     assert len(FILES) >= 23
     assert {f.split("/")[0] for f in FILES} == {"characters", "motions"}
 
 
+@pytest.mark.slow
 @pytest.mark.assets
 @pytest.mark.parametrize("rel", FILES)
 def test_asset_reads_match_blender_and_inventory(asset_reads, inventory, rel):
@@ -112,6 +114,8 @@ def test_asset_reads_match_blender_and_inventory(asset_reads, inventory, rel):
         assert rec["meshes"] == []
 
 
+@pytest.mark.assets
+@pytest.mark.slow
 @pytest.mark.assets
 @pytest.mark.parametrize("rel", [f for f in FILES if f.startswith("motions/")] +
                          ["characters/mesh2motion_mannequin_ymca.glb"])
@@ -131,6 +135,7 @@ def test_asset_motion_fk_round_trip_and_source_untouched(asset_reads, inventory,
         assert rec["fps"] == pytest.approx(inventory[rel]["bvh_header"]["fps"], rel=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.assets
 def test_unit_rule_puts_motions_in_metres(asset_reads):
     for rel, rec in asset_reads.items():

@@ -11,6 +11,8 @@ from tests.addon.bridge_helpers import action_snapshot, assert_same_snapshot, mo
 
 bpy = pytest.importorskip("bpy")
 
+pytestmark = pytest.mark.assets
+
 
 @pytest.fixture
 def pipe(addon):

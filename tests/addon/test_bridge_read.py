@@ -258,3 +258,27 @@ def test_object_animation_is_folded_into_the_root(br, fk):
         bpy.context.scene.frame_set(1 + t)
         W = np.array(arm.matrix_world) @ pose_matrices(arm)  # Blender's world-space bones
         np.testing.assert_allclose(pos[t] @ M0[:3, :3].T + M0[:3, 3], W[:, :3, 3], atol=1e-5)
+
+
+@pytest.mark.parametrize("order", ('XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX'))
+def test_numpy_rotation_twins_match_mathutils(addon, order):
+    """The bridge reads Euler and axis-angle channels with core.rotations_np: each of Blender's Euler orders
+    (and axis-angle, and matrix -> quaternion) agrees with mathutils."""
+    from mathutils import Euler, Matrix, Quaternion, Vector
+
+    rn = core_module(addon, "rotations_np")
+    assert order in rn.EULER_ORDERS
+    rng = np.random.default_rng("XYZ XZY YXZ YZX ZXY ZYX".split().index(order))
+    angles = rng.uniform(-np.pi, np.pi, size=(25, 3))
+    q = rn.euler_to_quat(angles, order)
+    for e, qi in zip(angles, q):
+        ref = np.array(Euler(tuple(e), order).to_quaternion())
+        # the same rotation (either sign), to mathutils' float32 precision
+        assert abs(abs(float(np.dot(qi, ref))) - 1.0) < 1e-6, (e, qi, ref)
+        np.testing.assert_allclose(rn.quat_to_matrix(qi), np.array(Euler(tuple(e), order).to_matrix()), atol=1e-6)
+    for aa in rng.normal(size=(10, 4)):
+        ref = np.array(Quaternion(Vector(aa[1:]).normalized(), aa[0]))
+        assert abs(abs(float(np.dot(rn.axis_angle_to_quat(aa), ref))) - 1.0) < 1e-6
+    for qi in q[:10]:
+        ref = np.array(Matrix(rn.quat_to_matrix(qi).tolist()).to_quaternion())
+        assert abs(abs(float(np.dot(rn.matrix_to_quat(rn.quat_to_matrix(qi)), ref))) - 1.0) < 1e-6

@@ -11,6 +11,8 @@ import pytest
 bpy = pytest.importorskip("bpy")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.slow   # the demo scene is generated in a subprocess (about 15 s)
+
 
 @pytest.fixture(scope="module")
 def demo_blend(tmp_path_factory):

@@ -13,7 +13,6 @@ import textwrap
 
 import pytest
 
-from ..conftest import assets_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -47,13 +46,16 @@ def test_zip_holds_the_package_and_no_dev_files(built_zip):
 
     names = set(zipfile.ZipFile(built_zip).namelist())
     assert {"__init__.py", "blender_manifest.toml", "reconform_addon/__init__.py", "reconform_addon/panels.py",
-            "reconform_addon/operators.py", "core/__init__.py", "core/solver.py"} <= names
+            "reconform_addon/operators/__init__.py", "reconform_addon/operators/retarget.py",
+            "reconform_addon/session.py", "reconform_addon/bridge/keyverts.py", "core/__init__.py",
+            "core/solver.py", "core/rotations_np.py"} <= names
     assert not any(n.startswith(("tests/", "docs/", "tools/", ".venv/", "dist/")) for n in names)
     assert not any("__pycache__" in n for n in names)
 
 
-def test_install_enable_retarget_disable(built_zip, tmp_path):
-    assets = assets_dir()
+@pytest.mark.slow
+@pytest.mark.assets
+def test_install_enable_retarget_disable(built_zip, assets, tmp_path):
     script = textwrap.dedent(f"""
         import sys, os
         import bpy, addon_utils

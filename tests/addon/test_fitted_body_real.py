@@ -6,6 +6,8 @@ import pytest
 
 from .real_assets import import_armature, mod
 
+pytestmark = pytest.mark.assets
+
 
 @pytest.mark.parametrize("motion", ["NC_bandai_walk_normal_001.bvh", "NC_bandai_kick_normal_001.bvh",
                                     "cmu_07_01_walk.fbx"])

@@ -24,6 +24,7 @@ def _character(addon, assets, name):
     return arm, mod(addon, "core.types").Character(sk, mesh, dict(bm))
 
 
+@pytest.mark.assets
 @pytest.mark.parametrize("name", SUBSET)
 def test_real_character_limbs_symmetry_and_sides(addon, assets, name):
     assert name in CHARACTERS
@@ -50,10 +51,11 @@ def test_real_character_limbs_symmetry_and_sides(addon, assets, name):
     assert ((nrm[kv.vertex_ids[hf]] * tpl.directions[hf]).sum(1) > 0).all()       # palm / sole / back side
 
 
+@pytest.mark.assets
 def test_store_load_relock_and_save_reload(addon, assets):
     import bpy
     kvm = mod(addon, "core.keyverts")
-    store_mod = mod(addon, "reconform_addon.keyverts")
+    store_mod = mod(addon, "reconform_addon.bridge.keyverts")
     types = mod(addon, "core.types")
     arm, ch = _character(addon, assets, "orangejuice_male_base_mesh.glb")
     kv = kvm.transfer_keyverts(ch, 41)
@@ -88,7 +90,7 @@ def test_store_load_relock_and_save_reload(addon, assets):
 def test_keyverts_on_a_second_mesh_object_round_trip(addon, clean_scene):
     """Items for vertices of another mesh object of the armature keep that object's name and local index."""
     import bpy
-    types, store_mod = mod(addon, "core.types"), mod(addon, "reconform_addon.keyverts")
+    types, store_mod = mod(addon, "core.types"), mod(addon, "reconform_addon.bridge.keyverts")
     arm = bpy.data.objects.new("Arm", bpy.data.armatures.new("Arm"))
     bpy.context.scene.collection.objects.link(arm)
     objs = []

@@ -18,6 +18,8 @@ import pytest
 from .bridge_helpers import action_snapshot, assert_same_snapshot
 from .real_assets import CHARACTERS, MOTIONS, import_armature, mod
 
+pytestmark = [pytest.mark.assets, pytest.mark.slow]
+
 FRAMES = 20
 PAIRS = [(m, CHARACTERS[(i + k) % len(CHARACTERS)]) for i, m in enumerate(MOTIONS) for k in (0, 3)]
 LIMBS = [(f"{s}_{a}", f"{s}_{b}") for s in ("left", "right") for a, b in

@@ -5,6 +5,8 @@ import pytest
 
 from .real_assets import CHARACTERS, MOTIONS, mod, read_skeleton_cached
 
+pytestmark = pytest.mark.assets
+
 # Core bones a rig really lacks (checked in the files): everything else in CORE_BONES must be mapped.
 LACKS = {"NC_bandai": {"upper_chest"}, "cmu_salsa": {"upper_chest", "left_toes", "right_toes"}}
 RIG_TYPE = {"mesh2motion": "rigify", "mh_female_average_cmurig": "cmu", "mh_female_curvy_mixamorig": "mixamo",

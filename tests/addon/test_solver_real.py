@@ -9,6 +9,8 @@ import pytest
 
 from tests.addon.real_assets import import_armature, mod
 
+pytestmark = [pytest.mark.assets, pytest.mark.slow]
+
 SOURCE, TARGET, FRAMES = "NC_bandai_walk_normal_001.bvh", "mh_male_heavy.glb", (20, 68)
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from .ui_helpers import Stub, core, draw_panel, ui
+from .ui_helpers import Stub, core, draw_panel, run_enabled_in_fresh_process, ui
 
 bpy = pytest.importorskip("bpy")
 
@@ -143,11 +143,11 @@ def test_missing_required_bones_are_flagged(addon, clean_scene):
 
 
 def test_running_state_shows_progress_and_esc_hint(addon, clean_scene):
-    panels, ops = ui(addon, "panels"), ui(addon, "operators")
+    panels, session = ui(addon, "panels"), ui(addon, "session")
     s = clean_scene.reconform
     s.source, s.target = _arm("A"), _arm("B")
     s.progress, s.status = 0.4, "Solving 48/120, loss 0.5"
-    ops._RUNNING[clean_scene.name_full] = object()
+    session.track(clean_scene, object())
     try:
         lay = draw_panel(panels.VIEW3D_PT_reconform_run, bpy.context)
         bars = [kw for k, kw in lay.calls if k == "progress"]
@@ -156,12 +156,12 @@ def test_running_state_shows_progress_and_esc_hint(addon, clean_scene):
         assert any("Esc" in t for t in lay.texts())
         assert not bpy.ops.reconform.retarget.poll()
     finally:
-        ops._RUNNING.clear()
+        session.untrack(clean_scene)
     assert bpy.ops.reconform.retarget.poll()
 
 
 def test_conflict_list_rows_sliders_and_frames(addon, clean_scene):
-    panels, ops = ui(addon, "panels"), ui(addon, "operators")
+    panels, ops = ui(addon, "panels"), ui(addon, "operators.conflicts")
     cf = core(addon, "conflicts")
     s = clean_scene.reconform
     ops.fill_conflicts(s, [cf.Conflict("torso", "dist", "pen", -0.6, 0.2, (10, 30)),
@@ -214,3 +214,93 @@ def test_metric_labels_and_better_worse_marks(addon, clean_scene):
     advice = [kw.get("text", "") for k, kw in lay.calls if k == "label"]
     assert any(kw["icon"] == 'INFO' for k, kw in lay.calls if k == "label")
     assert "Track Drift" in " ".join(advice) and all(len(t) <= 44 for t in advice)
+
+
+def test_drawing_and_reading_a_motion_never_import_torch(tmp_path):
+    """Drawing never needs torch: in a fresh process where importing torch fails, the add-on enables, and every
+    panel, list and the preferences draw a scene with two armatures, key vertices, a bone map, metrics,
+    conflicts and a run in flight. Reading a motion (Euler and axis-angle channels) and writing it back do not
+    need it either. torch is still not imported afterwards."""
+    prelude = """
+        import sys
+        sys.modules["torch"] = None                      # `import torch` raises ImportError from here on
+    """
+    run_enabled_in_fresh_process(tmp_path, prelude, """
+        panels, session = sys.modules[pkg + ".panels"], sys.modules[pkg + ".session"]
+        conflicts = sys.modules[pkg + ".operators.conflicts"]
+        gizmos = sys.modules[pkg + ".gizmos"]
+
+        scene = bpy.context.scene
+        def armature(name):
+            arm = bpy.data.objects.new(name, bpy.data.armatures.new(name))
+            scene.collection.objects.link(arm)
+            bpy.context.view_layer.objects.active = arm
+            bpy.ops.object.mode_set(mode='EDIT')
+            for i, b in enumerate(("hips", "spine", "head")):
+                eb = arm.data.edit_bones.new(b)
+                eb.head, eb.tail = (0, 0, 1 + 0.2 * i), (0, 0, 1.2 + 0.2 * i)
+            bpy.ops.object.mode_set(mode='OBJECT')
+            return arm
+        src, tgt = armature("Src"), armature("Tgt")
+        me = bpy.data.meshes.new("Body")
+        me.from_pydata([(0, 0, 1), (0.1, 0, 1.2), (0, 0.1, 1.4)], [], [(0, 1, 2)])
+        body = bpy.data.objects.new("Body", me)
+        scene.collection.objects.link(body)
+        body.modifiers.new("Armature", 'ARMATURE').object = tgt
+        for i, (name, limb) in enumerate((("navel", "torso"), ("nose", "head"))):
+            it = body.reconform_keyverts.add()
+            it.name, it.limb, it.index, it.locked = name, limb, i, i == 1
+
+        s = scene.reconform
+        s.source, s.target = src, tgt
+        s.keyvert_role, s.show_keyverts = 'TARGET', True
+        for role, arm in (("source", src), ("target", tgt)):
+            s.set_bone_map(role, {"hips": "hips", "spine": "spine", "head": "head"}, "custom", arm.name)
+        s.set_metrics({"floor_pen_mean": 0.01, "grounded_f1": 0.9}, {"floor_pen_mean": 0.03, "grounded_f1": 0.8})
+        conflicts.fill_conflicts(s, [dict(body_part="torso", term_a="dist", term_b="pen", cosine=-0.6, severity=0.2,
+                                          frames=(10, 30))])   # core.conflicts.Conflict's fields (it imports torch)
+        s.use_custom_range, s.source_ground, s.device = True, 'CUSTOM', 'CUDA'
+
+        def draw_all():
+            drawn = []
+            for cls in panels.classes:
+                if issubclass(cls, bpy.types.Panel):
+                    if draw_panel(cls, bpy.context) is not None:
+                        drawn.append(cls.__name__)
+            for role in ('SOURCE', 'TARGET'):
+                s.bone_map_role = role
+                draw_panel(panels.VIEW3D_PT_reconform_bone_map, bpy.context)
+                for it in s.bone_map_items(role):
+                    st = Stub()
+                    panels.RECONFORM_UL_bone_map.draw_item(st, bpy.context, st.layout, s, it, 0, s, "x")
+            for c in s.conflicts:
+                st = Stub()
+                panels.RECONFORM_UL_conflicts.draw_item(st, bpy.context, st.layout, s, c, 0, s, "conflicts_index")
+            prefs = bpy.context.preferences.addons["bl_ext.nt.reconform"].preferences
+            st = Stub(proxy=prefs); type(prefs).draw(st, bpy.context)
+            assert gizmos.RECONFORM_GGT_keyverts.poll(bpy.context)
+            return drawn
+
+        drawn = draw_all()
+        assert len(drawn) == len([c for c in panels.classes if issubclass(c, bpy.types.Panel)]), drawn
+        lay = draw_panel(panels.VIEW3D_PT_reconform_keyverts, bpy.context)
+        assert "2 key vertices, 1 placed by hand" in lay.texts(), lay.texts()
+        session.track(scene, object())                   # a run in flight: the progress bar
+        draw_all()
+        session.untrack(scene)
+        # the bridge reads Euler / axis-angle channels and writes quaternions with core.rotations_np
+        bridge = sys.modules[pkg + ".bridge"]
+        src.pose.bones["spine"].rotation_mode = 'ZXY'
+        src.pose.bones["head"].rotation_mode = 'AXIS_ANGLE'
+        for f, a in ((1, 0.0), (5, 0.7)):
+            src.pose.bones["spine"].rotation_euler = (a, 0.2, -a)
+            src.pose.bones["spine"].keyframe_insert("rotation_euler", frame=f)
+            src.pose.bones["head"].rotation_axis_angle = (a, 0.0, 1.0, 0.0)
+            src.pose.bones["head"].keyframe_insert("rotation_axis_angle", frame=f)
+        sk = bridge.read_skeleton(src)
+        motion = bridge.read_motion(src, sk)
+        assert motion.rotations.shape == (5, 3, 4), motion.rotations.shape
+        bridge.write_motion(src, sk, motion, "Copy")
+        assert sys.modules.get("torch") is None, "torch was imported"
+        assert not [m for m in sys.modules if m.startswith("torch.")], "a torch submodule was imported"
+    """)

@@ -9,7 +9,6 @@ share.
 
 import json
 import math
-import threading
 import time
 
 import numpy as np
@@ -18,6 +17,8 @@ import pytest
 from .ui_helpers import FakeJob, core, draw_panel, quick_transfer, scene_fingerprint, ui
 
 bpy = pytest.importorskip("bpy")
+
+pytestmark = pytest.mark.assets
 
 SRC, TGT = "Rig", "metarig"
 SRC_MESH, TGT_MESH = "Mannequin", "mesh"
@@ -63,8 +64,8 @@ def solved(addon, pair_blend, tmp_path_factory):
     about it and a .blend saved right after it."""
     import importlib.util
 
-    ops = ui(addon, "operators")
-    ops.forget()
+    session = ui(addon, "session")
+    session.forget()
     s = open_pair(pair_blend)
     before = scene_fingerprint(bpy)
     t0 = time.perf_counter()
@@ -74,7 +75,7 @@ def solved(addon, pair_blend, tmp_path_factory):
             mp.setattr(kv, "transfer_keyverts", quick_transfer(kv))
         assert bpy.ops.reconform.retarget() == {'FINISHED'}
     seconds = time.perf_counter() - t0
-    last = ops.last_solve(bpy.context.scene)
+    last = session.last_solve(bpy.context.scene)
     path = tmp_path_factory.mktemp("ui") / "solved.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
     return dict(before=before, after=scene_fingerprint(bpy), action=s.last_action.name, status=s.status,
@@ -128,23 +129,23 @@ def test_last_solve_is_cached_for_resolve(addon, solved):
 
 
 def test_resolve_warm_starts_with_slider_weights_and_fewer_steps(addon, solved, quick_keyverts):
-    ops = ui(addon, "operators")
+    session, conflicts = ui(addon, "session"), ui(addon, "operators.conflicts")
     bpy.ops.wm.open_mainfile(filepath=str(solved["path"]))
     s = bpy.context.scene.reconform
-    assert ops.last_solve(bpy.context.scene) is None            # loading a file forgets the cached solves
+    assert session.last_solve(bpy.context.scene) is None            # loading a file forgets the cached solves
     assert not bpy.ops.reconform.resolve.poll()
     assert bpy.ops.reconform.retarget() == {'FINISHED'}
     if not len(s.conflicts):  # make one so the slider path runs even when this short clip has none
         cf = core(addon, "conflicts")
-        ops.fill_conflicts(s, [cf.Conflict("left_arm", "dist", "pen", -0.9, 0.8, (2, 5))])
+        conflicts.fill_conflicts(s, [cf.Conflict("left_arm", "dist", "pen", -0.9, 0.8, (2, 5))])
     c = s.conflicts[0]
     c.balance = 0.25
     part, term_a, term_b = c.body_part, c.term_a, c.term_b  # the list is refilled after the solve
     del c
     n_before = len(bpy.data.actions)
-    prev_result = ops.last_solve(bpy.context.scene).result
+    prev_result = session.last_solve(bpy.context.scene).result
     assert bpy.ops.reconform.resolve() == {'FINISHED'}
-    last = ops.last_solve(bpy.context.scene)
+    last = session.last_solve(bpy.context.scene)
     job = last.job
     assert job.total == math.ceil(ITERATIONS * s.warm_start_fraction) < ITERATIONS
     np.testing.assert_allclose(job.warm_start.rotations, prev_result.rotations)  # started from the last result
@@ -177,12 +178,12 @@ def test_bad_input_is_one_line_and_changes_nothing(addon, pair_blend):
 # ------------------------------------------------------------------------------------------ modal driver
 def _driver(addon, op_name="RECONFORM_OT_retarget"):
     """The operator's modal logic on a plain object (Operators can't be instantiated headless)."""
-    ops = ui(addon, "operators")
-    op_cls = getattr(ops, op_name)
+    retarget = ui(addon, "operators.retarget")
+    op_cls = getattr(retarget, op_name)
     ns = {k: v for k, v in op_cls.__dict__.items() if k in ("_start", "_apply", "execute")}
     ns["reports"] = []
     ns["report"] = lambda self, kind, msg: self.reports.append((set(kind), msg))
-    return type("Driver", (ops._SolveModalBase,), ns)()
+    return type("Driver", (retarget._SolveModalBase,), ns)()
 
 
 def _pump(drv, runner, until, timeout=120.0, before_handle=None):
@@ -201,8 +202,8 @@ def _pump(drv, runner, until, timeout=120.0, before_handle=None):
 
 
 def test_cancel_mid_solve_leaves_the_scene_exactly_as_before(addon, pair_blend, quick_keyverts):
-    ops = ui(addon, "operators")
-    ops.forget()
+    session = ui(addon, "session")
+    session.forget()
     s = open_pair(pair_blend)
     s.iterations = 400  # long enough to still be running when we cancel
     s.status, s.progress = "previous status", 0.0
@@ -211,11 +212,11 @@ def test_cancel_mid_solve_leaves_the_scene_exactly_as_before(addon, pair_blend, 
     drv._save_state(bpy.context)
     runner = drv._start(bpy.context)
     drv._runner = runner
-    ops._RUNNING[bpy.context.scene.name_full] = runner
+    session.track(bpy.context.scene, runner)
     runner.start()
     kinds, ret = _pump(drv, runner, until=lambda k: "progress" in k)
     assert ret == {'RUNNING_MODAL'} and s.progress > 0.0 and s.status.startswith("Solving")
-    assert ops.is_running(bpy.context.scene)
+    assert session.is_running(bpy.context.scene)
     assert not bpy.ops.reconform.retarget.poll()  # one run per scene
     drv.cancel_run(bpy.context)                   # what Esc does
     runner.thread.join(30.0)
@@ -223,8 +224,13 @@ def test_cancel_mid_solve_leaves_the_scene_exactly_as_before(addon, pair_blend, 
     assert runner.job.cancelled and runner.job.done is False
     assert scene_fingerprint(bpy) == before
     assert (s.status, s.progress) == ("previous status", 0.0)
-    assert not ops.is_running(bpy.context.scene) and ops.last_solve(bpy.context.scene) is None
-    assert ("cancelled", None) in runner.events() or True  # drained or not, nothing more is applied
+    assert not session.is_running(bpy.context.scene) and session.last_solve(bpy.context.scene) is None
+    # the worker's last word is 'cancelled' (never 'done'), and handing its late events over applies nothing
+    events = runner.events()
+    kinds = [k for k, _ in events]
+    assert kinds and kinds[-1] == "cancelled" and not {"done", "error"} & set(kinds), kinds
+    assert drv.handle_events(bpy.context, events) == {'CANCELLED'}
+    assert scene_fingerprint(bpy) == before and (s.status, s.progress) == ("previous status", 0.0)
 
 
 def test_modal_done_event_writes_in_the_finished_path_only(addon, pair_blend, quick_keyverts):
@@ -248,12 +254,12 @@ def test_modal_done_event_writes_in_the_finished_path_only(addon, pair_blend, qu
 
 
 def test_worker_error_reports_one_line_and_writes_nothing(addon, pair_blend):
-    ops = ui(addon, "operators")
+    session = ui(addon, "session")
     open_pair(pair_blend)
     before = scene_fingerprint(bpy)
     drv = _driver(addon)
     drv._save_state(bpy.context)
-    runner = ops.SolveRunner(FakeJob(result=None, total=4, fail_at=2), finish=lambda j: None)
+    runner = session.SolveRunner(FakeJob(result=None, total=4, fail_at=2), finish=lambda j: None)
     drv._runner = runner
     runner.start()
     kinds, ret = _pump(drv, runner, until=lambda k: False)
@@ -263,37 +269,12 @@ def test_worker_error_reports_one_line_and_writes_nothing(addon, pair_blend):
     assert scene_fingerprint(bpy) == before
 
 
-def test_solve_runner_events_and_cancel(addon):
-    ops = ui(addon, "operators")
-    gate = threading.Event()
-    job = FakeJob(result="R", total=50, gate=gate)
-    runner = ops.SolveRunner(job, finish=lambda j: ("finished", j.result()))
-    runner.start()
-    gate.set()
-    runner.thread.join(10)
-    evs = runner.events()
-    assert [k for k, _ in evs].count("progress") == 50 and evs[-1] == ("done", ("finished", "R"))
-    assert [p.step for k, p in evs if k == "progress"] == list(range(1, 51))
-    # cancel while blocked: the worker stops before the next step and reports 'cancelled'
-    gate2 = threading.Event()
-    job2 = FakeJob(result="R", total=50, gate=gate2)
-    r2 = ops.SolveRunner(lambda say: (say("setting up"), job2)[1], finish=lambda j: "never")
-    r2.start()
-    time.sleep(0.05)
-    r2.cancel()
-    gate2.set()
-    r2.thread.join(10)
-    kinds = [k for k, _ in r2.events()]
-    assert kinds[0] == "status" and kinds[-1] == "cancelled" and "done" not in kinds
-    assert job2.stepped < 50
-
-
 def test_invoke_in_background_runs_synchronously(addon, pair_blend):
     """The panel button invokes; in background mode (batch, the bpy wheel) invoke must not go modal."""
     s = open_pair(pair_blend, method='COPY_ROTATIONS')
     assert bpy.ops.reconform.retarget('INVOKE_DEFAULT') == {'FINISHED'}
     assert s.last_action is not None and bpy.data.objects[TGT].animation_data.action == s.last_action
-    assert not ui(addon, "operators").is_running(bpy.context.scene)
+    assert not ui(addon, "session").is_running(bpy.context.scene)
 
 
 # ------------------------------------------------------------------------------------------ key vertices
@@ -349,12 +330,13 @@ def test_source_floor_reaches_the_solve_and_its_metrics(addon, solved, quick_key
 
 def test_transfer_reset_unlock_key_vertices(addon, pair_blend, quick_keyverts):
     panels, gz = ui(addon, "panels"), ui(addon, "gizmos")
+    kvstore, geometry = ui(addon, "bridge.keyverts"), ui(addon, "bridge.geometry")
     s = open_pair(pair_blend)
     s.keyvert_role = 'TARGET'
     lay = draw_panel(panels.VIEW3D_PT_reconform_keyverts, bpy.context)
     assert any(t.startswith("None yet") for t in lay.texts())
     assert bpy.ops.reconform.transfer_keyverts(role='TARGET') == {'FINISHED'}
-    holder = gz.keyvert_holder(bpy.data.objects[TGT])
+    holder = kvstore.holder_mesh(bpy.data.objects[TGT])
     assert holder is not None and holder.name == TGT_MESH
     items = holder.reconform_keyverts
     assert len(items) == 41 and not any(it.locked for it in items)
@@ -362,7 +344,7 @@ def test_transfer_reset_unlock_key_vertices(addon, pair_blend, quick_keyverts):
     # a hand-placed vertex survives Reset Unlocked; the others are placed again
     items[0].index, items[0].locked = 7, True
     assert bpy.ops.reconform.reset_keyverts(role='TARGET') == {'FINISHED'}
-    items = gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts
+    items = kvstore.holder_mesh(bpy.data.objects[TGT]).reconform_keyverts
     assert (items[0].index, items[0].locked) == (7, True)
     assert [it.index for it in items][1:] == first[1:]
     lay = draw_panel(panels.VIEW3D_PT_reconform_keyverts, bpy.context)
@@ -372,30 +354,30 @@ def test_transfer_reset_unlock_key_vertices(addon, pair_blend, quick_keyverts):
     s.show_keyverts = True
     assert gz.RECONFORM_GGT_keyverts.poll(bpy.context)
     get, _ = gz.make_handlers(holder.name, 0)
-    assert np.allclose(get(), gz.evaluated_geometry(holder).co[7])
+    assert np.allclose(get(), geometry.evaluated_geometry(holder).co[7])
     assert bpy.ops.reconform.unlock_keyverts(role='TARGET') == {'FINISHED'}
-    assert not any(it.locked for it in gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts)
+    assert not any(it.locked for it in kvstore.holder_mesh(bpy.data.objects[TGT]).reconform_keyverts)
     # a full transfer that does not keep locks re-places everything
-    items = gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts
+    items = kvstore.holder_mesh(bpy.data.objects[TGT]).reconform_keyverts
     items[0].index, items[0].locked = 7, True
     assert bpy.ops.reconform.transfer_keyverts(role='TARGET', keep_locked=False) == {'FINISHED'}
-    assert [it.index for it in gz.keyvert_holder(bpy.data.objects[TGT]).reconform_keyverts] == first
+    assert [it.index for it in kvstore.holder_mesh(bpy.data.objects[TGT]).reconform_keyverts] == first
 
 
 def test_loading_a_file_cancels_a_running_solve(addon, pair_blend, quick_keyverts):
-    ops = ui(addon, "operators")
+    session = ui(addon, "session")
     s = open_pair(pair_blend)
     s.iterations = 400
     drv = _driver(addon)
     drv._save_state(bpy.context)
     runner = drv._start(bpy.context)
     drv._runner = runner
-    ops._RUNNING[bpy.context.scene.name_full] = runner
+    session.track(bpy.context.scene, runner)
     runner.start()
     _pump(drv, runner, until=lambda k: "progress" in k)
     bpy.ops.wm.open_mainfile(filepath=str(pair_blend))     # load_pre handler cancels the worker
     runner.thread.join(30.0)
     assert not runner.thread.is_alive() and runner.job.cancelled
-    assert not ops.is_running(bpy.context.scene)
+    assert not session.is_running(bpy.context.scene)
     assert drv.handle_events(bpy.context, runner.events()) == {'CANCELLED'}   # nothing lands in the new file
     assert bpy.context.scene.reconform.last_action is None

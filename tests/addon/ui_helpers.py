@@ -2,9 +2,16 @@
 ``UILayout`` that checks every property, operator and icon a panel asks for, and small fake solver jobs."""
 
 import importlib
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def ui(addon, name):
@@ -14,6 +21,37 @@ def ui(addon, name):
 
 def core(addon, name):
     return importlib.import_module(f"{addon.__name__}.core.{name}")
+
+
+def run_enabled_in_fresh_process(tmp_path, prelude: str, body: str, timeout: float = 120.0):
+    """Run ``body`` in a fresh process (Python with the bpy wheel, or a background Blender): ``prelude`` first (e.g. make torch unimportable), then
+    the add-on is enabled from this checkout as ``bl_ext.nt.reconform`` (``pkg`` names its ``reconform_addon``;
+    ``sys``, ``bpy``, ``addon_utils``, ``draw_panel`` and ``Stub`` are in scope), then ``body``, then it is
+    disabled. Asserts the script got to its end."""
+    script = "\n".join([textwrap.dedent(prelude), textwrap.dedent(f"""
+        import pathlib, sys, tempfile
+        import bpy, addon_utils
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.addon.ui_helpers import Stub, draw_panel
+        d = pathlib.Path(tempfile.mkdtemp())
+        (d / "reconform").symlink_to({str(ROOT)!r}, target_is_directory=True)
+        bpy.context.preferences.extensions.repos.new(name="nt", module="nt", custom_directory=str(d), source='USER')
+        def _raise(ex): raise ex
+        addon_utils.enable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
+        pkg = "bl_ext.nt.reconform.reconform_addon"
+    """), textwrap.dedent(body), textwrap.dedent("""
+        addon_utils.disable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
+        print("FRESH-PROCESS-DONE")
+    """)])
+    import bpy
+
+    env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
+    if bpy.app.binary_path:  # inside a Blender binary (pytest-blender): a background Blender runs the script
+        cmd = [bpy.app.binary_path, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", script]
+    else:                    # the bpy wheel: a plain Python imports bpy
+        cmd = [sys.executable, "-c", script]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+    assert "FRESH-PROCESS-DONE" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def _icons():

@@ -93,6 +93,7 @@ def test_a_pose_rest_and_back_to_t_pose(neutral, neutral_a):
     assert np.median(err) < 1e-6 and err.max() < 0.03
 
 
+@pytest.mark.slow
 def test_morphology_changes_the_body(neutral):
     _, m0, _ = neutral
     sk, m1, _ = make_body(SHORT_HEAVY)
@@ -123,6 +124,7 @@ def test_fit_body_reproduces_the_template_on_its_own_skeleton(neutral_a):
     assert np.median(err) < 1e-4 and err.max() < 0.03
 
 
+@pytest.mark.slow
 def test_fit_body_follows_proportions_and_object_scale():
     skL, _, bmL = make_body(BodyParams(arm_length=1.3, leg_length=1.2, height=1.9, name="long"), pose="A")
     # an FBX-like armature: centimetres in armature space, object scale 0.01, moved away from the origin

@@ -20,6 +20,7 @@ def job():
     return j
 
 
+@pytest.mark.slow
 def test_conflicts_are_well_formed(job):
     found = detect_conflicts(job, threshold=-0.2)
     assert found, "a fat short target clapping should produce some conflicting gradients"
@@ -42,6 +43,7 @@ def test_resolution_weights_and_merge():
         {("a", "dist"): 1.0, ("b", "pen"): 3.0}
 
 
+@pytest.mark.slow
 def test_resolve_warm_starts_with_fewer_steps_and_moves_the_part(job):
     c = Conflict("left_hand", "dist", "pen", -0.9, 0.8, (1, 30))
     re = resolve(job, resolution_weights(c, 0.0), fraction=0.25)
@@ -52,6 +54,7 @@ def test_resolve_warm_starts_with_fewer_steps_and_moves_the_part(job):
     assert not np.allclose(res.rotations, job.result().rotations)
 
 
+@pytest.mark.slow
 def test_detect_requires_a_finished_solve(job):
     fresh = SolveJob(job.source, job.source_motion, job.target, job.init_motion, job.settings)
     with pytest.raises(CoreError, match="finished"):

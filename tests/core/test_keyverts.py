@@ -87,6 +87,7 @@ def test_reproportioning_the_template_is_the_identity(tpl):
     assert np.abs(Ls - np.eye(3)).max() < 1e-6 and np.abs(ts).max() < 1e-6
 
 
+@pytest.mark.slow
 def test_transfer_is_deterministic_and_keeps_locked(tpl):
     skA, mA, bmA = make_body(BodyParams(name="a"), pose="A")
     ch = Character(skA, mA, bmA)
@@ -109,6 +110,7 @@ STRETCHED = [(BodyParams(name="template"), "A"),
              (BodyParams(arm_length=0.85, leg_length=1.1, name="short_arms"), "A")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params,pose", STRETCHED, ids=[f"{p.name}-{pose}" for p, pose in STRETCHED])
 def test_transfer_onto_posed_and_stretched_copies_lands_on_the_same_vertices(params, pose):
     """The template re-rested in A-pose and fitted to skeletons with stretched limbs (core.body.
@@ -143,6 +145,7 @@ def test_transfer_onto_geometrically_stretched_copies_lands_on_the_same_vertices
             assert np.mean(plain.vertex_ids == t.keyverts.vertex_ids) < 0.9
 
 
+@pytest.mark.slow
 def test_transfer_on_another_morphology_keeps_limbs_sides_and_symmetry(tpl):
     from core.body import SHORT_HEAVY
     sk, m, bm = make_body(SHORT_HEAVY, pose="A")
@@ -221,6 +224,7 @@ def _thickened(params, pose, factors):
     return Character(sk, replace(m, rest_verts=v, rest_normals=vertex_normals(v, m.face_indices, m.face_offsets)), bm)
 
 
+@pytest.mark.slow
 def test_joint_readout_keeps_asymmetric_meshes_their_own_answers():
     """Asymmetric meshes. (1) The template with the left arm and the right leg stretched (other side
     unchanged): the answer is still the template's own vertices, found exactly through the OT (the pairs'

@@ -51,6 +51,7 @@ def test_bspline_basis_partition_of_unity():
     assert np.array_equal(bspline_basis(10, 1.0), np.eye(10))
 
 
+@pytest.mark.slow
 def test_progress_stream(solved):
     job, progress = solved
     assert [p.step for p in progress] == list(range(30))
@@ -59,6 +60,7 @@ def test_progress_stream(solved):
     assert job.stats["frames_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_semantic_terms_decrease(solved):
     job, _ = solved
     with torch.no_grad():
@@ -68,6 +70,7 @@ def test_semantic_terms_decrease(solved):
         assert final[k] < first[k], (k, first[k], final[k])
 
 
+@pytest.mark.slow
 def test_result_channels(pair, solved):
     src, m, tgt, init = pair
     job, _ = solved
@@ -80,12 +83,14 @@ def test_result_channels(pair, solved):
     assert not np.allclose(res.rotations, init.rotations)
 
 
+@pytest.mark.slow
 def test_deterministic(pair, solved):
     src, m, tgt, init = pair
     job2 = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
     np.testing.assert_array_equal(job2.run().rotations, solved[0].result().rotations)
 
 
+@pytest.mark.slow
 def test_self_retarget_returns_the_source(pair):
     src, m, _, _ = pair
     job = SolveJob(src, m, src, m, SolverSettings(**FAST))
@@ -98,6 +103,7 @@ def test_self_retarget_returns_the_source(pair):
     assert ang.max() < 3.0
 
 
+@pytest.mark.slow
 def test_foot_contact_self_retarget_and_grounding(pair):
     """foot_contact: a self-retarget still returns the source; onto another body, the lowest sole point of a
     foot the source has grounded ends at the source's height (scaled), not at its key vertices' heights."""
@@ -134,6 +140,7 @@ def test_cancel_between_steps(pair):
         job.result()
 
 
+@pytest.mark.slow
 def test_warm_start_reproduces_previous_result(pair, solved):
     src, m, tgt, init = pair
     prev = solved[0].result()
@@ -166,6 +173,7 @@ def test_bad_inputs(pair):
         SolveJob(src, m, tgt, Motion.rest(40, 3))
 
 
+@pytest.mark.slow
 def test_fast_chain_matches_the_generic_rig(pair, solved):
     """The per-step FK/LBS (only variable bones, constants folded) equals the generic key-vertex rig."""
     job, _ = solved

@@ -1,0 +1,37 @@
+"""Operators of the ReConForM panel, one module per topic (like Blender's ``bl_operators``):
+
+- ``bone_map``: auto-detect, save / load a JSON preset, built-in presets;
+- ``keyverts``: transfer the key-vertex template, re-place the unlocked ones, unlock all;
+- ``retarget``: Retarget, Re-solve, Load Preset Values, and the orchestration they share;
+- ``conflicts``: the conflict list's rows and sliders, Reset Sliders.
+
+Each operator's ``execute`` builds a frozen options object and calls a plain function of its module
+(``common.run``); no operator calls another through ``bpy.ops``. Solves in flight and the last solve of each
+scene live in ``reconform_addon.session``.
+"""
+
+import bpy
+
+from .. import session
+from . import bone_map, conflicts, keyverts, retarget
+
+#: Registered in this order (the add-on's ``register`` loops over it).
+classes = bone_map.classes + keyverts.classes + retarget.classes + conflicts.classes
+
+
+@bpy.app.handlers.persistent
+def _cancel_runs_on_load(*_args):
+    """``load_pre``: another file is being loaded (``session.on_load_pre``)."""
+    session.on_load_pre()
+
+
+def register():
+    if _cancel_runs_on_load not in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.append(_cancel_runs_on_load)
+
+
+def unregister():
+    while _cancel_runs_on_load in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.remove(_cancel_runs_on_load)
+    session.cancel_all()
+    session.forget()
