@@ -102,7 +102,7 @@ def usable_keyverts(stored: KeyVertexSet, mesh: SkinnedMesh, n: int) -> bool:
 
 
 def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: bool = False,
-                    need_mesh: bool = False) -> BuiltCharacter:
+                    need_mesh: bool = False, reuse_stored: bool = True) -> BuiltCharacter:
     """Complete a character once.
 
     Args:
@@ -110,9 +110,11 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
         keyvert_count: key vertices wanted (41 or 96); 0 for none (copy-rotations needs none).
         fit_body: give a skeleton-only character the template fitted to its skeleton (a source).
         need_mesh: raise when the character deforms no mesh (a target solved by ReConForM).
+        reuse_stored: use stored key vertices as they are when there are ``keyvert_count`` of them inside the
+            mesh (False: transfer anyway, the Transfer button).
     Returns:
-        BuiltCharacter. Stored key vertices are used as stored when there are ``keyvert_count`` of them inside
-        the mesh; otherwise they are transferred, keeping every stored one marked ``locked`` (hand-placed).
+        BuiltCharacter. Key vertices not used as stored are transferred, keeping every stored one marked
+        ``locked`` (hand-placed).
     """
     if keyvert_count and keyvert_count not in KEYVERT_COUNTS:
         raise CoreError(f"Key-vertex count must be 41 or 96, got {keyvert_count}.")
@@ -134,7 +136,7 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
         character = replace(character, height=float(character_height(character)))
     if mesh is not None and keyvert_count:
         stored = spec.stored_keyverts
-        if not fitted and usable_keyverts(stored, mesh, keyvert_count):
+        if reuse_stored and not fitted and usable_keyverts(stored, mesh, keyvert_count):
             kv, origin = stored, "stored"
         else:
             locked = stored if stored is not None and not fitted else None

@@ -26,7 +26,7 @@ from .skinning import skin_mesh
 from .track import ClipTrack
 from .tpose import (_object_rotation, body_frame, body_frame_matrix, posed_global, rest_is_standing,
                     tpose_basis, tpose_world)
-from .types import Character, Motion, Skeleton, SkinnedMesh
+from .types import Character, Motion, Skeleton
 
 FOOT_BONES = ("left_foot", "right_foot", "left_toes", "right_toes")
 _NEEDED = ("hips", "left_upper_arm", "right_upper_arm", "left_upper_leg", "right_upper_leg", "left_foot",

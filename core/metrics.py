@@ -107,14 +107,6 @@ def _point_segment_dist(p, a, b):
     return (p - (a + t[..., None] * ab)).norm(dim=-1)
 
 
-def _point_segment_dist(p, a, b):
-    """p (..., V, 1, 3) vs segments a, b (..., 1, B, 3) -> (..., V, B)."""
-    ab = b - a
-    t = ((p - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-12)
-    t = t.clamp(0, 1)
-    return (p - (a + t[..., None] * ab)).norm(dim=-1)
-
-
 class Measures(NamedTuple):
     """Per-frame measures of one clip (``measure``).
 

@@ -50,7 +50,8 @@ class RetargetOptions:
         method: 'reconform' (key-vertex optimisation) or 'copy_rotations' (the baseline alone).
         keyvert_count: 41 or 96 key vertices ('reconform').
         settings: the solver's SolverSettings ('reconform').
-        metrics: measure the result and copy-rotations (needs a body on both characters).
+        metrics: measure the result (needs a body on both characters).
+        baseline_metrics: measure copy-rotations too, against the same source labels ('reconform').
         conflicts: detect conflicting terms after the solve ('reconform').
         init_motion: a copy-rotations result to reuse (a re-solve), else computed.
         warm_start: a previous result on the target to start the solve from (a re-solve: α held at 1,
@@ -61,6 +62,7 @@ class RetargetOptions:
     keyvert_count: int = 41
     settings: SolverSettings = field(default_factory=SolverSettings)
     metrics: bool = True
+    baseline_metrics: bool = True
     conflicts: bool = True
     init_motion: Motion = None
     warm_start: Motion = None
@@ -161,6 +163,11 @@ class Retarget:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    @property
+    def done(self) -> bool:
+        """True once the generator has produced its outcome."""
+        return self.outcome is not None
+
     def steps(self):
         """Generator of Steps; returns the Outcome (also kept as ``self.outcome``), or None when cancelled."""
         o = self.options
@@ -226,7 +233,7 @@ class Retarget:
             yield Step("metrics", _PHASE_END["solve"], "Measuring the result…")
             terrain = o.settings.terrain if reconform else None
             metrics = evaluate(src, self.source_motion, tgt, motion, terrain, ground, source_track=track)
-            if reconform:
+            if reconform and o.baseline_metrics:
                 reference = evaluate(src, self.source_motion, tgt, init, terrain, ground, source_track=track)
             advice = floor_advice(metrics)
             if advice:

@@ -25,8 +25,8 @@ from ..core.errors import CoreError
 from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
 from ..core.solver import SolverSettings
 from ..core.types import Character, Motion
-from . import keyverts as kv_storage
 from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
+from .bridge import keyverts as kv_storage
 from .bridge.write import remove_action
 
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 class SolveRunner:
     """Run a solve in a daemon thread; the main thread polls ``events()``.
 
-    ``job`` is a SolveJob-like object (``steps()``, ``cancel()``, ``result()``) or a factory
-    ``f(say) -> job`` run in the worker first (key-vertex transfer, copy-rotations and solver set-up are pure
-    core work, so they run there too and the viewport stays responsive); ``say(text)`` posts a status line.
-    Events are tuples: ('status', text), ('progress', Progress), ('done', finish(job)),
+    ``job`` is a job with ``steps()`` (a generator) and ``cancel()`` — the ``core.retarget.Retarget`` of a run,
+    whose first steps complete the characters and copy the rotations, so all the core work runs here and the
+    viewport stays responsive — or a factory ``f(say) -> job`` run in the worker first (``say(text)`` posts a
+    status line). Events are tuples: ('status', text), ('progress', step), ('done', finish(job)),
     ('error', (exception, traceback text)), ('cancelled', None). ``run_sync`` does it all on the calling thread.
     """
 
@@ -50,7 +50,6 @@ class SolveRunner:
             if self._cancel.is_set() or getattr(self.job, "cancelled", False):
                 self.queue.put(("cancelled", None))
                 return
-            self._say("Measuring the result…")
             self.queue.put(("done", self.finish(self.job)))
         except Exception as ex:  # noqa: BLE001 - reported on the main thread
             if self._cancel.is_set():
@@ -93,21 +92,36 @@ class SolveRunner:
 
 @dataclass
 class LastSolve:
-    """Module-level memory of the last solve of a scene, for Re-solve (kept out of bpy data on purpose)."""
+    """Module-level memory of the last solve of a scene, for Re-solve (kept out of bpy data on purpose).
+
+    request: the operator's RetargetRequest; inputs: what was read from the scene (pipeline.Inputs); outcome:
+    the core.retarget.Outcome (characters, copy-rotations, source track, the SolveJob); options: the
+    RetargetOptions it ran with; iterations: of the first solve; seconds: its duration.
+    """
 
     source_name: str
     target_name: str
     action_name: str
-    source: object
-    source_motion: object
-    target: object
-    init_motion: object
-    result: object
-    settings: object
+    request: object
+    inputs: object
+    outcome: object
+    options: object
     iterations: int
     seconds: float
-    job: object = None
-    reference: dict = None
+
+    @property
+    def job(self):
+        """The SolveJob of the last solve."""
+        return self.outcome.job
+
+    @property
+    def result(self):
+        """The last solved Motion of the target."""
+        return self.outcome.motion
+
+    @property
+    def settings(self):
+        return self.options.settings
 
 
 #: {scene name: LastSolve}; Re-solve warm-starts from here.

@@ -6,14 +6,15 @@ through ``gizmos``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import bpy
 
+from ...core.character import build_character
+from .. import pipeline
 from ..bridge import BridgeError, geometry
 from ..bridge import keyverts as kvstore
 from .common import Done, RoleMixin, role_armature, run, settings_of
-from .retarget import prepare_role
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,12 @@ class KeyVertexOptions:
 def place(s, options: KeyVertexOptions) -> Done:
     """Transfer the template's key vertices onto the role's character by optimal transport and store them on
     its mesh (locked ones kept when ``options.keep_locked``)."""
-    from ...core.keyverts import transfer_keyverts
-
     arm = role_armature(s, options.role)
-    n = options.count
-    ch, _ = prepare_role(arm, s.bone_map(options.role) or None, n, fit_body=False, need_mesh=True)
-    locked = ch.keyverts if options.keep_locked else None
-    kvs = transfer_keyverts(ch, n=n, locked=locked)
+    spec = pipeline.read_character(arm, s.bone_map(options.role) or None, need_mesh=True)
+    if not options.keep_locked:
+        spec = replace(spec, stored_keyverts=None)
+    ch = build_character(spec, keyvert_count=options.count, need_mesh=True, reuse_stored=False).character
+    kvs = ch.keyverts
     kvstore.store(arm, ch, kvs)
     geometry.invalidate()
     nl = int(kvs.locked.sum())

@@ -1,24 +1,25 @@
 """Retarget and Re-solve (and the preset button): the panel's run, its orchestration and its modal driver.
 
-Retarget (``reconform.retarget``) and Re-solve (``reconform.resolve``) are modal in the UI: inputs are read
-into numpy on the main thread, ``core.solver.SolveJob.steps()`` runs in a worker thread (``session.SolveRunner``),
-a window timer drains its queue into the panel's progress bar and the status bar, Esc cancels. Nothing is
-written to bpy data before the FINISHED return (one undo step removes the new Action); a cancelled or failed
-run leaves the scene as it was. ``execute()`` runs the same work synchronously (background mode, batch, tests).
-
-The orchestration (``prepare``, ``complete``, ``prepare_role``, ``make_job``, ``finish_solve``,
-``apply_outcome``, ``Prepared``, ``SolveOutcome`` and the operators' ``_start`` / ``_apply``) lives here, in one
-place.
+Retarget (``reconform.retarget``) and Re-solve (``reconform.resolve``) are modal in the UI. ``execute`` turns
+the panel into a frozen ``RetargetRequest``; the scene is read into arrays on the main thread
+(``pipeline.read_inputs``); the ``core.retarget.Retarget`` generator — the one the batch command, the demo and the
+bench drive — runs in a worker thread (``session.SolveRunner``: characters completed, copy-rotations, the solve,
+metrics, conflicts); a window timer drains its steps into the panel's progress bar and the status bar; Esc
+cancels. Nothing is written to bpy data before the FINISHED return (``pipeline.write_outcome``; one undo step
+removes the new Action); a cancelled or failed run leaves the scene as it was. ``execute()`` runs the same work
+synchronously (background mode, tests).
 """
 
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import bpy
 
-from .. import deps, session
-from ..bridge import keyverts as kvstore
+from ...core.conflicts import merge_part_weights
+from ...core.retarget import Retarget, RetargetOptions, run
+from .. import deps, pipeline, session
+from ..bridge import BridgeError
 from ..session import LastSolve, SolveRunner, is_running, last_solve
 from .common import error_text, settings_of, tag_redraw
 from .conflicts import fill_conflicts, slider_part_weights
@@ -36,8 +37,6 @@ def _status_bar(context, text):
 
 def check_characters(s, need_target: bool = True):
     """Raise a clear BridgeError when the panel's characters are not usable."""
-    from ..bridge import BridgeError
-
     if s.source is None:
         raise BridgeError("No source armature: pick the character whose animation you want to retarget.")
     if need_target and s.target is None:
@@ -47,12 +46,6 @@ def check_characters(s, need_target: bool = True):
             raise BridgeError(f"{role} '{ob.name}' is not an armature: pick an armature object.")
     if need_target and s.source == s.target:
         raise BridgeError(f"Source and target are both '{s.source.name}': pick two different armatures.")
-
-
-def result_action_name(source_obj, target_obj, action=None) -> str:
-    """Name of the new Action: '<source clip or armature> → <target>' (Blender adds .001 when taken)."""
-    src = action.name if action is not None else source_obj.name
-    return f"{src} to {target_obj.name}"
 
 
 def push_to_nla(obj, action):
@@ -70,192 +63,108 @@ def push_to_nla(obj, action):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Orchestration: inputs read on the main thread, solved anywhere, written on the main thread
+# Orchestration: the panel's run as plain values, read on the main thread, solved anywhere (the same core
+# generator as the batch command, through ``pipeline``), written on the main thread in the FINISHED path
 # ------------------------------------------------------------------------------------------------------------
-@dataclass
-class SolveOutcome:
-    """What the worker hands back: the solved Motion and what the panel shows about it."""
+@dataclass(frozen=True)
+class RetargetRequest:
+    """The panel's Retarget as plain values (what ``execute`` hands to the plain functions below)."""
 
-    result: object
-    metrics: dict = field(default_factory=dict)
-    reference: dict = field(default_factory=dict)
-    conflicts: list = field(default_factory=list)
-    seconds: float = 0.0
-    iterations: int = 0
-
-
-@dataclass
-class Prepared:
-    source_obj_name: str
-    target_obj_name: str
-    action_name: str
-    source: object
-    source_motion: object
-    target: object
-    init_motion: object
-    method: str
+    source_name: str
+    target_name: str
+    action_name: str            #: the source clip ('' for the one playing)
+    frame_start: int            #: None for the clip's own range
+    frame_end: int
+    method: str                 #: 'reconform' | 'copy_rotations'
+    keyvert_count: int
+    settings: object            #: core.solver.SolverSettings
     push_nla: bool
+    source_bone_map: dict       #: None: detected
+    target_bone_map: dict
     new_action_name: str
-    transferred: dict = field(default_factory=dict)  #: {armature name: (Character, KeyVertexSet)} to store
-    keyvert_count: int = 0
-    to_transfer: list = field(default_factory=list)  #: [(armature name, Character, storable)] for ``complete``
 
 
-def prepare_role(arm, bone_map, n: int, *, fit_body: bool, need_mesh: bool, action=None, frame_start=None,
-                 frame_end=None, motion=None):
-    """(Character, needs_transfer): skeleton, mesh, bone map, height and the key vertices stored on the
-    character when there are any (``n`` of them). Reads only; main thread. ``action``/``frame_start``/
-    ``frame_end`` name the clip a fitted body stands up from, ``motion`` that clip when already read (see
-    ``pipeline.prepare_character``)."""
-    from .. import pipeline
-
-    ch = pipeline.prepare_character(arm, bone_map=bone_map, keyvert_count=0, need_mesh=need_mesh,
-                                    fit_body=fit_body, action=action, frame_start=frame_start,
-                                    frame_end=frame_end, motion=motion)
-    if ch.mesh is None or not n:
-        return ch, False
-    from ...core.keyverts import character_height
-
-    ch.height = float(character_height(ch))
-    ch.keyverts = kvstore.load(arm, ch, n)
-    return ch, ch.keyverts is None
-
-
-def find_meshes_safe(arm):
-    from ..bridge import find_meshes
-
-    try:
-        return find_meshes(arm)
-    except Exception:  # noqa: BLE001
-        return []
-
-
-def prepare(context) -> Prepared:
-    """Read everything the solve needs from the scene (main thread). Reads only, writes nothing.
-
-    Heavy pure-core work (key-vertex transfer, copy-rotations) is left to ``complete`` (worker thread)."""
-    from ..bridge import read_motion, read_skeleton
-
-    s = settings_of(context)
+def request_from_panel(s) -> RetargetRequest:
+    """The panel's settings ``s`` as a RetargetRequest (checks the characters; needs torch)."""
     check_characters(s)
-    reconform = s.method == 'RECONFORM'
-    n = int(s.keyvert_count) if reconform else 0
+    ok, msg = deps.torch_status()
+    if not ok:
+        raise RuntimeError(f"PyTorch is missing ({msg}): the ReConForM panel shows how to install it.")
+    method = 'reconform' if s.method == 'RECONFORM' else 'copy_rotations'
     fs, fe = s.frame_range()
-    # read the clip once: a lying-rest source's fitted body stands up from it too (as pipeline.retarget does)
-    motion = read_motion(s.source, read_skeleton(s.source), action=s.action, frame_start=fs, frame_end=fe)
-    src, src_t = prepare_role(s.source, s.bone_map('source') or None, n, fit_body=reconform, need_mesh=False,
-                              action=s.action, frame_start=fs, frame_end=fe, motion=motion)
-    tgt, tgt_t = prepare_role(s.target, s.bone_map('target') or None, n, fit_body=False, need_mesh=reconform)
-    prep = Prepared(s.source.name, s.target.name, s.action.name if s.action else "", src, motion, tgt, None,
-                    s.method, s.push_to_nla, result_action_name(s.source, s.target, s.action), keyvert_count=n)
-    prep.to_transfer = [(s.source.name, src, bool(find_meshes_safe(s.source)))] if src_t else []
-    if tgt_t:
-        prep.to_transfer.append((s.target.name, tgt, True))
-    return prep
+    return RetargetRequest(s.source.name, s.target.name, s.action.name if s.action else "", fs, fe, method,
+                           int(s.keyvert_count), s.solver_settings(), bool(s.push_to_nla),
+                           s.bone_map('source') or None, s.bone_map('target') or None,
+                           pipeline.result_action_name(s.source, s.target, s.action))
 
 
-def complete(prep: Prepared, say=lambda text: None) -> Prepared:
-    """Pure core (any thread): transfer missing key vertices, copy rotations for the initial motion."""
-    if getattr(prep, "to_transfer", None):
-        from ...core.keyverts import transfer_keyverts
-
-        for name, ch, storable in prep.to_transfer:
-            say(f"Placing key vertices on '{name}'…")
-            ch.keyverts = transfer_keyverts(ch, n=prep.keyvert_count)
-            if storable:  # a fitted body has no mesh object to store on
-                prep.transferred[name] = (ch, ch.keyverts)
-        prep.to_transfer = []
-    if prep.init_motion is None:
-        from ...core.copy_rotations import copy_rotations
-
-        say("Copying rotations…")
-        prep.init_motion = copy_rotations(prep.source, prep.source_motion, prep.target)
-    return prep
+def _objects(req) -> tuple:
+    src, tgt = bpy.data.objects.get(req.source_name), bpy.data.objects.get(req.target_name)
+    if src is None or tgt is None:
+        raise BridgeError("The characters of this retarget were deleted or renamed; nothing was written.")
+    return src, tgt
 
 
-def make_job(source, source_motion, target, init_motion, settings, warm_start=None):
-    from ...core.solver import SolveJob
-
-    return SolveJob(source, source_motion, target, init_motion, settings, warm_start=warm_start)
-
-
-def _job_iterations(job, settings) -> int:
-    for attr in ("total", "iterations"):
-        v = getattr(job, attr, None)
-        if isinstance(v, int):
-            return v
-    return int(getattr(settings, "iterations", 0) or 0)
+def start_retarget(req: RetargetRequest):
+    """Main thread: read the scene for ``req``; returns (pipeline.Inputs, the core Retarget job to drive)."""
+    src, tgt = _objects(req)
+    action = bpy.data.actions.get(req.action_name) if req.action_name else None
+    inputs = pipeline.read_inputs(src, tgt, method=req.method, action=action, frame_start=req.frame_start,
+                                  frame_end=req.frame_end, source_bone_map=req.source_bone_map,
+                                  target_bone_map=req.target_bone_map)
+    options = RetargetOptions(method=req.method, keyvert_count=req.keyvert_count, settings=req.settings)
+    return inputs, pipeline.make_job(inputs, options)
 
 
-def finish_solve(job, source, source_motion, target, init_motion, with_reference: bool = True) -> SolveOutcome:
-    """Worker-side wrap-up: the result, its metrics (and copy-rotations' for comparison) and the conflicts."""
-    t0 = time.perf_counter()
-    result = job.result()
-    from ...core import metrics as core_metrics
-
-    terrain = getattr(job.settings, "terrain", None)
-    stats = dict(getattr(job, "metrics", None) or {})
-    # the source's labels are read above the floor the solve used (a level, or one per frame: core.ground)
-    ground = getattr(job, "source_ground_level", None)
-    if ground is None:
-        ground = float(stats.get("source_ground", 0.0) or 0.0)
-    m = dict(core_metrics.evaluate(job.source, source_motion, job.target, result, terrain, source_ground=ground))
-    m.update({f"solver_{k}": v for k, v in stats.items()})
-    ref = {}
-    if with_reference:
-        ref = core_metrics.evaluate(job.source, source_motion, job.target, init_motion, terrain,
-                                    source_ground=ground)
-    conflicts = []
-    try:
-        from ...core.conflicts import detect_conflicts
-
-        conflicts = list(detect_conflicts(job))
-    except Exception:  # noqa: BLE001 - conflicts are advice; a failure must not lose the result
-        traceback.print_exc()
-    out = SolveOutcome(result, m, ref, conflicts)
-    out.seconds = time.perf_counter() - t0
-    return out
+def start_resolve(s, last: LastSolve):
+    """The warm-started Re-solve of ``last`` with the conflict sliders of ``s`` applied (a core Retarget job on
+    the last solve's characters, copy-rotations and source track; α held at 1, a share of the iterations)."""
+    outcome = last.outcome
+    part_weights = merge_part_weights(last.options.settings.part_weights, slider_part_weights(s))
+    settings = replace(last.options.settings, part_weights=part_weights,
+                       resolve_fraction=float(s.warm_start_fraction))
+    options = replace(last.options, settings=settings, init_motion=outcome.init_motion, warm_start=outcome.motion,
+                      baseline_metrics=False)
+    return Retarget(outcome.built["source"], last.inputs.source_motion, outcome.built["target"], options,
+                    source_track=outcome.source_track)
 
 
+def panel_metrics(outcome) -> dict:
+    """The metrics the panel shows (and keeps in ``metrics_json``): the result's, plus the solver's statistics
+    as ``solver_*`` (hidden from the list)."""
+    m = dict(outcome.metrics or {})
+    m.update({f"solver_{k}": v for k, v in (outcome.solver_stats or {}).items()})
+    return m
 
-def apply_outcome(context, prep_or_last, outcome: SolveOutcome, *, new_action_name: str, push_nla: bool,
-                  method: str, settings=None, job=None, iterations: int = 0):
-    """Main thread, FINISHED path only: write the Action, fill metrics and conflicts, remember the solve."""
-    from ..bridge import BridgeError, write_motion
 
-    scene = context.scene
-    s = scene.reconform
-    tgt_obj = bpy.data.objects.get(prep_or_last.target_name if isinstance(prep_or_last, LastSolve)
-                                   else prep_or_last.target_obj_name)
-    if tgt_obj is None or tgt_obj.type != 'ARMATURE':
-        raise BridgeError("The target armature was deleted or renamed during the solve; nothing was written.")
-    act = write_motion(tgt_obj, prep_or_last.target.skeleton, outcome.result, new_action_name)
-    for arm_name, (ch, kvs) in getattr(prep_or_last, "transferred", {}).items():
-        arm = bpy.data.objects.get(arm_name)
-        if arm is not None:
-            kvstore.store(arm, ch, kvs)
-    if push_nla:
-        push_to_nla(tgt_obj, act)
+def apply_result(context, req: RetargetRequest, inputs, outcome, *, options=None, resolved_from=None):
+    """Main thread, FINISHED path only: write the Action (and the key vertices the retarget placed), push it to
+    the NLA if asked, fill the panel's metrics and conflicts, remember the solve for Re-solve."""
+    s = settings_of(context)
+    src, tgt = _objects(req)
+    name = req.new_action_name + (" (re-solved)" if resolved_from is not None else "")
+    act = pipeline.write_outcome(tgt, outcome, name, source_obj=src)
+    if req.push_nla:
+        push_to_nla(tgt, act)
     s.last_action = act
-    s.last_method = method
-    if method == 'RECONFORM':
-        if not outcome.reference and isinstance(prep_or_last, LastSolve):
-            outcome.reference = prep_or_last.reference or {}
-        s.set_metrics(outcome.metrics, outcome.reference)
+    s.last_method = 'RECONFORM' if req.method == 'reconform' else 'COPY_ROTATIONS'
+    if req.method == 'reconform':
+        reference = outcome.reference if resolved_from is None else resolved_from.outcome.reference
+        s.set_metrics(panel_metrics(outcome), reference)
         fill_conflicts(s, outcome.conflicts)
-        if isinstance(prep_or_last, Prepared):
-            session.remember(scene, LastSolve(
-                prep_or_last.source_obj_name, prep_or_last.target_obj_name, act.name, prep_or_last.source,
-                prep_or_last.source_motion, prep_or_last.target, prep_or_last.init_motion, outcome.result,
-                settings, iterations, outcome.seconds, job, outcome.reference))
-        else:
-            last = prep_or_last
-            last.result, last.job, last.action_name, last.settings = outcome.result, job, act.name, settings
+        iterations = resolved_from.iterations if resolved_from is not None else int(req.settings.iterations)
+        session.remember(context.scene, LastSolve(
+            req.source_name, req.target_name, act.name, req, inputs, outcome,
+            options if options is not None else RetargetOptions(method=req.method, keyvert_count=req.keyvert_count,
+                                                                 settings=req.settings),
+            iterations, float(outcome.timings.get("total_s", 0.0))))
+        if resolved_from is not None:     # keep the first solve's reference (copy-rotations is not re-measured)
+            session.last_solve(context.scene).outcome.reference = reference
     else:
         s.metrics.clear()
         s.metrics_json = ""
         s.conflicts.clear()
-        session.forget(scene)
+        session.forget(context.scene)
     return act
 
 
@@ -270,17 +179,17 @@ class _SolveModalBase:
     _saved = None
 
     # subclasses: self._start(context) -> (runner or None); self._apply(context, outcome) -> action
-    def _set_progress(self, context, p):
+    def _set_progress(self, context, step):
+        """One core.retarget.Step (a phase line, or a solver step with its loss) into the panel and status bar."""
         if not self._same_scene(context):
             return
         s = settings_of(context)
-        frac = float(getattr(p, "fraction", 0.0))
+        frac = float(getattr(step, "fraction", 0.0))
         s.progress = frac
-        loss = getattr(p, "loss", None)
-        step, total = getattr(p, "step", None), getattr(p, "total", None)
-        txt = f"Solving {step}/{total}" if step is not None else "Solving"
-        if loss is not None:
-            txt += f", loss {float(loss):.4g}"
+        txt = str(getattr(step, "message", "")) or "Solving"
+        solver = getattr(step, "solver", None)
+        if solver is not None:
+            txt += f", loss {float(solver.loss):.4g}"
         s.status = txt
         context.window_manager.progress_update(frac)
         _status_bar(context, f"ReConForM: {txt} ({frac * 100:.0f} %), Esc to cancel")
@@ -435,37 +344,17 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
         return self.run_sync(context)
 
     def _start(self, context):
-        s = settings_of(context)
-        ok, msg = deps.torch_status()
-        if not ok:
-            raise RuntimeError(f"PyTorch is missing ({msg}): the ReConForM panel shows how to install it.")
         self._runner_started = time.perf_counter()
-        prep = prepare(context)
-        self._prep = prep
-        if prep.method == 'COPY_ROTATIONS':
-            complete(prep)
-            act = apply_outcome(context, prep, SolveOutcome(prep.init_motion), new_action_name=prep.new_action_name,
-                                push_nla=prep.push_nla, method=prep.method)
+        self._req = req = request_from_panel(settings_of(context))
+        self._inputs, job = start_retarget(req)
+        if req.method == 'copy_rotations':   # quick: done here, on the main thread
+            act = self._apply(context, run(job))
             self._report_done(context, act, None)
             return None
-        settings = s.solver_settings()
-        self._settings = settings
-        self._job = None
-
-        def factory(say):
-            complete(prep, say)
-            say("Setting up the solver…")
-            self._job = make_job(prep.source, prep.source_motion, prep.target, prep.init_motion, settings)
-            return self._job
-
-        return SolveRunner(factory, lambda j: finish_solve(j, prep.source, prep.source_motion, prep.target,
-                                                           prep.init_motion))
+        return SolveRunner(job, lambda j: j.outcome)
 
     def _apply(self, context, outcome):
-        prep = self._prep
-        return apply_outcome(context, prep, outcome, new_action_name=prep.new_action_name, push_nla=prep.push_nla,
-                             method=prep.method, settings=self._settings, job=self._job,
-                             iterations=_job_iterations(self._job, self._settings))
+        return apply_result(context, self._req, self._inputs, outcome)
 
 
 class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):
@@ -483,34 +372,18 @@ class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):
         return self.run_sync(context)
 
     def _start(self, context):
-        s = settings_of(context)
         last = last_solve(context.scene)
         if last is None:
             raise RuntimeError("Nothing to re-solve: run Retarget first.")
         self._runner_started = time.perf_counter()
-        from ...core.conflicts import merge_part_weights, resolve
-
-        part_weights = merge_part_weights(getattr(last.settings, "part_weights", None), slider_part_weights(s))
-        job = resolve(last.job, part_weights, fraction=s.warm_start_fraction)
-        self._settings = job.settings
         self._last = last
-        self._job = job
-        return SolveRunner(job, lambda j: finish_solve(j, last.source, last.source_motion, last.target,
-                                                       last.init_motion, with_reference=False))
+        job = start_resolve(settings_of(context), last)
+        self._options = job.options
+        return SolveRunner(job, lambda j: j.outcome)
 
     def _apply(self, context, outcome):
         last = self._last
-        s = settings_of(context)
-        src = bpy.data.objects.get(last.source_name)
-        tgt = bpy.data.objects.get(last.target_name)
-        if src is None or tgt is None:
-            from ..bridge import BridgeError
-
-            raise BridgeError("The characters of the last solve were deleted or renamed; run Retarget again.")
-        name = result_action_name(src, tgt, s.action) + " (re-solved)"
-        return apply_outcome(context, last, outcome, new_action_name=name, push_nla=s.push_to_nla,
-                             method='RECONFORM', settings=self._settings, job=self._job,
-                             iterations=last.iterations)
+        return apply_result(context, last.request, last.inputs, outcome, options=self._options, resolved_from=last)
 
 
 # ------------------------------------------------------------------------------------------------------------

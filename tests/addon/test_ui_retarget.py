@@ -37,11 +37,19 @@ def pair_blend(addon, assets, tmp_path_factory):
     return path
 
 
+def patch_transfer(mp, addon, fn=None):
+    """Replace the key-vertex transfer where retargets (core.character) and the Transfer operator call it."""
+    kv = core(addon, "keyverts")
+    fn = fn or quick_transfer(kv)
+    for mod in (kv, core(addon, "character"), ui(addon, "operators.keyverts")):
+        if hasattr(mod, "transfer_keyverts"):
+            mp.setattr(mod, "transfer_keyverts", fn)
+
+
 @pytest.fixture(scope="module")
 def quick_keyverts(addon):
-    kv = core(addon, "keyverts")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kv, "transfer_keyverts", quick_transfer(kv))
+        patch_transfer(mp, addon)
         yield
 
 
@@ -71,8 +79,7 @@ def solved(addon, pair_blend, tmp_path_factory):
     t0 = time.perf_counter()
     with pytest.MonkeyPatch.context() as mp:
         if importlib.util.find_spec("ot") is None:  # a venv without POT (e.g. a bare bpy 5.x check venv)
-            kv = core(addon, "keyverts")
-            mp.setattr(kv, "transfer_keyverts", quick_transfer(kv))
+            patch_transfer(mp, addon)
         assert bpy.ops.reconform.retarget() == {'FINISHED'}
     seconds = time.perf_counter() - t0
     last = session.last_solve(bpy.context.scene)
@@ -193,7 +200,7 @@ def _pump(drv, runner, until, timeout=120.0, before_handle=None):
         if evs:
             kinds = [k for k, _ in evs]
             if before_handle is not None:
-                before_handle(kinds)
+                before_handle(evs)
             ret = drv.handle_events(bpy.context, evs)
             if until(kinds) or ret != {'RUNNING_MODAL'}:
                 return kinds, ret
@@ -214,7 +221,7 @@ def test_cancel_mid_solve_leaves_the_scene_exactly_as_before(addon, pair_blend, 
     drv._runner = runner
     session.track(bpy.context.scene, runner)
     runner.start()
-    kinds, ret = _pump(drv, runner, until=lambda k: "progress" in k)
+    kinds, ret = _pump(drv, runner, until=lambda k: s.status.startswith("Solving"))
     assert ret == {'RUNNING_MODAL'} and s.progress > 0.0 and s.status.startswith("Solving")
     assert session.is_running(bpy.context.scene)
     assert not bpy.ops.reconform.retarget.poll()  # one run per scene
@@ -241,14 +248,17 @@ def test_modal_done_event_writes_in_the_finished_path_only(addon, pair_blend, qu
     runner = drv._start(bpy.context)
     drv._runner = runner
     runner.start()
-    seen_progress = []
+    seen = []
 
-    def check(kinds):
-        seen_progress.extend(k for k in kinds if k == "progress")
+    def check(events):
+        seen.extend(p for k, p in events if k == "progress")
         assert scene_fingerprint(bpy) == before, "written before FINISHED"
 
     kinds, ret = _pump(drv, runner, until=lambda k: False, before_handle=check)
-    assert ret == {'FINISHED'} and len(seen_progress) == ITERATIONS
+    assert ret == {'FINISHED'} and len([p for p in seen if p.solver is not None]) == ITERATIONS
+    phases = [p.phase for p in seen]
+    assert phases[0] == "characters" and "metrics" in phases and phases[-1] == "done"
+    assert all(a <= b for a, b in zip([p.fraction for p in seen], [p.fraction for p in seen][1:]))
     assert s.last_action is not None and s.last_action.name not in before[0]
     assert s.progress == 1.0
 
@@ -279,9 +289,8 @@ def test_invoke_in_background_runs_synchronously(addon, pair_blend):
 
 # ------------------------------------------------------------------------------------------ key vertices
 def test_second_retarget_reuses_stored_key_vertices(addon, solved, quick_keyverts):
-    kv = core(addon, "keyverts")
     calls = []
-    inner = kv.transfer_keyverts
+    inner = core(addon, "character").transfer_keyverts
 
     def counting(*a, **k):
         calls.append(a[0].name)
@@ -291,7 +300,7 @@ def test_second_retarget_reuses_stored_key_vertices(addon, solved, quick_keyvert
     s = bpy.context.scene.reconform
     s.method = 'RECONFORM'
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kv, "transfer_keyverts", counting)
+        patch_transfer(mp, addon, counting)
         assert bpy.ops.reconform.retarget() == {'FINISHED'}
     assert calls == [], f"transferred again for {calls}"
 

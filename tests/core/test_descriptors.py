@@ -4,7 +4,6 @@ import torch
 
 from core.descriptors import dir_matrix, dist_matrix, height, pair_descriptors, pen_matrix, sliding
 from core.weights import ActivePairs, allowed_pairs, alpha_ramp, floor_weight, interaction_weight, mix_weights
-from tests.core.synth import make_humanoid, walk_motion
 
 P = torch.tensor([[[0.0, 0.0, 0.0], [3.0, 4.0, 0.0], [0.0, 0.0, -2.0]]])  # (1, 3, 3)
 NRM = torch.tensor([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
