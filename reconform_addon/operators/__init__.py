@@ -7,7 +7,9 @@
 
 Each operator's ``execute`` builds a frozen options object and calls a plain function of its module
 (``common.run``); no operator calls another through ``bpy.ops``. Solves in flight and the last solve of each
-scene live in ``reconform_addon.session``.
+scene live in ``reconform_addon.session``. ``reconform_addon.pipeline`` and the core modules that need torch
+are imported inside the functions that run them (as Blender's io_scene_gltf2 imports its exporter inside
+``execute``): enabling the add-on and drawing its panels never import torch.
 """
 
 import bpy

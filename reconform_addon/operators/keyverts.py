@@ -10,8 +10,6 @@ from dataclasses import dataclass, replace
 
 import bpy
 
-from ...core.character import build_character
-from .. import pipeline
 from ..bridge import BridgeError, geometry
 from ..bridge import keyverts as kvstore
 from .common import Done, RoleMixin, role_armature, run, settings_of
@@ -29,6 +27,9 @@ class KeyVertexOptions:
 def place(s, options: KeyVertexOptions) -> Done:
     """Transfer the template's key vertices onto the role's character by optimal transport and store them on
     its mesh (locked ones kept when ``options.keep_locked``)."""
+    from ...core.character import build_character   # torch and POT: only when a transfer runs
+    from .. import pipeline
+
     arm = role_armature(s, options.role)
     spec = pipeline.read_character(arm, s.bone_map(options.role) or None, need_mesh=True)
     if not options.keep_locked:

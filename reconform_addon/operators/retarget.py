@@ -16,9 +16,7 @@ from dataclasses import dataclass, replace
 
 import bpy
 
-from ...core.conflicts import merge_part_weights
-from ...core.retarget import Retarget, RetargetOptions, run
-from .. import deps, pipeline, session
+from .. import deps, session
 from ..bridge import BridgeError
 from ..session import LastSolve, SolveRunner, is_running, last_solve
 from .common import error_text, settings_of, tag_redraw
@@ -86,6 +84,8 @@ class RetargetRequest:
 
 def request_from_panel(s) -> RetargetRequest:
     """The panel's settings ``s`` as a RetargetRequest (checks the characters; needs torch)."""
+    from .. import pipeline   # imports torch: only when a retarget runs (enabling the add-on does not)
+
     check_characters(s)
     ok, msg = deps.torch_status()
     if not ok:
@@ -107,6 +107,9 @@ def _objects(req) -> tuple:
 
 def start_retarget(req: RetargetRequest):
     """Main thread: read the scene for ``req``; returns (pipeline.Inputs, the core Retarget job to drive)."""
+    from ...core.retarget import RetargetOptions
+    from .. import pipeline
+
     src, tgt = _objects(req)
     action = bpy.data.actions.get(req.action_name) if req.action_name else None
     inputs = pipeline.read_inputs(src, tgt, method=req.method, action=action, frame_start=req.frame_start,
@@ -119,6 +122,9 @@ def start_retarget(req: RetargetRequest):
 def start_resolve(s, last: LastSolve):
     """The warm-started Re-solve of ``last`` with the conflict sliders of ``s`` applied (a core Retarget job on
     the last solve's characters, copy-rotations and source track; α held at 1, a share of the iterations)."""
+    from ...core.conflicts import merge_part_weights
+    from ...core.retarget import Retarget
+
     outcome = last.outcome
     part_weights = merge_part_weights(last.options.settings.part_weights, slider_part_weights(s))
     settings = replace(last.options.settings, part_weights=part_weights,
@@ -140,6 +146,9 @@ def panel_metrics(outcome) -> dict:
 def apply_result(context, req: RetargetRequest, inputs, outcome, *, options=None, resolved_from=None):
     """Main thread, FINISHED path only: write the Action (and the key vertices the retarget placed), push it to
     the NLA if asked, fill the panel's metrics and conflicts, remember the solve for Re-solve."""
+    from ...core.retarget import RetargetOptions
+    from .. import pipeline
+
     s = settings_of(context)
     src, tgt = _objects(req)
     name = req.new_action_name + (" (re-solved)" if resolved_from is not None else "")
@@ -348,6 +357,7 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
         self._req = req = request_from_panel(settings_of(context))
         self._inputs, job = start_retarget(req)
         if req.method == 'copy_rotations':   # quick: done here, on the main thread
+            from ...core.retarget import run
             act = self._apply(context, run(job))
             self._report_done(context, act, None)
             return None

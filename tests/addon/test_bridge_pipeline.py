@@ -77,7 +77,8 @@ def test_bad_inputs_write_nothing(pipe, pair, tmp_path):
         pipe.retarget(src, tgt, method="magic")
     with pytest.raises(br.BridgeError, match="deforms no mesh"):
         pipe.retarget(tgt, src, method="reconform")
-    with pytest.raises(br.BridgeError, match="Nothing mapped on 'metarig'"):
+    core_errors = importlib.import_module(pipe.__name__.rsplit(".", 2)[0] + ".core.errors")
+    with pytest.raises(core_errors.CoreError, match="Nothing mapped on 'metarig'"):
         pipe.retarget(src, tgt, setup={"target": {"bone_map": {"hips": "no_such_bone"}}})
     bad = tmp_path / "setup.json"
     bad.write_text("{not json")
