@@ -4,6 +4,7 @@ The T-pose is the common standard pose of the method (method.md §1.1): arms str
 horizontal; hands in line with the forearms; legs straight down; every other bone as in the rest pose
 (feet keep their rest orientation in world space, so soles stay as modelled).
 Directions are measured in world space (Z up), so armature objects rotated by importers (FBX Y-up) work.
+Skeletons whose rest pose lies down (some BVH sets) are stood up first (``standing_skeleton``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,34 @@ def rest_is_standing(skeleton: Skeleton, bone_map: dict) -> bool:
         if n < 1e-12 or sign * d[2] < 0.7 * n:
             return False
     return True
+
+
+def standing_skeleton(skeleton: Skeleton, bone_map: dict) -> Skeleton:
+    """The skeleton itself when its rest pose stands (``rest_is_standing``), else a copy whose object matrix
+    is turned so that it does (hips -> head up, right -> left hip horizontal).
+
+    Some BVH files (the Bandai-Namco set) have a rest pose lying on its side; the shared T-pose is built from
+    the rest pose, so such skeletons are stood up first. Armature space is unchanged, so meshes and key
+    vertices computed on the copy are valid for the original.
+    """
+    if rest_is_standing(skeleton, bone_map):
+        return skeleton
+    G = skeleton.object_matrix @ skeleton.rest_global
+    pos = {c: G[skeleton.index(b), :3, 3] for c, b in bone_map.items() if b in skeleton.names}
+    if not all(c in pos for c in ("hips", "head", "left_upper_leg", "right_upper_leg")):
+        return skeleton
+    up = pos["head"] - pos["hips"]
+    up /= np.linalg.norm(up)
+    left = pos["left_upper_leg"] - pos["right_upper_leg"]
+    left -= up * (left @ up)
+    if np.linalg.norm(left) < 1e-9:
+        return skeleton
+    left /= np.linalg.norm(left)
+    A = np.stack([left, np.cross(left, up), up], 1)
+    B = np.stack([[1.0, 0, 0], np.cross([1.0, 0, 0], [0, 0, 1.0]), [0, 0, 1.0]], 1)
+    R = np.eye(4)
+    R[:3, :3] = B @ A.T
+    return Skeleton(skeleton.name, skeleton.names, skeleton.parents, skeleton.rest_local, R @ skeleton.object_matrix)
 
 
 def _chain_targets(frame: BodyFrame) -> dict:
