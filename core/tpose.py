@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import CoreError
+from .kinematics import global_matrices
 from .rotations import matrix_to_quat, quat_between, quat_to_matrix
 from .types import Skeleton
 
@@ -34,24 +35,12 @@ def _object_rotation(skeleton: Skeleton) -> np.ndarray:
     return A / np.linalg.norm(A, axis=0)
 
 
-def posed_global(skeleton: Skeleton, basis=None) -> np.ndarray:
-    """(J, 4, 4) armature-space bone matrices for local basis rotations ``basis`` (J, 4) (rest when None).
-
-    Basis locations are taken as zero: only directions and relative offsets are used by the T-pose.
-    """
-    J = skeleton.num_bones
-    B = np.tile(np.eye(4), (J, 1, 1))
-    if basis is not None:
-        B[:, :3, :3] = quat_to_matrix(np.asarray(basis, dtype=np.float64))
-    out = np.empty((J, 4, 4))
-    for j, p in enumerate(skeleton.parents):
-        local = skeleton.rest_local[j] @ B[j]
-        out[j] = local if p < 0 else out[p] @ local
-    return out
+#: (J, 4, 4) armature-space bone matrices for basis rotations (J, 4), zero basis locations (``core.copy_rotations``)
+posed_global = global_matrices
 
 
 def _world_rest(skeleton: Skeleton, basis=None):
-    G = posed_global(skeleton, basis)
+    G = global_matrices(skeleton, basis)
     rot = _object_rotation(skeleton) @ G[:, :3, :3]
     pos = (skeleton.object_matrix @ G)[:, :3, 3]
     return rot, pos
@@ -156,7 +145,7 @@ def tpose_basis(skeleton: Skeleton, bone_map: dict, base=None) -> np.ndarray:
     base_m = np.tile(np.eye(3), (J, 1, 1)) if base is None else quat_to_matrix(np.asarray(base, np.float64))
     frame = body_frame(skeleton, bone_map, base)
     base_rot, _ = _world_rest(skeleton, base)
-    G = posed_global(skeleton, base)
+    G = global_matrices(skeleton, base)
     inv_map = {v: k for k, v in bone_map.items()}
     targets = _chain_targets(frame)
     basis = np.empty((J, 3, 3))

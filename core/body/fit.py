@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CoreError
 from ..humanoid import CANONICAL_PARENT, CHAIN_CHILD, FINGERS, TORSO_BONES
 from ..keyverts.template import load_template
-from ..kinematics import forward_kinematics
+from ..kinematics import global_matrices
 from ..rotations import quat_between, quat_to_matrix
 from ..tpose import body_frame, standing_skeleton, tpose_basis
 from ..types import Character, Skeleton, SkinnedMesh
@@ -25,10 +25,7 @@ from .mesher import vertex_normals
 def _tpose_world(skeleton: Skeleton, bone_map: dict, base=None):
     """World-space T-pose of a skeleton: (J,4,4) armature-space globals G_T, world heads (J,3), BodyFrame."""
     q = tpose_basis(skeleton, bone_map, base)
-    pose = forward_kinematics(skeleton, q, np.zeros((skeleton.num_bones, 3)))
-    G = np.tile(np.eye(4), (skeleton.num_bones, 1, 1))
-    G[:, :3, :3] = pose.rotations.numpy()
-    G[:, :3, 3] = pose.positions.numpy()
+    G = global_matrices(skeleton, q)
     world = (skeleton.object_matrix @ G)[:, :3, 3]
     return G, world, body_frame(skeleton, bone_map, base)
 
