@@ -1,4 +1,4 @@
-"""Key-vertex geometry in the shared T-pose (ReConForM §3.1, method.md §1.3 steps 1, 4-5; h_c of §4.1).
+"""Key-vertex geometry in the shared T-pose (ReConForM §3.1, method.md §1.3 steps 1 and 5; h_c of §4.1).
 
 The destination mesh put in the shared T-pose through its bone map and expressed in the template's axes
 (left = +X, forward = -Y, up = +Z) (``tpose_geometry``), the area weights ``w_i = Σ_{f∋i} A(f) / n(f)``
