@@ -38,6 +38,22 @@ for _s in SIDES:
         CANONICAL_PARENT[f"{_s}_{_f}_2"] = f"{_s}_{_f}_1"
         CANONICAL_PARENT[f"{_s}_{_f}_3"] = f"{_s}_{_f}_2"
 
+#: The four torso bones (one limb, ``limb_of``; one shared axial map in the body fit and the re-proportioning).
+TORSO_BONES = ("hips", "spine", "chest", "upper_chest")
+
+#: Canonical bone -> the canonical bone whose head ends it (its length and axis): the spine chain
+#: hips -> spine -> chest -> upper_chest -> neck -> head, the arm and leg chains (a hand ends at its middle
+#: finger, a foot at its toes) and the finger chains. Chain ends (head, toes, distal phalanges) have no entry.
+CHAIN_CHILD = {"hips": "spine", "spine": "chest", "chest": "upper_chest", "upper_chest": "neck", "neck": "head"}
+for _s in SIDES:
+    CHAIN_CHILD.update({f"{_s}_shoulder": f"{_s}_upper_arm", f"{_s}_upper_arm": f"{_s}_lower_arm",
+                        f"{_s}_lower_arm": f"{_s}_hand", f"{_s}_hand": f"{_s}_middle_1",
+                        f"{_s}_upper_leg": f"{_s}_lower_leg", f"{_s}_lower_leg": f"{_s}_foot",
+                        f"{_s}_foot": f"{_s}_toes"})
+    for _f in FINGERS:
+        CHAIN_CHILD[f"{_s}_{_f}_1"] = f"{_s}_{_f}_2"
+        CHAIN_CHILD[f"{_s}_{_f}_2"] = f"{_s}_{_f}_3"
+
 #: Bones a retarget cannot do without.
 REQUIRED_BONES = ("hips", "spine", "head", "left_upper_arm", "left_lower_arm", "left_hand",
                   "right_upper_arm", "right_lower_arm", "right_hand", "left_upper_leg", "left_lower_leg",
@@ -50,7 +66,7 @@ LIMBS = ("torso", "head", "left_arm", "right_arm", "left_hand", "right_hand",
 
 def limb_of(canonical: str) -> str:
     """Limb of a canonical bone name (``left_index_2`` -> ``left_hand``)."""
-    if canonical in ("hips", "spine", "chest", "upper_chest"):
+    if canonical in TORSO_BONES:
         return "torso"
     if canonical in ("neck", "head"):
         return "head"

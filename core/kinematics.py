@@ -114,3 +114,21 @@ def to_world(object_matrix, pose: Pose) -> Pose:
     R = A / scale
     pos = pose.positions @ A.T + M[:3, 3]
     return Pose(R @ pose.rotations, pos)
+
+
+def global_matrices(skeleton: Skeleton, basis=None) -> np.ndarray:
+    """Armature-space bone matrices of one pose, numpy in and out (``ForwardKinematics`` in float64).
+
+    Args:
+        skeleton: the Skeleton.
+        basis: (J, 4) WXYZ local basis rotations; None = the rest pose. Basis locations are zero.
+    Returns:
+        (J, 4, 4) float64 ``pose.bones[j].matrix`` (rotation columns = bone axes, translation = bone head).
+    """
+    J = skeleton.num_bones
+    q = np.tile([1.0, 0.0, 0.0, 0.0], (J, 1)) if basis is None else np.asarray(basis, dtype=np.float64)
+    pose = forward_kinematics(skeleton, q, np.zeros((J, 3)))
+    G = np.tile(np.eye(4), (J, 1, 1))
+    G[:, :3, :3] = pose.rotations.numpy()
+    G[:, :3, 3] = pose.positions.numpy()
+    return G

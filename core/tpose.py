@@ -4,6 +4,7 @@ The T-pose is the common standard pose of the method (method.md §1.1): arms str
 horizontal; hands in line with the forearms; legs straight down; every other bone as in the rest pose
 (feet keep their rest orientation in world space, so soles stay as modelled).
 Directions are measured in world space (Z up), so armature objects rotated by importers (FBX Y-up) work.
+Skeletons whose rest pose lies down (some BVH sets) are stood up first (``standing_skeleton``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import CoreError
+from .kinematics import global_matrices
 from .rotations import matrix_to_quat, quat_between, quat_to_matrix
 from .types import Skeleton
 
@@ -33,24 +35,12 @@ def _object_rotation(skeleton: Skeleton) -> np.ndarray:
     return A / np.linalg.norm(A, axis=0)
 
 
-def posed_global(skeleton: Skeleton, basis=None) -> np.ndarray:
-    """(J, 4, 4) armature-space bone matrices for local basis rotations ``basis`` (J, 4) (rest when None).
-
-    Basis locations are taken as zero: only directions and relative offsets are used by the T-pose.
-    """
-    J = skeleton.num_bones
-    B = np.tile(np.eye(4), (J, 1, 1))
-    if basis is not None:
-        B[:, :3, :3] = quat_to_matrix(np.asarray(basis, dtype=np.float64))
-    out = np.empty((J, 4, 4))
-    for j, p in enumerate(skeleton.parents):
-        local = skeleton.rest_local[j] @ B[j]
-        out[j] = local if p < 0 else out[p] @ local
-    return out
+#: (J, 4, 4) armature-space bone matrices for basis rotations (J, 4), zero basis locations (``core.copy_rotations``)
+posed_global = global_matrices
 
 
 def _world_rest(skeleton: Skeleton, basis=None):
-    G = posed_global(skeleton, basis)
+    G = global_matrices(skeleton, basis)
     rot = _object_rotation(skeleton) @ G[:, :3, :3]
     pos = (skeleton.object_matrix @ G)[:, :3, 3]
     return rot, pos
@@ -95,6 +85,34 @@ def rest_is_standing(skeleton: Skeleton, bone_map: dict) -> bool:
     return True
 
 
+def standing_skeleton(skeleton: Skeleton, bone_map: dict) -> Skeleton:
+    """The skeleton itself when its rest pose stands (``rest_is_standing``), else a copy whose object matrix
+    is turned so that it does (hips -> head up, right -> left hip horizontal).
+
+    Some BVH files (the Bandai-Namco set) have a rest pose lying on its side; the shared T-pose is built from
+    the rest pose, so such skeletons are stood up first. Armature space is unchanged, so meshes and key
+    vertices computed on the copy are valid for the original.
+    """
+    if rest_is_standing(skeleton, bone_map):
+        return skeleton
+    G = skeleton.object_matrix @ skeleton.rest_global
+    pos = {c: G[skeleton.index(b), :3, 3] for c, b in bone_map.items() if b in skeleton.names}
+    if not all(c in pos for c in ("hips", "head", "left_upper_leg", "right_upper_leg")):
+        return skeleton
+    up = pos["head"] - pos["hips"]
+    up /= np.linalg.norm(up)
+    left = pos["left_upper_leg"] - pos["right_upper_leg"]
+    left -= up * (left @ up)
+    if np.linalg.norm(left) < 1e-9:
+        return skeleton
+    left /= np.linalg.norm(left)
+    A = np.stack([left, np.cross(left, up), up], 1)
+    B = np.stack([[1.0, 0, 0], np.cross([1.0, 0, 0], [0, 0, 1.0]), [0, 0, 1.0]], 1)
+    R = np.eye(4)
+    R[:3, :3] = B @ A.T
+    return Skeleton(skeleton.name, skeleton.names, skeleton.parents, skeleton.rest_local, R @ skeleton.object_matrix)
+
+
 def _chain_targets(frame: BodyFrame) -> dict:
     """canonical bone -> (canonical bone its direction points to or None for its own Y axis, world target)."""
     t = {}
@@ -127,7 +145,7 @@ def tpose_basis(skeleton: Skeleton, bone_map: dict, base=None) -> np.ndarray:
     base_m = np.tile(np.eye(3), (J, 1, 1)) if base is None else quat_to_matrix(np.asarray(base, np.float64))
     frame = body_frame(skeleton, bone_map, base)
     base_rot, _ = _world_rest(skeleton, base)
-    G = posed_global(skeleton, base)
+    G = global_matrices(skeleton, base)
     inv_map = {v: k for k, v in bone_map.items()}
     targets = _chain_targets(frame)
     basis = np.empty((J, 3, 3))

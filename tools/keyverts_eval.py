@@ -3,7 +3,7 @@
     .venv/bin/python tools/keyverts_eval.py [--n 41] [--regs 0.01,0.03,0.1] [--max-points 300]
 
 Ground truth: generated bodies (core.body) of other morphologies and rest poses carry the same semantic
-rules as the template (tools/make_template.RULES), so each rule gives the vertex the key vertex *should* land
+rules as the template (core.keyverts.rules), so each rule gives the vertex the key vertex *should* land
 on. Error = distance between the transferred and the ground-truth vertex in the T-pose, in % of the height.
 """
 
@@ -20,9 +20,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
-from core.keyverts import _transfer, load_template, tpose_geometry  # noqa: E402
+from core.keyverts import load_template, tpose_geometry  # noqa: E402
+from core.keyverts.rules import apply_rules  # noqa: E402
+from core.keyverts.transfer import _transfer  # noqa: E402
 from core.types import Character, SkinnedMesh  # noqa: E402
-from tools.make_template import apply_rules  # noqa: E402
 
 BODIES = [
     ("neutral_A", BodyParams(name="neutral_A"), "A"),

@@ -234,9 +234,10 @@ def lambda_table(lams, core):
     from core import body as rbody
     from core import keyverts as rkv
     from core import types as rtypes
+    from core.keyverts.rules import apply_rules
+    from core.keyverts.transfer import _transfer
     from core.types import SkinnedMesh
     from tools.keyverts_eval import BODIES, ground_truth
-    from tools.make_template import apply_rules
     bridge, bonemap = core("reconform_addon.bridge"), core("core.bonemap")
     kvmod, humanoid, types = core("core.keyverts"), core("core.humanoid"), core("core.types")
     chars = []
@@ -293,8 +294,8 @@ def lambda_table(lams, core):
             a = [asym(i, ch, kvmod.transfer_keyverts(ch, n, reg=kvmod.DEFAULT_REG * f, max_points=mp, mirror=lam))
                  for i, ch in enumerate(chars) for f in SWEEP_REG for mp in SWEEP_POINTS]
             cells += [f"{sum((x > 3).any() for x in a)}/{len(a)}", f"{np.mean([x.mean() for x in a]):.3f}"]
-        e = np.concatenate([np.linalg.norm(pos[rkv._transfer(ch, 41, None, rkv.DEFAULT_REG, ("snap_normal",), None,
-                                                             None, None, mirror=lam)["snap_normal"].vertex_ids]
+        e = np.concatenate([np.linalg.norm(pos[_transfer(ch, 41, None, rkv.DEFAULT_REG, ("snap_normal",), None,
+                                                         None, None, mirror=lam)["snap_normal"].vertex_ids]
                                            - pos[gt], axis=1) / np.ptp(pos[:, 2]) * 100 for ch, pos, gt in sym41])
         cells.append(f"{e.mean():.3f} / {np.percentile(e, 90):.2f} / {e.max():.2f}")
         ea = [np.mean(np.concatenate([np.linalg.norm(pos[rkv.transfer_keyverts(ch, n, mirror=lam).vertex_ids] - pos[gt],

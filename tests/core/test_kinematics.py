@@ -1,11 +1,12 @@
 import numpy as np
 import torch
 
-from core.kinematics import ForwardKinematics, forward_kinematics, to_world
+from core.kinematics import ForwardKinematics, forward_kinematics, global_matrices, to_world
 from core.rotations import quat_normalize, quat_to_matrix, sixd_to_matrix
 from core.skinning import SkinningMatrices, skin_mesh, skin_vertices
 from core.types import Motion
 from tests.core.helpers import box_mesh, chain_skeleton, random_tree_skeleton
+from tests.core.rigs import make_skeleton, object_matrix
 
 
 def _reference_fk(skel, quats, locs):
@@ -40,6 +41,36 @@ def test_fk_matches_bone_by_bone_reference():
     pose = forward_kinematics(skel, q, loc)
     np.testing.assert_allclose(pose.rotations.numpy(), ref[..., :3, :3], atol=1e-10)
     np.testing.assert_allclose(pose.positions.numpy(), ref[..., :3, 3], atol=1e-10)
+
+
+def _posed_global_loop(skeleton, basis=None):
+    """The former core.tpose.posed_global: a numpy FK loop over (J, 4) basis rotations, zero locations."""
+    J = skeleton.num_bones
+    B = np.tile(np.eye(4), (J, 1, 1))
+    if basis is not None:
+        B[:, :3, :3] = quat_to_matrix(np.asarray(basis, dtype=np.float64))
+    out = np.empty((J, 4, 4))
+    for j, p in enumerate(skeleton.parents):
+        local = skeleton.rest_local[j] @ B[j]
+        out[j] = local if p < 0 else out[p] @ local
+    return out
+
+
+def test_global_matrices_equal_the_numpy_loop():
+    rng = np.random.default_rng(7)
+    skels = [random_tree_skeleton(20, seed=3), chain_skeleton(6),
+             make_skeleton("mixamo", arm_angle=40, roll_seed=5, object_matrix=object_matrix(0.01, x_deg=90),
+                           units=100.0)]
+    for skel in skels:
+        G = global_matrices(skel)
+        assert G.shape == (skel.num_bones, 4, 4) and G.dtype == np.float64
+        np.testing.assert_allclose(G, _posed_global_loop(skel), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(G, skel.rest_global, rtol=0, atol=1e-12)
+        for _ in range(5):
+            q = rng.normal(size=(skel.num_bones, 4))               # not unit: normalised like quat_to_matrix
+            np.testing.assert_allclose(global_matrices(skel, q), _posed_global_loop(skel, q), rtol=0, atol=1e-12)
+    q = quat_normalize(rng.normal(size=(skels[0].num_bones, 4)))
+    np.testing.assert_array_equal(global_matrices(skels[0], torch.as_tensor(q)), global_matrices(skels[0], q))
 
 
 def test_batch_of_one_equals_single_call():

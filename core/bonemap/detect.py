@@ -1,37 +1,27 @@
-"""Automatic humanoid bone mapping (names + topology) and JSON bone-map presets.
+"""Automatic humanoid bone mapping by names and topology (docs/bone_mapping.md).
 
-A bone map is ``{canonical name: bone name}`` with canonical names from ``core.humanoid``.
-Detection works in three passes (docs/bone_mapping.md):
+A bone map is ``{canonical name: bone name}`` with canonical names from ``core.humanoid``; it is the input every
+ReConForM step assumes given (method.md §1.1). ``detect_bone_map`` works in three passes:
 
-1. **Names.** Each bone name is normalised (namespace such as ``mixamorig1:`` and rig prefixes such as
-   ``DEF-``, ``J_Bip_``, ``CC_Base_`` removed, split into words at separators and camelCase) into a side
-   (left / right / none) and a part word (``upperarm``, ``forearm``, ``thigh``, ``hand``, ...).
+1. **Names** (``core.bonemap.names``): side and part word of each bone.
 2. **Anchors and chains.** Head, hands and feet come from names when possible, else from the tree and the
    rest pose in world space (lowest leaves = feet, highest central chain = head, widest leaves = hands).
    Hips = lowest common ancestor of both feet and the head; the spine chain is the path hips -> head,
    the arm and leg chains are the paths to the hands and feet. Canonical bones are picked along each path by
    name, else by position along the chain, so unusual names still map.
 3. **Extras.** Toes and fingers by name inside the foot and hand subtrees (toes also by the tree).
-
-Presets are versioned JSON files (``SCHEMA``/``VERSION``); built-in ones live in ``core/presets``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from typing import NamedTuple
 
 import numpy as np
 
-from .errors import CoreError
-from .humanoid import CANONICAL_BONES, CORE_BONES, FINGERS, REQUIRED_BONES, SIDES
-from .types import Skeleton
-
-SCHEMA = "reconform.bone_map"
-VERSION = 1
-PRESET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets")
+from ..humanoid import CANONICAL_BONES, REQUIRED_BONES, SIDES
+from ..types import Skeleton
+from .names import _ROOT_WORDS, analyse_name
 
 
 class BoneMapResult(NamedTuple):
@@ -47,115 +37,6 @@ class BoneMapResult(NamedTuple):
     unmapped: list
     rig_type: str
     missing_required: list
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Name analysis
-
-_NAMESPACE = re.compile(r"^.*[:|]")
-_PREFIXES = ("def-", "org-", "mch-", "j_bip_", "j_adj_", "j_sec_", "j_opt_", "cc_base_", "bip001", "bip01",
-             "bip_", "b_", "jnt_", "bn_", "bone_")
-_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-#: Words that mark helper / control / leaf bones that must never be mapped.
-_HELPER_WORDS = {"ik", "fk", "pole", "target", "twist", "roll", "ctrl", "control", "helper", "tweak", "jiggle",
-                 "corrective", "prop", "weapon", "gun", "end", "nub", "tip", "top", "site", "leaf", "mch", "vis",
-                 "wgt", "mstr", "master", "eye", "eyes", "jaw", "tongue", "teeth", "ear", "breast", "hair", "skirt",
-                 "bust", "adj", "sec", "opt", "metacarpal", "palm", "heel", "lip", "lid", "brow", "cheek", "nose"}
-_ROOT_WORDS = {"root", "armature", "reference", "world", "master", "origin", "trajectory", "jointroot"}
-
-# part words (side-less, lowercase, digits removed) -> part
-_PART_WORDS = {
-    "hips": "hips", "hip": "hips", "pelvis": "hips",
-    "head": "head",
-    "neck": "neck", "necktwist": "neck",
-    "spine": "spine", "abdomen": "spine", "lowerback": "spine", "waist": "spine", "torso": "spine",
-    "chest": "spine", "upperchest": "spine", "abdomen2": "spine", "back": "spine", "ribcage": "spine",
-    "shoulder": "shoulder", "clavicle": "shoulder", "collar": "shoulder", "collarbone": "shoulder",
-    "clav": "shoulder",
-    "upperarm": "upper_arm", "arm": "upper_arm", "shldr": "upper_arm", "uparm": "upper_arm",
-    "humerus": "upper_arm", "bicep": "upper_arm",
-    "forearm": "lower_arm", "lowerarm": "lower_arm", "elbow": "lower_arm", "radius": "lower_arm",
-    "ulna": "lower_arm", "forearms": "lower_arm",
-    "hand": "hand", "wrist": "hand",
-    "upleg": "upper_leg", "thigh": "upper_leg", "upperleg": "upper_leg", "femur": "upper_leg",
-    "leg": "lower_leg", "shin": "lower_leg", "calf": "lower_leg", "lowerleg": "lower_leg", "knee": "lower_leg",
-    "tibia": "lower_leg", "crus": "lower_leg",
-    "foot": "foot", "ankle": "foot",
-    "toe": "toes", "toes": "toes", "toebase": "toes", "ball": "toes",
-    "hipjoint": "hip_joint", "buttock": "hip_joint",
-}
-_FINGER_WORDS = {"thumb": "thumb", "index": "index", "middle": "middle", "mid": "middle", "ring": "ring",
-                 "pinky": "little", "little": "little", "pinkie": "little"}
-#: MakeHuman default rig: finger1..5 = thumb..little.
-_MH_FINGER = {1: "thumb", 2: "index", 3: "middle", 4: "ring", 5: "little"}
-
-
-class NameInfo(NamedTuple):
-    side: str          # 'left', 'right' or ''
-    word: str          # side-less part word, lowercase, digits removed ('upperarm')
-    numbers: tuple     # digits found in the name, as ints
-    part: str          # canonical part ('upper_arm', 'hand', ...) or '' when unknown
-    finger: str        # finger name ('index') or ''
-    helper: bool       # helper/control/leaf bone: never mapped
-    priority: int      # 2 deform (DEF-), 1 plain, 0 ORG-; MCH- is a helper
-
-
-def _words(name: str):
-    """Split a bone name into words: separators, camelCase and digits (``LeftUpLeg`` -> Left Up Leg)."""
-    out = []
-    for chunk in re.split(r"[\s._\-]+", name):
-        out.extend(_WORD.findall(chunk))
-    return out
-
-
-def analyse_name(name: str) -> NameInfo:
-    """Normalise one bone name into side, part word and flags (see module docstring)."""
-    raw = _NAMESPACE.sub("", name)
-    low = raw.lower()
-    priority = 1
-    if low.startswith("def-"):
-        priority = 2
-    elif low.startswith("org-"):
-        priority = 0
-    helper = low.startswith(("mch-", "wgt-", "vis_", "ctrl_", "ik_", "ikfk", "tgt-", "vis-"))
-    for p in _PREFIXES:
-        if low.startswith(p):
-            raw = raw[len(p):]
-            low = low[len(p):]
-            break
-    words = _words(raw)
-    side = ""
-    kept = []
-    for w in words:
-        lw = w.lower()
-        if lw in ("l", "left", "lft", "lf") and not side:
-            side = "left"
-        elif lw in ("r", "right", "rgt", "rt") and not side:
-            side = "right"
-        elif lw in ("c", "center", "centre") and len(words) > 1:
-            continue                                          # J_Bip_C_Hips: centre marker
-        else:
-            kept.append(lw)
-    numbers = tuple(int(w) for w in kept if w.isdigit())
-    alpha = [w for w in kept if not w.isdigit()]
-    if any(w in _HELPER_WORDS for w in alpha):
-        helper = True
-    word = "".join(alpha)
-    finger = ""
-    for w in alpha:
-        if w in _FINGER_WORDS:
-            finger = _FINGER_WORDS[w]
-            break
-    if not finger and alpha and alpha[-1] == "finger" and numbers and numbers[0] in _MH_FINGER and side:
-        finger = _MH_FINGER[numbers[0]]                      # MakeHuman finger1-1.L
-    part = ""
-    if not finger:
-        part = _PART_WORDS.get(word, "")
-        if not part and word.startswith("hand") and word[4:] in _FINGER_WORDS:
-            finger = _FINGER_WORDS[word[4:]]
-    if part == "hips" and side:
-        part = "hip_joint"                                   # pelvis.L / LHip: side bones of the pelvis
-    return NameInfo(side, word, numbers, part, finger, helper, priority)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -209,11 +90,6 @@ class _Tree:
             out.append(k)
             stack.extend(self.children[k])
         return sorted(out)
-
-
-def _scale(tree: _Tree) -> float:
-    ext = tree.pos.max(0) - tree.pos.min(0)
-    return float(max(ext.max(), 1e-9))
 
 
 def _pick(cands, infos, tree):
@@ -561,98 +437,4 @@ def _result(skeleton, bmap_idx, rig):
     return BoneMapResult(bone_map, unmapped, rig, missing)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Validation and presets
-
-def validate_bone_map(bone_map: dict, skeleton: Skeleton = None, what: str = "bone map") -> dict:
-    """Check a bone map's shape (canonical keys, string values, no bone used twice, bones exist).
-
-    Returns the map as a plain dict; raises CoreError naming the first problem.
-    """
-    if not isinstance(bone_map, dict):
-        raise CoreError(f"{what}: expected an object {{canonical name: bone name}}, got {type(bone_map).__name__}.")
-    seen = {}
-    for k, v in bone_map.items():
-        if k not in CANONICAL_BONES:
-            raise CoreError(f"{what}: '{k}' is not a canonical humanoid bone (see docs/bone_mapping.md).")
-        if not isinstance(v, str) or not v:
-            raise CoreError(f"{what}: the bone for '{k}' must be a non-empty string.")
-        if v in seen:
-            raise CoreError(f"{what}: bone '{v}' is mapped twice ('{seen[v]}' and '{k}').")
-        seen[v] = k
-        if skeleton is not None and v not in skeleton.names:
-            raise CoreError(f"{what}: armature '{skeleton.name}' has no bone '{v}' (mapped to '{k}').")
-    return dict(bone_map)
-
-
-def save_bone_map(path, bone_map: dict, rig_type: str = "custom") -> None:
-    """Write a bone-map preset (JSON, schema ``reconform.bone_map`` version 1)."""
-    validate_bone_map(bone_map, what=f"Bone map for '{path}'")
-    ordered = {c: bone_map[c] for c in CANONICAL_BONES if c in bone_map}
-    data = {"schema": SCHEMA, "version": VERSION, "rig_type": str(rig_type), "bone_map": ordered}
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
-def load_bone_map(path):
-    """Read a bone-map preset. Returns ``(bone_map, rig_type)``; raises CoreError with the reason."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as ex:
-        raise CoreError(f"Bone-map preset '{path}' cannot be read: {ex.strerror}.") from None
-    except json.JSONDecodeError as ex:
-        raise CoreError(f"Bone-map preset '{path}' is not valid JSON (line {ex.lineno}): {ex.msg}.") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise CoreError(f"'{path}' is not a bone-map preset (expected \"schema\": \"{SCHEMA}\").")
-    ver = data.get("version")
-    if not isinstance(ver, int) or ver < 1 or ver > VERSION:
-        raise CoreError(f"Bone-map preset '{path}' has version {ver!r}; this version reads 1..{VERSION}: "
-                        f"update the add-on.")
-    if "bone_map" not in data:
-        raise CoreError(f"Bone-map preset '{path}' has no \"bone_map\".")
-    bone_map = validate_bone_map(data["bone_map"], what=f"Bone-map preset '{path}'")
-    return bone_map, str(data.get("rig_type", "custom"))
-
-
-def list_presets() -> list:
-    """Names of the built-in presets (file stems in ``core/presets``)."""
-    if not os.path.isdir(PRESET_DIR):
-        return []
-    return sorted(f[:-5] for f in os.listdir(PRESET_DIR) if f.endswith(".json"))
-
-
-def load_preset(name: str):
-    """A built-in preset by name: ``(bone_map, rig_type)``."""
-    path = os.path.join(PRESET_DIR, f"{name}.json")
-    if not os.path.isfile(path):
-        raise CoreError(f"No built-in bone-map preset '{name}'; available: {', '.join(list_presets())}.")
-    return load_bone_map(path)
-
-
-def apply_bone_map(skeleton: Skeleton, bone_map: dict) -> BoneMapResult:
-    """Fit a (preset) bone map to a skeleton: bones are matched exactly, else ignoring namespaces
-    (``mixamorig:`` vs ``mixamorig1:``) and case. Canonical bones whose bone is absent are dropped."""
-    validate_bone_map(bone_map)
-    exact = set(skeleton.names)
-    loose = {}
-    for n in skeleton.names:
-        loose.setdefault(_NAMESPACE.sub("", n).lower(), n)
-    out = {}
-    for c, b in bone_map.items():
-        if b in exact:
-            out[c] = b
-        elif _NAMESPACE.sub("", b).lower() in loose:
-            out[c] = loose[_NAMESPACE.sub("", b).lower()]
-    used = set(out.values())
-    return BoneMapResult(out, [n for n in skeleton.names if n not in used], "preset",
-                         [c for c in REQUIRED_BONES if c not in out])
-
-
-__all__ = ["BoneMapResult", "CORE_BONES", "FINGERS", "SCHEMA", "VERSION", "analyse_name", "apply_bone_map",
-           "detect_bone_map", "list_presets", "load_bone_map", "load_preset", "save_bone_map",
-           "validate_bone_map"]
+__all__ = ["BoneMapResult", "detect_bone_map"]

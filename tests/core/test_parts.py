@@ -1,0 +1,77 @@
+"""core.parts: which body part a bone or a vertex belongs to (limb by summed weight, segment by dominant bone)."""
+
+import numpy as np
+import pytest
+
+from core.body import BodyParams, fit_body_to_skeleton, make_body
+from core.bonemap import detect_bone_map
+from core.humanoid import LIMBS
+from core.metrics import _segment_of_vertices
+from core.parts import bone_canonical, limb_labels, vertex_segments
+from core.types import Character
+
+from .rigs import make_skeleton, object_matrix
+from .synth import make_humanoid
+
+
+def _fitted(style, **kw):
+    sk = make_skeleton(style, **kw)
+    bm = detect_bone_map(sk).bone_map
+    return Character(sk, fit_body_to_skeleton(sk, bm), bm)
+
+
+def _partial_body():
+    """A generated body whose bone map lacks the chest, a clavicle and a knee (vertices go to ancestors)."""
+    sk, mesh, bm = make_body(BodyParams(resolution=0.024, name="lowpoly"), pose="A")
+    bm = {c: b for c, b in bm.items() if c not in ("chest", "left_shoulder", "right_lower_leg")}
+    return Character(sk, mesh, bm)
+
+
+CASES = {
+    "synth": lambda: make_humanoid(),
+    "synth_heavy_turned": lambda: make_humanoid(scale=0.8, girth=2.2, leg=0.8, name="fat",
+                                                object_matrix=object_matrix(0.01, z_deg=30)),
+    "fitted_mixamo": lambda: _fitted("mixamo"),
+    "fitted_unreal_extra_root": lambda: _fitted("unreal", extra_root=True, arm_angle=45, roll_seed=3),
+    "fitted_rigify": lambda: _fitted("rigify"),
+    "generated_partial_map": _partial_body,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_vertex_segments_equal_the_metrics_reading(case):
+    ch = CASES[case]()
+    seg, bones, ids = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    seg_m, bones_m, ids_m = _segment_of_vertices(ch)
+    assert seg.shape == (ch.mesh.num_verts,) and np.array_equal(seg, seg_m)
+    assert bones == bones_m and ids == ids_m
+    assert (seg >= 0).all()
+
+
+def test_segments_fall_back_to_the_nearest_mapped_core_ancestor():
+    ch = _partial_body()
+    seg, bones, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    assert "chest" not in bones and "left_shoulder" not in bones and "right_lower_leg" not in bones
+    dom = ch.mesh.dominant_bones()
+    names = [ch.skeleton.names[j] for j in dom]
+    own = {"chest": "spine", "left_shoulder": "upper_chest", "right_lower_leg": "right_upper_leg",
+           "left_index_2": "left_hand", "right_toes": "right_toes"}
+    for bone, expected in own.items():
+        m = np.array([n == bone for n in names])
+        assert m.any() and {bones[s] for s in seg[m]} == {expected}, bone
+
+
+def test_bone_canonical_and_limb_labels():
+    sk = make_skeleton("mixamo", extra_root=True)
+    bm = detect_bone_map(sk).bone_map
+    canon = bone_canonical(sk, bm)
+    assert canon[0] is None                                                  # unmapped root
+    assert canon[sk.index(bm["left_hand"])] == "left_hand"
+    assert canon[sk.index("mixamorig:HeadTop_End")] == "head"               # unmapped leaves: their parent's
+    assert canon[sk.index("mixamorig:LeftToe_End")] == "left_toes"
+    ch = _partial_body()
+    lab = limb_labels(ch.skeleton, ch.mesh, ch.bone_map)
+    assert lab.shape == (ch.mesh.num_verts,) and lab.min() >= 0
+    dom = ch.mesh.dominant_bones()
+    hand = np.array([ch.skeleton.names[j].startswith("left_index") for j in dom])
+    assert (lab[hand] == LIMBS.index("left_hand")).all()
