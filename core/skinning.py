@@ -70,29 +70,3 @@ def skin_mesh(skeleton: Skeleton, mesh: SkinnedMesh, pose: Pose, vertex_ids=None
     ids = np.arange(mesh.num_verts) if vertex_ids is None else np.asarray(vertex_ids, dtype=np.int64)
     return skin_vertices(rot, trans, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids],
                          mesh.rest_normals[ids])
-
-
-def world_vertices(character, motion, vertex_ids, frames=None, dtype=torch.float32, chunk: int = 512):
-    """Yield ``(frame indices (B,), positions (B, V, 3))`` of the mesh vertices ``vertex_ids`` (V,) of a
-    ``core.Character`` posed by a ``core.Motion``, in world space, ``chunk`` frames at a time.
-
-    FK of the whole skeleton, LBS of those vertices only, then the armature's object matrix; ``frames``
-    (int array) picks clip frames (all by default). Positions are torch tensors of ``dtype``, without grad.
-    """
-    from .kinematics import ForwardKinematics
-    from .rotations import quat_to_matrix
-
-    sk, mesh = character.skeleton, character.mesh
-    ids = np.asarray(vertex_ids, dtype=np.int64)
-    frames = np.arange(motion.num_frames) if frames is None else np.asarray(frames, dtype=np.int64)
-    fk = ForwardKinematics(sk, dtype)
-    sm = SkinningMatrices(sk, dtype)
-    A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=dtype)
-    b = torch.as_tensor(sk.object_matrix[:3, 3], dtype=dtype)
-    with torch.no_grad():
-        for s in range(0, len(frames), chunk):
-            fr = frames[s:s + chunk]
-            rot = quat_to_matrix(torch.as_tensor(motion.rotations[fr], dtype=dtype))
-            r, t = sm(fk(rot, torch.as_tensor(motion.locations[fr], dtype=dtype)))
-            p, _ = skin_vertices(r, t, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids])
-            yield fr, p @ A.T + b

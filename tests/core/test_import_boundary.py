@@ -47,10 +47,6 @@ def test_core_uses_only_relative_imports_of_itself():
 
 # ------------------------------------------------------------------------------------------------ module structure
 
-#: Restructured separately (issue 10, the solver / descriptors / metrics side): their function-level imports and
-#: their length are exempt here until that work lands; remove each entry with it.
-RESTRUCTURED_SEPARATELY = {"core/solver.py", "core/descriptors.py", "core/metrics.py", "core/copy_rotations.py",
-                           "core/ground.py", "core/skinning.py", "core/types.py"}
 MAX_LINES = 450
 
 
@@ -127,8 +123,6 @@ def test_no_core_import_inside_a_function():
     bad = []
     for path in sorted((ROOT / "core").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel in RESTRUCTURED_SEPARATELY:
-            continue
         for fn in ast.walk(ast.parse(path.read_text(), rel)):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 continue
@@ -142,4 +136,4 @@ def test_no_core_import_inside_a_function():
 def test_core_modules_are_short():
     long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / "core").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert not {p: n for p, n in long.items() if p not in RESTRUCTURED_SEPARATELY}, long
+    assert not long, long
