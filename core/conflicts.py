@@ -1,4 +1,4 @@
-"""Detect and resolve conflicting constraints (method.md §1.7c, Eq. 3).
+"""Detect and resolve conflicting constraints (ReConForM §6.3, Eq. 3).
 
 After a solve, for each body part b and each pair of semantic terms (k1, k2), the cosine between
 ∇_{q_b} L_k1 and ∇_{q_b} L_k2 is measured per window of frames, where q_b are the per-frame 6D rotation

@@ -76,7 +76,7 @@ def pair_descriptors(p: torch.Tensor, n: torch.Tensor, t: torch.Tensor, i: torch
 def height(p: torch.Tensor, ground=0.0) -> torch.Tensor:
     """M_height(i) = up · p_i − ground.  p (..., N, 3) -> (..., N).
 
-    ground: a constant level (float), or a HeightField / callable ``f(x, y)`` (method.md §1.7b).
+    ground: a constant level (float), or a HeightField / callable ``f(x, y)`` (ReConForM §6.2).
     """
     z = p[..., UP_AXIS]
     if callable(ground):

@@ -1,6 +1,6 @@
 """Forward kinematics batched over frames and over bones of equal tree depth.
 
-Blender's pose evaluation, exactly (blender.md §3):
+Blender's pose evaluation, exactly (checked against Blender's own pose bones in tests/addon/test_bridge_read.py):
 ``pose.bones[j].matrix = pose.bones[p].matrix @ rest_local[j] @ matrix_basis[j]``, in armature space.
 """
 

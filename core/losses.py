@@ -1,4 +1,4 @@
-"""Loss terms of the ReConForM objective (method.md §1.6), one pure function each.
+"""Loss terms of the ReConForM objective (ReConForM §4.2, Eq. 1), one pure function each.
 
 Every function returns the *sum* written in the paper (a 0-d tensor); the solver divides each term by a
 reference scale (docs/solver.md "Balancing") and multiplies it by its weight. ``weight`` arguments are the
@@ -55,7 +55,7 @@ def cosine(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:
 
 
 def dir_loss(tgt_dir, src_dir, weight, scale=None) -> torch.Tensor:
-    """L_dir = Σ (W ∘ (1 − S_cos(M_dir^src, M_dir^tgt)))² (the printed S_cos is a sign typo, method.md).
+    """L_dir = Σ (W ∘ (1 − S_cos(M_dir^src, M_dir^tgt)))² (the printed S_cos is a sign typo: minimising the cosine would push directions apart).
 
     tgt_dir, src_dir (E, 3); weight (E,).
     """

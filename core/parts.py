@@ -7,7 +7,7 @@ A vertex has two readings, because two consumers ask two different questions:
 
 - **limb** (``limb_labels``): the limb (``core.humanoid.LIMBS``: torso, head, arms, hands, legs, feet, left and
   right separate) with the highest *summed* skin weight over all the vertex's bones. It is the limb split of
-  the key-vertex transfer (ReConForM §3.1, method.md §1.3 step 1): each limb's cloud is matched by optimal
+  the key-vertex transfer (ReConForM §3.1, step 1 of the transfer): each limb's cloud is matched by optimal
   transport to the template's, so a vertex at a joint must go to the limb that moves it most as a whole, even
   when its single heaviest bone belongs to the neighbouring limb. Callers: ``core.keyverts`` (the transfer,
   the template's own labels, ``character_height``'s body mask, the template's definition rules).

@@ -1,6 +1,6 @@
 """Bring any humanoid into the shared T-pose through its bone map.
 
-The T-pose is the common standard pose of the method (method.md §1.1): arms straight out to the sides,
+The T-pose is the common standard pose of the method (ReConForM §3): arms straight out to the sides,
 horizontal; hands in line with the forearms; legs straight down; every other bone as in the rest pose
 (feet keep their rest orientation in world space, so soles stay as modelled).
 Directions are measured in world space (Z up), so armature objects rotated by importers (FBX Y-up) work.

@@ -1,4 +1,4 @@
-"""Adaptive weights (method.md §1.5–1.6): W_interaction, W_floor, the source→target mix and the α ramp,
+"""Adaptive weights (ReConForM §4.1, and the mix of Eq. 2 in §4.2): W_interaction, W_floor, the source→target mix and the α ramp,
 plus the sparse set of (frame, i, j) key-vertex pairs on which pair terms are evaluated.
 
 Thresholds are per character: d_min = h_min = ``MIN_FRACTION`` · h_c, d_max = h_max = ``MAX_FRACTION`` · h_c.
@@ -56,7 +56,7 @@ def allowed_pairs(limbs, character=None, exclude_same_limb: bool = True) -> np.n
 
     The diagonal is always excluded. With ``exclude_same_limb``, pairs of key vertices on the same limb of the
     same character are excluded: they sit on one rigid or nearly rigid segment chain, so their raw distances
-    cannot be matched across morphologies and only pull the skeleton out of shape (method.md §1.5 open issue).
+    cannot be matched across morphologies and only pull the skeleton out of shape (the paper leaves same-limb pairs open, ReConForM §4.1).
     """
     N = len(limbs)
     mask = np.triu(np.ones((N, N), bool), k=1)

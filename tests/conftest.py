@@ -54,17 +54,12 @@ def _raise(ex):
 @pytest.fixture(scope="session")
 def addon():
     """The real extension, enabled in its real ``bl_ext`` namespace from a temporary repo linking here."""
-    bpy = pytest.importorskip("bpy")
-    import addon_utils
+    pytest.importorskip("bpy")
+    from tools.extension import disable_addon, enable_addon
 
-    d = pathlib.Path(tempfile.mkdtemp(prefix="reconform_repo_"))
-    (d / "reconform").symlink_to(ROOT, target_is_directory=True)
-    repos = bpy.context.preferences.extensions.repos
-    repo = repos.new(name="reconform_test", module="reconform_test", custom_directory=str(d), source='USER')
-    mod = addon_utils.enable("bl_ext.reconform_test.reconform", default_set=True, handle_error=_raise)
+    mod, repo = enable_addon("reconform_test")
     yield mod
-    addon_utils.disable("bl_ext.reconform_test.reconform", default_set=True, handle_error=_raise)
-    repos.remove(repo)
+    disable_addon("reconform_test", repo)
 
 
 @pytest.fixture

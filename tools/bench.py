@@ -360,14 +360,14 @@ def main(argv=None):
                                                                      d["peak_rss_mb"] < 2048)
         else:
             out("Memory measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
-    # --- key-vertex transfer speed (H3: tools/bench_keyverts.py) ---
+    # --- key-vertex transfer speed (tools/bench_keyverts.py) ---
     from bench_keyverts import bench_keyverts
     bench_keyverts(lambda name: importlib.import_module(f"{MODULE}.{name}"), out=out)
     out()
     out(f"Load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min) on "
         f"{os.cpu_count()} CPUs (other processes share them: timings are noisy).")
     out()
-    out("Targets (issue 4):")
+    out("Targets (docs/solver.md):")
     out()
     out("| target | measured | pass |")
     out("|---|---|---|")

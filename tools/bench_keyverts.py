@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/bench_keyverts.py [--repeats 3]
 
-Target (issue 3): a 50 000-vertex character transfers in under 2 s on a 2-core CPU. The character is a
+Target: a 50 000-vertex character transfers in under 2 s on a 2-core CPU. The character is a
 generated body (core.body, A-pose rest, so the T-posing through the bone map is part of the work) meshed
 finely enough to have ~50k vertices; N = 41 and N = 96. Times are wall clock, warm (imports and the
 template's own OT done once before), best and median of ``repeats`` runs; the machine may be shared.

@@ -27,6 +27,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import extension  # noqa: E402  (tools/extension.py: the one helper that enables the extension)
 REPO_NAME = "reconform_batch"
 MODULE = f"bl_ext.{REPO_NAME}.reconform"
 
@@ -66,23 +68,8 @@ def parse_args(argv):
 
 
 def enable_addon(repo_name: str = REPO_NAME):
-    """Enable the extension from a temporary repo linking this checkout (the real ``bl_ext`` code path), as
-    ``bl_ext.<repo_name>.reconform``. Returns (module, repo). Shared by every tool that needs the add-on."""
-    if "bpy" not in sys.modules:  # keep the user's Blender settings out of it
-        os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
-    import bpy
-    import addon_utils  # importable once bpy is
-
-    d = pathlib.Path(tempfile.mkdtemp(prefix=f"{repo_name}_"))
-    (d / "reconform").symlink_to(ROOT, target_is_directory=True)
-    repos = bpy.context.preferences.extensions.repos
-    repo = repos.new(name=repo_name, module=repo_name, custom_directory=str(d), source='USER')
-
-    def fail(ex):
-        raise ex
-
-    mod = addon_utils.enable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
-    return mod, repo
+    """The extension enabled as ``bl_ext.<repo_name>.reconform`` (``tools/extension.py``); (module, repo)."""
+    return extension.enable_addon(repo_name)
 
 
 def _resolve(spec, role, arm_name, bridge, log):
@@ -212,12 +199,7 @@ def run(args, log) -> dict:
             log(f"report {args.report}")
         return rep
     finally:
-        import addon_utils
-        import contextlib
-        import io
-        with contextlib.redirect_stdout(io.StringIO()):  # addon_utils prints a spurious "not enabled"
-            addon_utils.disable(MODULE, default_set=True)
-            bpy.context.preferences.extensions.repos.remove(repo)
+        extension.disable_addon(REPO_NAME, repo)
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,7 @@
 """Automatic humanoid bone mapping (names + topology) and JSON bone-map presets (docs/bone_mapping.md).
 
 A bone map is ``{canonical name: bone name}`` with canonical names from ``core.humanoid``; ReConForM assumes it
-given (method.md §1.1). Modules: ``names`` (bone-name analysis and the word tables), ``detect``
+given (ReConForM §3). Modules: ``names`` (bone-name analysis and the word tables), ``detect``
 (``detect_bone_map``: names, then the tree and the rest pose), ``presets`` (versioned JSON presets, validation,
 ``apply_bone_map``; built-in presets in ``core/bonemap/presets``).
 """

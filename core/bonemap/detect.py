@@ -1,7 +1,7 @@
 """Automatic humanoid bone mapping by names and topology (docs/bone_mapping.md).
 
 A bone map is ``{canonical name: bone name}`` with canonical names from ``core.humanoid``; it is the input every
-ReConForM step assumes given (method.md §1.1). ``detect_bone_map`` works in three passes:
+ReConForM step assumes given (ReConForM §3). ``detect_bone_map`` works in three passes:
 
 1. **Names** (``core.bonemap.names``): side and part word of each bone.
 2. **Anchors and chains.** Head, hands and feet come from names when possible, else from the tree and the

@@ -4,7 +4,7 @@ Each bone name is normalised (namespace such as ``mixamorig1:`` and rig prefixes
 ``CC_Base_`` removed, split into words at separators and camelCase) into a side (left / right / none), a part
 word (``upperarm``, ``forearm``, ``thigh``, ``hand``, ...) and flags (``analyse_name`` -> ``NameInfo``). The
 word tables of every supported naming scheme live here. The bone map is the input every ReConForM step
-assumes given (method.md §1.1).
+assumes given (ReConForM §3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Key-vertex geometry in the shared T-pose (ReConForM §3.1, method.md §1.3 steps 1 and 5; h_c of §4.1).
+"""Key-vertex geometry in the shared T-pose (ReConForM §3.1, steps 1 and 5 of the transfer; h_c of §4.1).
 
 The destination mesh put in the shared T-pose through its bone map and expressed in the template's axes
 (left = +X, forward = -Y, up = +Z) (``tpose_geometry``), the area weights ``w_i = Σ_{f∋i} A(f) / n(f)``
@@ -92,7 +92,7 @@ def body_vertex_mask(mesh: SkinnedMesh, labels: np.ndarray, area: np.ndarray) ->
 
 
 def character_height(character: Character, base=None) -> float:
-    """h_c: height (metres, world) of the character's body mesh in T-pose (body part(s), method.md).
+    """h_c: height (metres, world) of the character's body mesh in T-pose (body part(s); the paper's character height, ReConForM §4.1).
 
     ``base``: as in ``tpose_geometry``."""
     if character.mesh is None:

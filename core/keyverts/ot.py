@@ -1,4 +1,4 @@
-"""Entropic optimal transport between a template limb and a destination limb (ReConForM §3.1, method.md §1.3
+"""Entropic optimal transport between a template limb and a destination limb (ReConForM §3.1
 steps 4, 6-8).
 
 Per-limb normalisation (``_normalize``), area-preserving clustering (``_cluster``), the Sinkhorn solve (POT

@@ -1,5 +1,5 @@
 """Re-proportioning a T-posed destination onto the template's bone lengths before the key-vertex OT
-(ReConForM §3.1 transfer, method.md §1.3; this project's step 3, docs/keyverts.md §3).
+(ReConForM §3.1 transfer; this project's step 3, docs/keyverts.md §3).
 
 Per-bone axial maps blended by skin weights (``reproportion_maps``, ``reproportion_vertices``): the inverse of
 ``core.body.fit_body_to_skeleton``'s construction, so that bones stretched differently inside one limb (upper

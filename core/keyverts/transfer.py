@@ -1,8 +1,8 @@
-"""Key-vertex transfer: the template's N key vertices placed on any character (ReConForM §3.1, method.md §1.3).
+"""Key-vertex transfer: the template's N key vertices placed on any character (ReConForM §3.1).
 
 ``transfer_keyverts`` runs, per limb, the steps described in ``core.keyverts`` (T-pose, limb split,
 re-proportioning, normalisation, area weights, entropic OT, read-out, joint read-out of mirrored pairs);
-``_transfer`` shares one OT solve between several read-outs (tools/keyverts_eval.py). The template -> template
+``_transfer`` shares one OT solve between several read-outs (tools/experiments/keyverts_eval.py). The template -> template
 OT that measures the entropic map's own shrinkage is solved once per limb and settings (``_self_bias``).
 """
 
@@ -36,7 +36,7 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
                       readout: str = None, normalize: str = None, max_points: int = None,
                       template: Template = None, shortcut: bool = True, reproportion: bool = None,
                       mirror: float = None) -> KeyVertexSet:
-    """Place the template's N key vertices on a character's mesh (method.md §1.3).
+    """Place the template's N key vertices on a character's mesh (ReConForM §3.1).
 
     Args:
         character: skeleton, mesh (any rest pose; T-posed through ``bone_map``) and bone map.

@@ -84,12 +84,12 @@ class RetargetRequest:
 
 def request_from_panel(s) -> RetargetRequest:
     """The panel's settings ``s`` as a RetargetRequest (checks the characters; needs torch)."""
-    from .. import pipeline   # imports torch: only when a retarget runs (enabling the add-on does not)
-
     check_characters(s)
     ok, msg = deps.torch_status()
     if not ok:
         raise RuntimeError(f"PyTorch is missing ({msg}): the ReConForM panel shows how to install it.")
+    from .. import pipeline   # imports torch: only when a retarget runs (enabling the add-on does not)
+
     method = 'reconform' if s.method == 'RECONFORM' else 'copy_rotations'
     fs, fe = s.frame_range()
     return RetargetRequest(s.source.name, s.target.name, s.action.name if s.action else "", fs, fe, method,

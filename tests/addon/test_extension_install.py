@@ -48,7 +48,8 @@ def test_zip_holds_the_package_and_no_dev_files(built_zip):
     assert {"__init__.py", "blender_manifest.toml", "reconform_addon/__init__.py", "reconform_addon/panels.py",
             "reconform_addon/operators/__init__.py", "reconform_addon/operators/retarget.py",
             "reconform_addon/session.py", "reconform_addon/bridge/keyverts.py", "core/__init__.py",
-            "core/solver.py", "core/rotations_np.py"} <= names
+            "core/solver/__init__.py", "core/solver/job.py", "core/retarget.py", "core/keyverts/template.py",
+            "core/bonemap/presets/mixamo.json", "core/data/template.npz", "core/rotations_np.py"} <= names
     assert not any(n.startswith(("tests/", "docs/", "tools/", ".venv/", "dist/")) for n in names)
     assert not any("__pycache__" in n for n in names)
 

@@ -40,7 +40,7 @@ def test_every_active_term_decreases(addon, real_case):
     solver = mod(addon, "core.solver")
     first = job.history[0]                                       # step 0: α = 0, copy-rotations state
     with torch.no_grad():                                        # the final state measured at α = 0 too
-        final = {k: float(v) for k, v in job.weighted_terms(alpha=0.0, pairset=job.pairs.active(None, 0.0)).items()}
+        final = {k: float(v) for k, v in job.weighted_terms(alpha=0.0, pairset=job.objective.pairs.active(None, 0.0)).items()}
     active = [k for k in solver.SEMANTIC_TERMS if first[k] > 1e-3]
     assert {"dist", "height", "sliding"} <= set(active), first
     for k in active:
@@ -66,10 +66,10 @@ def test_foot_lock_keeps_the_source_locked_feet_still(addon, real_case):
     import torch
     src, motion, tgt, init, job, result = real_case
     solver, metrics = mod(addon, "core.solver"), mod(addon, "core.metrics")
-    assert job.lock_w is not None and job.stats["locked_frames"] > 5
+    assert job.feet.lock_w is not None and job.stats["locked_frames"] > 5
     with torch.no_grad():
-        job._forward()
-        final = float(job._lock_loss(job._sole_p))
+        _, _, sole = job._forward()
+        final = float(job.feet.lock_loss(sole))
     assert final < 0.2 * job.stats["initial_raw"]["lock"]
     off = solver.SolveJob(src, motion, tgt, init, solver.SolverSettings.preset("balanced", iterations=60,
                                                                                 num_threads=2, foot_lock=0.0))

@@ -29,18 +29,15 @@ def run_enabled_in_fresh_process(tmp_path, prelude: str, body: str, timeout: flo
     ``sys``, ``bpy``, ``addon_utils``, ``draw_panel`` and ``Stub`` are in scope), then ``body``, then it is
     disabled. Asserts the script got to its end."""
     script = "\n".join([textwrap.dedent(prelude), textwrap.dedent(f"""
-        import pathlib, sys, tempfile
+        import sys
         import bpy, addon_utils
         sys.path.insert(0, {str(ROOT)!r})
         from tests.addon.ui_helpers import Stub, draw_panel
-        d = pathlib.Path(tempfile.mkdtemp())
-        (d / "reconform").symlink_to({str(ROOT)!r}, target_is_directory=True)
-        bpy.context.preferences.extensions.repos.new(name="nt", module="nt", custom_directory=str(d), source='USER')
-        def _raise(ex): raise ex
-        addon_utils.enable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
+        from tools.extension import disable_addon, enable_addon
+        _mod, _repo = enable_addon("nt")
         pkg = "bl_ext.nt.reconform.reconform_addon"
     """), textwrap.dedent(body), textwrap.dedent("""
-        addon_utils.disable("bl_ext.nt.reconform", default_set=True, handle_error=_raise)
+        disable_addon("nt", _repo)
         print("FRESH-PROCESS-DONE")
     """)])
     import bpy

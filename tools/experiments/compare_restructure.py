@@ -29,22 +29,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 
-def enable(path: pathlib.Path, repo_name: str):
-    """Enable the checkout at ``path`` as ``bl_ext.<repo_name>.reconform``; returns the module prefix."""
-    import bpy
-    import addon_utils  # importable once bpy is
-
-    d = pathlib.Path(tempfile.mkdtemp(prefix=f"{repo_name}_"))
-    (d / "reconform").symlink_to(path.resolve(), target_is_directory=True)
-    bpy.context.preferences.extensions.repos.new(name=repo_name, module=repo_name, custom_directory=str(d),
-                                                 source='USER')
-
-    def fail(ex):
-        raise ex
-    addon_utils.enable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
-    return f"bl_ext.{repo_name}.reconform"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", required=True, help="path of the other checkout")
@@ -58,8 +42,9 @@ def main(argv=None):
     import bench  # tools/bench.py: SCALING, ASSETS, tile
 
     torch.set_num_threads(args.threads)
-    old = enable(pathlib.Path(args.baseline), "reconform_old")
-    new = enable(ROOT, "reconform_new")
+    from extension import enable_addon
+    old = enable_addon("reconform_old", pathlib.Path(args.baseline))[0].__name__
+    new = enable_addon("reconform_new")[0].__name__
 
     def m(prefix, name):
         return importlib.import_module(f"{prefix}.{name}")

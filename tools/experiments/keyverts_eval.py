@@ -1,6 +1,6 @@
 """Choose the key-vertex OT read-out, entropy and normalisation by measurement against ground truth.
 
-    .venv/bin/python tools/keyverts_eval.py [--n 41] [--regs 0.01,0.03,0.1] [--max-points 300]
+    .venv/bin/python tools/experiments/keyverts_eval.py [--n 41] [--regs 0.01,0.03,0.1] [--max-points 300]
 
 Ground truth: generated bodies (core.body) of other morphologies and rest poses carry the same semantic
 rules as the template (core.keyverts.rules), so each rule gives the vertex the key vertex *should* land
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402

@@ -1,8 +1,8 @@
 """Key-vertex robustness report on every character (and skeleton-only motion) of ../shared/assets.
 
-    .venv/bin/python tools/keyverts_report.py [--n 41] [--no-motions] [--synthetic-only] [--sweep]
-    .venv/bin/python tools/keyverts_report.py --known
-    .venv/bin/python tools/keyverts_report.py --lambdas 0,0.1,0.3,1,3,10
+    .venv/bin/python tools/experiments/keyverts_report.py [--n 41] [--no-motions] [--synthetic-only] [--sweep]
+    .venv/bin/python tools/experiments/keyverts_report.py --known
+    .venv/bin/python tools/experiments/keyverts_report.py --lambdas 0,0.1,0.3,1,3,10
 
 For each character: import it (the add-on's bridge), detect its bone map (core.bonemap), transfer the key
 vertices and check, in the shared T-pose:
@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ASSETS = ROOT.parent / "shared" / "assets"
 REPO_NAME = "reconform_kvreport"
 MODULE = f"bl_ext.{REPO_NAME}.reconform"
@@ -225,7 +225,7 @@ ONE_SIDED = ({"left_upper_arm": 1.3, "left_lower_arm": 1.3},
 def lambda_table(lams, core):
     """Markdown table choosing λ (``mirror``) of the joint read-out of mirrored pairs, one row per λ:
     real characters (every one with a mesh, the 15 sweep settings, N = 41 and 96): (character, setting) with a
-    pair > 3 % and the mean pair asymmetry; ground-truth error (tools/keyverts_eval.py's five bodies, N = 41,
+    pair > 3 % and the mean pair asymmetry; ground-truth error (tools/experiments/keyverts_eval.py's five bodies, N = 41,
     its default settings); ground-truth error on the asymmetric bodies ``ASYMMETRIC`` (rules applied to each
     thickened mesh; N = 96 without the bodies whose rules find no vertex); exact key vertices on the
     one-sided stretched copies of the template (``ONE_SIDED``, N = 41 + 96, through the OT)."""
@@ -237,7 +237,7 @@ def lambda_table(lams, core):
     from core.keyverts.rules import apply_rules
     from core.keyverts.transfer import _transfer
     from core.types import SkinnedMesh
-    from tools.keyverts_eval import BODIES, ground_truth
+    from tools.experiments.keyverts_eval import BODIES, ground_truth
     bridge, bonemap = core("reconform_addon.bridge"), core("core.bonemap")
     kvmod, humanoid, types = core("core.keyverts"), core("core.humanoid"), core("core.types")
     chars = []
