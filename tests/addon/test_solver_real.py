@@ -76,5 +76,5 @@ def test_foot_lock_keeps_the_source_locked_feet_still(addon, real_case):
     m_off = metrics.evaluate(src, motion, tgt, off.run())
     m_on = metrics.evaluate(src, motion, tgt, result)
     m_cr = metrics.evaluate(src, motion, tgt, init)
-    assert off.lock_w is None
+    assert off.feet is None or off.feet.lock_w is None
     assert m_on["locked_f1"] > max(m_off["locked_f1"], m_cr["locked_f1"]) + 0.1, (m_on, m_off, m_cr)
