@@ -15,9 +15,9 @@ import numpy as np
 
 from .body import fit_body_to_skeleton
 from .bonemap import apply_bone_map, detect_bone_map, validate_bone_map
-from .copy_rotations import reference_basis
+from .copy_rotations import check_bone_map, reference_basis
 from .errors import CoreError
-from .keyverts import character_height, transfer_keyverts
+from .keyverts import character_height, check_skinned_limbs, transfer_keyverts
 from .tpose import rest_is_standing
 from .types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
@@ -101,6 +101,31 @@ def usable_keyverts(stored: KeyVertexSet, mesh: SkinnedMesh, n: int) -> bool:
     return not len(ids) or (ids.min() >= 0 and ids.max() < mesh.num_verts)
 
 
+def check_character(spec: CharacterSpec, *, keyvert_count: int = 41, need_mesh: bool = False,
+                    reuse_stored: bool = True, role: str = None) -> tuple:
+    """The cheap half of ``build_character`` (milliseconds): raise the CoreError that completing ``spec`` (and,
+    with ``role`` 'Source'|'Target', copy-rotations) would raise, before any slow work. A retarget checks both
+    characters first, so an error about the target never waits for the source's key-vertex transfer.
+
+    Checks: the bone map (given and fitted, or detected), the bones copy-rotations needs (with ``role``), a mesh
+    when ``need_mesh``, the key-vertex count, and a skinned vertex on every limb the transfer places key
+    vertices on. Returns ``resolve_bone_map``'s (bone map, rig type, notes).
+    """
+    if keyvert_count and keyvert_count not in KEYVERT_COUNTS:
+        raise CoreError(f"Key-vertex count must be 41 or 96, got {keyvert_count}.")
+    bone_map, rig_type, notes = resolve_bone_map(spec.skeleton, spec.bone_map)
+    character = Character(spec.skeleton, spec.mesh, bone_map)
+    if role is not None:
+        check_bone_map(character, role)
+    if spec.mesh is None and need_mesh:
+        raise CoreError(f"Armature '{spec.name}' deforms no mesh: add an Armature modifier pointing to it on the "
+                        "character's mesh; the 'reconform' method needs the target's body.")
+    if spec.mesh is not None and keyvert_count and not (
+            reuse_stored and usable_keyverts(spec.stored_keyverts, spec.mesh, keyvert_count)):
+        check_skinned_limbs(character, keyvert_count, spec.stored_keyverts)
+    return bone_map, rig_type, notes
+
+
 def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: bool = False,
                     need_mesh: bool = False, reuse_stored: bool = True) -> BuiltCharacter:
     """Complete a character once.
@@ -116,14 +141,11 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
         BuiltCharacter. Key vertices not used as stored are transferred, keeping every stored one marked
         ``locked`` (hand-placed).
     """
-    if keyvert_count and keyvert_count not in KEYVERT_COUNTS:
-        raise CoreError(f"Key-vertex count must be 41 or 96, got {keyvert_count}.")
     name = spec.name
-    bone_map, rig_type, notes = resolve_bone_map(spec.skeleton, spec.bone_map)
+    bone_map, rig_type, notes = check_character(spec, keyvert_count=keyvert_count, need_mesh=need_mesh,
+                                                reuse_stored=reuse_stored)
+    notes = list(notes)
     mesh, fitted = spec.mesh, False
-    if mesh is None and need_mesh:
-        raise CoreError(f"Armature '{name}' deforms no mesh: add an Armature modifier pointing to it on the "
-                        "character's mesh; the 'reconform' method needs the target's body.")
     if mesh is None and fit_body and keyvert_count:
         base = None
         if spec.clip is not None and not rest_is_standing(spec.skeleton, bone_map):

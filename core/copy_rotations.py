@@ -33,7 +33,8 @@ _NEEDED = ("hips", "left_upper_arm", "right_upper_arm", "left_upper_leg", "right
            "right_foot")
 
 
-def _check(character: Character, role: str):
+def check_bone_map(character: Character, role: str):
+    """Raise CoreError naming the bones copy-rotations needs and ``character``'s bone map lacks."""
     bm = character.bone_map or {}
     missing = [c for c in _NEEDED if bm.get(c) not in character.skeleton.names]
     if missing:
@@ -129,8 +130,8 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
         Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
         (only the hips bone moves), same fps and frame_start as the source.
     """
-    _check(source, "Source")
-    _check(target, "Target")
+    check_bone_map(source, "Source")
+    check_bone_map(target, "Target")
     S, Tg = source.skeleton, target.skeleton
     sm, tm = source.bone_map, target.bone_map
     if source_motion.rotations.shape[1] != S.num_bones:

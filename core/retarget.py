@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .advice import floor_advice
-from .character import BuiltCharacter, CharacterSpec, build_character
+from .character import BuiltCharacter, CharacterSpec, build_character, check_character
 from .conflicts import detect_conflicts
 from .copy_rotations import copy_rotations
 from .errors import CoreError
@@ -175,7 +175,10 @@ class Retarget:
         timings, notes = {}, []
         t0 = time.perf_counter()
 
-        # 1. characters
+        # 1. characters: both checked first (milliseconds), then completed (seconds: the key-vertex transfer)
+        for role, c, kw in (("Source", self.source, {}), ("Target", self.target, dict(need_mesh=reconform))):
+            if isinstance(c, CharacterSpec):
+                check_character(c, keyvert_count=o.keyvert_count if reconform else 0, role=role, **kw)
         built = {}
         for role, c, kw in (("source", self.source, dict(fit_body=reconform)),
                             ("target", self.target, dict(need_mesh=reconform))):

@@ -89,7 +89,7 @@ def end_drag(obj_name: str, i: int, cancel: bool = False):
     if cancel or p is None:
         return None
     obj = bpy.data.objects.get(obj_name)
-    if obj is None:
+    if obj is None or kvstore.storage_blocker(obj):   # linked / overridden: the key vertex stays where it is
         return None
     # snap onto the holder (the body) or the mesh the vertex is on now, whichever surface is nearer
     other = kvstore.item_object(obj, obj.reconform_keyverts[i])

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.character import CharacterSpec
+from ..core.character import CharacterSpec, check_character
 from ..core.errors import CoreError
 from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
 from ..core.solver import SolverSettings
 from ..core.types import Character, Motion
 from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
 from .bridge import keyverts as kv_storage
-from .bridge.write import remove_action
+from .bridge import library
+from .bridge.write import assignment_state, remove_action
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Inputs:
     source: CharacterSpec
     source_motion: Motion
     target: CharacterSpec
+    notes: tuple = ()           #: lines for the user about what was read (a clamped frame range)
 
 
 # ------------------------------------------------------------------------------------------------ set-up
@@ -161,8 +163,13 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh
 
 
 def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=None, frame_start=None,
-                frame_end=None, source_bone_map=None, target_bone_map=None) -> Inputs:
-    """Read everything a retarget needs from the scene (main thread). Reads only, writes nothing."""
+                frame_end=None, source_bone_map=None, target_bone_map=None, keyvert_count: int = 41) -> Inputs:
+    """Read everything a retarget needs from the scene (main thread). Reads only, writes nothing.
+
+    Fails fast, target first: the armatures, whether the target can keep a new Action (not linked, not a
+    non-editable override), its mesh when the method needs one and its bone map are checked before the source
+    clip is read (``core.character.check_character``: milliseconds); then the source clip (``read_motion``
+    checks its range and keys) and the source's bone map."""
     if method not in METHODS:
         raise BridgeError(f"Unknown method '{method}': use one of {', '.join(METHODS)}.")
     for role, ob in (("Source", source_obj), ("Target", target_obj)):
@@ -172,16 +179,25 @@ def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=Non
             raise BridgeError(f"{role} '{ob.name}' is not an armature: pick an armature object.")
     if source_obj == target_obj:
         raise BridgeError(f"Source and target are both '{source_obj.name}': pick two different armatures.")
+    blocker = library.animation_blocker(target_obj)
+    if blocker:
+        raise BridgeError(blocker)
     reconform = method == "reconform"
     if reconform and not find_meshes(target_obj):  # fail before any slow work
         raise BridgeError(f"Armature '{target_obj.name}' deforms no mesh: add an Armature modifier pointing to it "
                           "on the character's mesh; the 'reconform' method needs the target's body.")
-    skeleton = read_skeleton(source_obj)
-    motion = read_motion(source_obj, skeleton, action=action, frame_start=frame_start, frame_end=frame_end)
-    src = read_character(source_obj, source_bone_map, clip=motion)
+    count = keyvert_count if reconform else 0
     tgt = read_character(target_obj, target_bone_map, need_mesh=reconform)
+    check_character(tgt, keyvert_count=count, need_mesh=reconform, role="Target")
+    notes = []
+    skeleton = read_skeleton(source_obj)
+    motion = read_motion(source_obj, skeleton, action=action, frame_start=frame_start, frame_end=frame_end,
+                         report=notes.append)
+    src = read_character(source_obj, source_bone_map, clip=motion)
+    check_character(src, keyvert_count=count, role="Source")
     act = action if action is not None else getattr(source_obj.animation_data, "action", None)
-    return Inputs(source_obj.name, target_obj.name, act.name if act is not None else "", src, motion, tgt)
+    return Inputs(source_obj.name, target_obj.name, act.name if act is not None else "", src, motion, tgt,
+                  tuple(notes))
 
 
 def make_job(inputs: Inputs, options: RetargetOptions) -> Retarget:
@@ -191,23 +207,40 @@ def make_job(inputs: Inputs, options: RetargetOptions) -> Retarget:
 
 # ------------------------------------------------------------------------------------------------ write
 
-def write_outcome(target_obj, outcome: Outcome, name: str, *, source_obj=None, store_keyverts: bool = True):
+def write_outcome(target_obj, outcome: Outcome, name: str, *, source_obj=None, store_keyverts: bool = True,
+                  report=None):
     """Main thread: write ``outcome.motion`` as a NEW Action on ``target_obj`` (assigned with its slot) and store
-    the key vertices the retarget transferred on the characters' meshes. All or nothing: on failure the new
-    Action is removed and the previous assignment restored."""
-    previous = None
-    ad = target_obj.animation_data
-    if ad is not None:
-        previous = (ad.action, getattr(ad, "action_slot", None))
+    the key vertices the retarget transferred on the characters' meshes. All or nothing: everything is checked
+    before the first change (a linked or non-editable target raises BridgeError), and on a failure the new
+    Action is removed, the previous assignment and the stored key vertices restored.
+
+    Key vertices are not stored on a linked or overridden mesh (Blender keeps no add-on data there):
+    ``report`` (a callable taking one line) says so, and the next run transfers them again."""
+    say = report or (lambda msg: None)
+    blocker = library.animation_blocker(target_obj)
+    if blocker:
+        raise BridgeError(blocker)
+    to_store = []
+    if store_keyverts:
+        objs = {"source": source_obj, "target": target_obj}
+        for role, kvs in outcome.keyverts_to_store().items():
+            arm, character = objs.get(role), outcome.built[role].character
+            if arm is None:
+                continue
+            why = kv_storage.store_blocker(arm, character, kvs)
+            if why:
+                say(f"Key vertices of '{arm.name}' not stored ({why}): the next run transfers them again; place "
+                    "them in the character's own file to keep them.")
+            else:
+                to_store.append((arm, character, kvs))
+    saved = kv_storage.snapshot([arm for arm, _, _ in to_store])
+    previous = assignment_state(target_obj)
     act = write_motion(target_obj, outcome.target.skeleton, outcome.motion, name)
     try:
-        if store_keyverts:
-            objs = {"source": source_obj, "target": target_obj}
-            for role, kvs in outcome.keyverts_to_store().items():
-                arm = objs.get(role)
-                if arm is not None:
-                    kv_storage.store(arm, outcome.built[role].character, kvs)
+        for arm, character, kvs in to_store:
+            kv_storage.store(arm, character, kvs)
     except Exception:
+        kv_storage.restore(saved)
         remove_action(target_obj, act, previous)
         raise
     return act
@@ -245,7 +278,7 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
         "timings": {k: round(v, 4) for k, v in timings.items()},
         "metrics": plain(outcome.metrics), "reference_metrics": plain(outcome.reference),
         "conflicts": plain(conflict_rows(outcome.conflicts)),
-        "notes": list(outcome.notes),
+        "notes": list(inputs.notes) + list(outcome.notes),
     }
     if outcome.job is not None:
         rep["metrics_solver"] = plain(outcome.solver_stats)
@@ -282,8 +315,11 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     say(f"reading '{source_obj.name}' and '{target_obj.name}'")
     inputs = read_inputs(source_obj, target_obj, method=method, action=action, frame_start=frame_start,
                          frame_end=frame_end, source_bone_map=setup_bone_map(setup, "source", source_obj.name),
-                         target_bone_map=setup_bone_map(setup, "target", target_obj.name))
+                         target_bone_map=setup_bone_map(setup, "target", target_obj.name),
+                         keyvert_count=int(setup.get("keyvert_count", 41)))
     mo = inputs.source_motion
+    for n in inputs.notes:
+        say(n)
     say(f"source motion: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}
     options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
@@ -301,16 +337,18 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     for n in outcome.notes:
         say(n)
     timings.update(outcome.timings)
-    t3 = time.perf_counter()
     new_name = name or result_action_name(source_obj, target_obj, action)
-    act = write_outcome(target_obj, outcome, new_name, source_obj=source_obj, store_keyverts=store_keyverts)
-    try:
-        timings["write_s"] = time.perf_counter() - t3
-        timings["total_s"] = time.perf_counter() - t0
-        rep = make_report(inputs, outcome, act.name, timings)
-    except Exception:
-        remove_action(target_obj, act, None)
-        raise
+    rep = make_report(inputs, outcome, new_name, timings)   # before the write: nothing can fail after it
+
+    def note(msg):
+        say(msg)
+        rep["notes"].append(msg)
+    t3 = time.perf_counter()
+    act = write_outcome(target_obj, outcome, new_name, source_obj=source_obj, store_keyverts=store_keyverts,
+                        report=note)
+    rep["action"] = act.name
+    rep["timings"]["write_s"] = round(time.perf_counter() - t3, 4)
+    rep["timings"]["total_s"] = round(time.perf_counter() - t0, 4)
     tick(1.0)
     say(f"wrote Action '{act.name}' on '{target_obj.name}' ({outcome.motion.num_frames} frames)")
     return RetargetResult(act, outcome.motion, rep, outcome)

@@ -43,11 +43,11 @@ from .reproportion import REPROPORTION_CLAMP, reproportion_maps, reproportion_ve
 from .rules import apply_rules, rule_table
 from .template import TEMPLATE_PATH, Template, load_template, template_arrays
 from .transfer import (DEFAULT_MIRROR, DEFAULT_NORMALIZE, DEFAULT_READOUT, DEFAULT_REPROPORTION, MIRROR_CANDIDATES,
-                       transfer_keyverts)
+                       check_skinned_limbs, transfer_keyverts)
 
 __all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_MIRROR", "DEFAULT_NORMALIZE", "DEFAULT_READOUT", "DEFAULT_REG",
            "DEFAULT_REPROPORTION", "MIRROR_CANDIDATES", "REPROPORTION_CLAMP", "TEMPLATE_PATH", "Template",
            "apply_rules", "area_weights", "body_vertex_mask", "bone_canonical", "character_height",
-           "keyvertex_positions", "limb_labels", "load_template", "midplane_x", "ot_limb", "pair_readout",
+           "check_skinned_limbs", "keyvertex_positions", "limb_labels", "load_template", "midplane_x", "ot_limb", "pair_readout",
            "plan_rows", "plan_rows_full", "reproportion_maps", "reproportion_vertices", "rule_table",
            "template_arrays", "tpose_geometry", "transfer_keyverts"]

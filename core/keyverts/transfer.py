@@ -60,6 +60,26 @@ def transfer_keyverts(character: Character, n: int = 41, locked: KeyVertexSet = 
                      shortcut=shortcut, reproportion=reproportion, mirror=mirror)[readout]
 
 
+def _unskinned(character: Character, limb: str) -> CoreError:
+    return CoreError(f"Character '{character.name}': no mesh vertex is skinned to its {limb.replace('_', ' ')} "
+                     f"(check the bone map and the skin weights).")
+
+
+def check_skinned_limbs(character: Character, n: int = 41, locked: KeyVertexSet = None) -> None:
+    """Raise the CoreError ``transfer_keyverts(character, n, locked)`` would raise for a limb whose key vertices
+    it places while no vertex of ``character.mesh`` is skinned to it (``core.parts.limb_labels``): in
+    milliseconds, before any OT."""
+    kv = load_template(n).keyverts
+    kept = set()
+    if locked is not None:
+        kept = {nm for nm, lk, vid in zip(locked.names, locked.locked, locked.vertex_ids)
+                if lk and 0 <= vid < character.mesh.num_verts}
+    present = set(np.unique(limb_labels(character.skeleton, character.mesh, character.bone_map)).tolist())
+    for limb in dict.fromkeys(lb for nm, lb in zip(kv.names, kv.limbs) if nm not in kept):
+        if LIMBS.index(limb) not in present:
+            raise _unskinned(character, limb)
+
+
 def _transfer(character, n, locked, reg, readouts, normalize, max_points, template, debias=True, shortcut=True,
               reproportion=None, mirror=None):
     """transfer_keyverts for several read-outs sharing one OT solve: {readout: KeyVertexSet}."""
@@ -111,8 +131,7 @@ def _transfer(character, n, locked, reg, readouts, normalize, max_points, templa
         if len(dm) == 0:
             dm = np.nonzero(lab == li)[0]
         if len(dm) == 0:
-            raise CoreError(f"Character '{character.name}': no mesh vertex is skinned to its {limb.replace('_', ' ')}"
-                            f" (check the bone map and the skin weights).")
+            raise _unskinned(character, limb)
         tm = np.nonzero(t_lab == li)[0]
         wt, wd = t_area[tm], area[dm]
         if wd.sum() <= 0:

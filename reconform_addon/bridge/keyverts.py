@@ -16,6 +16,8 @@ import bpy
 import numpy as np
 
 from ...core.types import KeyVertexSet
+from .errors import BridgeError
+from .library import storage_blocker
 from .read import find_meshes
 
 
@@ -97,19 +99,50 @@ def load_keyverts(mesh_obj, part_offset: int = 0, offsets=None, eye: str = "face
                         np.array([it.locked for it in its], bool), eye)
 
 
+def _holder_for(arm, character, kvset: KeyVertexSet):
+    """(holder mesh object, {name: mesh object}) where ``store`` puts ``kvset``: the mesh holding most of them."""
+    mesh = character.mesh
+    part_names = list(mesh.part_names)
+    objs = {ob.name: ob for ob in find_meshes(arm)}
+    counts = np.bincount(mesh.part[kvset.vertex_ids], minlength=len(part_names))
+    order = [p for p in np.argsort(-counts, kind="stable") if part_names[p] in objs]
+    if not order:
+        raise BridgeError(f"Armature '{arm.name}': none of its meshes ({', '.join(part_names)}) can hold key "
+                          "vertices.")
+    return objs[part_names[order[0]]], objs
+
+
+def store_blocker(arm, character, kvset: KeyVertexSet) -> str:
+    """Why ``store(arm, character, kvset)`` cannot keep the key vertices in this file ('' when it can): the
+    holder, or a mesh it would clear, is linked or a library override (``library.storage_blocker``)."""
+    holder, objs = _holder_for(arm, character, kvset)
+    for ob in [holder] + [o for o in objs.values() if o is not holder and len(o.reconform_keyverts)]:
+        why = storage_blocker(ob)
+        if why:
+            return why
+    return ""
+
+
+def check_can_store(arm) -> None:
+    """Raise BridgeError naming the mesh when no mesh of ``arm`` can keep key vertices in this file."""
+    why = [storage_blocker(ob) for ob in find_meshes(arm)]
+    if why and all(why):
+        raise BridgeError(f"Cannot store key vertices on '{arm.name}': {why[0]}. {_WHERE_TO_STORE}")
+
+
+_WHERE_TO_STORE = ("Key vertices are kept on local meshes only: place them in the character's own file (a "
+                   "retarget reads them through the link), or make the mesh local (Object > Relations > Make Local).")
+
+
 def store(arm, character, kvset: KeyVertexSet):
     """Store a character's key vertices on the mesh holding most of them (clears the other meshes)."""
+    why = store_blocker(arm, character, kvset)
+    if why:
+        raise BridgeError(f"Cannot store key vertices on '{arm.name}': {why}. {_WHERE_TO_STORE}")
     mesh = character.mesh
     offsets = _part_offsets(mesh)
     part_names = list(mesh.part_names)
-    parts = mesh.part[kvset.vertex_ids]
-    objs = {ob.name: ob for ob in find_meshes(arm)}
-    counts = np.bincount(parts, minlength=len(part_names))
-    order = [p for p in np.argsort(-counts, kind="stable") if part_names[p] in objs]
-    if not order:
-        raise RuntimeError(f"Armature '{arm.name}': none of its meshes ({', '.join(part_names)}) can hold key "
-                           f"vertices.")
-    holder = objs[part_names[order[0]]]
+    holder, objs = _holder_for(arm, character, kvset)
 
     def part_of(vid):
         name = part_names[mesh.part[vid]]
@@ -120,6 +153,31 @@ def store(arm, character, kvset: KeyVertexSet):
             ob.reconform_keyverts.clear()
     store_keyverts(holder, kvset, offsets[holder.name], part_of)
     return holder
+
+
+_ITEM_FIELDS = ("name", "limb", "index", "locked", "co", "mesh")
+
+
+def snapshot(arms) -> list:
+    """The key vertices stored on the meshes of armatures ``arms``, for ``restore`` (an all-or-nothing write)."""
+    out = []
+    for arm in arms:
+        for ob in find_meshes(arm):
+            if not storage_blocker(ob):
+                out.append((ob, [tuple(getattr(it, f) if f != "co" else tuple(it.co) for f in _ITEM_FIELDS)
+                                 for it in ob.reconform_keyverts]))
+    return out
+
+
+def restore(saved: list) -> None:
+    """Put back the key vertices ``snapshot`` saw."""
+    for ob, rows in saved:
+        its = ob.reconform_keyverts
+        its.clear()
+        for row in rows:
+            it = its.add()
+            for f, v in zip(_ITEM_FIELDS, row):
+                setattr(it, f, v)
 
 
 def load(arm, character, n: int | None = None):

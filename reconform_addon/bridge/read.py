@@ -13,6 +13,7 @@ import numpy as np
 
 from ...core.rotations_np import axis_angle_to_quat, euler_to_quat, matrix_to_quat
 from ...core.types import Motion, Skeleton, SkinnedMesh
+from . import clip
 from .errors import BridgeError
 
 #: Skin influences kept per vertex are between these bounds (the mesh's own maximum in between).
@@ -242,7 +243,10 @@ def read_skinned_mesh(arm_obj, skeleton: Skeleton, mesh_objs=None, report=None) 
 # ----------------------------------------------------------------------------------------------- motion
 
 def _active_slot(arm_obj, action):
-    """The slot of ``action`` that animates ``arm_obj`` (None on Blender without slots)."""
+    """The slot of ``action`` that animates ``arm_obj`` (None on Blender without slots, or when no slot animates
+    objects): the assigned one, else the one named after the object, else the first object slot with bone
+    curves, else the first object slot. An Action imported from glTF has one slot per animated ID (the
+    armature, shape keys, ...), in no particular order."""
     if not hasattr(action, "slots"):
         return None
     ad = arm_obj.animation_data
@@ -252,7 +256,23 @@ def _active_slot(arm_obj, action):
         if slot.identifier == "OB" + arm_obj.name:
             return slot
     obj_slots = [s for s in action.slots if s.target_id_type in {'OBJECT', 'UNSPECIFIED'}]
+    from bpy_extras import anim_utils
+    for slot in obj_slots:
+        bag = anim_utils.action_get_channelbag_for_slot(action, slot)
+        if bag is not None and any(fc.data_path.startswith("pose.bones[") for fc in bag.fcurves):
+            return slot
     return obj_slots[0] if obj_slots else None
+
+
+def _check_animates_objects(arm_obj, action):
+    """Raise BridgeError when ``action`` has no slot that can animate the armature object."""
+    if hasattr(action, "slots") and len(action.slots):
+        if _active_slot(arm_obj, action) is None:
+            kinds = ", ".join(f"'{s.name_display}' ({s.target_id_type.lower()})" for s in action.slots)
+            raise BridgeError(f"Action '{action.name}' does not animate objects (its slots: {kinds}): pick an "
+                              f"Action that animates '{arm_obj.name}'.")
+    elif getattr(action, "id_root", 'OBJECT') not in {'OBJECT', 'NONE', None}:
+        raise BridgeError(f"Action '{action.name}' does not animate objects: pick an armature Action.")
 
 
 def action_fcurves(arm_obj, action) -> list:
@@ -318,40 +338,48 @@ def _scene_fps(scene) -> float:
 
 
 def read_motion(arm_obj, skeleton: Skeleton, action=None, frame_start=None, frame_end=None,
-                sample=None) -> Motion:
+                sample=None, report=None) -> Motion:
     """The animation of ``arm_obj`` as pose channels per integer frame (core.Motion).
 
     Reads the F-curves of the Action (``action`` or the active one) directly when nothing else drives the
     pose; samples the evaluated pose per frame (``scene.frame_set``) when constraints, drivers or NLA tracks
     do, or when ``sample`` is True. The frame range defaults to the Action's (the scene's without one);
     ``frame_end`` is included. fps is the scene's ``fps / fps_base``.
+
+    The clip is checked first (``bridge.clip``): a range outside the Action's own is refused (one reaching
+    past it is clamped, with a line to ``report``); a key that is not a number or absurdly large raises
+    BridgeError naming the Action, the F-curve and the frame; so do evaluated values beyond the same bounds.
     """
     _check_armature(arm_obj)
     scene = bpy.context.scene
     ad = arm_obj.animation_data
     active = ad.action if ad is not None else None
     act = action if action is not None else active
-    if act is not None and getattr(act, "id_root", 'OBJECT') not in {'OBJECT', 'NONE', None}:
-        raise BridgeError(f"Action '{act.name}' does not animate objects: pick an armature Action.")
     if act is not None:
-        lo, hi = act.frame_range
+        _check_animates_objects(arm_obj, act)
+        fcurves = action_fcurves(arm_obj, act)
+        start, end = clip.resolve_range(act, fcurves, frame_start, frame_end, report)
     elif ad is not None and ad.nla_tracks:
-        lo, hi = scene.frame_start, scene.frame_end
+        start = scene.frame_start if frame_start is None else int(frame_start)
+        end = scene.frame_end if frame_end is None else int(frame_end)
+        if end < start:
+            raise BridgeError(f"Armature '{arm_obj.name}': frame range {start}..{end} is empty.")
     else:
         raise BridgeError(f"Armature '{arm_obj.name}' has no animation: assign an Action to it "
                           "(Dope Sheet > Action Editor) or pick one.")
-    start = int(round(lo)) if frame_start is None else int(frame_start)
-    end = int(round(hi)) if frame_end is None else int(frame_end)
-    if end < start:
-        raise BridgeError(f"Armature '{arm_obj.name}': frame range {start}..{end} is empty.")
     frames = _frames(start, end)
+    size = clip.skeleton_size(arm_obj)
+    if act is not None:
+        object_scale = float(np.abs(np.array(arm_obj.matrix_world.to_scale())).max())
+        clip.check_keys(act, fcurves, start, end, size, object_scale)
     fold = act is not None and object_animated(arm_obj, act)
     if sample is None:
         sample = bool(_needs_sampling(arm_obj)) or fold
     if not sample and act is not None:
-        rot, loc = _read_fcurves(arm_obj, skeleton, act, frames)
+        rot, loc = _read_fcurves(arm_obj, skeleton, act, frames, size)
     else:
         rot, loc = _sample_pose(arm_obj, skeleton, act, frames, fold_object=fold)
+        clip.check_pose(arm_obj, skeleton.names, rot, loc, frames, size)
     return Motion(rot, loc, fps=_scene_fps(scene), frame_start=start)
 
 
@@ -369,7 +397,7 @@ def _curve_values(fc, frames: np.ndarray) -> np.ndarray:
     return np.fromiter((fc.evaluate(f) for f in frames), dtype=np.float64, count=len(frames))
 
 
-def _read_fcurves(arm_obj, skeleton, action, frames):
+def _read_fcurves(arm_obj, skeleton, action, frames, size):
     T, J = len(frames), skeleton.num_bones
     curves = {}
     for fc in action_fcurves(arm_obj, action):
@@ -389,7 +417,11 @@ def _read_fcurves(arm_obj, skeleton, action, frames):
             out = np.empty((T, n))
             for i in range(n):
                 fc = curves.get((name, prop, i))
-                out[:, i] = _curve_values(fc, frames) if fc is not None else static[i]
+                if fc is not None:
+                    out[:, i] = _curve_values(fc, frames)
+                    clip.check_channel(action, fc, out[:, i], frames, size)
+                else:
+                    out[:, i] = static[i]
             return out
 
         if mode == 'QUATERNION':

@@ -58,9 +58,7 @@ def write_motion(arm_obj, skeleton: Skeleton, motion: Motion, name: str, interpo
     quats = quat_make_continuous(quats, axis=0)
     locs = np.asarray(motion.locations, dtype=np.float64)
 
-    ad = arm_obj.animation_data
-    old_assign = (ad.action, getattr(ad, "action_slot", None)) if ad is not None else None
-    old_bones = [(pb.rotation_mode, tuple(pb.scale)) for pb in pbones]
+    old_state = assignment_state(arm_obj)
     act = None
     try:
         act, slot, bag = _new_action(arm_obj, name)
@@ -88,23 +86,31 @@ def write_motion(arm_obj, skeleton: Skeleton, motion: Motion, name: str, interpo
             assign_action(arm_obj, act, slot)
         return act
     except Exception:
-        if act is not None:
-            bpy.data.actions.remove(act)
-        for pb, (mode, scale) in zip(pbones, old_bones):
-            pb.rotation_mode = mode
-            pb.scale = scale
-        if old_assign is not None:
-            assign_action(arm_obj, old_assign[0], old_assign[1])
+        remove_action(arm_obj, act, old_state)
         raise
 
 
-def remove_action(arm_obj, action, previous=None):
-    """Undo a write: unassign and delete ``action``; ``previous`` = (action, slot) to restore."""
+def assignment_state(arm_obj) -> tuple:
+    """What ``write_motion`` changes on ``arm_obj`` besides adding an Action: ((action, slot) or None, the pose
+    bones' (rotation_mode, scale)); ``remove_action`` puts it back."""
     ad = arm_obj.animation_data
-    if ad is not None and ad.action == action:
-        if previous is not None and previous[0] is not None:
-            assign_action(arm_obj, previous[0], previous[1])
+    assigned = (ad.action, getattr(ad, "action_slot", None)) if ad is not None else None
+    return assigned, [(pb.rotation_mode, tuple(pb.scale)) for pb in arm_obj.pose.bones]
+
+
+def remove_action(arm_obj, action, previous=None):
+    """Undo a write: unassign and delete ``action``; ``previous`` = ``assignment_state`` taken before it."""
+    assigned, bones = previous if previous is not None else (None, None)
+    ad = arm_obj.animation_data
+    if ad is not None and action is not None and ad.action == action:
+        if assigned is not None and assigned[0] is not None:
+            assign_action(arm_obj, assigned[0], assigned[1])
         else:
             ad.action = None
+    if previous is not None and assigned is None and ad is not None and not ad.nla_tracks and not ad.drivers:
+        arm_obj.animation_data_clear()   # it had no animation data before the write
     if action is not None and action.name in bpy.data.actions:
         bpy.data.actions.remove(action)
+    for pb, (mode, scale) in zip(arm_obj.pose.bones, bones or ()):
+        pb.rotation_mode = mode
+        pb.scale = scale

@@ -31,6 +31,7 @@ def place(s, options: KeyVertexOptions) -> Done:
     from .. import pipeline
 
     arm = role_armature(s, options.role)
+    kvstore.check_can_store(arm)   # before the transfer's seconds of work
     spec = pipeline.read_character(arm, s.bone_map(options.role) or None, need_mesh=True)
     if not options.keep_locked:
         spec = replace(spec, stored_keyverts=None)
@@ -47,6 +48,7 @@ def unlock(s, options: KeyVertexOptions) -> Done:
     holder = kvstore.holder_mesh(s.character(options.role))
     if holder is None:
         raise BridgeError("This character has no key vertices yet: run Transfer first.")
+    kvstore.check_can_store(s.character(options.role))
     for it in holder.reconform_keyverts:
         it.locked = False
     return Done()

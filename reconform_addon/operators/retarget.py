@@ -114,7 +114,7 @@ def start_retarget(req: RetargetRequest):
     action = bpy.data.actions.get(req.action_name) if req.action_name else None
     inputs = pipeline.read_inputs(src, tgt, method=req.method, action=action, frame_start=req.frame_start,
                                   frame_end=req.frame_end, source_bone_map=req.source_bone_map,
-                                  target_bone_map=req.target_bone_map)
+                                  target_bone_map=req.target_bone_map, keyvert_count=req.keyvert_count)
     options = RetargetOptions(method=req.method, keyvert_count=req.keyvert_count, settings=req.settings)
     return inputs, pipeline.make_job(inputs, options)
 
@@ -143,16 +143,20 @@ def panel_metrics(outcome) -> dict:
     return m
 
 
-def apply_result(context, req: RetargetRequest, inputs, outcome, *, options=None, resolved_from=None):
+def apply_result(context, req: RetargetRequest, inputs, outcome, *, options=None, resolved_from=None,
+                 report=None):
     """Main thread, FINISHED path only: write the Action (and the key vertices the retarget placed), push it to
-    the NLA if asked, fill the panel's metrics and conflicts, remember the solve for Re-solve."""
+    the NLA if asked, fill the panel's metrics and conflicts, remember the solve for Re-solve. ``report`` (a
+    callable taking one line) gets the notes of the read (a clamped frame range) and of the write."""
     from ...core.retarget import RetargetOptions
     from .. import pipeline
 
     s = settings_of(context)
     src, tgt = _objects(req)
     name = req.new_action_name + (" (re-solved)" if resolved_from is not None else "")
-    act = pipeline.write_outcome(tgt, outcome, name, source_obj=src)
+    for n in (inputs.notes if resolved_from is None and report is not None else ()):
+        report(n)
+    act = pipeline.write_outcome(tgt, outcome, name, source_obj=src, report=report)
     if req.push_nla:
         push_to_nla(tgt, act)
     s.last_action = act
@@ -364,7 +368,8 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
         return SolveRunner(job, lambda j: j.outcome)
 
     def _apply(self, context, outcome):
-        return apply_result(context, self._req, self._inputs, outcome)
+        return apply_result(context, self._req, self._inputs, outcome,
+                            report=lambda msg: self.report({'WARNING'}, msg))
 
 
 class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):

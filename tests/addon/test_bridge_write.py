@@ -117,8 +117,12 @@ def test_remove_action_restores_previous(addon, br):
     sk = br.read_skeleton(arm)
     src, bag = new_action(arm, "Source")
     key_random_motion(arm, bag, frames=range(1, 5))
-    prev = (src, src.slots[0])
+    modes = [pb.rotation_mode for pb in arm.pose.bones]
+    assert set(modes) != {'QUATERNION'}
+    prev = write.assignment_state(arm)
     act = br.write_motion(arm, sk, br.read_motion(arm, sk), "New")
+    assert {pb.rotation_mode for pb in arm.pose.bones} == {'QUATERNION'}
     write.remove_action(arm, act, prev)
     assert "New" not in bpy.data.actions
     assert arm.animation_data.action == src and arm.animation_data.action_slot == src.slots[0]
+    assert [pb.rotation_mode for pb in arm.pose.bones] == modes
