@@ -121,7 +121,11 @@ def solver_settings(settings) -> SolverSettings:
 
 
 def result_action_name(source_obj, target_obj, action=None) -> str:
-    """Name of the new Action: '<source clip or armature> to <target>' (Blender adds .001 when taken)."""
+    """Name of every new Action a retarget writes (panel, batch, demo): '<source clip> to <target>', the clip
+    being ``action`` or the Action playing on the source (the source armature's name when only NLA tracks
+    play); Blender adds .001 when the name is taken. A Re-solve appends ' (re-solved)'."""
+    if action is None:
+        action = getattr(source_obj.animation_data, "action", None)
     src = action.name if action is not None else source_obj.name
     return f"{src} to {target_obj.name}"
 
@@ -374,5 +378,5 @@ def plain(value):
 
 
 __all__ = ["Inputs", "RetargetResult", "conflict_rows", "load_setup", "make_job", "make_report", "plain",
-           "prepare_character", "read_character", "read_inputs", "result_action_name", "retarget", "setup_bone_map", "solver_settings",
-           "write_outcome", "CoreError"]
+           "prepare_character", "read_character", "read_inputs", "result_action_name", "retarget", "setup_bone_map",
+           "solver_settings", "write_outcome", "CoreError"]

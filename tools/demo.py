@@ -77,12 +77,12 @@ def run(args, log):
         tgt = bpy.data.objects[name]
         log(f"{method} ({args.quality}): Source -> {name}")
         res = pipeline.retarget(src, tgt, method=method, frame_start=start, frame_end=end,
-                                settings={"quality": args.quality}, name=f"{name}_{method}",
+                                settings={"quality": args.quality},   # named as the panel names it
                                 report=lambda m: log("  " + m) if m.startswith("Solving") else None)
         entry = {method: res.report}
         if method == "reconform":   # the copy-rotations baseline, kept in the file beside the result
             base = write.write_motion(tgt, res.outcome.target.skeleton, res.outcome.init_motion,
-                                      f"{name}_copy_rotations")
+                                      f"{res.action.name} (copy rotations)")
             base.use_fake_user = True
             write.assign_action(tgt, res.action)
             entry["copy_rotations"] = {"action": base.name, "metrics": res.report["reference_metrics"]}

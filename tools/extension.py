@@ -11,16 +11,35 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def isolate_user_resources(prefix: str = "reconform_bl_"):
+    """The bpy wheel: point ``BLENDER_USER_RESOURCES`` at a new temporary folder before bpy is first imported,
+    so that the user's own Blender settings and extensions stay out of the run. Returns that folder (the
+    caller removes it with ``remove_folder`` when done), or None when bpy is loaded already (a Blender binary)
+    or the variable is set."""
+    if "bpy" in sys.modules or os.environ.get("BLENDER_USER_RESOURCES"):
+        return None
+    d = tempfile.mkdtemp(prefix=prefix)
+    os.environ["BLENDER_USER_RESOURCES"] = d
+    return d
+
+
+def remove_folder(path) -> None:
+    """Remove a temporary folder this process made (symbolic links inside are removed, never followed)."""
+    if path and os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def enable_addon(repo_name: str, root: pathlib.Path = ROOT):
-    """Enable the checkout at ``root`` as ``bl_ext.<repo_name>.reconform``; returns (module, repo)."""
-    if "bpy" not in sys.modules:  # the bpy wheel: keep the user's Blender settings out of it
-        os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
+    """Enable the checkout at ``root`` as ``bl_ext.<repo_name>.reconform``; returns (module, repo).
+    ``disable_addon`` removes the temporary repository folder again."""
+    isolate_user_resources()
     import bpy
     import addon_utils  # importable once bpy is
 
@@ -32,12 +51,24 @@ def enable_addon(repo_name: str, root: pathlib.Path = ROOT):
     def fail(ex):
         raise ex
 
-    mod = addon_utils.enable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
+    try:
+        mod = addon_utils.enable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
+    except BaseException:
+        bpy.context.preferences.extensions.repos.remove(repo)
+        _remove_repo_folder(d)
+        raise
     return mod, repo
 
 
+def _remove_repo_folder(d: pathlib.Path) -> None:
+    link = d / "reconform"
+    if link.is_symlink():
+        link.unlink()   # the link to the checkout first: nothing of the checkout can be touched
+    remove_folder(d)
+
+
 def disable_addon(repo_name: str, repo) -> None:
-    """Disable ``bl_ext.<repo_name>.reconform`` and remove its temporary repository."""
+    """Disable ``bl_ext.<repo_name>.reconform``, remove its temporary repository and the repository's folder."""
     import contextlib
     import io
 
@@ -47,6 +78,11 @@ def disable_addon(repo_name: str, repo) -> None:
     def fail(ex):
         raise ex
 
-    with contextlib.redirect_stdout(io.StringIO()):  # addon_utils prints a spurious "not enabled"
-        addon_utils.disable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
-    bpy.context.preferences.extensions.repos.remove(repo)
+    folder = pathlib.Path(repo.custom_directory) if repo.custom_directory else None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # addon_utils prints a spurious "not enabled"
+            addon_utils.disable(f"bl_ext.{repo_name}.reconform", default_set=True, handle_error=fail)
+    finally:
+        bpy.context.preferences.extensions.repos.remove(repo)
+        if folder is not None and folder.name.startswith(f"{repo_name}_"):
+            _remove_repo_folder(folder)

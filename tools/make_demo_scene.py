@@ -324,10 +324,7 @@ class Addon:
         return self
 
     def __exit__(self, *exc):
-        import addon_utils
-        import bpy
-        addon_utils.disable(self.retarget.MODULE, default_set=True)
-        bpy.context.preferences.extensions.repos.remove(self.repo)
+        self.retarget.extension.disable_addon(self.retarget.REPO_NAME, self.repo)   # its folder removed too
         return False
 
 

@@ -11,9 +11,13 @@ Examples (docs/bridge.md has more)::
     python tools/retarget.py --blend scene.blend --source Mocap --target Hero --frames 1 120 \\
         --method reconform --setup setup.json --export out.fbx --export out.glb
 
-Exit status: 0 on success, 1 with one line ``error: <reason>`` on stderr for bad input (missing object or
-file, armature without a mesh when the method needs one, nothing mapped, unreadable file), 2 for bad
-arguments, 3 for an internal error (traceback printed). Bad input writes nothing.
+Exit status: 0 on success; 1 with one line ``error: <reason>`` on stderr for bad input (missing object or
+file, unreadable file, an output that cannot be written, armature without a mesh when the method needs one,
+nothing mapped, a broken clip); 2 for bad arguments; 3 for an internal error (traceback printed); 130 when
+interrupted (Ctrl+C). Outputs are checked before any work and written all or none: a failed run writes
+nothing. Without ``--blend`` the run starts from an empty scene. Blender's and the importers' messages are
+shown with ``--verbose`` only; ``--quiet`` prints errors only. Every temporary folder the run makes is
+removed at the end, also after an error or Ctrl+C.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ import argparse
 import json
 import os
 import pathlib
+import signal
 import sys
-import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import batch_io  # noqa: E402  (tools/batch_io.py: the console and the all-or-none outputs)
 import extension  # noqa: E402  (tools/extension.py: the one helper that enables the extension)
 REPO_NAME = "reconform_batch"
 MODULE = f"bl_ext.{REPO_NAME}.reconform"
@@ -55,7 +60,9 @@ def parse_args(argv):
     p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
                    "repeatable")
     p.add_argument("--report", help="write a report (.json or .txt)")
-    p.add_argument("--quiet", action="store_true", help="print errors only")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument("--quiet", action="store_true", help="print errors only")
+    talk.add_argument("--verbose", action="store_true", help="also show Blender's and the importers' messages")
     args = p.parse_args(argv)
     for path in args.export:
         if os.path.splitext(path)[1].lower() not in (".fbx", ".glb", ".gltf", ".bvh"):
@@ -64,7 +71,15 @@ def parse_args(argv):
         p.error(f"--report {args.report}: use a .json or .txt path")
     if args.out and not args.out.lower().endswith(".blend"):
         p.error(f"--out {args.out}: use a .blend path")
+    if args.out and args.blend and os.path.abspath(args.out) == os.path.abspath(args.blend):
+        p.error(f"--out {args.out}: the --blend file is never written to; give another path")
     return args
+
+
+def output_paths(args) -> list:
+    """(option, path) of every output the run writes."""
+    return ([("--out", args.out)] if args.out else []) + [("--export", p) for p in args.export] + \
+        ([("--report", args.report)] if args.report else [])
 
 
 def enable_addon(repo_name: str = REPO_NAME):
@@ -73,20 +88,21 @@ def enable_addon(repo_name: str = REPO_NAME):
 
 
 def _resolve(spec, role, arm_name, bridge, log):
-    """An armature from a file path (imported) or an object name in the open scene."""
+    """An armature from a file path (imported) or an object name in the open scene. Only the source's file
+    sets the scene's frame rate: the source's rate governs the result."""
     ext = os.path.splitext(spec)[1].lower()
     if ext in bridge.io.SUPPORTED or os.path.sep in spec:
         log(f"importing {role} '{spec}'")
-        objs = bridge.import_file(spec, report=log)
+        objs = bridge.import_file(spec, set_scene_fps=role == "source", report=log)
         return bridge.find_armature(objs, arm_name)
     return bridge.find_armature(None, arm_name or spec)
 
 
-def _export(path, arm, motion_range, log):
+def _export(path, staged, arm, motion_range, log):
+    """Export ``arm`` and its meshes with the new Action to ``staged`` (renamed to ``path`` at the end)."""
     import bpy
 
     ext = os.path.splitext(path)[1].lower()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = motion_range
     for ob in bpy.context.view_layer.objects:
@@ -98,16 +114,20 @@ def _export(path, arm, motion_range, log):
             ob.select_set(True)
     bpy.context.view_layer.objects.active = arm
     t = time.perf_counter()
-    if ext == ".fbx":
-        res = bpy.ops.export_scene.fbx(filepath=path, use_selection=True, bake_anim=True, add_leaf_bones=False,
-                                       bake_anim_use_all_actions=False, bake_anim_use_nla_strips=False)
-    elif ext in (".glb", ".gltf"):
-        res = bpy.ops.export_scene.gltf(filepath=path, export_format='GLB' if ext == ".glb" else 'GLTF_SEPARATE',
-                                         use_selection=True, export_animations=True)
-    else:
-        res = bpy.ops.export_anim.bvh(filepath=path, frame_start=motion_range[0], frame_end=motion_range[1])
-    if 'FINISHED' not in res or not os.path.isfile(path):
-        raise RuntimeError(f"export to '{path}' failed")
+    try:
+        if ext == ".fbx":
+            res = bpy.ops.export_scene.fbx(filepath=staged, use_selection=True, bake_anim=True,
+                                           add_leaf_bones=False, bake_anim_use_all_actions=False,
+                                           bake_anim_use_nla_strips=False)
+        elif ext in (".glb", ".gltf"):
+            res = bpy.ops.export_scene.gltf(filepath=staged, use_selection=True, export_animations=True,
+                                             export_format='GLB' if ext == ".glb" else 'GLTF_SEPARATE')
+        else:
+            res = bpy.ops.export_anim.bvh(filepath=staged, frame_start=motion_range[0], frame_end=motion_range[1])
+    except RuntimeError as ex:
+        raise UserError(f"Export to '{path}' failed: {str(ex).strip().splitlines()[-1]}") from None
+    if 'FINISHED' not in res or not os.path.isfile(staged) or not os.path.getsize(staged):
+        raise UserError(f"Export to '{path}' failed: the exporter wrote nothing.")
     log(f"exported {path} ({time.perf_counter() - t:.2f} s)")
 
 
@@ -134,29 +154,59 @@ def _text_report(rep) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(args, log) -> dict:
-    """Do the work in the current Blender session. Returns the report dict."""
+def _open_scene(args, bpy, bridge, log):
+    """The scene the run starts from: ``--blend`` opened (never saved), else an empty one (no startup Cube,
+    Light or Camera in the result)."""
+    if not args.blend:
+        bpy.ops.wm.read_homefile(use_empty=True)
+        return
+    if not os.path.isfile(args.blend):
+        raise bridge.BridgeError(f"Cannot open '{os.path.abspath(args.blend)}': file not found.")
+    log(f"opening {args.blend}")
+    try:
+        bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.blend), load_ui=False)
+    except RuntimeError as ex:
+        raise bridge.BridgeError(f"Cannot open '{os.path.abspath(args.blend)}': "
+                                 f"{str(ex).strip().splitlines()[-1]}") from None
+
+
+def _write_outputs(args, outputs, result, tgt, log):
+    """Every output staged beside its final place, then all renamed into place (``batch_io.Outputs``)."""
+    import bpy
+
+    rep = result.report
+    rng = (rep["frame_start"], rep["frame_end"])
+    scene = bpy.context.scene
+    fps = scene.render.fps / scene.render.fps_base
+    if abs(fps - rep["fps"]) > 1e-6:   # the written Action plays at the scene's rate: the source's
+        raise RuntimeError(f"the scene's frame rate changed to {fps:g} fps after the source was read at "
+                           f"{rep['fps']:g} fps")
+    for path in args.export:
+        _export(path, outputs.stage(path), tgt, rng, log)
+    if args.out:
+        scene.frame_start, scene.frame_end = rng
+        bpy.ops.wm.save_as_mainfile(filepath=outputs.stage(args.out), copy=True)
+    if args.report:
+        with open(outputs.stage(args.report), "w", encoding="utf-8") as f:
+            if args.report.lower().endswith(".json"):
+                json.dump(rep, f, indent=2)
+            else:
+                f.write(_text_report(rep))
+    outputs.commit()
+    for opt, path in output_paths(args):
+        if opt != "--export":
+            log(f"wrote {path}")
+
+
+def run(args, log, outputs) -> dict:
+    """Do the work in the current Blender session; the outputs are written all or none. Returns the report."""
     import bpy
 
     mod, repo = enable_addon()
     try:
         import importlib
         bridge = importlib.import_module(f"{MODULE}.reconform_addon.bridge")
-        pipeline = importlib.import_module(f"{MODULE}.reconform_addon.pipeline")
-        if args.blend:
-            if not os.path.isfile(args.blend):
-                raise bridge.BridgeError(f"Cannot open '{os.path.abspath(args.blend)}': file not found.")
-            log(f"opening {args.blend}")
-            try:
-                bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.blend), load_ui=False)
-            except RuntimeError as ex:
-                raise bridge.BridgeError(f"Cannot open '{os.path.abspath(args.blend)}': "
-                                         f"{str(ex).strip().splitlines()[-1]}") from None
-        setup = pipeline.load_setup(args.setup) if args.setup else {}
-        method = args.method or setup.get("method") or "copy_rotations"
-        settings = dict(setup.get("settings") or {})
-        if args.quality:
-            settings["quality"] = args.quality
+        _open_scene(args, bpy, bridge, log)
         src = _resolve(args.source, "source", args.source_armature, bridge, log)
         tgt = _resolve(args.target, "target", args.target_armature, bridge, log)
         if src == tgt:
@@ -167,6 +217,12 @@ def run(args, log) -> dict:
             if action is None:
                 raise bridge.BridgeError(f"No Action named '{args.action}' (available: "
                                          f"{', '.join(sorted(a.name for a in bpy.data.actions)) or 'none'}).")
+        pipeline = importlib.import_module(f"{MODULE}.reconform_addon.pipeline")   # torch: after the files
+        setup = pipeline.load_setup(args.setup) if args.setup else {}
+        method = args.method or setup.get("method") or "copy_rotations"
+        settings = dict(setup.get("settings") or {})
+        if args.quality:
+            settings["quality"] = args.quality
         start, end = args.frames if args.frames else (None, None)
         log(f"retarget '{src.name}' -> '{tgt.name}' with {method}")
         last = [0.0]
@@ -179,69 +235,93 @@ def run(args, log) -> dict:
         result = pipeline.retarget(src, tgt, method=method, action=action, frame_start=start, frame_end=end,
                                    settings=settings or None, setup=setup, name=args.name, report=log,
                                    progress=progress)
-        rep = result.report
-        rng = (rep["frame_start"], rep["frame_end"])
-        for path in args.export:
-            _export(path, tgt, rng, log)
-        if args.out:
-            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-            scene = bpy.context.scene
-            scene.frame_start, scene.frame_end = rng
-            bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(args.out), copy=True)
-            log(f"saved {args.out}")
-        if args.report:
-            os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
-            with open(args.report, "w", encoding="utf-8") as f:
-                if args.report.lower().endswith(".json"):
-                    json.dump(rep, f, indent=2)
-                else:
-                    f.write(_text_report(rep))
-            log(f"report {args.report}")
-        return rep
+        _write_outputs(args, outputs, result, tgt, log)
+        return result.report
     finally:
         extension.disable_addon(REPO_NAME, repo)
+
+
+class Interrupted(BaseException):
+    """Ctrl+C (SIGINT) or SIGTERM arrived: stop, clean up, exit non-zero."""
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_received = []
+
+
+def _interrupt(signum, frame):
+    """The first signal stops the run; later ones are ignored so that the clean-up always completes. (Raised
+    inside an operator, Blender turns it into a RuntimeError: ``_received`` still tells what happened.)"""
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    _received.append(signum)
+    raise Interrupted(signum)
 
 
 def main(argv=None) -> int:
     if argv is None:
         argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
     args = parse_args(argv)
-    if "bpy" not in sys.modules:  # bpy wheel: keep the user's Blender settings out of it
-        os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
-    import bpy  # noqa: F401
-
+    console = batch_io.Console(verbose=args.verbose)
     t0 = time.perf_counter()
 
     def log(msg):
         if not args.quiet:
-            print(f"[reconform {time.perf_counter() - t0:6.2f}s] {msg}", flush=True)
+            console.out.write(f"[reconform {time.perf_counter() - t0:6.2f}s] {msg}\n")
 
+    outputs = batch_io.Outputs(output_paths(args))
+    user_dir = None
+    rc = 0
+    for sig in _SIGNALS:
+        signal.signal(sig, _interrupt)
     try:
-        run(args, log)
-    except Exception as ex:
-        name = type(ex).__name__
-        if name in ("BridgeError", "CoreError", "UserError"):
-            print(f"error: {str(ex).strip().splitlines()[0] if str(ex).strip() else name}", file=sys.stderr,
-                  flush=True)
-            return 1
-        import traceback
-        traceback.print_exc()
-        print(f"error: internal error ({name}: {ex}); please report it", file=sys.stderr, flush=True)
-        return 3
-    log("done")
-    return 0
+        outputs.check()   # before any work: an output that cannot be written fails in a second
+        user_dir = extension.isolate_user_resources()
+        import bpy  # noqa: F401
+        run(args, log, outputs)
+        log("done")
+    except BaseException as ex:   # noqa: BLE001 - every ending gets one line and an exit status
+        rc = _report_failure(ex, console)
+    finally:
+        for sig in _SIGNALS:   # a late Ctrl+C must not stop the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        outputs.discard()
+        extension.remove_folder(user_dir)
+        console.restore()
+    return rc
+
+
+def _report_failure(ex: BaseException, console) -> int:
+    """One ``error:`` line for ``ex`` on the real stderr (a traceback first for an internal error); the exit
+    status."""
+    if _received:
+        console.error(f"interrupted ({signal.Signals(_received[0]).name}): nothing was written")
+        return 128 + int(_received[0])
+    name = type(ex).__name__
+    if name in ("BridgeError", "CoreError", "UserError", "OutputError"):
+        console.error(str(ex).strip().splitlines()[0] if str(ex).strip() else name)
+        return 1
+    if isinstance(ex, SystemExit):
+        return int(ex.code or 0)
+    import traceback
+    console.err.write("".join(traceback.format_exception(ex)))
+    console.error(f"internal error ({name}: {ex}); please report it")
+    return 3
 
 
 def _exit(rc: int):
     """Exit with ``rc``. With the bpy wheel, after torch was loaded and the glTF exporter ran, the interpreter
-    hangs at shutdown (seen with bpy 4.5.15 + torch 2.13): files are closed and flushed, so leave at once."""
-    import bpy
-
+    hangs at shutdown (seen with bpy 4.5.15 + torch 2.13): files are closed and flushed, so leave at once,
+    removing Blender's session temporary folder (which Blender removes itself on a normal exit)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    if not bpy.app.binary_path:
-        os._exit(rc)
-    sys.exit(rc)
+    bpy = sys.modules.get("bpy")
+    if bpy is None or bpy.app.binary_path:
+        sys.exit(rc)
+    session_tmp = bpy.app.tempdir.rstrip(os.sep)
+    if os.path.basename(session_tmp).startswith("blender_"):
+        extension.remove_folder(session_tmp)
+    os._exit(rc)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 
 import bpy
@@ -69,11 +70,73 @@ def _set_scene_rate(rate: float) -> None:
 def _run_importer(path: str, ext: str, bvh_fps: bool):
     if ext == ".fbx":
         return bpy.ops.import_scene.fbx(filepath=path)
-    if ext in (".glb", ".gltf"):
-        return bpy.ops.import_scene.gltf(filepath=path)
+    if ext in (".glb", ".gltf"):   # no bone-shape Icosphere: only what the file holds comes in
+        return bpy.ops.import_scene.gltf(filepath=path, disable_bone_shape=True)
     if ext == ".bvh":
         return bpy.ops.import_anim.bvh(filepath=path, update_scene_fps=bvh_fps, update_scene_duration=False)
     raise AssertionError(ext)
+
+
+_FBX_BINARY = b"Kaydara FBX Binary  \x00"
+_BLEND_MAGIC = (b"BLENDER", b"\x1f\x8b", b"\x28\xb5\x2f\xfd")   # plain, gzip, zstd
+_BVH_FRAMES = re.compile(rb"^\s*MOTION\s+Frames:\s*(\S+)\s+Frame\s+Time:\s*(\S+)", re.M | re.I)
+
+
+def check_file(path: str, ext: str) -> None:
+    """Raise BridgeError ``Cannot import '<path>': <reason>`` when the file is plainly not what its extension
+    says (empty, another format, a BVH without hierarchy or frames), before Blender's importer runs on it (the
+    importers answer such files with a traceback)."""
+    def fail(reason):
+        raise BridgeError(f"Cannot import '{path}': {reason}.")
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if not head.strip():
+        fail("the file is empty")
+    if ext == ".blend" and not head.startswith(_BLEND_MAGIC):
+        fail("not a .blend file")
+    if ext == ".glb" and head[:4] != b"glTF":
+        fail("not a binary glTF file (it does not start with 'glTF')")
+    if ext == ".fbx" and not head.startswith(_FBX_BINARY):
+        fail("not a binary FBX file" + (" (ASCII FBX, which Blender does not read: export it as binary FBX)"
+                                        if b"FBX" in head else ""))
+    if ext == ".gltf":
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except (UnicodeDecodeError, ValueError) as ex:
+            fail(f"not a glTF file (not JSON: {ex})")
+        if not isinstance(doc, dict) or "asset" not in doc:
+            fail("not a glTF file (no 'asset' entry)")
+    if ext == ".bvh":
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            fail("not a BVH file (binary data; a BVH file is text that starts with HIERARCHY)")
+        words = text.split(None, 1)
+        if not words or words[0].upper() != "HIERARCHY":
+            fail("not a BVH file (it does not start with HIERARCHY)")
+        m = _BVH_FRAMES.search(data)
+        if m is None:
+            fail("the BVH file has no MOTION section with 'Frames:' and 'Frame Time:' (cut short?)")
+        try:
+            frames, dt = int(m.group(1)), float(m.group(2))
+        except ValueError:
+            fail("the BVH file's 'Frames:' or 'Frame Time:' is not a number")
+        if frames < 1 or not dt > 0:
+            fail(f"the BVH file has {frames} frames of {dt:g} s: nothing to retarget")
+
+
+def importer_reason(ex: Exception) -> str:
+    """The useful line of an importer's exception: its last ``SomeError: message`` line (Blender wraps a Python
+    importer's traceback into the RuntimeError it raises), else its last line."""
+    lines = [ln.strip() for ln in str(ex).strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception): ", ln):
+            return ln
+    lines = [ln for ln in lines if not ln.startswith("Location:")]
+    return lines[-1] if lines else type(ex).__name__
 
 
 def _append_blend(path: str) -> None:
@@ -126,12 +189,15 @@ def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, repo
         path: file path.
         unit_scale: 'auto' rescales skeleton-only armatures from BVH/FBX files that are not in metres
             (``auto_unit_scale``); 'none' keeps the importer's result.
-        set_scene_fps: set the scene frame rate from the file: BVH through its importer; glTF from its
-            animation's key rate (``gltf_frame_rate``; its importer samples at the scene's rate otherwise);
-            FBX importers set it themselves.
+        set_scene_fps: True: the scene takes the file's frame rate (BVH through its importer; glTF from its
+            animation's key rate, ``gltf_frame_rate``, as its importer samples at the scene's rate; FBX
+            importers set it themselves). False: the scene keeps its rate whatever the importer does (a
+            retarget's target: the source's rate governs the result); a file whose own rate differs is
+            reported.
     Returns:
-        the new objects. Raises BridgeError naming the file when it is missing or unreadable; a failed import
-        leaves no new objects behind.
+        the new objects. Raises BridgeError naming the file when it is missing, empty, not of its extension's
+        format or unreadable (``check_file``, then the importer's own error); a failed import leaves no new
+        objects behind and the scene's frame rate as it was.
     """
     path = os.path.abspath(os.fspath(path))
     ext = os.path.splitext(path)[1].lower()
@@ -140,6 +206,7 @@ def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, repo
                           "or .bvh).")
     if not os.path.isfile(path):
         raise BridgeError(f"Cannot import '{path}': file not found.")
+    check_file(path, ext)
     if bpy.context.object is not None and bpy.context.object.mode != 'OBJECT':
         bpy.ops.object.mode_set(mode='OBJECT')
     before = set(bpy.data.objects)
@@ -161,8 +228,11 @@ def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, repo
         for ob in set(bpy.data.objects) - before:
             bpy.data.objects.remove(ob)
         render.fps, render.fps_base = rate_before
-        reason = str(ex).strip().splitlines()
-        raise BridgeError(f"Cannot import '{path}': {reason[-1] if reason else type(ex).__name__}") from None
+        raise BridgeError(f"Cannot import '{path}': {importer_reason(ex)}") from None
+    if not set_scene_fps and (render.fps, render.fps_base) != rate_before:
+        report(f"'{os.path.basename(path)}' is set at {render.fps / render.fps_base:g} fps; the scene keeps "
+               f"{rate_before[0] / rate_before[1]:g} fps (its own animation plays at that rate)")
+        render.fps, render.fps_base = rate_before
     new = sorted(set(bpy.data.objects) - before, key=lambda o: o.name)
     if not new:
         raise BridgeError(f"Cannot import '{path}': the file contains no objects.")
