@@ -217,6 +217,7 @@ def run(args, log, outputs) -> dict:
             if action is None:
                 raise bridge.BridgeError(f"No Action named '{args.action}' (available: "
                                          f"{', '.join(sorted(a.name for a in bpy.data.actions)) or 'none'}).")
+        log("loading the retarget pipeline (PyTorch)")
         pipeline = importlib.import_module(f"{MODULE}.reconform_addon.pipeline")   # torch: after the files
         setup = pipeline.load_setup(args.setup) if args.setup else {}
         method = args.method or setup.get("method") or "copy_rotations"

@@ -8,6 +8,10 @@ the .blend, can be edited by hand (gizmos lock what they move) and a re-transfer
 A character's key vertices live on one *holder* mesh: the deformed mesh carrying most of them (the body).
 Indices in a core ``KeyVertexSet`` address the merged ``SkinnedMesh`` of all the armature's meshes
 (``read_skinned_mesh``); ``store``/``load`` convert between the two with the part offsets.
+
+Key vertices are stored on local meshes only (``library.storage_blocker``: Blender keeps no add-on items on a
+library override, and drops them from a linked mesh on save); they are read from linked meshes as usual.
+``snapshot``/``restore`` let a writer put back what was stored when a later step fails.
 """
 
 from __future__ import annotations

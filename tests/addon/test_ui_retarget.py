@@ -94,7 +94,7 @@ def test_retarget_writes_one_new_action_on_the_target(addon, solved):
     before_acts, before_objs = solved["before"]
     after_acts, after_objs = solved["after"]
     name = solved["action"]
-    assert name == f"{SRC} to {TGT}"
+    assert before_objs[SRC][0] and name == f"{before_objs[SRC][0]} to {TGT}"   # '<clip playing> to <target>'
     assert set(after_acts) - set(before_acts) == {name}
     for act, keys in before_acts.items():   # the source clip (and anything else) is untouched
         assert after_acts[act] == keys, act
