@@ -48,6 +48,6 @@ from .transfer import (DEFAULT_MIRROR, DEFAULT_NORMALIZE, DEFAULT_READOUT, DEFAU
 __all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_MIRROR", "DEFAULT_NORMALIZE", "DEFAULT_READOUT", "DEFAULT_REG",
            "DEFAULT_REPROPORTION", "MIRROR_CANDIDATES", "REPROPORTION_CLAMP", "TEMPLATE_PATH", "Template",
            "apply_rules", "area_weights", "body_vertex_mask", "bone_canonical", "character_height",
-           "check_skinned_limbs", "keyvertex_positions", "limb_labels", "load_template", "midplane_x", "ot_limb", "pair_readout",
-           "plan_rows", "plan_rows_full", "reproportion_maps", "reproportion_vertices", "rule_table",
+           "check_skinned_limbs", "keyvertex_positions", "limb_labels", "load_template", "midplane_x", "ot_limb",
+           "pair_readout", "plan_rows", "plan_rows_full", "reproportion_maps", "reproportion_vertices", "rule_table",
            "template_arrays", "tpose_geometry", "transfer_keyverts"]

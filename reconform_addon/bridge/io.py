@@ -71,7 +71,9 @@ def _run_importer(path: str, ext: str, bvh_fps: bool):
     if ext == ".fbx":
         return bpy.ops.import_scene.fbx(filepath=path)
     if ext in (".glb", ".gltf"):   # no bone-shape Icosphere: only what the file holds comes in
-        return bpy.ops.import_scene.gltf(filepath=path, disable_bone_shape=True)
+        op = bpy.ops.import_scene.gltf
+        extra = {"disable_bone_shape": True} if "disable_bone_shape" in op.get_rna_type().properties else {}
+        return op(filepath=path, **extra)
     if ext == ".bvh":
         return bpy.ops.import_anim.bvh(filepath=path, update_scene_fps=bvh_fps, update_scene_duration=False)
     raise AssertionError(ext)

@@ -86,7 +86,7 @@ def test_install_enable_retarget_disable(built_zip, assets, tmp_path):
                        for b in st.channelbags for fc in b.fcurves)
         assert bpy.ops.reconform.retarget() == {{'FINISHED'}}
         act = bpy.data.objects["metarig"].animation_data.action
-        assert act is not None and act.name == "Rig to metarig", act
+        assert act is not None and act.name == "YMCA to metarig", act   # named after the clip playing
         assert act.frame_range[:] == (1.0, 10.0), act.frame_range[:]
         assert s.last_action == act
         assert src_keys == sum(len(fc.keyframe_points) for l in bpy.data.actions["YMCA"].layers
@@ -110,7 +110,7 @@ def test_install_enable_retarget_disable(built_zip, assets, tmp_path):
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
                        cwd=str(tmp_path))
-    assert "INSTALL-OK Rig to metarig" in r.stdout, (r.stdout[-4000:] + "\n" + r.stderr[-4000:])
+    assert "INSTALL-OK YMCA to metarig" in r.stdout, (r.stdout[-4000:] + "\n" + r.stderr[-4000:])
 
 
 def _fake_wheel(folder: pathlib.Path) -> pathlib.Path:
