@@ -169,6 +169,7 @@ def test_transfer_button_refuses_a_linked_character(mods, shots):
     assert scene_fingerprint(bpy) == before
 
 
+@pytest.mark.slow
 def test_failed_key_vertex_store_puts_everything_back(mods, monkeypatch, clean_scene):
     """write_outcome: the Action, the bones' rotation modes and the key vertices stored before are restored
     when storing fails half-way (the source's stored, then the target's fails)."""
