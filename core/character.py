@@ -18,6 +18,7 @@ from .bonemap import apply_bone_map, detect_bone_map, validate_bone_map
 from .copy_rotations import reference_basis
 from .errors import CoreError
 from .keyverts import character_height, transfer_keyverts
+from .rehang import rehang
 from .tpose import rest_is_standing
 from .types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
@@ -120,17 +121,22 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
         raise CoreError(f"Key-vertex count must be 41 or 96, got {keyvert_count}.")
     name = spec.name
     bone_map, rig_type, notes = resolve_bone_map(spec.skeleton, spec.bone_map)
-    mesh, fitted = spec.mesh, False
+    skeleton, mesh, clip, fitted = spec.skeleton, spec.mesh, spec.clip, False
+    rig = rehang(skeleton, bone_map)         # limb ends parented elsewhere (IK feet): solved on a re-hung copy
+    if rig is not None:
+        skeleton, mesh = rig.skeleton, rig.mesh(mesh)
+        clip = rig.to_core(clip) if clip is not None else None
+        notes.append(rig.describe())
     if mesh is None and need_mesh:
         raise CoreError(f"Armature '{name}' deforms no mesh: add an Armature modifier pointing to it on the "
                         "character's mesh; the 'reconform' method needs the target's body.")
-    if mesh is None and fit_body and keyvert_count:
+    if mesh is None and fit_body:
         base = None
-        if spec.clip is not None and not rest_is_standing(spec.skeleton, bone_map):
-            base = reference_basis(Character(spec.skeleton, None, bone_map), spec.clip)
-        mesh, fitted = fit_body_to_skeleton(spec.skeleton, bone_map, base=base), True
+        if clip is not None and not rest_is_standing(skeleton, bone_map):
+            base = reference_basis(Character(skeleton, None, bone_map), clip)
+        mesh, fitted = fit_body_to_skeleton(skeleton, bone_map, base=base), True
         notes.append(f"'{name}' deforms no mesh: fitted a template body to its skeleton.")
-    character = Character(spec.skeleton, mesh, bone_map)
+    character = Character(skeleton, mesh, bone_map, rig=rig)
     origin = ""
     if mesh is not None:
         character = replace(character, height=float(character_height(character)))

@@ -113,6 +113,14 @@ class Outcome:
     job: SolveJob = None
     source_track: ClipTrack = None
 
+    def for_scene(self, motion: Motion = None) -> tuple:
+        """(the target's skeleton as the scene has it, ``motion`` (default: the result) in its channels): what a
+        caller writes as an Action. Differs from (``target.skeleton``, the core's channels) only on a rig whose
+        limb ends the core re-hung (``core.rehang``)."""
+        motion = self.motion if motion is None else motion
+        rig = self.target.rig
+        return (self.target.skeleton, motion) if rig is None else (rig.rig, rig.to_rig(motion))
+
     def keyverts_to_store(self) -> dict:
         """{'source'|'target': KeyVertexSet} of the characters whose key vertices this retarget transferred
         (a caller stores them on the character, where the viewport shows them and later runs reuse them)."""
@@ -177,7 +185,8 @@ class Retarget:
 
         # 1. characters
         built = {}
-        for role, c, kw in (("source", self.source, dict(fit_body=reconform)),
+        # a skeleton-only source gets a fitted body: key vertices for the solve, a surface for the metrics
+        for role, c, kw in (("source", self.source, dict(fit_body=reconform or o.metrics)),
                             ("target", self.target, dict(need_mesh=reconform))):
             if isinstance(c, CharacterSpec):
                 yield Step("characters", _PHASE_END["characters"] * (0.2 if role == "source" else 0.6),
@@ -192,14 +201,17 @@ class Retarget:
         src, tgt = built["source"].character, built["target"].character
         timings["characters_s"] = time.perf_counter() - t0
         track = self.source_track
-        if track is None or track.character is not src or track.motion is not self.source_motion:
-            track = ClipTrack(src, self.source_motion)
+        if track is None or track.character is not src or (src.rig is None
+                                                            and track.motion is not self.source_motion):
+            # the clip in the channels of the skeleton the core works on (core.rehang: re-hung limb ends)
+            track = ClipTrack(src, self.source_motion if src.rig is None else src.rig.to_core(self.source_motion))
+        source_motion = track.motion
 
         # 2-3. copy-rotations (the source track's first use: its one forward-kinematics pass)
         t1 = time.perf_counter()
         yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
-        init = o.init_motion if o.init_motion is not None else copy_rotations(src, self.source_motion, tgt, track)
-        init = Motion(init.rotations, init.locations, self.source_motion.fps, self.source_motion.frame_start)
+        init = o.init_motion if o.init_motion is not None else copy_rotations(src, source_motion, tgt, track)
+        init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
         timings["copy_rotations_s"] = time.perf_counter() - t1
         if self._cancel.is_set():
             return None
@@ -209,7 +221,7 @@ class Retarget:
         if reconform:
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
-            self.job = job = SolveJob(src, self.source_motion, tgt, init, o.settings, warm_start=o.warm_start,
+            self.job = job = SolveJob(src, source_motion, tgt, init, o.settings, warm_start=o.warm_start,
                                       source_track=track)
             if self._cancel.is_set():
                 job.cancel()
@@ -219,8 +231,8 @@ class Retarget:
             if self._cancel.is_set() or not job.done:
                 return None
             motion = job.result()
-            motion = Motion(motion.rotations, motion.locations, self.source_motion.fps,
-                            self.source_motion.frame_start)
+            motion = Motion(motion.rotations, motion.locations, source_motion.fps,
+                            source_motion.frame_start)
             ground, stats = job.source_ground_level, job.metrics
             timings["solve_s"] = time.perf_counter() - t2
         if not (np.isfinite(motion.rotations).all() and np.isfinite(motion.locations).all()):
@@ -232,9 +244,9 @@ class Retarget:
             t3 = time.perf_counter()
             yield Step("metrics", _PHASE_END["solve"], "Measuring the result…")
             terrain = o.settings.terrain if reconform else None
-            metrics = evaluate(src, self.source_motion, tgt, motion, terrain, ground, source_track=track)
+            metrics = evaluate(src, source_motion, tgt, motion, terrain, ground, source_track=track)
             if reconform and o.baseline_metrics:
-                reference = evaluate(src, self.source_motion, tgt, init, terrain, ground, source_track=track)
+                reference = evaluate(src, source_motion, tgt, init, terrain, ground, source_track=track)
             advice = floor_advice(metrics)
             if advice:
                 notes.append(f"source '{src.name}': {advice}")

@@ -199,7 +199,7 @@ def write_outcome(target_obj, outcome: Outcome, name: str, *, source_obj=None, s
     ad = target_obj.animation_data
     if ad is not None:
         previous = (ad.action, getattr(ad, "action_slot", None))
-    act = write_motion(target_obj, outcome.target.skeleton, outcome.motion, name)
+    act = write_motion(target_obj, *outcome.for_scene(), name)
     try:
         if store_keyverts:
             objs = {"source": source_obj, "target": target_obj}
@@ -313,7 +313,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         raise
     tick(1.0)
     say(f"wrote Action '{act.name}' on '{target_obj.name}' ({outcome.motion.num_frames} frames)")
-    return RetargetResult(act, outcome.motion, rep, outcome)
+    return RetargetResult(act, outcome.for_scene()[1], rep, outcome)
 
 
 def plain(value):

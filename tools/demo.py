@@ -81,8 +81,7 @@ def run(args, log):
                                 report=lambda m: log("  " + m) if m.startswith("Solving") else None)
         entry = {method: res.report}
         if method == "reconform":   # the copy-rotations baseline, kept in the file beside the result
-            base = write.write_motion(tgt, res.outcome.target.skeleton, res.outcome.init_motion,
-                                      f"{name}_copy_rotations")
+            base = write.write_motion(tgt, *res.outcome.for_scene(res.outcome.init_motion), f"{name}_copy_rotations")
             base.use_fake_user = True
             write.assign_action(tgt, res.action)
             entry["copy_rotations"] = {"action": base.name, "metrics": res.report["reference_metrics"]}
