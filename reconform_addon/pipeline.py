@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import report
 from ..core.character import CharacterSpec
 from ..core.errors import CoreError
 from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
 from ..core.solver import SolverSettings
 from ..core.types import Character, Motion
 from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
+from .bridge import bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge.write import remove_action
 
@@ -126,10 +128,12 @@ def result_action_name(source_obj, target_obj, action=None) -> str:
 
 # ------------------------------------------------------------------------------------------------ read
 
-def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool = False) -> CharacterSpec:
-    """Read ``arm_obj`` into a CharacterSpec: skeleton, its deforming meshes merged (None without any), the
-    given bone map (None: detected by the core), the key vertices stored on its mesh, and ``clip`` (the clip it
-    plays when it is the source)."""
+def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool = False,
+                   mesh_choice: dict = None) -> CharacterSpec:
+    """Read ``arm_obj`` into a CharacterSpec: skeleton, every mesh it moves merged (None without any), the
+    given bone map (None: detected by the core), the key vertices stored on its mesh, ``clip`` (the clip it
+    plays when it is the source) and which meshes form its body: the choices stored on the armature
+    (``bridge.bodyparts``), overridden by ``mesh_choice`` ({mesh name: bool}, a set-up's)."""
     skeleton = read_skeleton(arm_obj)
     mesh = None
     if find_meshes(arm_obj):
@@ -137,7 +141,8 @@ def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool 
     elif need_mesh:
         read_skinned_mesh(arm_obj, skeleton)  # raises the "deforms no mesh" BridgeError
     stored = kv_storage.load(arm_obj, Character(skeleton, mesh)) if mesh is not None else None
-    return CharacterSpec(skeleton, mesh, bone_map, stored, clip)
+    choice = {**bodyparts.stored_choice(arm_obj), **(mesh_choice or {})}
+    return CharacterSpec(skeleton, mesh, bone_map, stored, clip, choice or None)
 
 
 def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh: bool = False, fit_body=None,
@@ -161,8 +166,10 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh
 
 
 def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=None, frame_start=None,
-                frame_end=None, source_bone_map=None, target_bone_map=None) -> Inputs:
-    """Read everything a retarget needs from the scene (main thread). Reads only, writes nothing."""
+                frame_end=None, source_bone_map=None, target_bone_map=None, source_meshes=None,
+                target_meshes=None) -> Inputs:
+    """Read everything a retarget needs from the scene (main thread). Reads only, writes nothing.
+    ``source_meshes`` / ``target_meshes``: {mesh name: bool}, which meshes form each body (a set-up's)."""
     if method not in METHODS:
         raise BridgeError(f"Unknown method '{method}': use one of {', '.join(METHODS)}.")
     for role, ob in (("Source", source_obj), ("Target", target_obj)):
@@ -178,8 +185,8 @@ def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=Non
                           "on the character's mesh; the 'reconform' method needs the target's body.")
     skeleton = read_skeleton(source_obj)
     motion = read_motion(source_obj, skeleton, action=action, frame_start=frame_start, frame_end=frame_end)
-    src = read_character(source_obj, source_bone_map, clip=motion)
-    tgt = read_character(target_obj, target_bone_map, need_mesh=reconform)
+    src = read_character(source_obj, source_bone_map, clip=motion, mesh_choice=source_meshes)
+    tgt = read_character(target_obj, target_bone_map, need_mesh=reconform, mesh_choice=target_meshes)
     act = action if action is not None else getattr(source_obj.animation_data, "action", None)
     return Inputs(source_obj.name, target_obj.name, act.name if act is not None else "", src, motion, tgt)
 
@@ -201,12 +208,15 @@ def write_outcome(target_obj, outcome: Outcome, name: str, *, source_obj=None, s
         previous = (ad.action, getattr(ad, "action_slot", None))
     act = write_motion(target_obj, *outcome.for_scene(), name)
     try:
+        objs = {"source": source_obj, "target": target_obj}
         if store_keyverts:
-            objs = {"source": source_obj, "target": target_obj}
             for role, kvs in outcome.keyverts_to_store().items():
                 arm = objs.get(role)
                 if arm is not None:
                     kv_storage.store(arm, outcome.built[role].character, kvs)
+        for role, arm in objs.items():      # what the body was made of, for the panel's Meshes list
+            if arm is not None and arm.library is None and not outcome.built[role].fitted_body:
+                bodyparts.remember_left_out(arm, outcome.built[role].meshes_left_out)
     except Exception:
         remove_action(target_obj, act, previous)
         raise
@@ -220,6 +230,7 @@ def _map_report(built) -> dict:
             "rig_type": built.rig_type, "bone_map": dict(character.bone_map),
             "unmapped": [n for n in character.skeleton.names if n not in mapped],
             "mesh": character.mesh.part_names if character.mesh is not None and not built.fitted_body else None,
+            "meshes_left_out": dict(built.meshes_left_out),
             "fitted_body": built.fitted_body, "keyverts": built.keyverts_origin or None,
             "height_m": character.height}
 
@@ -244,6 +255,9 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
         "target_mesh": _map_report(outcome.built["target"])["mesh"],
         "timings": {k: round(v, 4) for k, v in timings.items()},
         "metrics": plain(outcome.metrics), "reference_metrics": plain(outcome.reference),
+        # the same metrics for people (core.report): label, unit, which way is better, copy-rotations beside
+        "metrics_table": plain([r.as_dict() for r in report.metric_rows(outcome.metrics, outcome.reference)]),
+        "verdict": report.verdict(outcome.metrics, outcome.reference, outcome.method),
         "conflicts": plain(conflict_rows(outcome.conflicts)),
         "notes": list(outcome.notes),
     }
@@ -282,7 +296,9 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     say(f"reading '{source_obj.name}' and '{target_obj.name}'")
     inputs = read_inputs(source_obj, target_obj, method=method, action=action, frame_start=frame_start,
                          frame_end=frame_end, source_bone_map=setup_bone_map(setup, "source", source_obj.name),
-                         target_bone_map=setup_bone_map(setup, "target", target_obj.name))
+                         target_bone_map=setup_bone_map(setup, "target", target_obj.name),
+                         source_meshes=bodyparts.setup_choice(setup.get("source"), source_obj),
+                         target_meshes=bodyparts.setup_choice(setup.get("target"), target_obj))
     mo = inputs.source_motion
     say(f"source motion: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}
@@ -295,8 +311,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         tick(step.fraction)
         if step.phase != last[1] or step.fraction - last[0] >= 0.1:
             last[0], last[1] = step.fraction, step.phase
-            loss = f" loss {step.solver.loss:.5g}" if step.solver is not None else ""
-            say(step.message.rstrip("…") + loss)
+            say(step.message.rstrip("…"))
     outcome = run(job, on_step)
     for n in outcome.notes:
         say(n)
