@@ -63,7 +63,7 @@ METRICS = (
     MetricInfo("source_locked_share", "Source: feet locked", "% of foot-frames", "", 100.0, 1),
     MetricInfo("source_locked_strict_share", "Source: feet locked (paper's 0.1 % h/s)", "% of foot-frames", "",
                100.0, 1),
-    MetricInfo("source_grounded_f1_clamped", "Source: grounded F1 with its feet kept on its floor", "", ""),
+    MetricInfo("source_grounded_f1_clamped", "Source: grounded F1, feet kept on its floor", "", ""),
     MetricInfo("source_contacts", "Source: key-vertex contacts", "pair-frames", "", 1.0, 0),
 )
 BY_KEY = {m.key: m for m in METRICS}
@@ -84,8 +84,9 @@ def _number(value):
     return v if math.isfinite(v) else None
 
 
-def format_value(key: str, value, unit: bool = True) -> str:
-    """'1.25 % of the surface', '212 m/s³', '0.931'; 'n/a' for a metric that is undefined for this clip."""
+def format_value(key: str, value, unit: bool = True, short: bool = False) -> str:
+    """'1.25 % of the surface' ('1.25 %' when ``short``, where space is tight), '212 m/s³', '0.931'; 'n/a' for a
+    metric that is undefined for this clip."""
     m = info(key)
     v = _number(value)
     if v is None:
@@ -93,7 +94,8 @@ def format_value(key: str, value, unit: bool = True) -> str:
     text = f"{v * m.scale:.{m.decimals}f}"
     if text.startswith("-") and float(text) == 0.0:
         text = text[1:]
-    return f"{text} {m.unit}" if unit and m.unit else text
+    shown = "%" if short and m.unit.startswith("%") else m.unit
+    return f"{text} {shown}" if unit and shown else text
 
 
 def compare(key: str, value, reference):

@@ -17,10 +17,9 @@ from .bridge import keyverts as kvstore
 CATEGORY = "ReConForM"
 
 def metric_label(key: str) -> str:
-    """'floor_pen_mean' -> 'Floor penetration, mean (% of the surface)' (``core.report``: one list of names and
-    units for the panel, the batch report and the demo)."""
-    m = report.info(key)
-    return f"{m.label} ({m.unit})" if m.unit else m.label
+    """'floor_pen_mean' -> 'Floor penetration, mean' (``core.report``: one list of names and units for the panel,
+    the batch report and the demo; the panel prints the unit with each value)."""
+    return report.info(key).label
 
 
 def wrapped_label(layout, text: str, icon: str = 'NONE', width: int = 44):
@@ -38,8 +37,8 @@ def metric_rows(s) -> list:
     rows = []
     for r in report.metric_rows(values, refs):
         better = {"better": True, "worse": False}.get(r.change)
-        rows.append((metric_label(r.info.key), report.format_value(r.info.key, r.value, unit=False),
-                     report.format_value(r.info.key, r.reference, unit=False) if r.reference_text else "", better))
+        rows.append((metric_label(r.info.key), report.format_value(r.info.key, r.value, short=True),
+                     report.format_value(r.info.key, r.reference, short=True) if r.reference_text else "", better))
     return rows
 
 
@@ -69,6 +68,17 @@ def draw_meshes(col, arm):
         row.label(text=names, icon='MESH_DATA')
     else:
         row.label(text="No mesh: a body is fitted to the skeleton", icon='INFO')
+
+
+def role_header(layout, s, prop: str):
+    """The Source/Target switch of a sub-panel (``s.<prop>``); (role, its armature), the armature None after
+    saying to pick one."""
+    layout.row().prop(s, prop, expand=True)
+    role = getattr(s, prop)
+    arm = s.character(role)
+    if arm is None:
+        layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
+    return role, arm
 
 
 class _Base:
@@ -164,11 +174,8 @@ class VIEW3D_PT_reconform_bone_map(_Base, Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reconform
-        layout.row().prop(s, "bone_map_role", expand=True)
-        role = s.bone_map_role
-        arm = s.character(role)
+        role, arm = role_header(layout, s, "bone_map_role")
         if arm is None:
-            layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
             return
         row = layout.row(align=True)
         row.operator("reconform.detect_bone_map", icon='VIEWZOOM').role = role
@@ -202,11 +209,8 @@ class VIEW3D_PT_reconform_meshes(_Base, Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reconform
-        layout.row().prop(s, "mesh_role", expand=True)
-        role = s.mesh_role
-        arm = s.character(role)
+        role, arm = role_header(layout, s, "mesh_role")
         if arm is None:
-            layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
             return
         try:
             meshes = find_meshes(arm)
@@ -243,11 +247,8 @@ class VIEW3D_PT_reconform_keyverts(_Base, Panel):
         s = context.scene.reconform
         row = layout.row()
         row.prop(s, "keyvert_count", expand=True)
-        layout.row().prop(s, "keyvert_role", expand=True)
-        role = s.keyvert_role
-        arm = s.character(role)
+        role, arm = role_header(layout, s, "keyvert_role")
         if arm is None:
-            layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
             return
         try:
             items = kvstore.items(kvstore.holder_mesh(arm))

@@ -12,6 +12,7 @@ docs/solver.md documents the objective, weights, parametrisation, schedule and s
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -161,17 +162,10 @@ class SolveJob:
         it takes seconds: the source's key-vertex paths, the soles, the objective, copy-rotations' start)."""
         if self._ready:
             return
-        s = self.settings
-        prev_threads = torch.get_num_threads()
-        if s.num_threads:
-            torch.set_num_threads(int(s.num_threads))
-        try:
+        with self._threads():
             t0 = time.perf_counter()
             yield from self._setup()
             self.stats["setup_s"] = time.perf_counter() - t0
-        finally:
-            if s.num_threads:
-                torch.set_num_threads(prev_threads)
 
     def steps(self):
         """Generator: sets up (first call, ``prepare``), then yields one Progress per Adam step; stops early on
@@ -179,11 +173,7 @@ class SolveJob:
         for _ in self.prepare():
             if self._cancel.is_set():
                 return
-        s = self.settings
-        prev_threads = torch.get_num_threads()
-        if s.num_threads:
-            torch.set_num_threads(int(s.num_threads))
-        try:
+        with self._threads():
             t0 = time.perf_counter()
             while self._step < self.total:
                 if self._cancel.is_set():
@@ -192,9 +182,18 @@ class SolveJob:
             self._done = True
             self.stats["solve_s"] = time.perf_counter() - t0
             self.stats["frames_per_s"] = self.num_frames / max(self.stats["solve_s"], 1e-9)
+
+    @contextlib.contextmanager
+    def _threads(self):
+        """torch's intra-op threads at ``settings.num_threads`` while the block runs (left alone when None)."""
+        n, prev = self.settings.num_threads, torch.get_num_threads()
+        if n:
+            torch.set_num_threads(int(n))
+        try:
+            yield
         finally:
-            if s.num_threads:
-                torch.set_num_threads(prev_threads)
+            if n:
+                torch.set_num_threads(prev)
 
     def run(self) -> Motion:
         """Run every step synchronously and return the result."""

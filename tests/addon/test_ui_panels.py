@@ -196,15 +196,15 @@ def test_metric_labels_and_better_worse_marks(addon, clean_scene):
                    "solver_steps": 60},
                   {"floor_pen_mean": 0.03, "grounded_f1": 0.95, "jerk_max": 50.0, "contact_f1": 0.5})
     rows = {r[0]: r[1:] for r in panels.metric_rows(s)}
-    # units in the labels, values rounded as core.report prints them (shares in %), better/worse marked
-    assert rows["Floor penetration, mean (% of the surface)"] == ("1.00", "3.00", True)   # lower is better
+    # values rounded as core.report prints them, with their units (shares in %), better/worse marked
+    assert rows["Floor penetration, mean"] == ("1.00 %", "3.00 %", True)                  # lower is better
     assert rows["Grounded feet F1"] == ("0.900", "0.950", False)                          # higher is better
-    assert rows["Jerk of the joints, max (m/s³)"] == ("50", "50", None)                   # unchanged
+    assert rows["Jerk of the joints, max"] == ("50 m/s³", "50 m/s³", None)                # unchanged
     assert rows["Key-vertex contacts F1"][0] == "n/a"
     assert list(rows)[:2] == ["Grounded feet F1", "Key-vertex contacts F1"]               # headline first
     assert not any("steps" in k.lower() for k in rows)
     assert json.loads(s.metrics_json)["metrics"]["solver_steps"] == 60
-    assert panels.metric_label("source_jerk_mean") == "Source: jerk of the joints, mean (m/s³)"
+    assert panels.metric_label("source_jerk_mean") == "Source: jerk of the joints, mean"
     lay = draw_panel(panels.VIEW3D_PT_reconform_metrics, bpy.context)
     icons = [kw["icon"] for k, kw in lay.calls if k == "label"]
     assert 'TRIA_UP' in icons and 'TRIA_DOWN' in icons
@@ -213,7 +213,7 @@ def test_metric_labels_and_better_worse_marks(addon, clean_scene):
     assert "beats copy-rotations on 1 of 2" in verdict                   # floor better, grounded worse
     # a source whose feet sink under its floor: the panel says so and names the setting
     s.set_metrics({"grounded_f1": 0.65, "source_grounded_f1_clamped": 0.65, "source_grounded_share": 0.5})
-    assert panels.metric_label("source_grounded_f1_clamped") == "Source: grounded F1 with its feet kept on its floor"
+    assert panels.metric_label("source_grounded_f1_clamped") == "Source: grounded F1, feet kept on its floor"
     lay = draw_panel(panels.VIEW3D_PT_reconform_metrics, bpy.context)
     advice = [kw.get("text", "") for k, kw in lay.calls if k == "label"]
     assert any(kw["icon"] == 'INFO' for k, kw in lay.calls if k == "label")

@@ -163,10 +163,14 @@ def test_a_real_clip_on_every_zoo_character(addon, scene, assets, method):
                     assert (foot.head - calf.tail).length < 1e-3, (f, side)
         height = res.report["target"]["height_m"]
         lowest = np.array(lowest)
-        assert lowest.min() > -0.02 * height and np.percentile(lowest, 10) < 0.02 * height, (name, lowest)
+        # the feet reach the floor; copy-rotations only lifts the first frame onto it (its feet may sink a few
+        # centimetres later, never metres), the solve keeps them above it
+        sink = 0.01 if method == "reconform" else 0.05
+        assert lowest.min() > -sink * height and np.percentile(lowest, 10) < 0.02 * height, (name, lowest)
         assert 0.3 * height < min(hips) and max(hips) < 0.75 * height, (name, min(hips), max(hips))
         m = res.report["metrics"]
-        assert m is not None and m["floor_pen_mean"] < 0.005, (name, m["floor_pen_mean"])
+        assert m is not None and m["floor_pen_mean"] < (0.001 if method == "reconform" else 0.01), \
+            (name, m["floor_pen_mean"])
         assert res.report["verdict"] and res.report["metrics_table"]
     if method == "reconform":
         for name, rep in results.items():
