@@ -2,8 +2,9 @@
 
 After a solve, for each body part b and each pair of semantic terms (k1, k2), the cosine between
 ∇_{q_b} L_k1 and ∇_{q_b} L_k2 is measured per window of frames, where q_b are the per-frame 6D rotation
-residuals of the part's optimised bones. Windows where it falls below a threshold are merged into
-``Conflict`` records. A conflict is resolved with a slider value in [0, 1] that trades one term against the
+residuals of the part's optimised bones. Windows where it falls below a threshold make one ``Conflict`` per
+(part, term pair), its windows merged into frame spans and ranked by severity × duration (``score``), so
+the list a person reads is short: the costliest first (``ranked``). A conflict is resolved with a slider value in [0, 1] that trades one term against the
 other on that body part (``resolution_weights``), fed back as ``SolverSettings.part_weights`` into a
 warm-started re-solve (``resolve``).
 """
@@ -26,11 +27,12 @@ DEFAULT_WINDOW_S = 0.5
 
 @dataclass(frozen=True)
 class Conflict:
-    """Two semantic terms pulling a body part's rotations in opposite directions.
+    """Two semantic terms pulling a body part's rotations in opposite directions, over the whole clip.
 
     body_part: limb name (``left_arm``, ``torso`` ...); term_a, term_b: semantic term names;
-    cosine: the lowest gradient cosine over the frames; severity: 0 at the threshold, 1 at cosine −1;
-    frames: (first, last) scene frames of the conflicting span.
+    cosine: the lowest gradient cosine over its frames; severity: its peak, 0 at the threshold, 1 at cosine −1;
+    spans: ((first, last), ...) scene frames where the two terms conflict on the part (windows merged);
+    score: Σ over those windows of severity × seconds, how much of the clip the conflict costs (the ranking).
     """
 
     body_part: str
@@ -38,7 +40,18 @@ class Conflict:
     term_b: str
     cosine: float
     severity: float
-    frames: tuple
+    spans: tuple = ()
+    score: float = 0.0
+
+    @property
+    def frames(self) -> tuple:
+        """(first, last) scene frame over all spans (() when none)."""
+        return (self.spans[0][0], self.spans[-1][1]) if self.spans else ()
+
+    @property
+    def num_frames(self) -> int:
+        """Number of frames covered by the spans."""
+        return sum(b - a + 1 for a, b in self.spans)
 
 
 def term_gradients(job: SolveJob, terms=SEMANTIC_TERMS, alpha: float = 1.0) -> dict:
@@ -63,24 +76,25 @@ def term_gradients(job: SolveJob, terms=SEMANTIC_TERMS, alpha: float = 1.0) -> d
 
 def detect_conflicts(job: SolveJob, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
                      min_share: float = 0.05, terms=SEMANTIC_TERMS) -> list:
-    """Conflicts of a finished ``job``, most severe first.
+    """Conflicts of a finished ``job``, one per (body part, term pair), the costliest first.
 
-    Args:
-        threshold: cosine below which a pair of terms conflicts on a part.
-        window_s: window length in seconds (frames are grouped into consecutive windows).
-        min_share: a term counts on a (part, window) only if its gradient norm is at least this share of the
-            largest term gradient there (vanishing gradients have meaningless directions).
+    Frames are grouped into consecutive windows of ``window_s`` seconds; on a window, two terms conflict on a
+    part when the cosine of their gradients (over the part's bones and the window's frames) is below
+    ``threshold`` and both gradients are at least ``min_share`` of the largest term's there (vanishing gradients
+    have meaningless directions). A conflict's windows merge into spans; its score is Σ severity × window
+    seconds, so a strong conflict over a long stretch ranks above a brief one. Ties (equal scores) keep a fixed
+    order (part, terms), so identical solves list identical rankings.
     """
     grads = term_gradients(job, terms)
     T = job.num_frames
     win = max(1, int(round(window_s * job.fps)))
     parts = np.asarray(job.opt_parts)
     frame0 = job.init_motion.frame_start
-    found = []
+    out = []
     for part in sorted(set(parts)):
         cols = torch.as_tensor(np.nonzero(parts == part)[0])
         G = {k: g[:, cols].reshape(T, -1) for k, g in grads.items()}
-        spans = {}
+        found = {}
         for w0 in range(0, T, win):
             w1 = min(T, w0 + win)
             vec = {k: G[k][w0:w1].reshape(-1) for k in terms}
@@ -93,24 +107,30 @@ def detect_conflicts(job: SolveJob, threshold: float = DEFAULT_THRESHOLD, window
                     continue
                 cos = float((vec[a] @ vec[b]) / (norms[a] * norms[b]))
                 if cos < threshold:
-                    spans.setdefault((a, b), []).append((w0, w1 - 1, cos))
-        for (a, b), items in spans.items():
-            # merge adjacent windows
-            cur = None
-            for s, e, c in items:
-                if cur is not None and s == cur[1] + 1:
-                    cur = (cur[0], e, min(cur[2], c))
+                    found.setdefault((a, b), []).append((w0, w1 - 1, cos))
+        for (a, b), windows in found.items():
+            spans, score, worst = [], 0.0, 1.0
+            for s0, s1, c in windows:
+                score += _severity(c, threshold) * (s1 - s0 + 1) / job.fps
+                worst = min(worst, c)
+                if spans and s0 == spans[-1][1] + 1:
+                    spans[-1][1] = s1
                 else:
-                    if cur is not None:
-                        found.append((part, a, b, cur))
-                    cur = (s, e, c)
-            found.append((part, a, b, cur))
-    out = []
-    for part, a, b, (s, e, c) in found:
-        sev = float(np.clip((threshold - c) / (threshold + 1.0), 0.0, 1.0)) if threshold > -1 else 1.0
-        out.append(Conflict(str(part), a, b, float(c), sev, (frame0 + s, frame0 + e)))
-    out.sort(key=lambda c: (-c.severity, c.body_part, c.term_a, c.term_b, c.frames))
+                    spans.append([s0, s1])
+            out.append(Conflict(str(part), a, b, float(worst), _severity(worst, threshold),
+                                tuple((frame0 + s0, frame0 + s1) for s0, s1 in spans), float(score)))
+    out.sort(key=lambda c: (-round(c.score, 9), c.body_part, c.term_a, c.term_b))
     return out
+
+
+def _severity(cosine: float, threshold: float) -> float:
+    """0 at the threshold, 1 at cosine −1."""
+    return float(np.clip((threshold - cosine) / (threshold + 1.0), 0.0, 1.0)) if threshold > -1 else 1.0
+
+
+def ranked(conflicts: list, shown: int = 3) -> tuple:
+    """(the ``shown`` costliest conflicts, the rest): what a panel lists first and what it folds."""
+    return list(conflicts[:shown]), list(conflicts[shown:])
 
 
 def resolution_weights(conflict: Conflict, value: float) -> dict:

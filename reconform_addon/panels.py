@@ -117,8 +117,13 @@ class RECONFORM_UL_bone_map(UIList):
         return flags, []
 
 
+#: conflicts listed before the rest is folded (operators.conflicts.SHOWN; panels do not import operators)
+SHOWN_CONFLICTS = 3
+
+
 class RECONFORM_UL_conflicts(UIList):
-    """Body part: term A vs term B | severity | balance slider."""
+    """Body part: term A vs term B | go to its frames | balance slider. The costliest first (severity ×
+    duration); beyond the first few, rows are folded until Show All."""
 
     bl_idname = "RECONFORM_UL_conflicts"
 
@@ -126,7 +131,16 @@ class RECONFORM_UL_conflicts(UIList):
         row = layout.row(align=True)
         split = row.split(factor=0.55, align=True)
         split.label(text=conflict_text(item), icon='ERROR' if item.severity > 0.5 else 'INFO')
-        split.prop(item, "balance", text="", slider=True)
+        sub = split.row(align=True)
+        op = sub.operator("reconform.jump_to_conflict", text=str(item.first_frame), icon='TIME')
+        op.frame = item.first_frame
+        sub.prop(item, "balance", text="", slider=True)
+
+    def filter_items(self, context, data, propname):
+        items = getattr(data, propname)
+        if data.show_all_conflicts:
+            return [self.bitflag_filter_item] * len(items), []
+        return [self.bitflag_filter_item if k < SHOWN_CONFLICTS else 0 for k in range(len(items))], []
 
 
 class VIEW3D_PT_reconform(_Base, Panel):
@@ -369,15 +383,22 @@ class VIEW3D_PT_reconform_conflicts(_Base, Panel):
         if not len(s.conflicts):
             layout.label(text="No conflicting terms in the last solve", icon='CHECKMARK')
         else:
-            layout.label(text="Left favours the first term, right the second")
+            layout.label(text="Costliest first (severity × duration); left favours the first term")
             layout.template_list("RECONFORM_UL_conflicts", "", s, "conflicts", s, "conflicts_index", rows=3)
+            hidden = len(s.conflicts) - SHOWN_CONFLICTS
+            if hidden > 0 or s.show_all_conflicts:
+                layout.prop(s, "show_all_conflicts", text=f"Show All ({len(s.conflicts)})" if not
+                            s.show_all_conflicts else "Show the Costliest Only", toggle=True)
             if 0 <= s.conflicts_index < len(s.conflicts):
                 c = s.conflicts[s.conflicts_index]
                 box = layout.box()
                 box.label(text=conflict_text(c), icon='ERROR' if c.severity > 0.5 else 'INFO')
-                box.progress(factor=c.severity, type='BAR', text=f"Severity {c.severity:.2f} (cos {c.cosine:+.2f})")
+                box.progress(factor=c.severity, type='BAR', text=f"Severity {c.severity:.2f} (cos {c.cosine:+.2f}), "
+                                                                 f"cost {c.score:.2f}")
                 if c.frames:
-                    box.label(text=f"Frames: {c.frames}")
+                    row = box.row()
+                    row.label(text=f"Frames: {c.frames}")
+                    row.operator("reconform.jump_to_conflict", text="Go", icon='TIME').frame = c.first_frame
                 box.prop(c, "balance", text=f"{c.term_a}  ⟷  {c.term_b}", slider=True)
         row = layout.row(align=True)
         row.operator("reconform.resolve", icon='FILE_REFRESH')

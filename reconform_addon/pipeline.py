@@ -236,9 +236,12 @@ def _map_report(built) -> dict:
 
 
 def conflict_rows(conflicts) -> list:
-    """Plain dicts of core.conflicts.Conflict records (report and panel)."""
-    return [{"body_part": c.body_part, "terms": [c.term_a, c.term_b], "cosine": c.cosine,
-             "severity": c.severity, "frames": list(c.frames)} for c in conflicts]
+    """Plain dicts of core.conflicts.Conflict records in their ranking (the costliest first: severity ×
+    duration), as the panel lists them: body part, the two terms, worst cosine, peak severity, cost (score),
+    frame spans [[first, last], ...]."""
+    return [{"rank": k + 1, "body_part": c.body_part, "terms": [c.term_a, c.term_b], "cosine": c.cosine,
+             "severity": c.severity, "score": c.score, "spans": [list(sp) for sp in c.spans]}
+            for k, c in enumerate(conflicts)]
 
 
 def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dict) -> dict:

@@ -128,7 +128,7 @@ class ReconformBoneMapItem(PropertyGroup):
 
 
 class ReconformConflict(PropertyGroup):
-    """Two semantic terms whose gradients disagree on one body part (method §1.7c)."""
+    """Two semantic terms whose gradients disagree on one body part over the clip (ReConForM §6.3)."""
 
     body_part: StringProperty(name="Body Part")
     term_a: StringProperty(name="Term A")
@@ -137,7 +137,10 @@ class ReconformConflict(PropertyGroup):
                           min=-1.0, max=1.0)
     severity: FloatProperty(name="Severity", description="How strongly they conflict (0 none, 1 opposed)",
                             min=0.0, max=1.0, subtype='FACTOR')
-    frames: StringProperty(name="Frames", description="Frames where the conflict is strongest")
+    frames: StringProperty(name="Frames", description="Frame spans where the two terms conflict on this part")
+    first_frame: IntProperty(name="First Frame", description="First frame where they conflict")
+    score: FloatProperty(name="Cost", description="Severity × duration (seconds): how much of the clip the "
+                                                  "conflict costs; the list is sorted by it", min=0.0)
     balance: FloatProperty(
         name="Balance", default=0.5, min=0.0, max=1.0, subtype='FACTOR',
         description="Trade one term against the other on this body part at the next Re-solve: 0 keeps only "
@@ -222,6 +225,8 @@ class ReconformSettings(PropertyGroup):
     metrics_json: StringProperty(description="Full metrics dict of the last solve, as JSON")
     conflicts: CollectionProperty(type=ReconformConflict)
     conflicts_index: IntProperty()
+    show_all_conflicts: BoolProperty(name="Show All", default=False,
+                                     description="List every conflict, not only the costliest few")
 
     # ------------------------------------------------------------------------------------------------------
     def character(self, role: str):

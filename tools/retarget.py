@@ -126,9 +126,11 @@ def _text_report(rep) -> str:
         lines.append("metrics (definitions: docs/metrics.md):")
         lines += report.text_table(rep["metrics"], rep.get("reference_metrics"), rep["method"])
     if rep.get("conflicts"):
-        lines.append("conflicts (most severe first):")
-        lines += [f"  {c['body_part']}: {c['terms'][0]} / {c['terms'][1]}, cosine {c['cosine']:.2f}, frames "
-                  f"{c['frames'][0]}-{c['frames'][1]}" for c in rep["conflicts"]]
+        lines.append("conflicts (costliest first: severity × duration):")
+        lines += [f"  {c['rank']}. {c['body_part']}: {c['terms'][0]} / {c['terms'][1]}, cost {c['score']:.2f}, "
+                  f"cosine {c['cosine']:.2f}, frames " + ", ".join(f"{a}-{b}" if b > a else f"{a}"
+                                                                   for a, b in c["spans"])
+                  for c in rep["conflicts"]]
     if rep["source"]["unmapped"]:
         lines.append("unmapped source bones: " + ", ".join(rep["source"]["unmapped"]))
     if rep["target"]["unmapped"]:

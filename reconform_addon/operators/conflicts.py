@@ -3,56 +3,58 @@ weights for Re-solve, and the operator that centres the sliders."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import bpy
 
 from .common import Done, run, settings_of
 
 
+#: conflicts listed before the rest is folded (Show All)
+SHOWN = 3
+
+
 def conflict_fields(c) -> dict:
-    """Normalise a ``core.conflicts.Conflict`` (dataclass / namedtuple / dict) to the panel's fields."""
-    get = (lambda k, d=None: c.get(k, d)) if isinstance(c, dict) else (lambda k, d=None: getattr(c, k, d))
-    terms = get("terms") or (get("term_a"), get("term_b"))
-    cos = get("cosine", get("cos", 0.0))
-    frames = get("frames", ())
-    if isinstance(frames, str):
-        frames_text = frames
-    elif frames is not None and len(frames) == 2:  # (first, last) span
-        a, b = int(frames[0]), int(frames[1])
-        frames_text = f"{a}-{b}" if b > a else f"{a}"
-    else:
-        frames_text = format_frames(list(frames) if frames is not None else [])
-    sev = get("severity")
-    if sev is None:
-        sev = max(0.0, min(1.0, -float(cos)))
-    return dict(body_part=str(get("body_part", get("part", ""))), term_a=str(terms[0]), term_b=str(terms[1]),
-                cosine=float(cos), severity=float(sev), frames=frames_text)
+    """A ``core.conflicts.Conflict`` (or a dict of its fields) as the panel's fields: spans as text, the first
+    frame for jumping."""
+    f = c if isinstance(c, dict) else dataclasses.asdict(c)
+    spans = [(int(a), int(b)) for a, b in f["spans"]]
+    return dict(body_part=f["body_part"], term_a=f["term_a"], term_b=f["term_b"], cosine=float(f["cosine"]),
+                severity=float(f["severity"]), score=float(f["score"]), frames=format_spans(spans),
+                first_frame=spans[0][0] if spans else 0)
+
+
+def format_spans(spans, limit: int = 6) -> str:
+    """'12-18, 40, 52-60' from (first, last) frame spans (at most ``limit`` of them, then '… (+n)')."""
+    parts = [f"{a}-{b}" if b > a else f"{a}" for a, b in spans[:limit]]
+    if len(spans) > limit:
+        parts.append(f"… (+{len(spans) - limit})")
+    return ", ".join(parts)
 
 
 def format_frames(frames, limit: int = 6) -> str:
     """'12-18, 40, 52-60' from a list of frame numbers (sorted, merged into runs, at most ``limit`` runs)."""
-    fr = sorted({int(f) for f in frames})
     runs = []
-    for f in fr:
+    for f in sorted({int(f) for f in frames}):
         if runs and f == runs[-1][1] + 1:
             runs[-1][1] = f
         else:
             runs.append([f, f])
-    parts = [f"{a}-{b}" if b > a else f"{a}" for a, b in runs[:limit]]
-    if len(runs) > limit:
-        parts.append(f"… (+{len(runs) - limit})")
-    return ", ".join(parts)
+    return format_spans(runs, limit)
 
 
 def fill_conflicts(s, conflicts):
-    """Replace the panel's conflict list (sliders start centred)."""
+    """Replace the panel's conflict list with ``conflicts`` in their ranking order (the costliest first, as
+    ``core.conflicts.detect_conflicts`` sorts them); sliders start centred, the list starts folded."""
     s.conflicts.clear()
-    rows = sorted((conflict_fields(c) for c in conflicts), key=lambda r: -r["severity"])
-    for r in rows:
+    for c in conflicts:
+        r = conflict_fields(c)
         it = s.conflicts.add()
         for k, v in r.items():
             setattr(it, k, v)
         it.name = f"{r['body_part']}: {r['term_a']} / {r['term_b']}"
     s.conflicts_index = 0
+    s.show_all_conflicts = False
 
 
 def slider_part_weights(s) -> dict:
@@ -64,7 +66,7 @@ def slider_part_weights(s) -> dict:
     for c in s.conflicts:
         if abs(c.balance - 0.5) < 1e-6:
             continue
-        conflict = Conflict(c.body_part, c.term_a, c.term_b, c.cosine, c.severity, ())
+        conflict = Conflict(c.body_part, c.term_a, c.term_b, c.cosine, c.severity)
         out.append(resolution_weights(conflict, c.balance))
     return merge_part_weights(*out)
 
@@ -74,6 +76,25 @@ def reset_sliders(s) -> Done:
     for c in s.conflicts:
         c.balance = 0.5
     return Done()
+
+
+def jump_to_frame(scene, frame: int) -> Done:
+    """Make ``frame`` the scene's current frame (a conflict's span, from the list)."""
+    scene.frame_set(int(frame))
+    return Done()
+
+
+class RECONFORM_OT_jump_to_conflict(bpy.types.Operator):
+    """Go to this conflict's first frame"""
+
+    bl_idname = "reconform.jump_to_conflict"
+    bl_label = "Go to Frame"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    frame: bpy.props.IntProperty(name="Frame")
+
+    def execute(self, context):
+        return run(self, jump_to_frame, context.scene, self.frame)
 
 
 class RECONFORM_OT_reset_conflicts(bpy.types.Operator):
@@ -87,4 +108,4 @@ class RECONFORM_OT_reset_conflicts(bpy.types.Operator):
         return run(self, reset_sliders, settings_of(context))
 
 
-classes = (RECONFORM_OT_reset_conflicts,)
+classes = (RECONFORM_OT_jump_to_conflict, RECONFORM_OT_reset_conflicts)

@@ -164,24 +164,38 @@ def test_conflict_list_rows_sliders_and_frames(addon, clean_scene):
     panels, ops = ui(addon, "panels"), ui(addon, "operators.conflicts")
     cf = core(addon, "conflicts")
     s = clean_scene.reconform
-    ops.fill_conflicts(s, [cf.Conflict("torso", "dist", "pen", -0.6, 0.2, (10, 30)),
-                           cf.Conflict("left_arm", "dir", "height", -0.95, 0.9, (4, 4))])
-    assert [c.body_part for c in s.conflicts] == ["left_arm", "torso"]  # most severe first
+    ranking = [cf.Conflict("torso", "dist", "pen", -0.6, 0.2, ((10, 30), (52, 60)), 4.0),
+               cf.Conflict("left_arm", "dir", "height", -0.95, 0.9, ((4, 4),), 0.03),
+               cf.Conflict("head", "dist", "dir", -0.7, 0.4, ((8, 9),), 0.02),
+               cf.Conflict("right_foot", "height", "sliding", -0.6, 0.1, ((70, 71),), 0.01)]
+    ops.fill_conflicts(s, ranking)
+    assert [c.body_part for c in s.conflicts] == ["torso", "left_arm", "head", "right_foot"]  # core's ranking kept
     c = s.conflicts[0]
-    assert (c.term_a, c.term_b, c.frames, c.balance) == ("dir", "height", "4", 0.5)
-    assert s.conflicts[1].frames == "10-30"
+    assert (c.term_a, c.term_b, c.frames, c.first_frame, c.balance) == ("dist", "pen", "10-30, 52-60", 10, 0.5)
+    assert s.conflicts[1].frames == "4" and s.conflicts[0].score == 4.0
     lay = draw_panel(panels.VIEW3D_PT_reconform_conflicts, bpy.context)
     assert "reconform.resolve" in lay.operators()
-    assert any(t == "Frames: 4" for t in lay.texts())
+    assert any(t == "Frames: 10-30, 52-60" for t in lay.texts())
+    assert any(kw["prop"] == "show_all_conflicts" and "4" in (kw["text"] or "") for k, kw in lay.calls if k == "prop")
     sliders = [kw for k, kw in lay.calls if k == "prop" and kw["prop"] == "balance"]
-    assert sliders and "dir" in sliders[0]["text"] and "height" in sliders[0]["text"]
+    assert sliders and "dist" in sliders[0]["text"] and "pen" in sliders[0]["text"]
     st = Stub()
     panels.RECONFORM_UL_conflicts.draw_item(st, bpy.context, st.layout, s, c, 0, s, "conflicts_index")
     assert [kw["prop"] for k, kw in st.layout.calls if k == "prop"] == ["balance"]
+    jumps = [kw for k, kw in st.layout.calls if k == "operator" and kw["idname"] == "reconform.jump_to_conflict"]
+    assert jumps and jumps[0]["props"].values["frame"] == 10
+    # the costliest few are listed, the rest folded until Show All
+    flags, _ = panels.RECONFORM_UL_conflicts.filter_items(st, bpy.context, s, "conflicts")
+    assert [bool(f) for f in flags] == [True, True, True, False]
+    s.show_all_conflicts = True
+    flags, _ = panels.RECONFORM_UL_conflicts.filter_items(st, bpy.context, s, "conflicts")
+    assert all(flags)
+    # Go to Frame
+    assert bpy.ops.reconform.jump_to_conflict(frame=52) == {'FINISHED'} and clean_scene.frame_current == 52
     # slider -> per-part weights with core.conflicts' rule; centred sliders change nothing
     assert ops.slider_part_weights(s) == {}
-    c.balance = 1.0
-    s.conflicts[1].balance = 0.25
+    s.conflicts[1].balance = 1.0
+    s.conflicts[0].balance = 0.25
     w = ops.slider_part_weights(s)
     assert w == {("left_arm", "dir"): 0.0, ("left_arm", "height"): 2.0,
                  ("torso", "dist"): 1.5, ("torso", "pen"): 0.5}
@@ -262,7 +276,7 @@ def test_drawing_and_reading_a_motion_never_import_torch(tmp_path):
             s.set_bone_map(role, {"hips": "hips", "spine": "spine", "head": "head"}, "custom", arm.name)
         s.set_metrics({"floor_pen_mean": 0.01, "grounded_f1": 0.9}, {"floor_pen_mean": 0.03, "grounded_f1": 0.8})
         conflicts.fill_conflicts(s, [dict(body_part="torso", term_a="dist", term_b="pen", cosine=-0.6, severity=0.2,
-                                          frames=(10, 30))])   # core.conflicts.Conflict's fields (it imports torch)
+                                          spans=((10, 30),), score=4.0)])   # Conflict's fields (it imports torch)
         s.use_custom_range, s.source_ground, s.device = True, 'CUSTOM', 'CUDA'
 
         def draw_all():

@@ -144,7 +144,7 @@ def test_resolve_warm_starts_with_slider_weights_and_fewer_steps(addon, solved, 
     assert bpy.ops.reconform.retarget() == {'FINISHED'}
     if not len(s.conflicts):  # make one so the slider path runs even when this short clip has none
         cf = core(addon, "conflicts")
-        conflicts.fill_conflicts(s, [cf.Conflict("left_arm", "dist", "pen", -0.9, 0.8, (2, 5))])
+        conflicts.fill_conflicts(s, [cf.Conflict("left_arm", "dist", "pen", -0.9, 0.8, ((2, 5),), 0.1)])
     c = s.conflicts[0]
     c.balance = 0.25
     part, term_a, term_b = c.body_part, c.term_a, c.term_b  # the list is refilled after the solve

@@ -34,7 +34,7 @@ def test_conflicts_are_well_formed(job):
 
 
 def test_resolution_weights_and_merge():
-    c = Conflict("torso", "dist", "pen", -0.9, 0.8, (1, 10))
+    c = Conflict("torso", "dist", "pen", -0.9, 0.8, ((1, 10),))
     assert resolution_weights(c, 0.5) == {("torso", "dist"): 1.0, ("torso", "pen"): 1.0}
     assert resolution_weights(c, 0.0) == {("torso", "dist"): 2.0, ("torso", "pen"): 0.0}
     with pytest.raises(CoreError):
@@ -45,7 +45,7 @@ def test_resolution_weights_and_merge():
 
 @pytest.mark.slow
 def test_resolve_warm_starts_with_fewer_steps_and_moves_the_part(job):
-    c = Conflict("left_hand", "dist", "pen", -0.9, 0.8, (1, 30))
+    c = Conflict("left_hand", "dist", "pen", -0.9, 0.8, ((1, 30),))
     re = resolve(job, resolution_weights(c, 0.0), fraction=0.25)
     assert re.total == 5 and re.warm_start is not None
     assert re.settings.part_weights[("left_hand", "pen")] == 0.0
@@ -59,3 +59,79 @@ def test_detect_requires_a_finished_solve(job):
     fresh = SolveJob(job.source, job.source_motion, job.target, job.init_motion, job.settings)
     with pytest.raises(CoreError, match="finished"):
         detect_conflicts(fresh)
+
+
+# ------------------------------------------------------------------------------------------ ranking a person reads
+def _hands_meet_in_front_of_the_belly(body):
+    """A generated body (core.body) standing still while its hands come together in front of its belly (frames
+    12-28 held), through the demo's two-bone IK rig. Returns (Character, Motion)."""
+    from core.character import CharacterSpec, build_character
+    from core.rotations import quat_make_continuous
+    from tools.make_demo_scene import Rig, _smooth
+
+    sk, mesh, bm = body
+    ch = build_character(CharacterSpec(sk, mesh, bm), keyvert_count=41).character
+    rig = Rig(sk, mesh)
+    hips = rig.p("hips")
+    sign = {"left": 1.0, "right": -1.0}
+    T = 40
+    rots, locs = np.empty((T, sk.num_bones, 4)), np.zeros((T, sk.num_bones, 3))
+    for t in range(T):
+        targets = {}
+        for s, g in sign.items():
+            down = rig.p(f"{s}_upper_arm") + [g * 0.06, 0.0, -0.97 * sum(rig.len[f"{s}_arm"])]
+            touch = np.array([g * 0.03, -(rig.chest_front + 0.12), rig.p("spine")[2] + 0.05])
+            targets[f"{s}_arm"] = (_smooth({0: down, 12: touch, 28: touch, 39: down}, t), np.array([g * 0.5, 0.3, -1.0]))
+            targets[f"{s}_leg"] = (rig.p(f"{s}_foot"), np.array([g * 0.15, -1.0, 0.0]))
+        rots[t], locs[t, 0] = rig.pose(hips, 0.0, targets)
+    return ch, Motion(quat_make_continuous(rots), locs, 30.0, 1)
+
+
+@pytest.fixture(scope="module")
+def belly_case():
+    """Hands that meet in front of a flat belly, retargeted onto the same body without a belly and with a big
+    one (core.body BodyParams.belly = 2): only the belly differs."""
+    from core.body import BodyParams, make_body
+    from core.character import CharacterSpec, build_character
+
+    src, motion = _hands_meet_in_front_of_the_belly(make_body(BodyParams(name="src", resolution=0.03), pose="T"))
+    targets = {}
+    for name, belly in (("flat", 0.0), ("belly", 2.0)):
+        sk, mesh, bm = make_body(BodyParams(name=name, resolution=0.03, belly=belly), pose="T")
+        targets[name] = build_character(CharacterSpec(sk, mesh, bm), keyvert_count=41).character
+    return src, motion, targets
+
+
+def _conflicts(src, motion, tgt):
+    from core.copy_rotations import copy_rotations
+    job = SolveJob(src, motion, tgt, copy_rotations(src, motion, tgt), SolverSettings(iterations=60, num_threads=1))
+    job.run()
+    return detect_conflicts(job)
+
+
+@pytest.mark.slow
+def test_a_belly_that_blocks_the_hands_ranks_first_and_the_ranking_is_stable(belly_case):
+    src, motion, targets = belly_case
+    assert _conflicts(src, motion, targets["flat"]) == []        # the same body without a belly: nothing to trade
+    found = _conflicts(src, motion, targets["belly"])
+    assert found, "a belly in the way of the hands must make the arms' terms disagree"
+    top = found[0]
+    assert top.body_part in ("left_arm", "right_arm", "left_hand", "right_hand"), found[:3]
+    assert "dist" in (top.term_a, top.term_b)                      # the hands' distance is what cannot be kept
+    first, last = top.frames
+    assert 10 <= first and last <= 32                               # while the hands are together (12-28 held)
+    assert [c.score for c in found] == sorted((c.score for c in found), reverse=True)
+    assert len({(c.body_part, c.term_a, c.term_b) for c in found}) == len(found)   # one entry per part and pair
+    again = _conflicts(src, motion, targets["belly"])
+    assert again == found                                            # identical solves, identical ranking
+
+
+def test_ranked_shows_the_costliest_and_folds_the_rest():
+    from core.conflicts import ranked
+    cs = [Conflict("left_arm", "dist", "dir", -0.9, 0.9, ((10, 20),), 3.0),
+          Conflict("torso", "dist", "pen", -0.7, 0.5, ((1, 5), (30, 40)), 1.2),
+          Conflict("head", "dir", "pen", -0.6, 0.2, ((7, 7),), 0.01),
+          Conflict("left_foot", "height", "sliding", -0.6, 0.2, ((3, 4),), 0.005)]
+    shown, folded = ranked(cs, shown=3)
+    assert [c.body_part for c in shown] == ["left_arm", "torso", "head"] and [c.body_part for c in folded] == ["left_foot"]
+    assert cs[1].frames == (1, 40) and cs[1].num_frames == 16

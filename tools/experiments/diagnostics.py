@@ -5,6 +5,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py feet-planted [CASE] ["{'root_init': 'copy'}"]
     .venv/bin/python tools/experiments/diagnostics.py jerk [CASE] ["{'w_smooth': 1.0}"] [--max-frames 400]
     .venv/bin/python tools/experiments/diagnostics.py progress [CASE] [OVERRIDES] [--every 10]
+    .venv/bin/python tools/experiments/diagnostics.py conflicts [CASE] [--max-frames 300]
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
 the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
@@ -19,6 +20,8 @@ between joints it brings closer to the source's jerk and the others.
 weighted sum of the terms, whose meaning changes with α), the objective relative to copy-rotations' at the same α
 (``Progress.relative``, what the panel and the batch print) and each weighted term (docs/solver.md "Reading the
 progress").
+``conflicts``: for one case (default the Bandai kick), how many conflicts the solve lists (one per body part
+and term pair) and their frame spans in all, and the costliest six (docs/solver.md "Conflicts").
 Every retarget goes through core.retarget, as the product's.
 """
 
@@ -149,9 +152,22 @@ def progress(mods, loader, bench, which, overrides, threads, every):
     print(f"copy-rotations' objective: {s0:.3f} at alpha 0, {s1:.3f} at alpha 1")
 
 
+def conflicts(mods, loader, bench, which, overrides, threads, max_frames):
+    clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
+    rt, solver = mods["core.retarget"], mods["core.solver"]
+    settings = solver.SolverSettings.preset("balanced", num_threads=threads, **overrides)
+    o = rt.run(rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False)))
+    cs = o.conflicts
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames: {len(cs)} conflicts "
+          f"(one per body part and term pair), {sum(len(c.spans) for c in cs)} frame spans in all")
+    for c in cs[:6]:
+        print(f"{c.body_part} | {c.term_a} / {c.term_b} | cost {c.score:.2f} | worst cosine {c.cosine:.2f} | "
+              + ", ".join(f"{a}-{b}" for a, b in c.spans))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress"))
+    ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts"))
     ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
     ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
@@ -174,8 +190,10 @@ def main(argv=None):
         progress(mods, loader, bench, args.case or "walk_normal", overrides, args.threads, args.every)
     elif args.mode == "feet-planted":
         feet_planted(mods, loader, bench, met, track_cls, args.case or "walk_normal", overrides, args.threads)
-    else:
+    elif args.mode == "jerk":
         jerk(mods, loader, bench, met, track_cls, args.case or "kick", overrides, args.threads, args.max_frames)
+    else:
+        conflicts(mods, loader, bench, args.case or "kick", overrides, args.threads, args.max_frames)
     return 0
 
 
