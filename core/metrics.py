@@ -20,6 +20,7 @@ from .feet import LOCK_WINDOW_S, window_bounds
 from .humanoid import CANONICAL_PARENT
 from .keyverts import area_weights
 from .parts import vertex_segments
+from .progress import drive, scaled
 from .terrain import ground_height
 from .track import ClipTrack
 from .types import Character, Motion
@@ -215,15 +216,6 @@ def _ground_key(ground):
     return ("level", float(g)) if g.ndim == 0 else ("levels", g.tobytes())
 
 
-def _drive(gen):
-    """Run a generator of progress fractions to its end; its return value."""
-    while True:
-        try:
-            next(gen)
-        except StopIteration as done:
-            return done.value
-
-
 def measuring(track: ClipTrack, ground=0.0, keyvert_ids=None):
     """Generator yielding the share done (in [0, 1]) while the whole-mesh pass runs; returns every per-frame
     measure of a clip over its ground (a level, (T,) levels per frame, or a HeightField), computed once per
@@ -245,7 +237,7 @@ def measuring(track: ClipTrack, ground=0.0, keyvert_ids=None):
 
 def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
     """``measuring`` run to its end: every per-frame measure of a clip over its ground (kept on the track)."""
-    return _drive(measuring(track, ground, keyvert_ids))
+    return drive(measuring(track, ground, keyvert_ids))
 
 
 def foot_speed_windowed(measures: Measures, fps: float, window_s: float = LOCK_WINDOW_S) -> np.ndarray:
@@ -301,22 +293,12 @@ def roc_auc(truth: np.ndarray, score: np.ndarray) -> float:
     return float((ranks[truth].sum() - npos * (npos + 1) / 2) / (npos * nneg))
 
 
-def _scaled(gen, a: float, b: float):
-    """The fractions of ``gen`` mapped onto [a, b]; returns its value."""
-    while True:
-        try:
-            f = next(gen)
-        except StopIteration as done:
-            return done.value
-        yield a + (b - a) * f
-
-
 def evaluate(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
              terrain=None, source_ground=0.0, *, source_track: ClipTrack = None,
              target_track: ClipTrack = None) -> dict:
     """``evaluation`` run to its end: every metric of docs/metrics.md (a flat dict of floats)."""
-    return _drive(evaluation(source, source_motion, target, target_motion, terrain, source_ground,
-                             source_track=source_track, target_track=target_track))
+    return drive(evaluation(source, source_motion, target, target_motion, terrain, source_ground,
+                            source_track=source_track, target_track=target_track))
 
 
 def evaluation(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
@@ -354,8 +336,8 @@ def evaluation(source: Character, source_motion: Motion, target: Character, targ
     s_steps = measuring(source_track, source_ground, source.keyverts.vertex_ids if kv else None)
     t_steps = measuring(target_track, 0.0 if terrain is None else terrain,
                         target.keyverts.vertex_ids[order] if kv else None)
-    s_tr = yield from _scaled(s_steps, 0.0, sizes[0] / sum(sizes))
-    t_tr = yield from _scaled(t_steps, sizes[0] / sum(sizes), 1.0)
+    s_tr = yield from scaled(s_steps, 0.0, sizes[0] / sum(sizes))
+    t_tr = yield from scaled(t_steps, sizes[0] / sum(sizes), 1.0)
     hs, ht = float(source.height), float(target.height)
     out = {"frames": float(source_motion.num_frames)}
     # jerk on the core bones both characters map, so that target and source are compared joint for joint

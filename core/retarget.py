@@ -29,7 +29,7 @@ import numpy as np
 
 from .advice import floor_advice
 from .character import BuiltCharacter, CharacterSpec, build_character
-from .conflicts import detect_conflicts
+from .conflicts import detecting
 from .copy_rotations import copy_rotations, posture_note
 from .errors import CoreError
 from .metrics import evaluation
@@ -276,9 +276,9 @@ class Retarget:
         conflicts = []
         if reconform and o.conflicts and not self._cancel.is_set():
             t4 = time.perf_counter()
-            yield Step("conflicts", _PHASE_END["metrics"], "Looking for conflicting terms…")
             try:
-                conflicts = detect_conflicts(job)
+                conflicts = yield from _progress(detecting(job), "conflicts", _PHASE_END["metrics"],
+                                                 _PHASE_END["conflicts"], "Looking for conflicting terms")
             except CoreError as ex:   # advice only: the result stands, the user is told why the list is empty
                 notes.append(f"conflicts not measured: {ex}")
             timings["conflicts_s"] = time.perf_counter() - t4

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -30,6 +31,11 @@ from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_s
 from .bridge import bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge.write import remove_action
+
+
+#: ``retarget`` prints a step of the same kind at least this often (seconds) on a long clip
+PRINT_EVERY_S = 5.0
+_COUNTS = re.compile(r"\d+(\.\d+)?( ?%|/\d+)")      # '12/120', '45 %': what changes between steps of one kind
 
 
 @dataclass
@@ -308,12 +314,16 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
                               settings=solver_settings(settings) if method == "reconform" else SolverSettings())
     job = make_job(inputs, options)
-    last = [-1.0, None]
+    last = {"kind": None, "fraction": -1.0, "time": 0.0}
 
     def on_step(step):
+        """One line per new kind of step (each phase, each part of the solver's set-up), and within one kind
+        (solver steps, the metrics' passes) every 10 % of the retarget or every PRINT_EVERY_S seconds."""
         tick(step.fraction)
-        if step.phase != last[1] or step.fraction - last[0] >= 0.1:
-            last[0], last[1] = step.fraction, step.phase
+        kind = (step.phase, _COUNTS.sub("#", step.message))
+        now = time.perf_counter()
+        if kind != last["kind"] or step.fraction - last["fraction"] >= 0.1 or now - last["time"] >= PRINT_EVERY_S:
+            last.update(kind=kind, fraction=step.fraction, time=now)
             say(step.message.rstrip("…"))
     outcome = run(job, on_step)
     for n in outcome.notes:

@@ -214,9 +214,10 @@ def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
 
 # ------------------------------------------------------------------------------------------- Blender objects
 
-def build_armature(name, skeleton: Skeleton, x_offset: float = 0.0):
+def build_armature(name, skeleton: Skeleton, x_offset: float = 0.0, lengths: dict = None):
     """An armature object with ``skeleton``'s bones (rest matrices, parents; each bone's tail towards its nearest
-    child) in the current scene, moved ``x_offset`` metres along X; returns it."""
+    child, or ``lengths[bone name]`` metres along its Y axis) in the current scene, moved ``x_offset`` metres
+    along X; returns it."""
     import bpy
     from mathutils import Matrix
 
@@ -231,7 +232,7 @@ def build_armature(name, skeleton: Skeleton, x_offset: float = 0.0):
     for j, n in enumerate(skeleton.names):
         eb = arm_data.edit_bones.new(n)
         kids = skeleton.children(j)
-        length = min((np.linalg.norm(G[c, :3, 3] - G[j, :3, 3]) for c in kids), default=0.06)
+        length = (lengths or {}).get(n) or min((np.linalg.norm(G[c, :3, 3] - G[j, :3, 3]) for c in kids), default=0.06)
         eb.head = (0, 0, 0)
         eb.tail = (0, max(length, 0.02), 0)
         eb.matrix = Matrix(G[j].tolist())

@@ -203,7 +203,10 @@ def game_rig(name: str = "GameRig", x: float = 0.0, resolution: float = 0.02):
     Gs = np.concatenate([np.eye(4)[None], G])
     rest_local = np.stack([Gs[j] if p < 0 else np.linalg.inv(Gs[p]) @ Gs[j] for j, p in enumerate(parents)])
     rig = Skeleton(name, names, parents, rest_local)
-    arm = build_armature(name, rig, x)
+    # the shins end at the ankles, as in the game rig it mimics (their feet are not their children)
+    ankle = {s: np.linalg.norm(G[sk.index(f"{s}_foot"), :3, 3] - G[sk.index(f"{s}_lower_leg"), :3, 3])
+             for s in ("left", "right")}
+    arm = build_armature(name, rig, x, lengths={"calf_l": ankle["left"], "calf_r": ankle["right"]})
     body = mesh_object(f"{name}_body", mesh.rest_verts, polygons(mesh), parent=arm)
     skin(body, arm, names, mesh.weight_bones + 1, mesh.weight_values)
     return arm

@@ -48,11 +48,11 @@ def test_comparison_follows_each_metrics_direction():
 
 def test_rows_put_the_headline_first_and_carry_copy_rotations():
     metrics = {"jerk_max": 900.0, "grounded_f1": 0.93, "floor_pen_mean": 0.001, "frames": 120.0}
-    reference = {"jerk_max": 800.0, "grounded_f1": 0.80, "floor_pen_mean": 0.02}
+    reference = {"jerk_max": 800.0, "grounded_f1": 0.80, "floor_pen_mean": 0.02, "frames": 120.0}
     rows = report.metric_rows(metrics, reference)
     assert [r.info.key for r in rows] == ["grounded_f1", "floor_pen_mean", "jerk_max", "frames"]
     assert rows[0].change == "better" and rows[1].change == "better" and rows[2].change == "worse"
-    assert rows[3].reference is None and rows[3].change is None
+    assert rows[3].reference is None and rows[3].change is None and rows[3].reference_text == ""
     d = rows[1].as_dict()
     assert d["unit"] == "% of the surface" and d["better"] == "lower" and d["copy_rotations_text"] == \
         "2.00 % of the surface"
@@ -67,8 +67,8 @@ def test_one_verdict_line_per_target():
     reference = {"grounded_f1": 0.80, "locked_f1": 0.6, "floor_pen_mean": 0.02, "jerk_mean": 300.2}
     line = report.verdict(metrics, reference, "reconform")
     assert "\n" not in line and line.startswith("ReConForM beats copy-rotations on 2 of 4 measures")
-    assert "floor penetration, mean 2.00 % of the surface → 0.10 % of the surface" in line
-    assert "worse on feet locked f1 0.600 → 0.500" in line
+    assert "floor penetration, mean 2.00 → 0.10 % of the surface" in line
+    assert "worse on feet locked F1 0.600 → 0.500" in line
     baseline = report.verdict(metrics, None, "copy_rotations")
     assert baseline.startswith("Copy Rotations: Grounded feet F1 0.930") and "\n" not in baseline
     assert report.verdict({}, None).startswith("No metrics")
