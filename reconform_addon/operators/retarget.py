@@ -192,7 +192,8 @@ class _SolveModalBase:
 
     # subclasses: self._start(context) -> runner; self._apply(context, outcome) -> action
     def _set_progress(self, context, step):
-        """One core.retarget.Step (a phase line, or a solver step with its loss) into the panel and status bar."""
+        """One core.retarget.Step (a phase line, or a solver step with its relative objective) into the panel and
+        status bar."""
         if not self._same_scene(context):
             return
         s = settings_of(context)
