@@ -18,7 +18,9 @@ from .bonemap import apply_bone_map, detect_bone_map, validate_bone_map
 from .copy_rotations import check_bone_map, reference_basis
 from .errors import CoreError
 from .keyverts import character_height, check_skinned_limbs, transfer_keyverts
-from .tpose import rest_is_standing
+from .meshparts import choose_body, remap_keyverts, submesh
+from .rehang import rehang
+from .tpose import lying_rest_message, rest_is_standing
 from .types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
 KEYVERT_COUNTS = (41, 96)
@@ -35,6 +37,8 @@ class CharacterSpec:
         stored_keyverts: key vertices stored on the character (``locked`` where placed by hand), or None.
         clip: the clip it plays in this retarget, when it is the source (a skeleton-only source whose rest pose
             lies down stands its fitted body up from the clip's frame with both feet flat).
+        mesh_choice: {mesh object name: True to use it as the body, False to leave it out}; meshes not named are
+            read automatically (``core.meshparts``: clothing, eyes and props are left out).
     """
 
     skeleton: Skeleton
@@ -42,6 +46,7 @@ class CharacterSpec:
     bone_map: dict = None
     stored_keyverts: KeyVertexSet = None
     clip: Motion = None
+    mesh_choice: dict = None
 
     @property
     def name(self) -> str:
@@ -57,7 +62,8 @@ class BuiltCharacter:
         rig_type: detected rig family ('mixamo', 'rigify', ...) or 'given' for a given bone map.
         fitted_body: True when the body is the template fitted to a skeleton-only character.
         keyverts_origin: 'stored' (used as stored), 'transferred', 'transferred, N locked kept', or '' (none).
-        notes: lines for the user (missing bones, fitted body, ...).
+        notes: lines for the user (missing bones, fitted body, meshes left out, ...).
+        meshes_left_out: {mesh object name: why} of the meshes the armature moves that are not its body.
     """
 
     character: Character
@@ -65,6 +71,7 @@ class BuiltCharacter:
     fitted_body: bool = False
     keyverts_origin: str = ""
     notes: tuple = field(default_factory=tuple)
+    meshes_left_out: dict = field(default_factory=dict)
 
     @property
     def transferred(self) -> bool:
@@ -102,18 +109,21 @@ def usable_keyverts(stored: KeyVertexSet, mesh: SkinnedMesh, n: int) -> bool:
 
 
 def check_character(spec: CharacterSpec, *, keyvert_count: int = 41, need_mesh: bool = False,
-                    reuse_stored: bool = True, role: str = None) -> tuple:
+                    reuse_stored: bool = True, need_standing: bool = False, role: str = None) -> tuple:
     """The cheap half of ``build_character`` (milliseconds): raise the CoreError that completing ``spec`` (and,
     with ``role`` 'Source'|'Target', copy-rotations) would raise, before any slow work. A retarget checks both
     characters first, so an error about the target never waits for the source's key-vertex transfer.
 
-    Checks: the bone map (given and fitted, or detected), the bones copy-rotations needs (with ``role``), a mesh
-    when ``need_mesh``, the key-vertex count, and a skinned vertex on every limb the transfer places key
+    Checks: the bone map (given and fitted, or detected), a rest pose lying down (with ``need_standing``:
+    ``core.tpose.lying_rest_message``), the bones copy-rotations needs (with ``role``), a mesh when ``need_mesh``, the key-vertex count, and a skinned vertex on every limb the transfer places key
     vertices on. Returns ``resolve_bone_map``'s (bone map, rig type, notes).
     """
     if keyvert_count and keyvert_count not in KEYVERT_COUNTS:
         raise CoreError(f"Key-vertex count must be 41 or 96, got {keyvert_count}.")
     bone_map, rig_type, notes = resolve_bone_map(spec.skeleton, spec.bone_map)
+    lying = lying_rest_message(spec.skeleton, bone_map) if need_standing else None
+    if lying:
+        raise CoreError(lying)
     character = Character(spec.skeleton, spec.mesh, bone_map)
     if role is not None:
         check_bone_map(character, role)
@@ -127,7 +137,7 @@ def check_character(spec: CharacterSpec, *, keyvert_count: int = 41, need_mesh: 
 
 
 def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: bool = False,
-                    need_mesh: bool = False, reuse_stored: bool = True) -> BuiltCharacter:
+                    need_mesh: bool = False, reuse_stored: bool = True, need_standing: bool = False) -> BuiltCharacter:
     """Complete a character once.
 
     Args:
@@ -137,27 +147,40 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
         need_mesh: raise when the character deforms no mesh (a target solved by ReConForM).
         reuse_stored: use stored key vertices as they are when there are ``keyvert_count`` of them inside the
             mesh (False: transfer anyway, the Transfer button).
+        need_standing: raise, before any slow work, when its rest pose lies down (a target:
+            ``core.tpose.lying_rest_message``).
     Returns:
         BuiltCharacter. Key vertices not used as stored are transferred, keeping every stored one marked
         ``locked`` (hand-placed).
     """
     name = spec.name
     bone_map, rig_type, notes = check_character(spec, keyvert_count=keyvert_count, need_mesh=need_mesh,
-                                                reuse_stored=reuse_stored)
+                                                reuse_stored=reuse_stored, need_standing=need_standing)
     notes = list(notes)
-    mesh, fitted = spec.mesh, False
-    if mesh is None and fit_body and keyvert_count:
+    skeleton, mesh, clip, fitted = spec.skeleton, spec.mesh, spec.clip, False
+    stored, left_out = spec.stored_keyverts, {}
+    if mesh is not None and (len(mesh.part_names) > 1 or spec.mesh_choice):   # the body, not a sword or a shirt
+        body = choose_body(skeleton, mesh, bone_map, spec.mesh_choice)
+        if body.left_out:
+            mesh, new_index = submesh(mesh, body.used)
+            stored, left_out = remap_keyverts(stored, new_index), dict(body.left_out)
+            notes.append(body.note(name))
+    rig = rehang(skeleton, bone_map)         # limb ends parented elsewhere (IK feet): solved on a re-hung copy
+    if rig is not None:
+        skeleton, mesh = rig.skeleton, rig.mesh(mesh)
+        clip = rig.to_core(clip) if clip is not None else None
+        notes.append(rig.describe())
+    if mesh is None and fit_body:
         base = None
-        if spec.clip is not None and not rest_is_standing(spec.skeleton, bone_map):
-            base = reference_basis(Character(spec.skeleton, None, bone_map), spec.clip)
-        mesh, fitted = fit_body_to_skeleton(spec.skeleton, bone_map, base=base), True
+        if clip is not None and not rest_is_standing(skeleton, bone_map):
+            base = reference_basis(Character(skeleton, None, bone_map), clip)
+        mesh, fitted = fit_body_to_skeleton(skeleton, bone_map, base=base), True
         notes.append(f"'{name}' deforms no mesh: fitted a template body to its skeleton.")
-    character = Character(spec.skeleton, mesh, bone_map)
+    character = Character(skeleton, mesh, bone_map, rig=rig)
     origin = ""
     if mesh is not None:
         character = replace(character, height=float(character_height(character)))
     if mesh is not None and keyvert_count:
-        stored = spec.stored_keyverts
         if reuse_stored and not fitted and usable_keyverts(stored, mesh, keyvert_count):
             kv, origin = stored, "stored"
         else:
@@ -166,4 +189,4 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
             kept = int(np.sum(kv.locked))
             origin = "transferred" + (f", {kept} locked kept" if kept else "")
         character = replace(character, keyverts=kv)
-    return BuiltCharacter(character, rig_type, fitted, origin, tuple(notes))
+    return BuiltCharacter(character, rig_type, fitted, origin, tuple(notes), left_out)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .errors import CoreError
+from .progress import drive
 from .solver import SEMANTIC_TERMS, SolveJob
 
 #: Body parts: the key-vertex limbs of core.humanoid.LIMBS (a bone belongs to the limb of its canonical name).
@@ -54,29 +55,57 @@ class Conflict:
         return sum(b - a + 1 for a, b in self.spans)
 
 
+#: up to this many frames, the conflicts' gradients share one forward pass (``_term_gradients``)
+SHARED_PASS_FRAMES = 2000
+
+
 def term_gradients(job: SolveJob, terms=SEMANTIC_TERMS, alpha: float = 1.0) -> dict:
     """{term: (T, Jo, 6) gradient of its weighted value w.r.t. the per-frame rotation residuals}."""
+    return drive(_term_gradients(job, terms, alpha))
+
+
+def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None):
+    """``term_gradients`` as a generator of the share of terms done (core.progress).
+
+    ``shared``: one forward pass whose graph is kept for every term's backward pass (the default up to
+    ``SHARED_PASS_FRAMES`` frames), or one forward pass per term, each graph freed by its backward pass (longer
+    clips: the kept graph of a shared pass peaked at 2.28 GB on a 10 000-frame retarget, docs/solver.md). Both
+    give the same gradients."""
     if not job.done:
         raise CoreError("Conflicts are measured after a finished solve: run the solve first.")
     with torch.no_grad():
-        d, off = job.frame_residuals()
-    d = d.detach().clone().requires_grad_(True)
-    off = off.detach()
-    vals = job.weighted_terms(alpha=alpha, residuals=(d, off))
+        d0, off = job.frame_residuals()
+    d0, off = d0.detach(), off.detach()
+    if shared is None:
+        shared = job.num_frames <= SHARED_PASS_FRAMES
+    d = vals = None
     out = {}
-    for k in terms:
+    for n, k in enumerate(terms):
+        if vals is None or not shared:
+            d = d0.clone().requires_grad_(True)
+            vals = job.weighted_terms(alpha=alpha, residuals=(d, off))
         v = vals[k]
         if not v.requires_grad:
             out[k] = torch.zeros_like(d)
-            continue
-        (g,) = torch.autograd.grad(v, d, retain_graph=True, allow_unused=True)
-        out[k] = torch.zeros_like(d) if g is None else g.detach()
+        else:
+            (g,) = torch.autograd.grad(v, d, retain_graph=shared, allow_unused=True)
+            out[k] = torch.zeros_like(d) if g is None else g.detach()
+        if not shared:
+            vals = None
+        yield (n + 1) / len(terms)
     return out
 
 
 def detect_conflicts(job: SolveJob, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
                      min_share: float = 0.05, terms=SEMANTIC_TERMS) -> list:
-    """Conflicts of a finished ``job``, one per (body part, term pair), the costliest first.
+    """``detecting`` run to its end: the conflicts of a finished ``job``, the costliest first."""
+    return drive(detecting(job, threshold, window_s, min_share, terms))
+
+
+def detecting(job: SolveJob, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
+              min_share: float = 0.05, terms=SEMANTIC_TERMS):
+    """Generator of the share done (one gradient pass per term, the phase's cost on a long clip); returns the
+    conflicts of a finished ``job``, one per (body part, term pair), the costliest first.
 
     Frames are grouped into consecutive windows of ``window_s`` seconds; on a window, two terms conflict on a
     part when the cosine of their gradients (over the part's bones and the window's frames) is below
@@ -85,7 +114,7 @@ def detect_conflicts(job: SolveJob, threshold: float = DEFAULT_THRESHOLD, window
     seconds, so a strong conflict over a long stretch ranks above a brief one. Ties (equal scores) keep a fixed
     order (part, terms), so identical solves list identical rankings.
     """
-    grads = term_gradients(job, terms)
+    grads = yield from _term_gradients(job, terms, 1.0)
     T = job.num_frames
     win = max(1, int(round(window_s * job.fps)))
     parts = np.asarray(job.opt_parts)

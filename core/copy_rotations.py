@@ -202,6 +202,30 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
     return Motion(rotations, locations, source_motion.fps, source_motion.frame_start)
 
 
+#: a result whose torso points this far from the source's on most frames gets a note (``posture_note``)
+POSTURE_NOTE_DEG = 45.0
+
+
+def posture_note(source_track: ClipTrack, target: Character, motion: Motion):
+    """One line when the torso (hips to head, world) of ``motion`` on ``target`` points more than
+    ``POSTURE_NOTE_DEG`` away from the source's on most frames (a wrongly mapped spine or head, a rig whose
+    bones do not stand the way its mesh does), else None: such a result looks like a motion and is wrong."""
+    src = source_track.character
+    if not all(c.bone_map.get(b) in c.skeleton.names for c in (src, target) for b in ("hips", "head")):
+        return None
+    track = ClipTrack(target, motion)
+
+    def torso(c, P):
+        d = P[:, c.skeleton.index(c.bone_map["head"])] - P[:, c.skeleton.index(c.bone_map["hips"])]
+        return d / np.maximum(np.linalg.norm(d, axis=-1, keepdims=True), 1e-12)
+    cos = (torso(src, source_track.world_positions) * torso(target, track.world_positions)).sum(-1)
+    angle = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+    if np.median(angle) <= POSTURE_NOTE_DEG:
+        return None
+    return (f"Target '{target.name}': its torso points {np.median(angle):.0f}° away from the source's on most "
+            f"frames: check its bone map (hips, spine, head) and that its rest pose stands the way its mesh does.")
+
+
 def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.ndarray) -> np.ndarray:
     """(T, 3) basis location of bone ``j`` putting its head at world points ``p_world`` (T, 3); its ancestors
     stay in the T-pose (basis rotation ``tpose``, no location)."""
@@ -217,4 +241,5 @@ def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.nd
     return (local - rl[:3, 3]) @ rl[:3, :3]             # rest_rot^T (local - rest_trans)
 
 
-__all__ = ["copy_rotations", "foot_points", "hip_height", "lowest_foot_z", "reference_basis", "reference_frame"]
+__all__ = ["POSTURE_NOTE_DEG", "copy_rotations", "foot_points", "hip_height", "lowest_foot_z", "posture_note",
+           "reference_basis", "reference_frame"]

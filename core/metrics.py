@@ -1,6 +1,7 @@
 """Quality metrics of a retargeted clip against its source (ReConForM §5, Table 1). Definitions: docs/metrics.md.
 
-``evaluate(source, source_motion, target, target_motion)`` returns a flat dict of floats. Each clip is read
+``evaluate(source, source_motion, target, target_motion)`` returns a flat dict of floats (``evaluation``: the same as
+a generator of progress fractions, for long clips). Each clip is read
 through its ``core.track.ClipTrack`` (one forward-kinematics pass; a retarget passes the source's own track,
 shared with the solver, so the source is measured once), and ``measure`` computes every per-frame quantity:
 joints, the feet (``core.feet``), key vertices, and one chunked skinning pass over the whole mesh for the
@@ -19,7 +20,7 @@ from .feet import LOCK_WINDOW_S, window_bounds
 from .humanoid import CANONICAL_PARENT
 from .keyverts import area_weights
 from .parts import vertex_segments
-from .skinning import skin_vertices
+from .progress import drive, scaled
 from .terrain import ground_height
 from .track import ClipTrack
 from .types import Character, Motion
@@ -99,12 +100,16 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
     return _Capsules(np.asarray(bone_ids), a, b, r, excl)
 
 
-def _point_segment_dist(p, a, b):
-    """p (..., V, 1, 3) vs segments a, b (..., 1, B, 3) -> (..., V, B)."""
-    ab = b - a
-    t = ((p - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-12)
-    t = t.clamp(0, 1)
-    return (p - (a + t[..., None] * ab)).norm(dim=-1)
+def _inside_capsules(p, P, U, lo, hi, r2):
+    """(..., S, C) bool: points p (..., S, 3) inside capsules whose axes run along the unit vectors U (..., C, 3)
+    from P + lo·U to P + hi·U (P (..., C, 3); lo, hi, r2 = radius² (C,)). Squared distance to the axis segment
+    |q|² − 2·c·y + c² (q = p − P, y = q·U, c = y clamped to [lo, hi]), from matrix products: no (S, C, 3)
+    temporaries."""
+    PU = (P * U).sum(-1)                                                        # (..., C)
+    y = p @ U.transpose(-1, -2) - PU[..., None, :]                              # (..., S, C)
+    c = torch.minimum(torch.maximum(y, lo), hi)
+    q2 = (p * p).sum(-1)[..., None] - 2.0 * (p @ P.transpose(-1, -2)) + (P * P).sum(-1)[..., None, :]
+    return q2 - 2.0 * c * y + c * c < r2
 
 
 class Measures(NamedTuple):
@@ -129,15 +134,13 @@ class Measures(NamedTuple):
     keyverts: np.ndarray
 
 
-def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids) -> tuple:
-    """(floor share (T,), self share (T,)): one chunked float32 skinning pass over the whole mesh (float32 is
-    about 0.1 µm at 2 m, below FLOOR_TOLERANCE; the capsule test over thousands of vertices is the metrics'
-    main cost)."""
+def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids):
+    """Generator yielding the share of frames done after each chunk; returns (floor share (T,), self share (T,)):
+    one chunked float32 skinning pass over the whole mesh (float32 is about 0.1 µm at 2 m, below
+    FLOOR_TOLERANCE; the capsule test over thousands of vertices is the metrics' main cost)."""
     character = track.character
     sk, mesh = character.skeleton, character.mesh
     dt = torch.float32
-    A = torch.as_tensor(sk.object_matrix[:3, :3], dtype=dt)
-    bvec = torch.as_tensor(sk.object_matrix[:3, 3], dtype=dt)
     area = torch.as_tensor(vertex_areas(mesh), dtype=dt)
     caps = _capsules(character, seg, bones, bone_ids)
     V = mesh.num_verts
@@ -150,34 +153,38 @@ def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids) -> tuple:
     test = ~torch.as_tensor(caps.excluded[s_seg]) & valid[None, :]  # (S, B)
     # vertices already inside a foreign capsule at rest are not counted (modelled contact, not penetration)
     Grest = torch.as_tensor(sk.rest_global, dtype=dt)
-    ca = torch.as_tensor(caps.a, dtype=dt)
-    cb = torch.as_tensor(caps.b, dtype=dt)
-    rad = torch.as_tensor(caps.radius, dtype=dt)
     cbone = torch.as_tensor(caps.bone)
-
-    def cap_ends(Gr, Gp):  # Gr (..., J, 3, 3), Gp (..., J, 3) armature -> capsule ends in armature space
-        R = Gr[..., cbone, :, :]
-        P = Gp[..., cbone, :]
-        return (R @ ca[..., None])[..., 0] + P, (R @ cb[..., None])[..., 0] + P
-
-    rv = torch.as_tensor(mesh.rest_verts[sample], dtype=dt)
-    a0, b0 = cap_ends(Grest[:, :3, :3], Grest[:, :3, 3])
-    test &= ~(_point_segment_dist(rv[:, None, :], a0[None], b0[None]) < rad)
+    lo, hi = torch.as_tensor(caps.a[:, 1], dtype=dt), torch.as_tensor(caps.b[:, 1], dtype=dt)
+    r2 = torch.as_tensor(caps.radius, dtype=dt) ** 2
+    test &= ~_inside_capsules(torch.as_tensor(mesh.rest_verts[sample], dtype=dt), Grest[cbone, :3, 3],
+                              Grest[cbone, :3, 1], lo, hi, r2)
     T = track.num_frames
     floor_share = np.zeros(T)
     self_share = np.zeros(T)
-    all_verts = torch.as_tensor(mesh.rest_verts, dtype=dt)
+    # linear blend skinning with the dense (V, J) weights: each vertex's blended transform is one matrix product
+    W = torch.as_tensor(mesh.dense_weights(sk.num_bones), dtype=dt)
+    rest_h = torch.cat([torch.as_tensor(mesh.rest_verts, dtype=dt), torch.ones((V, 1), dtype=dt)], 1)   # (V, 4)
     sample_t = torch.as_tensor(sample)
+    W_s, rest_s = W[sample_t], rest_h[sample_t]
+    field = callable(ground)             # a terrain needs each vertex's x and y; a level floor only its z
+    world = torch.as_tensor(sk.object_matrix, dtype=dt)[:3] if field else \
+        torch.as_tensor(sk.object_matrix, dtype=dt)[2:3]                                              # (R, 4)
     with torch.no_grad():
         for sl, S_rot, S_t in track.skinning_chunks(_CHUNK):
-            verts, _ = skin_vertices(S_rot.to(dt), S_t.to(dt), all_verts, mesh.weight_bones, mesh.weight_values)
-            vw = verts @ A.T + bvec                                    # (B, V, 3) world
-            hgt = vw[..., 2] - ground_height(ground, vw[..., 0], vw[..., 1], sl)
+            S = torch.cat([S_rot, S_t[..., None]], -1).to(dt)                  # (B, J, 3, 4) armature space
+            B, J = S.shape[:2]
+            Sw = world[:, :3] @ S                                               # (B, J, R, 4) world rows
+            Sw[..., 3] += world[:, 3]
+            rows = (torch.matmul(W, Sw.reshape(B, J, -1)).reshape(B, V, -1, 4) * rest_h[:, None]).sum(-1)
+            z = rows[..., -1]                                                   # (B, V) world z
+            x, y = (rows[..., 0], rows[..., 1]) if field else (z, z)
+            hgt = z - ground_height(ground, x, y, sl)
             floor_share[sl] = ((hgt < -FLOOR_TOLERANCE).to(dt) * area).sum(-1).numpy()
-            pa, pb = cap_ends(track.arm_rotations[sl].to(dt), track.arm_positions[sl].to(dt))
-            sv = verts[:, sample_t]
-            inside = _point_segment_dist(sv[:, :, None, :], pa[:, None], pb[:, None]) < rad  # (B, S, Bc)
+            sv = (torch.matmul(W_s, S.reshape(B, J, 12)).reshape(B, -1, 3, 4) * rest_s[:, None]).sum(-1)
+            R = track.arm_rotations[sl].to(dt)[:, cbone]
+            inside = _inside_capsules(sv, track.arm_positions[sl].to(dt)[:, cbone], R[..., 1], lo, hi, r2)
             self_share[sl] = ((inside & test[None]).any(-1).to(dt) * s_area).sum(-1).numpy()
+            yield sl.stop / T
     return floor_share, self_share
 
 
@@ -209,9 +216,10 @@ def _ground_key(ground):
     return ("level", float(g)) if g.ndim == 0 else ("levels", g.tobytes())
 
 
-def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
-    """Every per-frame measure of a clip over its ground (a level, (T,) levels per frame, or a HeightField),
-    computed once per track, ground and key-vertex list (kept on the track)."""
+def measuring(track: ClipTrack, ground=0.0, keyvert_ids=None):
+    """Generator yielding the share done (in [0, 1]) while the whole-mesh pass runs; returns every per-frame
+    measure of a clip over its ground (a level, (T,) levels per frame, or a HeightField), computed once per
+    track, ground and key-vertex list (kept on the track)."""
     character = track.character
     if character.mesh is None:
         raise CoreError(f"Character '{character.name}' has no mesh: metrics need one (fit a body first).")
@@ -220,11 +228,16 @@ def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
 
     def compute():
         seg, bones, bone_ids = vertex_segments(character.skeleton, character.mesh, character.bone_map)
-        floor_share, self_share = _surface_shares(track, ground, seg, bones, bone_ids)
+        floor_share, self_share = yield from _surface_shares(track, ground, seg, bones, bone_ids)
         height, step, lows = _feet(track, ground)
         return Measures(track.world_positions[:, bone_ids], list(bones), floor_share, self_share, height, step,
                         track.foot_points, lows, None if kv is None else track.vertices(kv))
-    return track.memo(key, compute)
+    return (yield from track.memo_steps(key, compute))
+
+
+def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
+    """``measuring`` run to its end: every per-frame measure of a clip over its ground (kept on the track)."""
+    return drive(measuring(track, ground, keyvert_ids))
 
 
 def foot_speed_windowed(measures: Measures, fps: float, window_s: float = LOCK_WINDOW_S) -> np.ndarray:
@@ -283,7 +296,16 @@ def roc_auc(truth: np.ndarray, score: np.ndarray) -> float:
 def evaluate(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
              terrain=None, source_ground=0.0, *, source_track: ClipTrack = None,
              target_track: ClipTrack = None) -> dict:
-    """Every metric of docs/metrics.md for ``target_motion`` against ``source_motion`` (the ground truth).
+    """``evaluation`` run to its end: every metric of docs/metrics.md (a flat dict of floats)."""
+    return drive(evaluation(source, source_motion, target, target_motion, terrain, source_ground,
+                            source_track=source_track, target_track=target_track))
+
+
+def evaluation(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
+               terrain=None, source_ground=0.0, *, source_track: ClipTrack = None,
+               target_track: ClipTrack = None):
+    """Generator yielding the share done (in [0, 1], through the whole-mesh passes of both clips); returns every
+    metric of docs/metrics.md for ``target_motion`` against ``source_motion`` (the ground truth).
 
     Args:
         terrain: optional HeightField under the target.
@@ -310,9 +332,12 @@ def evaluate(source: Character, source_motion: Motion, target: Character, target
         source_track = ClipTrack(source, source_motion)
     if target_track is None or target_track.character is not target or target_track.motion is not target_motion:
         target_track = ClipTrack(target, target_motion)
-    s_tr = measure(source_track, source_ground, source.keyverts.vertex_ids if kv else None)
-    t_tr = measure(target_track, 0.0 if terrain is None else terrain,
-                   target.keyverts.vertex_ids[order] if kv else None)
+    sizes = (source.mesh.num_verts, target.mesh.num_verts)     # the passes' costs, roughly
+    s_steps = measuring(source_track, source_ground, source.keyverts.vertex_ids if kv else None)
+    t_steps = measuring(target_track, 0.0 if terrain is None else terrain,
+                        target.keyverts.vertex_ids[order] if kv else None)
+    s_tr = yield from scaled(s_steps, 0.0, sizes[0] / sum(sizes))
+    t_tr = yield from scaled(t_steps, sizes[0] / sum(sizes), 1.0)
     hs, ht = float(source.height), float(target.height)
     out = {"frames": float(source_motion.num_frames)}
     # jerk on the core bones both characters map, so that target and source are compared joint for joint

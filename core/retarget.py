@@ -29,10 +29,10 @@ import numpy as np
 
 from .advice import floor_advice
 from .character import BuiltCharacter, CharacterSpec, build_character, check_character
-from .conflicts import detect_conflicts
-from .copy_rotations import copy_rotations
+from .conflicts import detecting
+from .copy_rotations import copy_rotations, posture_note
 from .errors import CoreError
-from .metrics import evaluate
+from .metrics import evaluation
 from .solver import Progress, SolveJob, SolverSettings
 from .track import ClipTrack
 from .types import Character, Motion
@@ -40,6 +40,8 @@ from .types import Character, Motion
 METHODS = ("copy_rotations", "reconform")
 #: share of the whole retarget's progress bar each phase ends at
 _PHASE_END = {"characters": 0.08, "copy_rotations": 0.1, "solve": 0.9, "metrics": 0.97, "conflicts": 1.0}
+#: a phase that reports its own progress (the metrics' whole-mesh passes) yields a Step at most this often
+_REPORT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,14 @@ class Outcome:
     job: SolveJob = None
     source_track: ClipTrack = None
 
+    def for_scene(self, motion: Motion = None) -> tuple:
+        """(the target's skeleton as the scene has it, ``motion`` (default: the result) in its channels): what a
+        caller writes as an Action. Differs from (``target.skeleton``, the core's channels) only on a rig whose
+        limb ends the core re-hung (``core.rehang``)."""
+        motion = self.motion if motion is None else motion
+        rig = self.target.rig
+        return (self.target.skeleton, motion) if rig is None else (rig.rig, rig.to_rig(motion))
+
     def keyverts_to_store(self) -> dict:
         """{'source'|'target': KeyVertexSet} of the characters whose key vertices this retarget transferred
         (a caller stores them on the character, where the viewport shows them and later runs reuse them)."""
@@ -176,12 +186,14 @@ class Retarget:
         t0 = time.perf_counter()
 
         # 1. characters: both checked first (milliseconds), then completed (seconds: the key-vertex transfer)
-        for role, c, kw in (("Source", self.source, {}), ("Target", self.target, dict(need_mesh=reconform))):
+        for role, c, kw in (("Source", self.source, {}),
+                            ("Target", self.target, dict(need_mesh=reconform, need_standing=True))):
             if isinstance(c, CharacterSpec):
                 check_character(c, keyvert_count=o.keyvert_count if reconform else 0, role=role, **kw)
         built = {}
-        for role, c, kw in (("source", self.source, dict(fit_body=reconform)),
-                            ("target", self.target, dict(need_mesh=reconform))):
+        # a skeleton-only source gets a fitted body: key vertices for the solve, a surface for the metrics
+        for role, c, kw in (("source", self.source, dict(fit_body=reconform or o.metrics)),
+                            ("target", self.target, dict(need_mesh=reconform, need_standing=True))):
             if isinstance(c, CharacterSpec):
                 yield Step("characters", _PHASE_END["characters"] * (0.2 if role == "source" else 0.6),
                            f"Preparing {role} '{c.name}'…")
@@ -195,14 +207,20 @@ class Retarget:
         src, tgt = built["source"].character, built["target"].character
         timings["characters_s"] = time.perf_counter() - t0
         track = self.source_track
-        if track is None or track.character is not src or track.motion is not self.source_motion:
-            track = ClipTrack(src, self.source_motion)
+        if track is None or track.character is not src or (src.rig is None
+                                                            and track.motion is not self.source_motion):
+            # the clip in the channels of the skeleton the core works on (core.rehang: re-hung limb ends)
+            track = ClipTrack(src, self.source_motion if src.rig is None else src.rig.to_core(self.source_motion))
+        source_motion = track.motion
 
         # 2-3. copy-rotations (the source track's first use: its one forward-kinematics pass)
         t1 = time.perf_counter()
         yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
-        init = o.init_motion if o.init_motion is not None else copy_rotations(src, self.source_motion, tgt, track)
-        init = Motion(init.rotations, init.locations, self.source_motion.fps, self.source_motion.frame_start)
+        init = o.init_motion if o.init_motion is not None else copy_rotations(src, source_motion, tgt, track)
+        init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
+        posture = posture_note(track, tgt, init)
+        if posture:
+            notes.append(posture)
         timings["copy_rotations_s"] = time.perf_counter() - t1
         if self._cancel.is_set():
             return None
@@ -212,18 +230,25 @@ class Retarget:
         if reconform:
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
-            self.job = job = SolveJob(src, self.source_motion, tgt, init, o.settings, warm_start=o.warm_start,
+            self.job = job = SolveJob(src, source_motion, tgt, init, o.settings, warm_start=o.warm_start,
                                       source_track=track)
+            for line in job.prepare():
+                if self._cancel.is_set():
+                    job.cancel()
+                    return None
+                yield Step("solve", _PHASE_END["copy_rotations"], f"Setting up the solver: {line}…")
             if self._cancel.is_set():
                 job.cancel()
             a, b = _PHASE_END["copy_rotations"], _PHASE_END["solve"]
-            for p in job.steps():
-                yield Step("solve", a + (b - a) * p.fraction, f"Solving {p.step + 1}/{p.total}", p)
+            for p in job.steps():     # the objective relative to copy-rotations' at the same α (docs/solver.md)
+                yield Step("solve", a + (b - a) * p.fraction,
+                           f"Solving {p.step + 1}/{p.total}: objective {100 * p.relative:.0f} % of copy-rotations'",
+                           p)
             if self._cancel.is_set() or not job.done:
                 return None
             motion = job.result()
-            motion = Motion(motion.rotations, motion.locations, self.source_motion.fps,
-                            self.source_motion.frame_start)
+            motion = Motion(motion.rotations, motion.locations, source_motion.fps,
+                            source_motion.frame_start)
             ground, stats = job.source_ground_level, job.metrics
             timings["solve_s"] = time.perf_counter() - t2
         if not (np.isfinite(motion.rotations).all() and np.isfinite(motion.locations).all()):
@@ -233,11 +258,16 @@ class Retarget:
         metrics = reference = None
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
-            yield Step("metrics", _PHASE_END["solve"], "Measuring the result…")
             terrain = o.settings.terrain if reconform else None
-            metrics = evaluate(src, self.source_motion, tgt, motion, terrain, ground, source_track=track)
-            if reconform and o.baseline_metrics:
-                reference = evaluate(src, self.source_motion, tgt, init, terrain, ground, source_track=track)
+            a, b = _PHASE_END["solve"], _PHASE_END["metrics"]
+            both = reconform and o.baseline_metrics
+            mid = 0.5 * (a + b) if both else b
+            metrics = yield from _progress(evaluation(src, source_motion, tgt, motion, terrain, ground,
+                                                      source_track=track), "metrics", a, mid, "Measuring the result")
+            if both:
+                reference = yield from _progress(evaluation(src, source_motion, tgt, init, terrain, ground,
+                                                            source_track=track), "metrics", mid, b,
+                                                 "Measuring copy-rotations")
             advice = floor_advice(metrics)
             if advice:
                 notes.append(f"source '{src.name}': {advice}")
@@ -250,9 +280,9 @@ class Retarget:
         conflicts = []
         if reconform and o.conflicts and not self._cancel.is_set():
             t4 = time.perf_counter()
-            yield Step("conflicts", _PHASE_END["metrics"], "Looking for conflicting terms…")
             try:
-                conflicts = detect_conflicts(job)
+                conflicts = yield from _progress(detecting(job), "conflicts", _PHASE_END["metrics"],
+                                                 _PHASE_END["conflicts"], "Looking for conflicting terms")
             except CoreError as ex:   # advice only: the result stands, the user is told why the list is empty
                 notes.append(f"conflicts not measured: {ex}")
             timings["conflicts_s"] = time.perf_counter() - t4
@@ -261,6 +291,21 @@ class Retarget:
                                timings, stats, ground, job, track)
         yield Step("done", 1.0, "Done")
         return self.outcome
+
+
+def _progress(gen, phase: str, a: float, b: float, message: str):
+    """Steps of ``phase`` from a generator of fractions in [0, 1] (mapped onto [a, b] of the whole retarget), one
+    at least every ``_REPORT_S`` seconds and at the start; returns the generator's value."""
+    yield Step(phase, a, f"{message}…")
+    last = time.perf_counter()
+    while True:
+        try:
+            f = next(gen)
+        except StopIteration as done:
+            return done.value
+        if time.perf_counter() - last >= _REPORT_S:
+            last = time.perf_counter()
+            yield Step(phase, a + (b - a) * f, f"{message}: {100 * f:.0f} %")
 
 
 def run(job: Retarget, on_step=None) -> Outcome:

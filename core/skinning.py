@@ -41,11 +41,15 @@ def skin_vertices(skin_rot, skin_trans, rest_verts, weight_bones, weight_values,
     wb = torch.as_tensor(weight_bones, device=skin_rot.device)
     wv = torch.as_tensor(weight_values, dtype=skin_rot.dtype, device=skin_rot.device)
     V, K = wb.shape
-    flat = wb.reshape(-1)
-    R = skin_rot.index_select(-3, flat).reshape(skin_rot.shape[:-3] + (V, K, 3, 3))
-    t = skin_trans.index_select(-2, flat).reshape(skin_trans.shape[:-2] + (V, K, 3))
-    Rb = (wv[..., None, None] * R).sum(-3)  # (..., V, 3, 3)
-    tb = (wv[..., None] * t).sum(-2)        # (..., V, 3)
+    J = skin_rot.shape[-3]
+    # the blended transforms as one product with the dense (V, J) weights: no (..., V, K, 3, 3) gather
+    W = torch.zeros((V, J), dtype=skin_rot.dtype, device=skin_rot.device)
+    W.index_put_((torch.arange(V, device=wb.device).repeat_interleave(K), wb.reshape(-1)), wv.reshape(-1),
+                 accumulate=True)
+    S = torch.cat([skin_rot.reshape(skin_rot.shape[:-2] + (9,)), skin_trans], -1)     # (..., J, 12)
+    blend = W @ S                                                                        # (..., V, 12)
+    Rb = blend[..., :9].reshape(blend.shape[:-1] + (3, 3))                               # (..., V, 3, 3)
+    tb = blend[..., 9:]                                                                  # (..., V, 3)
     v = torch.as_tensor(rest_verts, dtype=skin_rot.dtype, device=skin_rot.device)
     pos = (Rb @ v[..., None])[..., 0] + tb
     if rest_normals is None:

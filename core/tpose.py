@@ -85,6 +85,46 @@ def rest_is_standing(skeleton: Skeleton, bone_map: dict) -> bool:
     return True
 
 
+#: a torso (hips -> head) more than this far from the world's up axis lies down
+LYING_TILT_DEG = 45.0
+
+
+def torso_tilt(skeleton: Skeleton, bone_map: dict):
+    """(angle in degrees between the rest pose's hips -> head direction and world up, that direction (3,)), or
+    None when hips or head are not mapped."""
+    if not all(bone_map.get(c) in skeleton.names for c in ("hips", "head")):
+        return None
+    _, pos = _world_rest(skeleton)
+    d = pos[skeleton.index(bone_map["head"])] - pos[skeleton.index(bone_map["hips"])]
+    n = np.linalg.norm(d)
+    if n < 1e-12:
+        return None
+    return float(np.degrees(np.arccos(np.clip(d[2] / n, -1.0, 1.0)))), d / n
+
+
+def lying_rest_message(skeleton: Skeleton, bone_map: dict):
+    """Why a character whose rest pose lies down (and whose object does not stand it up) cannot receive a motion,
+    and what to do, in one line; None when its rest pose stands.
+
+    The shared T-pose straightens arms and legs in world space but keeps the torso as it rests, so such a target
+    gets vertical legs under a horizontal torso: a result that looks like a motion and is wrong. (A source that
+    lies at rest is stood up from its own clip instead, ``core.copy_rotations.reference_frame``.)"""
+    tilt = torso_tilt(skeleton, bone_map)
+    if tilt is None or tilt[0] <= LYING_TILT_DEG:
+        return None
+    angle, d = tilt
+    axis = int(np.argmax(np.abs(d)))
+    where = ("-+"[int(d[axis] > 0)] + "XYZ"[axis])
+    q = quat_between(d, UP)                                  # the rotation that stands it up, about a world axis
+    rot_axis = q[1:] / max(np.linalg.norm(q[1:]), 1e-12)
+    k = int(np.argmax(np.abs(rot_axis)))
+    deg = float(np.degrees(2.0 * np.arccos(np.clip(q[0], -1.0, 1.0)))) * float(np.sign(rot_axis[k]))
+    return (f"Armature '{skeleton.name}': its rest pose lies down (hips to head along world {where}, {angle:.0f}° "
+            f"from up) and its object does not stand it up, so the motion would play lying on the floor: rotate "
+            f"the armature object about {'XYZ'[k]} by {deg:.0f}° so that the character stands in its rest pose "
+            f"(Object > Apply > Rotation then keeps it standing), and retarget again.")
+
+
 def standing_skeleton(skeleton: Skeleton, bone_map: dict) -> Skeleton:
     """The skeleton itself when its rest pose stands (``rest_is_standing``), else a copy whose object matrix
     is turned so that it does (hips -> head up, right -> left hip horizontal).

@@ -53,6 +53,13 @@ class ClipTrack:
         self.motion = motion
         self._memo = {}
 
+    def memo_steps(self, key, steps):
+        """Generator: the fractions ``steps()`` yields, then its return value, computed once per ``key`` and kept
+        (``memo`` for a computation that reports its progress)."""
+        if key not in self._memo:
+            self._memo[key] = yield from steps()
+        return self._memo[key]
+
     def memo(self, key, compute):
         """``compute()``, computed once per ``key`` for this track and kept (derived quantities such as the
         metrics' measures over a given ground)."""

@@ -237,6 +237,9 @@ class Character:
         bone_map: {canonical humanoid bone name: bone name} (``core.humanoid``).
         keyverts: its KeyVertexSet, once transferred.
         height: h_c, world-space height of the mesh in T-pose (metres), once measured.
+        rig: a ``core.rehang.Rehung`` when ``skeleton`` is a re-hung copy of the scene's rig (limb ends such as
+            IK feet parented elsewhere than their canonical parent): it converts motions to and from the rig's
+            channels; None when ``skeleton`` is the rig itself.
     """
 
     skeleton: Skeleton
@@ -244,6 +247,7 @@ class Character:
     bone_map: dict = field(default_factory=dict)
     keyverts: KeyVertexSet = None
     height: float = None
+    rig: object = None
 
     @property
     def name(self) -> str:

@@ -1,6 +1,6 @@
 """The "ReConForM" tab of the 3D viewport's sidebar (N-panel). Panels only draw; operators do the work.
 
-Layout: ReConForM (characters, clip, PyTorch status) > Bone Map > Key Vertices > Solver (> Advanced) >
+Layout: ReConForM (characters, clip, PyTorch status) > Bone Map > Meshes > Key Vertices > Solver (> Advanced) >
 Retarget (button, progress, status) > Conflicts > Metrics.
 """
 
@@ -9,35 +9,17 @@ import textwrap
 from bpy.types import Panel, UIList
 
 from . import deps, session
+from ..core import report
 from ..core.advice import floor_advice
-from .bridge import find_meshes
+from .bridge import bodyparts, find_meshes
 from .bridge import keyverts as kvstore
 
 CATEGORY = "ReConForM"
 
-#: Display names of metric key stems (``core.metrics.evaluate``: jerk_mean, floor_pen_max, grounded_f1, ...).
-METRIC_LABELS = {
-    "jerk": "Jerk (m/s³)", "floor_pen": "Floor penetration", "self_pen": "Self-penetration",
-    "grounded": "Grounded feet", "locked": "Foot locked", "contact": "Contact", "contacts": "Contacts",
-    "frames": "Frames", "grounded_f1_clamped": "Grounded F1, feet kept on its floor",
-}
-METRIC_SUFFIXES = {"mean": "mean", "max": "max", "f1": "F1", "auc": "AUC", "precision": "precision",
-                   "recall": "recall", "share": "share"}
-#: Metrics where lower is better (the rest: higher is better, or neutral).
-LOWER_IS_BETTER = ("jerk", "_pen", "sliding", "error")
-
-
 def metric_label(key: str) -> str:
-    """'floor_pen_mean' -> 'Floor penetration (mean)'; 'source_jerk_max' -> 'Source: Jerk (m/s³) (max)'."""
-    prefix = ""
-    if key.startswith("source_"):
-        prefix, key = "Source: ", key[len("source_"):]
-    key = key.replace(".", "_")
-    stem, _, suffix = key.rpartition("_")
-    if suffix not in METRIC_SUFFIXES or not stem:
-        stem, suffix = key, ""
-    label = METRIC_LABELS.get(stem, stem.replace("_", " ").capitalize())
-    return prefix + (f"{label} ({METRIC_SUFFIXES[suffix]})" if suffix else label)
+    """'floor_pen_mean' -> 'Floor penetration, mean' (``core.report``: one list of names and units for the panel,
+    the batch report and the demo; the panel prints the unit with each value)."""
+    return report.info(key).label
 
 
 def wrapped_label(layout, text: str, icon: str = 'NONE', width: int = 44):
@@ -47,23 +29,25 @@ def wrapped_label(layout, text: str, icon: str = 'NONE', width: int = 44):
         col.label(text=line, icon=icon if k == 0 else 'BLANK1')
 
 
-def _fmt(v: float) -> str:
-    return "n/a" if v != v else f"{v:.4g}"
-
-
 def metric_rows(s) -> list:
-    """[(label, value text, copy-rotations text or '', better: True/False/None)] for the Metrics panel."""
+    """[(label, result text, copy-rotations text or '', better: True/False/None)] for the Metrics panel, headline
+    metrics first (``core.report``)."""
+    values = {m.name: m.value for m in s.metrics}
+    refs = {m.name: m.reference for m in s.metrics if m.has_reference} or None
     rows = []
-    for m in s.metrics:
-        val = _fmt(m.value)
-        ref = _fmt(m.reference) if m.has_reference else ""
-        better = None
-        if m.has_reference and m.value == m.value and m.reference == m.reference \
-                and abs(m.value - m.reference) > 1e-12:
-            lower = any(w in m.name for w in LOWER_IS_BETTER)
-            better = (m.value < m.reference) if lower else (m.value > m.reference)
-        rows.append((metric_label(m.name), val, ref, better))
+    for r in report.metric_rows(values, refs):
+        better = {"better": True, "worse": False}.get(r.change)
+        rows.append((metric_label(r.info.key), report.format_value(r.info.key, r.value, short=True),
+                     report.format_value(r.info.key, r.reference, short=True) if r.reference_text else "", better))
     return rows
+
+
+def metrics_verdict(s) -> str:
+    """The one-line verdict of the last retarget (``core.report.verdict``)."""
+    values = {m.name: m.value for m in s.metrics}
+    refs = {m.name: m.reference for m in s.metrics if m.has_reference} or None
+    method = 'copy_rotations' if s.last_method == 'COPY_ROTATIONS' else 'reconform'
+    return report.verdict(values, refs, method)
 
 
 def conflict_text(c) -> str:
@@ -84,6 +68,17 @@ def draw_meshes(col, arm):
         row.label(text=names, icon='MESH_DATA')
     else:
         row.label(text="No mesh: a body is fitted to the skeleton", icon='INFO')
+
+
+def role_header(layout, s, prop: str):
+    """The Source/Target switch of a sub-panel (``s.<prop>``); (role, its armature), the armature None after
+    saying to pick one."""
+    layout.row().prop(s, prop, expand=True)
+    role = getattr(s, prop)
+    arm = s.character(role)
+    if arm is None:
+        layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
+    return role, arm
 
 
 class _Base:
@@ -193,11 +188,8 @@ class VIEW3D_PT_reconform_bone_map(_Base, Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reconform
-        layout.row().prop(s, "bone_map_role", expand=True)
-        role = s.bone_map_role
-        arm = s.character(role)
+        role, arm = role_header(layout, s, "bone_map_role")
         if arm is None:
-            layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
             return
         row = layout.row(align=True)
         row.operator("reconform.detect_bone_map", icon='VIEWZOOM').role = role
@@ -220,6 +212,44 @@ class VIEW3D_PT_reconform_bone_map(_Base, Panel):
                              f"{role.lower()}_bone_map_index", rows=6)
 
 
+class VIEW3D_PT_reconform_meshes(_Base, Panel):
+    """Which meshes form each character's body: Auto (clothing, eyes and props left out), Body or Leave Out."""
+
+    bl_label = "Meshes"
+    bl_idname = "VIEW3D_PT_reconform_meshes"
+    bl_parent_id = "VIEW3D_PT_reconform"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        role, arm = role_header(layout, s, "mesh_role")
+        if arm is None:
+            return
+        try:
+            meshes = find_meshes(arm)
+            read = bodyparts.left_out(arm)
+        except Exception:  # noqa: BLE001 - drawing must never fail
+            meshes, read = [], None
+        last = read or {}
+        if not meshes:
+            layout.label(text="No mesh: a body is fitted to the skeleton", icon='INFO')
+            return
+        col = layout.column(align=True)
+        for ob in meshes:
+            use = bodyparts.mesh_use(arm, ob)
+            out = use == 'LEAVE_OUT' or (use == 'AUTO' and ob.name in last)
+            row = col.row(align=True)
+            row.label(text=ob.name, icon='X' if out else 'MESH_DATA')
+            for value, label in (('AUTO', "Auto"), ('BODY', "Body"), ('LEAVE_OUT', "Leave Out")):
+                op = row.operator("reconform.set_mesh_use", text=label, depress=use == value)
+                op.role, op.mesh, op.use = role, ob.name, value
+            if use == 'AUTO' and ob.name in last:
+                wrapped_label(col, f"Left out: {last[ob.name]}", icon='BLANK1')
+        if read is None and len(meshes) > 1:
+            layout.label(text="Auto: read at the next retarget or transfer", icon='INFO')
+
+
 class VIEW3D_PT_reconform_keyverts(_Base, Panel):
     bl_label = "Key Vertices"
     bl_idname = "VIEW3D_PT_reconform_keyverts"
@@ -231,11 +261,8 @@ class VIEW3D_PT_reconform_keyverts(_Base, Panel):
         s = context.scene.reconform
         row = layout.row()
         row.prop(s, "keyvert_count", expand=True)
-        layout.row().prop(s, "keyvert_role", expand=True)
-        role = s.keyvert_role
-        arm = s.character(role)
+        role, arm = role_header(layout, s, "keyvert_role")
         if arm is None:
-            layout.label(text=f"Pick a {role.lower()} armature first", icon='INFO')
             return
         try:
             items = kvstore.items(kvstore.holder_mesh(arm))
@@ -393,6 +420,7 @@ class VIEW3D_PT_reconform_metrics(_Base, Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reconform
+        wrapped_label(layout, metrics_verdict(s), icon='CHECKMARK')
         advice = floor_advice({m.name: m.value for m in s.metrics})
         if advice:
             wrapped_label(layout.box(), advice, icon='INFO')
@@ -416,6 +444,7 @@ classes = (
     RECONFORM_UL_conflicts,
     VIEW3D_PT_reconform,
     VIEW3D_PT_reconform_bone_map,
+    VIEW3D_PT_reconform_meshes,
     VIEW3D_PT_reconform_keyverts,
     VIEW3D_PT_reconform_solver,
     VIEW3D_PT_reconform_solver_advanced,

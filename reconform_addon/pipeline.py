@@ -15,20 +15,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import report
 from ..core.character import CharacterSpec, check_character
 from ..core.errors import CoreError
 from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
 from ..core.solver import SolverSettings
 from ..core.types import Character, Motion
 from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
+from .bridge import bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge import library
 from .bridge.write import assignment_state, remove_action
+
+
+#: ``retarget`` prints a step of the same kind at least this often (seconds) on a long clip
+PRINT_EVERY_S = 5.0
+_COUNTS = re.compile(r"\d+(\.\d+)?( ?%|/\d+)")      # '12/120', '45 %': what changes between steps of one kind
 
 
 @dataclass
@@ -132,10 +140,12 @@ def result_action_name(source_obj, target_obj, action=None) -> str:
 
 # ------------------------------------------------------------------------------------------------ read
 
-def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool = False) -> CharacterSpec:
-    """Read ``arm_obj`` into a CharacterSpec: skeleton, its deforming meshes merged (None without any), the
-    given bone map (None: detected by the core), the key vertices stored on its mesh, and ``clip`` (the clip it
-    plays when it is the source)."""
+def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool = False,
+                   mesh_choice: dict = None) -> CharacterSpec:
+    """Read ``arm_obj`` into a CharacterSpec: skeleton, every mesh it moves merged (None without any), the
+    given bone map (None: detected by the core), the key vertices stored on its mesh, ``clip`` (the clip it
+    plays when it is the source) and which meshes form its body: the choices stored on the armature
+    (``bridge.bodyparts``), overridden by ``mesh_choice`` ({mesh name: bool}, a set-up's)."""
     skeleton = read_skeleton(arm_obj)
     mesh = None
     if find_meshes(arm_obj):
@@ -143,7 +153,8 @@ def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool 
     elif need_mesh:
         read_skinned_mesh(arm_obj, skeleton)  # raises the "deforms no mesh" BridgeError
     stored = kv_storage.load(arm_obj, Character(skeleton, mesh)) if mesh is not None else None
-    return CharacterSpec(skeleton, mesh, bone_map, stored, clip)
+    choice = {**bodyparts.stored_choice(arm_obj), **(mesh_choice or {})}
+    return CharacterSpec(skeleton, mesh, bone_map, stored, clip, choice or None)
 
 
 def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh: bool = False, fit_body=None,
@@ -167,8 +178,10 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh
 
 
 def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=None, frame_start=None,
-                frame_end=None, source_bone_map=None, target_bone_map=None, keyvert_count: int = 41) -> Inputs:
+                frame_end=None, source_bone_map=None, target_bone_map=None, keyvert_count: int = 41,
+                source_meshes=None, target_meshes=None) -> Inputs:
     """Read everything a retarget needs from the scene (main thread). Reads only, writes nothing.
+    ``source_meshes`` / ``target_meshes``: {mesh name: bool}, which meshes form each body (a set-up's).
 
     Fails fast, target first: the armatures, whether the target can keep a new Action (not linked, not a
     non-editable override), its mesh when the method needs one and its bone map are checked before the source
@@ -191,13 +204,13 @@ def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=Non
         raise BridgeError(f"Armature '{target_obj.name}' deforms no mesh: add an Armature modifier pointing to it "
                           "on the character's mesh; the 'reconform' method needs the target's body.")
     count = keyvert_count if reconform else 0
-    tgt = read_character(target_obj, target_bone_map, need_mesh=reconform)
+    tgt = read_character(target_obj, target_bone_map, need_mesh=reconform, mesh_choice=target_meshes)
     check_character(tgt, keyvert_count=count, need_mesh=reconform, role="Target")
     notes = []
     skeleton = read_skeleton(source_obj)
     motion = read_motion(source_obj, skeleton, action=action, frame_start=frame_start, frame_end=frame_end,
                          report=notes.append)
-    src = read_character(source_obj, source_bone_map, clip=motion)
+    src = read_character(source_obj, source_bone_map, clip=motion, mesh_choice=source_meshes)
     check_character(src, keyvert_count=count, role="Source")
     act = action if action is not None else getattr(source_obj.animation_data, "action", None)
     return Inputs(source_obj.name, target_obj.name, act.name if act is not None else "", src, motion, tgt,
@@ -239,10 +252,13 @@ def write_outcome(target_obj, outcome: Outcome, name: str, *, source_obj=None, s
                 to_store.append((arm, character, kvs))
     saved = kv_storage.snapshot([arm for arm, _, _ in to_store])
     previous = assignment_state(target_obj)
-    act = write_motion(target_obj, outcome.target.skeleton, outcome.motion, name)
+    act = write_motion(target_obj, *outcome.for_scene(), name)
     try:
         for arm, character, kvs in to_store:
             kv_storage.store(arm, character, kvs)
+        for role, arm in (("source", source_obj), ("target", target_obj)):   # the body's meshes, for the panel
+            if arm is not None and arm.library is None and not outcome.built[role].fitted_body:
+                bodyparts.remember_left_out(arm, outcome.built[role].meshes_left_out)
     except Exception:
         kv_storage.restore(saved)
         remove_action(target_obj, act, previous)
@@ -257,6 +273,7 @@ def _map_report(built) -> dict:
             "rig_type": built.rig_type, "bone_map": dict(character.bone_map),
             "unmapped": [n for n in character.skeleton.names if n not in mapped],
             "mesh": character.mesh.part_names if character.mesh is not None and not built.fitted_body else None,
+            "meshes_left_out": dict(built.meshes_left_out),
             "fitted_body": built.fitted_body, "keyverts": built.keyverts_origin or None,
             "height_m": character.height}
 
@@ -284,6 +301,9 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
         "target_mesh": _map_report(outcome.built["target"])["mesh"],
         "timings": {k: round(v, 4) for k, v in timings.items()},
         "metrics": plain(outcome.metrics), "reference_metrics": plain(outcome.reference),
+        # the same metrics for people (core.report): label, unit, which way is better, copy-rotations beside
+        "metrics_table": plain([r.as_dict() for r in report.metric_rows(outcome.metrics, outcome.reference)]),
+        "verdict": report.verdict(outcome.metrics, outcome.reference, outcome.method),
         "conflicts": plain(conflict_rows(outcome.conflicts)),
         "notes": list(inputs.notes) + list(outcome.notes),
     }
@@ -323,7 +343,9 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     inputs = read_inputs(source_obj, target_obj, method=method, action=action, frame_start=frame_start,
                          frame_end=frame_end, source_bone_map=setup_bone_map(setup, "source", source_obj.name),
                          target_bone_map=setup_bone_map(setup, "target", target_obj.name),
-                         keyvert_count=int(setup.get("keyvert_count", 41)))
+                         keyvert_count=int(setup.get("keyvert_count", 41)),
+                         source_meshes=bodyparts.setup_choice(setup.get("source"), source_obj),
+                         target_meshes=bodyparts.setup_choice(setup.get("target"), target_obj))
     mo = inputs.source_motion
     for n in inputs.notes:
         say(n)
@@ -332,14 +354,17 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
                               settings=solver_settings(settings) if method == "reconform" else SolverSettings())
     job = make_job(inputs, options)
-    last = [-1.0, None]
+    last = {"kind": None, "fraction": -1.0, "time": 0.0}
 
     def on_step(step):
+        """One line per new kind of step (each phase, each part of the solver's set-up), and within one kind
+        (solver steps, the metrics' passes) every 10 % of the retarget or every PRINT_EVERY_S seconds."""
         tick(step.fraction)
-        if step.phase != last[1] or step.fraction - last[0] >= 0.1:
-            last[0], last[1] = step.fraction, step.phase
-            loss = f" loss {step.solver.loss:.5g}" if step.solver is not None else ""
-            say(step.message.rstrip("…") + loss)
+        kind = (step.phase, _COUNTS.sub("#", step.message))
+        now = time.perf_counter()
+        if kind != last["kind"] or step.fraction - last["fraction"] >= 0.1 or now - last["time"] >= PRINT_EVERY_S:
+            last.update(kind=kind, fraction=step.fraction, time=now)
+            say(step.message.rstrip("…"))
     outcome = run(job, on_step)
     for n in outcome.notes:
         say(n)
@@ -358,7 +383,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     rep["timings"]["total_s"] = round(time.perf_counter() - t0, 4)
     tick(1.0)
     say(f"wrote Action '{act.name}' on '{target_obj.name}' ({outcome.motion.num_frames} frames)")
-    return RetargetResult(act, outcome.motion, rep, outcome)
+    return RetargetResult(act, outcome.for_scene()[1], rep, outcome)
 
 
 def plain(value):

@@ -108,6 +108,17 @@ class RECONFORM_PG_keyvert(PropertyGroup):
                                                   "(several meshes on one armature)")
 
 
+class RECONFORM_PG_mesh_use(PropertyGroup):
+    """The user's choice for one mesh an armature moves (``bridge.bodyparts``): part of the body or not."""
+
+    object: PointerProperty(name="Mesh", type=bpy.types.Object)
+    use: EnumProperty(name="Use", default='AUTO', items=(
+        ('AUTO', "Auto", "Clothing, eyes and props are left out automatically, everything else is the body"),
+        ('BODY', "Body", "Part of the character's body: key vertices, height, feet and metrics use it"),
+        ('LEAVE_OUT', "Leave Out", "Not the body (a prop, clothing): the retarget ignores it"),
+    ))
+
+
 class ReconformBoneMapItem(PropertyGroup):
     """One row of a bone map: a canonical humanoid bone and the character's bone playing it."""
 
@@ -174,6 +185,8 @@ class ReconformSettings(PropertyGroup):
     target_rig_type: StringProperty(name="Rig Type")
     bone_map_role: EnumProperty(name="Character", items=ROLE_ITEMS, default='SOURCE',
                                 description="Whose bone map the list shows")
+    mesh_role: EnumProperty(name="Character", items=ROLE_ITEMS, default='TARGET',
+                            description="Whose meshes the list shows")
 
     # --- key vertices --------------------------------------------------------------------------------------
     keyvert_count: EnumProperty(name="Template", items=KEYVERT_COUNT_ITEMS, default='41',
@@ -358,14 +371,20 @@ def flatten_metrics(metrics, prefix: str = "") -> dict:
     return out
 
 
-classes = (RECONFORM_PG_keyvert, ReconformBoneMapItem, ReconformConflict, ReconformMetric, ReconformSettings)
+classes = (RECONFORM_PG_keyvert, RECONFORM_PG_mesh_use, ReconformBoneMapItem, ReconformConflict, ReconformMetric,
+           ReconformSettings)
 
 
 def register():
     bpy.types.Object.reconform_keyverts = CollectionProperty(type=RECONFORM_PG_keyvert)
+    bpy.types.Object.reconform_meshes = CollectionProperty(type=RECONFORM_PG_mesh_use)
+    bpy.types.Object.reconform_left_out = StringProperty(
+        description="Meshes of this armature the last retarget left out of the body, and why (JSON)")
     bpy.types.Scene.reconform = PointerProperty(type=ReconformSettings)
 
 
 def unregister():
     del bpy.types.Scene.reconform
+    del bpy.types.Object.reconform_left_out
+    del bpy.types.Object.reconform_meshes
     del bpy.types.Object.reconform_keyverts

@@ -214,8 +214,10 @@ def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
 
 # ------------------------------------------------------------------------------------------- Blender objects
 
-def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float):
-    """Armature + skinned mesh objects in the current scene; returns the armature object."""
+def build_armature(name, skeleton: Skeleton, x_offset: float = 0.0, lengths: dict = None):
+    """An armature object with ``skeleton``'s bones (rest matrices, parents; each bone's tail towards its nearest
+    child, or ``lengths[bone name]`` metres along its Y axis) in the current scene, moved ``x_offset`` metres
+    along X; returns it."""
     import bpy
     from mathutils import Matrix
 
@@ -230,7 +232,7 @@ def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float
     for j, n in enumerate(skeleton.names):
         eb = arm_data.edit_bones.new(n)
         kids = skeleton.children(j)
-        length = min((np.linalg.norm(G[c, :3, 3] - G[j, :3, 3]) for c in kids), default=0.06)
+        length = (lengths or {}).get(n) or min((np.linalg.norm(G[c, :3, 3] - G[j, :3, 3]) for c in kids), default=0.06)
         eb.head = (0, 0, 0)
         eb.tail = (0, max(length, 0.02), 0)
         eb.matrix = Matrix(G[j].tolist())
@@ -238,24 +240,55 @@ def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float
             eb.parent = ebs[skeleton.parents[j]]
         ebs.append(eb)
     bpy.ops.object.mode_set(mode='OBJECT')
-    me = bpy.data.meshes.new(f"{name}_body")
-    sizes = mesh.face_sizes
-    faces = np.split(mesh.face_indices, mesh.face_offsets[1:-1]) if len(set(sizes.tolist())) > 1 else \
-        mesh.face_indices.reshape(-1, int(sizes[0]))
-    me.from_pydata(mesh.rest_verts.tolist(), [], [list(map(int, f)) for f in faces])
+    return arm
+
+
+def mesh_object(name, verts, faces, parent=None):
+    """A smooth-shaded mesh object from (V, 3) vertices and a list of polygons, linked to the scene, optionally
+    parented (object parenting, no offset) to ``parent``; returns it."""
+    import bpy
+
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(np.asarray(verts, float).tolist(), [], [list(map(int, f)) for f in faces])
     me.update()
     for p in me.polygons:
         p.use_smooth = True
-    ob = bpy.data.objects.new(f"{name}_body", me)
+    ob = bpy.data.objects.new(name, me)
     bpy.context.scene.collection.objects.link(ob)
-    ob.parent = arm
-    groups = [ob.vertex_groups.new(name=n) for n in skeleton.names]
-    for v in range(mesh.num_verts):
-        for b, w in zip(mesh.weight_bones[v], mesh.weight_values[v]):
+    ob.parent = parent
+    return ob
+
+
+def skin(ob, arm, bone_names, weight_bones, weight_values):
+    """Vertex groups named after ``bone_names`` from (V, K) weights, and an Armature modifier on ``arm``."""
+    groups = {}
+    for v in range(len(weight_bones)):
+        for b, w in zip(weight_bones[v], weight_values[v]):
             if w > 0:
-                groups[int(b)].add([v], float(w), 'ADD')
+                n = bone_names[int(b)]
+                if n not in groups:
+                    groups[n] = ob.vertex_groups.get(n) or ob.vertex_groups.new(name=n)
+                groups[n].add([v], float(w), 'ADD')
     mod = ob.modifiers.new("Armature", 'ARMATURE')
     mod.object = arm
+    return ob
+
+
+def polygons(mesh: SkinnedMesh) -> list:
+    """The polygons of a core SkinnedMesh as lists of vertex indices."""
+    sizes = mesh.face_sizes
+    if len(set(sizes.tolist())) == 1:
+        return mesh.face_indices.reshape(-1, int(sizes[0])).tolist()
+    return [f.tolist() for f in np.split(mesh.face_indices, mesh.face_offsets[1:-1])]
+
+
+def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float):
+    """Armature + skinned mesh objects in the current scene; returns the armature object."""
+    arm = build_armature(name, skeleton, x_offset)
+    ob = mesh_object(f"{name}_body", mesh.rest_verts, polygons(mesh), parent=arm)
+    for n in skeleton.names:      # every bone gets its group, weighted or not (as exporters write them)
+        ob.vertex_groups.new(name=n)
+    skin(ob, arm, skeleton.names, mesh.weight_bones, mesh.weight_values)
     return arm
 
 

@@ -132,16 +132,19 @@ def _export(path, staged, arm, motion_range, log):
 
 
 def _text_report(rep) -> str:
+    import importlib
+    report = importlib.import_module(f"{MODULE}.core.report")   # metric names, units, better/worse, verdict
     lines = [f"method: {rep['method']}",
              f"source: {rep['source']['armature']} action {rep['source_action']} "
              f"({rep['source']['mapped']}/{rep['source']['bones']} bones mapped)",
              f"target: {rep['target']['armature']} ({rep['target']['mapped']}/{rep['target']['bones']} bones mapped)",
              f"new action: {rep['action']}, frames {rep['frame_start']}..{rep['frame_end']} at {rep['fps']:g} fps",
-             "timings: " + ", ".join(f"{k} {v:.3f}" for k, v in rep["timings"].items())]
+             "timings: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s"
+                                     for k, v in rep["timings"].items())]
+    lines.append(f"verdict: {rep['verdict']}")
     if rep.get("metrics"):
-        ref = rep.get("reference_metrics") or {}
-        lines.append("metrics:" + ("  (copy-rotations in brackets)" if ref else ""))
-        lines += [f"  {k}: {v}" + (f"  [{ref[k]}]" if k in ref else "") for k, v in rep["metrics"].items()]
+        lines.append("metrics (definitions: docs/metrics.md):")
+        lines += report.text_table(rep["metrics"], rep.get("reference_metrics"), rep["method"])
     if rep.get("conflicts"):
         lines.append("conflicts (costliest first: severity × duration):")
         lines += [f"  {c['rank']}. {c['body_part']}: {c['terms'][0]} / {c['terms'][1]}, cost {c['score']:.2f}, "

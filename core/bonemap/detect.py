@@ -22,6 +22,7 @@ import numpy as np
 from ..humanoid import CANONICAL_BONES, REQUIRED_BONES, SIDES
 from ..types import Skeleton
 from .names import _ROOT_WORDS, analyse_name
+from .tree import BoneTree
 
 
 class BoneMapResult(NamedTuple):
@@ -37,59 +38,6 @@ class BoneMapResult(NamedTuple):
     unmapped: list
     rig_type: str
     missing_required: list
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Tree helpers
-
-class _Tree:
-    def __init__(self, skeleton: Skeleton):
-        self.s = skeleton
-        self.parents = skeleton.parents
-        self.J = skeleton.num_bones
-        self.children = [[] for _ in range(self.J)]
-        for j, p in enumerate(self.parents):
-            if p >= 0:
-                self.children[p].append(j)
-        G = skeleton.object_matrix @ skeleton.rest_global
-        self.pos = G[:, :3, 3]                                       # world rest heads (J, 3)
-        self.depth = skeleton.depths
-        self.size = np.ones(self.J, dtype=np.int64)                  # subtree sizes
-        for j in range(self.J - 1, 0, -1):
-            if self.parents[j] >= 0:
-                self.size[self.parents[j]] += self.size[j]
-
-    def ancestors(self, j):
-        """[j, parent(j), ..., root]."""
-        out = []
-        while j >= 0:
-            out.append(j)
-            j = int(self.parents[j])
-        return out
-
-    def is_ancestor(self, a, b):
-        """True when a is b or an ancestor of b."""
-        return a in self.ancestors(b)
-
-    def lca(self, *bones):
-        common = None
-        for b in bones:
-            anc = self.ancestors(b)
-            common = anc if common is None else [a for a in common if a in set(anc)]
-        return common[0] if common else -1
-
-    def path(self, a, b):
-        """Bones strictly below a down to b inclusive (a must be an ancestor of b)."""
-        anc = self.ancestors(b)
-        return list(reversed(anc[:anc.index(a)]))
-
-    def descendants(self, j):
-        out, stack = [], [j]
-        while stack:
-            k = stack.pop()
-            out.append(k)
-            stack.extend(self.children[k])
-        return sorted(out)
 
 
 def _pick(cands, infos, tree):
@@ -235,7 +183,7 @@ def detect_bone_map(skeleton: Skeleton) -> BoneMapResult:
 
     Never raises for an incomplete result: bones it cannot find are listed in ``missing_required``.
     """
-    tree = _Tree(skeleton)
+    tree = BoneTree(skeleton)
     names = skeleton.names
     infos = [analyse_name(n) for n in names]
     usable = [j for j in range(tree.J) if not infos[j].helper]
@@ -259,24 +207,26 @@ def detect_bone_map(skeleton: Skeleton) -> BoneMapResult:
             feet = {sa: fa, ("right" if sa == "left" else "left"): fb}
     if len(feet) < 2:
         return _result(skeleton, bmap, rig)
+    # ---- where each leg ends: its foot, or the shin of a foot that does not hang from it (IK feet) -----------
+    ends = _leg_ends(tree, infos, feet)
     # ---- hips = lowest common ancestor of the legs (and of a named head) ----------------------------------
-    hips = tree.lca(feet["left"], feet["right"])
+    hips = tree.lca(ends["left"], ends["right"])
     named_heads = _named(infos, tree, "head", "")
     if hips >= 0 and named_heads:
         h = _pick(named_heads, infos, tree)
         if not tree.is_ancestor(hips, h):                   # Character Creator: Hip -> Pelvis -> thighs
-            hips = tree.lca(feet["left"], feet["right"], h)
+            hips = tree.lca(ends["left"], ends["right"], h)
     if hips >= 0 and (infos[hips].word in _ROOT_WORDS or infos[hips].helper):
         inside = [j for j in _named(infos, tree, "hips", "") if tree.is_ancestor(hips, j)
-                  and all(tree.is_ancestor(j, f) for f in feet.values())]
+                  and all(tree.is_ancestor(j, e) for e in ends.values())]
         if inside:
             hips = _pick(inside, infos, tree)
     if hips < 0:
         return _result(skeleton, bmap, rig)
     bmap["hips"] = hips
     leg_bones = set()
-    for f in feet.values():
-        leg_bones.update(tree.path(hips, f))
+    for side, f in feet.items():
+        leg_bones.update(tree.path(hips, ends[side]) if tree.is_ancestor(hips, ends[side]) else [])
         leg_bones.update(tree.descendants(f))
     # ---- hands, head -----------------------------------------------------------------------------------------
     hands = {}
@@ -325,10 +275,18 @@ def detect_bone_map(skeleton: Skeleton) -> BoneMapResult:
         _fingers(tree, infos, hand, side, bmap)
     # ---- legs ----------------------------------------------------------------------------------------------------
     for side, foot in feet.items():
-        if foot == hips or not tree.is_ancestor(hips, foot):
+        end = ends[side]
+        if end == hips or not tree.is_ancestor(hips, end):
             continue
-        got = _limb(tree, infos, hips, foot, ("upper_leg", "lower_leg"),
-                    lambda path, f=foot: _leg_picks(tree, hips, path, f))
+        if end == foot:
+            got = _limb(tree, infos, hips, foot, ("upper_leg", "lower_leg"),
+                        lambda path, f=foot: _leg_picks(tree, hips, path, f))
+        else:                                         # the foot hangs elsewhere: the chain ends at the shin
+            chain = [j for j in tree.path(hips, end) if not infos[j].helper]
+            uppers = [j for j in chain[:-1] if infos[j].part == "upper_leg"]
+            got = {"lower_leg": end}
+            if uppers or len(chain) >= 2:
+                got["upper_leg"] = uppers[0] if uppers else chain[-2]
         for part, j in got.items():
             bmap[f"{side}_{part}"] = j
         bmap[f"{side}_foot"] = foot
@@ -346,6 +304,36 @@ def detect_bone_map(skeleton: Skeleton) -> BoneMapResult:
         if bmap.get(f"{side}_shoulder") == branch:
             del bmap[f"{side}_shoulder"]
     return _result(skeleton, bmap, rig)
+
+
+def _leg_ends(tree, infos, feet) -> dict:
+    """{side: the bone each leg chain ends at}: the foot itself when it hangs from its leg, else (game rigs whose
+    deforming feet are IK bones parented to the root) the shin above it: a bone named as a lower leg on that
+    side, else by position: the lowest bone head above the ankle and within a short horizontal reach of it, off
+    the foot's own branch."""
+    lca = tree.lca(feet["left"], feet["right"])
+    height = max(float(np.ptp(tree.pos[:, 2])), 1e-9)
+    ends = dict(feet)
+    for side, foot in feet.items():
+        above = tree.path(lca, foot)[:-1] if lca >= 0 else []
+        if any(infos[j].part in ("upper_leg", "lower_leg") for j in above) or \
+                sum(not infos[j].helper for j in above) >= 2:
+            continue                                  # a leg chain leads to the foot: it hangs from its leg
+        own = set(tree.ancestors(foot)) | set(tree.descendants(foot))
+        named = [j for j in _named(infos, tree, "lower_leg", side) if j not in own]
+        if named:
+            ends[side] = _pick(named, infos, tree)
+            continue
+        d = tree.pos - tree.pos[foot]
+        reach = np.linalg.norm(d[:, :2], axis=1)
+        cands = [j for j in range(tree.J) if j not in own and not infos[j].helper and infos[j].side != (
+                 "right" if side == "left" else "left") and 0.1 * height < d[j, 2] < 0.45 * height
+                 and reach[j] < 0.12 * height]
+        if cands:
+            ends[side] = min(cands, key=lambda j: d[j, 2])
+    if ends["left"] == ends["right"]:
+        return dict(feet)
+    return ends
 
 
 def _left_axis(tree, foot_a, foot_b):

@@ -2,7 +2,7 @@
 once): set-up, one Adam step per ``next()``, cancel between steps, result.
 
     job = SolveJob(source, source_motion, target, init_motion, SolverSettings.preset("balanced"))
-    for progress in job.steps():      # Progress(fraction, step, total, loss, terms)
+    for progress in job.steps():      # Progress(fraction, step, total, loss, terms, relative)
         ...                           # job.cancel() from another thread stops it between steps
     motion = job.result()             # core.Motion of the target
 
@@ -12,6 +12,7 @@ docs/solver.md documents the objective, weights, parametrisation, schedule and s
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -156,17 +157,23 @@ class SolveJob:
     def num_frames(self) -> int:
         return self.init_motion.num_frames
 
+    def prepare(self):
+        """Generator: the set-up, yielding a line for the user before each of its parts (on a 10 000-frame clip
+        it takes seconds: the source's key-vertex paths, the soles, the objective, copy-rotations' start)."""
+        if self._ready:
+            return
+        with self._threads():
+            t0 = time.perf_counter()
+            yield from self._setup()
+            self.stats["setup_s"] = time.perf_counter() - t0
+
     def steps(self):
-        """Generator: sets up (first call), then yields one Progress per Adam step; stops early on cancel."""
-        s = self.settings
-        prev_threads = torch.get_num_threads()
-        if s.num_threads:
-            torch.set_num_threads(int(s.num_threads))
-        try:
-            if not self._ready:
-                t0 = time.perf_counter()
-                self._setup()
-                self.stats["setup_s"] = time.perf_counter() - t0
+        """Generator: sets up (first call, ``prepare``), then yields one Progress per Adam step; stops early on
+        cancel."""
+        for _ in self.prepare():
+            if self._cancel.is_set():
+                return
+        with self._threads():
             t0 = time.perf_counter()
             while self._step < self.total:
                 if self._cancel.is_set():
@@ -175,9 +182,18 @@ class SolveJob:
             self._done = True
             self.stats["solve_s"] = time.perf_counter() - t0
             self.stats["frames_per_s"] = self.num_frames / max(self.stats["solve_s"], 1e-9)
+
+    @contextlib.contextmanager
+    def _threads(self):
+        """torch's intra-op threads at ``settings.num_threads`` while the block runs (left alone when None)."""
+        n, prev = self.settings.num_threads, torch.get_num_threads()
+        if n:
+            torch.set_num_threads(int(n))
+        try:
+            yield
         finally:
-            if s.num_threads:
-                torch.set_num_threads(prev_threads)
+            if n:
+                torch.set_num_threads(prev)
 
     def run(self) -> Motion:
         """Run every step synchronously and return the result."""
@@ -211,6 +227,7 @@ class SolveJob:
     # -- set-up -----------------------------------------------------------------------------------------
 
     def _setup(self):
+        """The set-up (``prepare``): a generator yielding a line before each slow part."""
         s = self.settings
         torch.manual_seed(s.seed)
         dt, dev = s.torch_dtype(), torch.device(s.device)
@@ -228,6 +245,7 @@ class SolveJob:
         kv_ids = tgt.keyverts.vertex_ids[self.keyvert_order]
         self.limbs = tuple(tgt.keyverts.limbs[k] for k in self.keyvert_order)
         self.num_keyverts = len(kv_ids)
+        yield "Choosing the target's soles"
         if s.sole_points > 0:   # chosen on the copy-rotations motion (docs/solver.md "Ground")
             frames = np.unique(np.linspace(0, T - 1, min(T, SOLE_FRAMES)).round().astype(np.int64))
             sampled = Motion(self.init_motion.rotations[frames], self.init_motion.locations[frames],
@@ -239,6 +257,7 @@ class SolveJob:
         self.chain = VertexChain(tgt, np.concatenate([kv_ids, self.sole_ids]), dt, dev, [self.root_idx])
 
         # source: key-vertex paths, floor, feet (from its track)
+        yield "Reading the source's key vertices and feet"
         p64, n64 = track.keyverts
         src_p = torch.as_tensor(p64, dtype=dt, device=dev)
         src_n = torch.as_tensor(n64, dtype=dt, device=dev)
@@ -260,9 +279,11 @@ class SolveJob:
         self.feet = feet
         self.stats["contact_frames"] = 0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum())
         self.stats["locked_frames"] = 0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum())
+        yield "Finding the source's contacts"
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs, feet)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
+        yield "Setting up the variables"
         names = tgt.skeleton.names
         canon = {names.index(b): c for c, b in tgt.bone_map.items() if b in names}
         wanted = set(CORE_BONES) | (set(FINGER_BONES) if s.optimise_fingers else set())
@@ -289,9 +310,17 @@ class SolveJob:
             self.param.fit_to(R, dloc)
         self.param.require_grad()
 
+        yield "Measuring copy-rotations' objective"
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
             raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
+            # copy-rotations' own objective at α = 0 and α = 1: every term is linear in α (the weights are
+            # W_src + α W_tgt), so these two give it at any α, the yardstick of Progress.relative
+            raw1 = self.objective.raw_terms(self.p_init, self.n_init, 1.0,
+                                            self.objective.pairs.active(self.p_init, 1.0), self.sole_init,
+                                            torch.zeros((T, 3), dtype=dt, device=dev))
+            self.start_loss = (float(sum(self.objective.weighted(raw).values())),
+                               float(sum(self.objective.weighted(raw1).values())))
         if self.warm_start is None and s.root_init == "feet" and T >= 2:
             self._init_root_from_feet()
         elif s.root_init not in ("feet", "copy"):
@@ -378,5 +407,14 @@ class SolveJob:
         vals = {k: float(v.detach()) for k, v in terms.items()}
         self.history.append(vals)
         self.stats["pair_entries_last"] = self._last_entries
+        relative = self.relative(float(loss.detach()))      # at this step's α, before the step count moves
         self._step += 1
-        return Progress(self._step / self.total, step, self.total, float(loss.detach()), vals)
+        return Progress(self._step / self.total, step, self.total, float(loss.detach()), vals, relative)
+
+    def relative(self, loss: float, alpha: float = None) -> float:
+        """``loss`` (at α, default the current step's) over copy-rotations' loss at the same α: 1 where the
+        solve starts, lower is better (docs/solver.md "Reading the progress")."""
+        alpha = self._alpha() if alpha is None else alpha
+        s0, s1 = self.start_loss
+        start = s0 + alpha * (s1 - s0)
+        return loss / start if start > 1e-12 else float("nan")

@@ -99,10 +99,13 @@ class SolverSettings:
 
 
 class Progress(NamedTuple):
-    """One solver step: fraction done in (0, 1], step index, total steps, total loss, {term: weighted value}."""
+    """One solver step: fraction done in (0, 1], step index, total steps, total loss, {term: weighted value},
+    and ``relative``: the loss over copy-rotations' loss at the same α (docs/solver.md "Reading the progress":
+    1 at the start, lower is better; the raw loss is not comparable across steps because α changes the terms)."""
 
     fraction: float
     step: int
     total: int
     loss: float
     terms: dict
+    relative: float = float("nan")

@@ -63,6 +63,42 @@ def read_skeleton(arm_obj) -> Skeleton:
 
 # ----------------------------------------------------------------------------------------------- meshes
 
+def _followed_bone(ob, arm_obj):
+    """The bone of ``arm_obj`` that object ``ob`` itself follows by a full-influence Child Of or Armature
+    constraint, or None."""
+    bones = arm_obj.data.bones
+    for c in getattr(ob, "constraints", ()):
+        if not c.enabled or c.influence < 0.999:
+            continue
+        if c.type == 'CHILD_OF' and c.target == arm_obj and c.subtarget in bones:
+            return c.subtarget
+        if c.type == 'ARMATURE':
+            ts = [t for t in c.targets if t.target == arm_obj and t.subtarget in bones and t.weight > 0]
+            if ts:
+                return max(ts, key=lambda t: t.weight).subtarget
+    return None
+
+
+def rigid_bone(ob, arm_obj):
+    """The bone of ``arm_obj`` that object ``ob`` moves with rigidly, or None: up its parent chain, the first
+    object parented to one of the armature's bones (``parent_type`` 'BONE': a robot's head, an empty on a hand
+    holding a prop) or following one by a Child Of / Armature constraint. None when the chain reaches the
+    armature object itself (or no armature)."""
+    seen = set()
+    o = ob
+    while o is not None and o.name not in seen:
+        seen.add(o.name)
+        bone = _followed_bone(o, arm_obj)
+        if bone is not None:
+            return bone
+        if o.parent == arm_obj:
+            if o.parent_type == 'BONE' and o.parent_bone in arm_obj.data.bones:
+                return o.parent_bone
+            return None
+        o = o.parent
+    return None
+
+
 def _deformed_by(ob, arm_obj) -> bool:
     if ob.type != 'MESH':
         return False
@@ -75,13 +111,15 @@ def _deformed_by(ob, arm_obj) -> bool:
         if ob.parent_type == 'OBJECT':
             # Object-parented without a modifier: rigid, counted only when its groups name the bones.
             bone_names = arm_obj.data.bones.keys()
-            return any(g.name in bone_names for g in ob.vertex_groups)
-    return False
+            if any(g.name in bone_names for g in ob.vertex_groups):
+                return True
+    return rigid_bone(ob, arm_obj) is not None
 
 
 def find_meshes(arm_obj) -> list:
-    """Mesh objects deformed by ``arm_obj`` (Armature modifier users, bone-/armature-/object-parented meshes),
-    visible or not, sorted by name."""
+    """Mesh objects the armature ``arm_obj`` moves, visible or not, sorted by name: Armature modifier users,
+    meshes parented to it (Armature Deform, a bone, or the object with vertex groups named after its bones) and
+    rigid parts (``rigid_bone``: parented to a bone through empties or other objects, or constrained to one)."""
     _check_armature(arm_obj)
     return sorted((ob for ob in bpy.data.objects if _deformed_by(ob, arm_obj)), key=lambda o: o.name)
 
@@ -158,8 +196,9 @@ def read_skinned_mesh(arm_obj, skeleton: Skeleton, mesh_objs=None, report=None) 
 
     Vertices come from the evaluated mesh with the armature in REST position (shape keys and modifiers
     before the Armature modifier apply) when the vertex count is unchanged, else from the mesh data.
-    Vertices with no deforming weight follow the parent bone of a bone-parented mesh; otherwise their weight
-    row is 0 and they are counted in ``report`` (a callable taking one line of text).
+    Vertices with no deforming weight are rigidly skinned to the bone their object follows (``rigid_bone``: a
+    part of a robot or a cartoon parented to a bone, directly or through empties); otherwise their weight row
+    is 0 and they are counted in ``report`` (a callable taking one line of text).
     """
     _check_armature(arm_obj)
     meshes = list(mesh_objs) if mesh_objs is not None else find_meshes(arm_obj)
@@ -216,8 +255,9 @@ def read_skinned_mesh(arm_obj, skeleton: Skeleton, mesh_objs=None, report=None) 
         wb, wv = _top_k(*sparse[i], V, K)
         empty = wv.sum(1) == 0
         if empty.any():
-            if ob.parent == arm_obj and ob.parent_type == 'BONE' and ob.parent_bone in skeleton.names:
-                wb[empty, 0] = skeleton.names.index(ob.parent_bone)
+            bone = rigid_bone(ob, arm_obj)
+            if bone in skeleton.names:
+                wb[empty, 0] = skeleton.names.index(bone)
                 wv[empty, 0] = 1.0
             else:
                 report(f"Mesh '{ob.name}': {int(empty.sum())} of {V} vertices have no weight on a deforming bone "

@@ -2,6 +2,7 @@
 
 - ``bone_map``: auto-detect, save / load a JSON preset, built-in presets;
 - ``keyverts``: transfer the key-vertex template, re-place the unlocked ones, unlock all;
+- ``meshes``: which meshes form each character's body (Auto, Body, Leave Out);
 - ``retarget``: Retarget, Re-solve, Load Preset Values, and the orchestration they share;
 - ``conflicts``: the conflict list's rows and sliders, Reset Sliders.
 
@@ -15,10 +16,10 @@ are imported inside the functions that run them (as Blender's io_scene_gltf2 imp
 import bpy
 
 from .. import session
-from . import bone_map, conflicts, keyverts, retarget
+from . import bone_map, conflicts, keyverts, meshes, retarget
 
 #: Registered in this order (the add-on's ``register`` loops over it).
-classes = bone_map.classes + keyverts.classes + retarget.classes + conflicts.classes
+classes = bone_map.classes + keyverts.classes + meshes.classes + retarget.classes + conflicts.classes
 
 
 @bpy.app.handlers.persistent

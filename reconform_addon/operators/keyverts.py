@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import bpy
 
-from ..bridge import BridgeError, geometry
+from ..bridge import BridgeError, bodyparts, geometry
 from ..bridge import keyverts as kvstore
 from .common import Done, RoleMixin, role_armature, run, settings_of
 
@@ -35,9 +35,11 @@ def place(s, options: KeyVertexOptions) -> Done:
     spec = pipeline.read_character(arm, s.bone_map(options.role) or None, need_mesh=True)
     if not options.keep_locked:
         spec = replace(spec, stored_keyverts=None)
-    ch = build_character(spec, keyvert_count=options.count, need_mesh=True, reuse_stored=False).character
+    built = build_character(spec, keyvert_count=options.count, need_mesh=True, reuse_stored=False)
+    ch = built.character
     kvs = ch.keyverts
     kvstore.store(arm, ch, kvs)
+    bodyparts.remember_left_out(arm, built.meshes_left_out)
     geometry.invalidate()
     nl = int(kvs.locked.sum())
     return Done(f"'{arm.name}': {len(kvs)} key vertices placed" + (f", {nl} locked kept" if nl else ""))

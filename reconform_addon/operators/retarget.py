@@ -174,8 +174,11 @@ def apply_result(context, req: RetargetRequest, inputs, outcome, *, options=None
         if resolved_from is not None:     # keep the first solve's reference (copy-rotations is not re-measured)
             session.last_solve(context.scene).outcome.reference = reference
     else:
-        s.metrics.clear()
-        s.metrics_json = ""
+        if outcome.metrics:       # copy-rotations measured too (both characters have a body)
+            s.set_metrics(panel_metrics(outcome))
+        else:
+            s.metrics.clear()
+            s.metrics_json = ""
         s.conflicts.clear()
         session.forget(context.scene)
     return act
@@ -191,18 +194,16 @@ class _SolveModalBase:
     _timer = None
     _saved = None
 
-    # subclasses: self._start(context) -> (runner or None); self._apply(context, outcome) -> action
+    # subclasses: self._start(context) -> runner; self._apply(context, outcome) -> action
     def _set_progress(self, context, step):
-        """One core.retarget.Step (a phase line, or a solver step with its loss) into the panel and status bar."""
+        """One core.retarget.Step (a phase line, or a solver step with its relative objective) into the panel and
+        status bar."""
         if not self._same_scene(context):
             return
         s = settings_of(context)
         frac = float(getattr(step, "fraction", 0.0))
         s.progress = frac
-        txt = str(getattr(step, "message", "")) or "Solving"
-        solver = getattr(step, "solver", None)
-        if solver is not None:
-            txt += f", loss {float(solver.loss):.4g}"
+        txt = str(getattr(step, "message", "")) or "Solving"   # the solver's lines carry its relative objective
         s.status = txt
         context.window_manager.progress_update(frac)
         _status_bar(context, f"ReConForM: {txt} ({frac * 100:.0f} %), Esc to cancel")
@@ -259,8 +260,6 @@ class _SolveModalBase:
             self._restore_state(context)
             self.report({'ERROR'}, error_text(ex))
             return {'CANCELLED'}
-        if runner is None:  # finished synchronously (copy rotations)
-            return {'FINISHED'}
         self._runner = runner
         session.track(context.scene, runner)
         wm = context.window_manager
@@ -328,8 +327,6 @@ class _SolveModalBase:
         self._runner_started = time.perf_counter()
         try:
             runner = self._start(context)
-            if runner is None:
-                return {'FINISHED'}
             outcome = runner.run_sync()
             act = self._apply(context, outcome)
         except Exception as ex:  # noqa: BLE001
@@ -360,12 +357,7 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
         self._runner_started = time.perf_counter()
         self._req = req = request_from_panel(settings_of(context))
         self._inputs, job = start_retarget(req)
-        if req.method == 'copy_rotations':   # quick: done here, on the main thread
-            from ...core.retarget import run
-            act = self._apply(context, run(job))
-            self._report_done(context, act, None)
-            return None
-        return SolveRunner(job, lambda j: j.outcome)
+        return SolveRunner(job, lambda j: j.outcome)   # copy-rotations too: its metrics take a while on long clips
 
     def _apply(self, context, outcome):
         return apply_result(context, self._req, self._inputs, outcome,

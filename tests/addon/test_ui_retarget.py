@@ -123,7 +123,7 @@ def test_metrics_of_the_last_solve_are_in_the_panel(addon, solved):
     assert lay is not None
     texts = lay.texts()
     assert "Copy Rot." in texts and any(t.startswith("Floor penetration") for t in texts)
-    assert f"{m['jerk_mean'][0]:.4g}" in texts
+    assert f"{m['jerk_mean'][0]:.0f} m/s³" in texts and any("copy-rotations" in t for t in texts)   # value, verdict
     if math.isnan(m["contact_f1"][0]):  # undefined (no source contacts in 8 frames): said, not hidden
         assert "n/a" in texts and data["metrics"]["contact_f1"] is None
 

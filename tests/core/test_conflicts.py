@@ -1,9 +1,12 @@
 import numpy as np
 import pytest
+import torch
 
-from core.conflicts import Conflict, detect_conflicts, merge_part_weights, resolution_weights, resolve
+from core.conflicts import (Conflict, _term_gradients, detect_conflicts, merge_part_weights, resolution_weights,
+                            resolve)
+from core.progress import drive
 from core.errors import CoreError
-from core.solver import SolveJob, SolverSettings
+from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -135,3 +138,22 @@ def test_ranked_shows_the_costliest_and_folds_the_rest():
     shown, folded = ranked(cs, shown=3)
     assert [c.body_part for c in shown] == ["left_arm", "torso", "head"] and [c.body_part for c in folded] == ["left_foot"]
     assert cs[1].frames == (1, 40) and cs[1].num_frames == 16
+
+
+def test_long_clips_take_one_pass_per_term_with_the_same_gradients(job):
+    """Issue 15, item 13: above SHARED_PASS_FRAMES frames each term gets its own forward pass (the kept graph of a
+    shared pass pushed a 10 000-frame retarget over 2 GB); the gradients are the same, and the phase reports its
+    progress one term at a time."""
+    shared = drive(_term_gradients(job, SEMANTIC_TERMS, 1.0, shared=True))
+    steps = _term_gradients(job, SEMANTIC_TERMS, 1.0, shared=False)
+    fractions = []
+    while True:
+        try:
+            fractions.append(next(steps))
+        except StopIteration as done:
+            apart = done.value
+            break
+    assert fractions == [(n + 1) / len(SEMANTIC_TERMS) for n in range(len(SEMANTIC_TERMS))]
+    for k in SEMANTIC_TERMS:
+        torch.testing.assert_close(apart[k], shared[k], rtol=1e-5, atol=1e-7)
+    assert any(float(g.abs().sum()) > 0 for g in shared.values())

@@ -12,7 +12,7 @@ from core.rotations import quat_to_matrix, rotation_angle_deg
 from core.tpose import body_frame, body_frame_matrix, tpose_basis, tpose_world
 from core.types import Character, Motion, Skeleton
 
-from .rigs import make_skeleton, object_matrix, random_motion
+from .rigs import make_skeleton, object_matrix, quat_multiply, random_motion
 
 CHAINS = [(f"{s}_{a}", f"{s}_{b}") for s in ("left", "right") for a, b in
           (("shoulder", "upper_arm"), ("upper_arm", "lower_arm"), ("lower_arm", "hand"), ("upper_leg", "lower_leg"),
@@ -185,3 +185,56 @@ def test_tpose_makes_arms_horizontal_legs_vertical_and_keeps_feet(arm_angle):
             assert rotation_angle_deg(d, np.array([0, 0, -1.0])) < 1e-6
         np.testing.assert_allclose(W[idx(f"{side}_foot")], W0[idx(f"{side}_foot")], atol=1e-9)
     np.testing.assert_allclose(W[idx("spine")], W0[idx("spine")], atol=1e-9)
+
+
+def lying(style="unreal", name="lying"):
+    """``style``'s humanoid whose rest pose lies on its back (bones turned -90° about X in armature space, the
+    head towards +Y) with an identity object matrix: nothing stands it up."""
+    sk = make_skeleton(style, name=name)
+    R = np.eye(4)
+    R[:3, :3] = quat_to_matrix(np.array([np.cos(np.pi / 4), -np.sin(np.pi / 4), 0, 0]))
+    G = R @ sk.rest_global
+    rest_local = np.stack([G[j] if p < 0 else np.linalg.inv(G[p]) @ G[j] for j, p in enumerate(sk.parents)])
+    return Skeleton(name, sk.names, sk.parents, rest_local, np.eye(4))
+
+
+def test_a_target_lying_at_rest_is_refused_with_what_to_do(source):
+    """Issue 15, item 4: a rest pose lying down with no object rotation gave vertical legs under a horizontal
+    torso and no warning. It is refused before any slow work, naming the armature and the rotation to apply; with
+    that rotation on its object the same rig retargets standing."""
+    from core.character import CharacterSpec
+    from core.retarget import Retarget, RetargetOptions, run
+
+    src, clip = source
+    rig = lying()
+    job = Retarget(CharacterSpec(src.skeleton, bone_map=src.bone_map), clip, CharacterSpec(rig),
+                   RetargetOptions(method="copy_rotations", metrics=False))
+    with pytest.raises(CoreError, match=r"Armature 'lying': its rest pose lies down \(hips to head along world "
+                                        r"\+Y, 90° from up\).*rotate the armature object about X by 90°"):
+        run(job)
+    M = object_matrix(1.0, x_deg=90)        # what the message asks for
+    stood = Skeleton("stood", rig.names, rig.parents, rig.rest_local, M)
+    out = run(Retarget(CharacterSpec(src.skeleton, bone_map=src.bone_map), clip, CharacterSpec(stood),
+                       RetargetOptions(method="copy_rotations", metrics=False)))
+    c = Character(stood, None, out.target.bone_map)
+    _, P = world(c, out.motion)
+    torso = P[:, stood.index("head")] - P[:, stood.index("pelvis")]
+    assert np.all(torso[:, 2] > 0.7 * np.linalg.norm(torso, axis=1))      # standing on every frame
+    assert not out.notes
+
+
+def test_a_result_whose_torso_differs_from_the_source_gets_a_note(source):
+    from core.copy_rotations import posture_note
+    from core.track import ClipTrack
+
+    src, clip = source
+    track = ClipTrack(src, clip)
+    tgt = char(make_skeleton("unreal", name="tgt"))
+    upright = copy_rotations(src, clip, tgt, track)
+    assert posture_note(track, tgt, upright) is None
+    tipped = Motion(upright.rotations.copy(), upright.locations.copy(), clip.fps)
+    turn = np.array([np.cos(np.pi / 4), np.sin(np.pi / 4), 0, 0])      # the hips turned 90° about their X
+    hips = tgt.skeleton.index(tgt.bone_map["hips"])
+    tipped.rotations[:, hips] = quat_multiply(tipped.rotations[:, hips], turn)
+    note = posture_note(track, tgt, tipped)
+    assert note and "Target 'tgt': its torso points 90° away" in note

@@ -102,7 +102,7 @@ def test_solver_reads_a_drifting_source_above_its_tracked_floor(walk):
 
     def setup(motion, ground):
         job = SolveJob(ch, motion, tgt, init, SolverSettings(**{**settings.__dict__, "source_ground": ground}))
-        job._setup()
+        list(job.prepare())
         return job
 
     upright = setup(m, "track")

@@ -104,3 +104,26 @@ def test_windowed_foot_speed_removes_jitter_but_keeps_motion():
     assert raw.min() > 0.2                                   # 240 mm/s of raw jitter speed
     assert sp[0, 4:-4].max() < 1e-6                          # the even window cancels the alternation
     np.testing.assert_allclose(sp[1, 4:-4], 0.5, atol=1e-3)
+
+
+def test_capsule_test_equals_the_distance_to_each_axis_segment():
+    """The self-penetration pass tests capsules with squared distances from matrix products (``_inside_capsules``):
+    the same answer as the plain point-to-segment distance, away from round-off at the boundary."""
+    import torch
+
+    from core.metrics import _inside_capsules
+    g = torch.Generator().manual_seed(0)
+    B, S, C = 3, 500, 7
+    p = torch.randn(B, S, 3, generator=g, dtype=torch.float64)
+    P = torch.randn(B, C, 3, generator=g, dtype=torch.float64)
+    U = torch.nn.functional.normalize(torch.randn(B, C, 3, generator=g, dtype=torch.float64), dim=-1)
+    lo, hi = -torch.rand(C, generator=g, dtype=torch.float64), torch.rand(C, generator=g, dtype=torch.float64)
+    r = 0.3 + torch.rand(C, generator=g, dtype=torch.float64)
+    a, b = P[:, None] + lo[:, None] * U[:, None], P[:, None] + hi[:, None] * U[:, None]     # (B, 1, C, 3)
+    q = p[:, :, None]
+    t = (((q - a) * (b - a)).sum(-1) / ((b - a) ** 2).sum(-1)).clamp(0, 1)
+    d = (q - (a + t[..., None] * (b - a))).norm(dim=-1)                                       # (B, S, C)
+    got = _inside_capsules(p, P, U, lo, hi, r ** 2)
+    margin = (d - r).abs() > 1e-9
+    assert got.shape == d.shape and bool(((got == (d < r)) | ~margin).all())
+    assert 0 < int((d < r).sum()) < d.numel()

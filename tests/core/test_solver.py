@@ -146,7 +146,7 @@ def test_warm_start_reproduces_previous_result(pair, solved):
     prev = solved[0].result()
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.2), warm_start=prev)
     assert job.total == 6
-    job._setup()
+    list(job.prepare())
     with torch.no_grad():
         p_ws, _, _ = job._forward()
         p_prev, _, _ = solved[0]._forward()

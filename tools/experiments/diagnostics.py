@@ -4,6 +4,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py feet-sources
     .venv/bin/python tools/experiments/diagnostics.py feet-planted [CASE] ["{'root_init': 'copy'}"]
     .venv/bin/python tools/experiments/diagnostics.py jerk [CASE] ["{'w_smooth': 1.0}"] [--max-frames 400]
+    .venv/bin/python tools/experiments/diagnostics.py progress [CASE] [OVERRIDES] [--every 10]
     .venv/bin/python tools/experiments/diagnostics.py conflicts [CASE] [--max-frames 300]
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
@@ -15,6 +16,10 @@ frames where the source foot is grounded.
 ``jerk``: for one case (default the Bandai kick), the mean jerk per unit of height (m/s³ / h_c) of each core
 bone both characters map, for the source, copy-rotations and ReConForM, and how ReConForM's change splits
 between joints it brings closer to the source's jerk and the others.
+``progress``: for one case (default the Bandai walk), the solver's printed progress per step: the raw loss (the
+weighted sum of the terms, whose meaning changes with α), the objective relative to copy-rotations' at the same α
+(``Progress.relative``, what the panel and the batch print) and each weighted term (docs/solver.md "Reading the
+progress").
 ``conflicts``: for one case (default the Bandai kick), how many conflicts the solve lists (one per body part
 and term pair) and their frame spans in all, and the costliest six (docs/solver.md "Conflicts").
 Every retarget goes through core.retarget, as the product's.
@@ -129,6 +134,24 @@ def jerk(mods, loader, bench, met, track_cls, which, overrides, threads, max_fra
           f"{d[~toward].sum():+.1f}")
 
 
+def progress(mods, loader, bench, which, overrides, threads, every):
+    clip, target, src, smo, tgt = _case(loader, bench, which)
+    rt, solver = mods["core.retarget"], mods["core.solver"]
+    settings = solver.SolverSettings.preset("balanced", num_threads=threads, **overrides)
+    job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames, overrides "
+          f"{overrides}")
+    print("step | alpha | raw loss | relative to copy-rotations | weighted terms")
+    for st in job.steps():
+        p = st.solver
+        if p is not None and (p.step % every == 0 or p.step == p.total - 1):
+            a = p.step / max(p.total - 1, 1)
+            print(f"{p.step} | {a:.2f} | {p.loss:.3f} | {p.relative:.3f} | "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in p.terms.items()))
+    s0, s1 = job.job.start_loss
+    print(f"copy-rotations' objective: {s0:.3f} at alpha 0, {s1:.3f} at alpha 1")
+
+
 def conflicts(mods, loader, bench, which, overrides, threads, max_frames):
     clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
     rt, solver = mods["core.retarget"], mods["core.solver"]
@@ -144,11 +167,12 @@ def conflicts(mods, loader, bench, which, overrides, threads, max_frames):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "conflicts"))
+    ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts"))
     ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
     ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--every", type=int, default=10, help="progress: print every N-th step")
     args = ap.parse_args(argv)
     import importlib
 
@@ -162,6 +186,8 @@ def main(argv=None):
     overrides = ast.literal_eval(args.overrides)
     if args.mode == "feet-sources":
         feet_sources(mods, loader, bench, met, track_cls)
+    elif args.mode == "progress":
+        progress(mods, loader, bench, args.case or "walk_normal", overrides, args.threads, args.every)
     elif args.mode == "feet-planted":
         feet_planted(mods, loader, bench, met, track_cls, args.case or "walk_normal", overrides, args.threads)
     elif args.mode == "jerk":

@@ -1,0 +1,91 @@
+"""core.report: every metric the core measures has a name, a unit and a direction; values print rounded with their
+unit; the result is compared with copy-rotations; one verdict line per target (issue 15, item 11)."""
+
+import math
+
+import pytest
+
+from core import report
+from core.metrics import evaluate, evaluation
+from tests.core.synth import make_humanoid, walk_motion
+
+
+@pytest.fixture(scope="module")
+def measured():
+    ch = make_humanoid()
+    clip = walk_motion(ch, frames=24, clap=True)
+    return evaluate(ch, clip, ch, clip)
+
+
+def test_every_metric_evaluate_returns_is_described(measured):
+    unknown = sorted(set(measured) - set(report.BY_KEY))
+    assert not unknown, f"metrics without a name, unit and direction in core.report: {unknown}"
+    for m in report.METRICS:
+        assert m.label and m.better in ("", report.LOWER, report.HIGHER)
+        if m.key.startswith(("floor_pen", "self_pen", "jerk")):
+            assert m.unit and m.better == report.LOWER
+        if m.key.endswith(("_f1", "_auc")) and not m.key.startswith("source_"):
+            assert m.better == report.HIGHER
+
+
+def test_values_print_rounded_with_their_units():
+    assert report.format_value("floor_pen_mean", 0.012345) == "1.23 % of the surface"
+    assert report.format_value("jerk_mean", 212.43) == "212 m/s³"
+    assert report.format_value("grounded_f1", 0.93051) == "0.931"
+    assert report.format_value("grounded_f1", 0.93051, unit=False) == "0.931"
+    assert report.format_value("contact_f1", float("nan")) == "n/a" and report.format_value("contact_f1", None) == "n/a"
+    assert report.format_value("self_pen_mean", -1e-9) == "0.00 % of the surface"       # no "-0.00"
+    assert report.info("made_up_metric").label == "Made up metric"
+
+
+def test_comparison_follows_each_metrics_direction():
+    assert report.compare("floor_pen_mean", 0.001, 0.02) == "better"
+    assert report.compare("grounded_f1", 0.7, 0.9) == "worse"
+    assert report.compare("jerk_mean", 212.2, 211.9) == "same"                          # equal as printed
+    assert report.compare("source_jerk_mean", 1.0, 2.0) is None                         # a description
+    assert report.compare("contact_f1", float("nan"), 0.5) is None
+
+
+def test_rows_put_the_headline_first_and_carry_copy_rotations():
+    metrics = {"jerk_max": 900.0, "grounded_f1": 0.93, "floor_pen_mean": 0.001, "frames": 120.0}
+    reference = {"jerk_max": 800.0, "grounded_f1": 0.80, "floor_pen_mean": 0.02, "frames": 120.0}
+    rows = report.metric_rows(metrics, reference)
+    assert [r.info.key for r in rows] == ["grounded_f1", "floor_pen_mean", "jerk_max", "frames"]
+    assert rows[0].change == "better" and rows[1].change == "better" and rows[2].change == "worse"
+    assert rows[3].reference is None and rows[3].change is None and rows[3].reference_text == ""
+    d = rows[1].as_dict()
+    assert d["unit"] == "% of the surface" and d["better"] == "lower" and d["copy_rotations_text"] == \
+        "2.00 % of the surface"
+    lines = report.text_table(metrics, reference)
+    assert "copy-rotations" in lines[0] and any("better" in line and "Grounded" in line for line in lines)
+    assert [r.info.key for r in report.metric_rows(metrics, reference, headline_only=True)] == \
+        ["grounded_f1", "floor_pen_mean"]
+
+
+def test_one_verdict_line_per_target():
+    metrics = {"grounded_f1": 0.93, "locked_f1": 0.5, "floor_pen_mean": 0.001, "jerk_mean": 300.0}
+    reference = {"grounded_f1": 0.80, "locked_f1": 0.6, "floor_pen_mean": 0.02, "jerk_mean": 300.2}
+    line = report.verdict(metrics, reference, "reconform")
+    assert "\n" not in line and line.startswith("ReConForM beats copy-rotations on 2 of 4 measures")
+    assert "floor penetration, mean 2.00 → 0.10 % of the surface" in line
+    assert "worse on feet locked F1 0.600 → 0.500" in line
+    baseline = report.verdict(metrics, None, "copy_rotations")
+    assert baseline.startswith("Copy Rotations: Grounded feet F1 0.930") and "\n" not in baseline
+    assert report.verdict({}, None).startswith("No metrics")
+
+
+def test_evaluation_reports_its_progress_and_gives_the_same_metrics(measured):
+    ch = make_humanoid()
+    clip = walk_motion(ch, frames=24, clap=True)
+    gen = evaluation(ch, clip, ch, clip)
+    fractions = []
+    while True:
+        try:
+            fractions.append(next(gen))
+        except StopIteration as done:
+            result = done.value
+            break
+    assert fractions and fractions == sorted(fractions) and math.isclose(fractions[-1], 1.0)
+    assert result.keys() == measured.keys()
+    for k, v in result.items():
+        assert (math.isnan(v) and math.isnan(measured[k])) or v == pytest.approx(measured[k])
