@@ -212,6 +212,59 @@ def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
     return Motion(quat_make_continuous(rots), locs, float(FPS), 1), events
 
 
+def walk_motion(skeleton: Skeleton, mesh: SkinnedMesh, steps: int = 10, step: float = 0.34,
+                step_frames: int = 16, rest_frames: int = 15):
+    """A straight walk on flat ground along -Y: ``steps`` steps of ``step`` metres, ``step_frames`` frames each,
+    standing still for ``rest_frames`` frames before and after. Feet stay flat and planted while they carry the
+    body (the swing foot lifts 8 cm on an arc), the hips move with the feet and bob 1.5 cm, the arms swing.
+    Returns (Motion, events {name: (first, last) frame})."""
+    rig = Rig(skeleton, mesh)
+    H0 = rig.p("hips")
+    ankle = {s: rig.p(f"{s}_foot") for s in ("left", "right")}
+    shoulder = {s: rig.p(f"{s}_upper_arm") for s in ("left", "right")}
+    la = {s: sum(rig.len[f"{s}_arm"]) for s in ("left", "right")}
+    sign = {"left": 1.0, "right": -1.0}
+    t0 = rest_frames
+    foot_y = {"left": {0: 0.0}, "right": {0: 0.0}}
+    swings = {"left": [], "right": []}
+    hips_y = {0: 0.0, t0: 0.0}
+    for i in range(steps):
+        side = "left" if i % 2 == 0 else "right"
+        other = "right" if side == "left" else "left"
+        a, b = t0 + i * step_frames, t0 + (i + 1) * step_frames
+        land = -(i + 1) * step if i < steps - 1 else -(steps - 1) * step   # the last step closes the feet
+        foot_y[side][a], foot_y[side][b] = max(foot_y[side].items())[1], land
+        foot_y[other][b] = max(foot_y[other].items())[1]
+        swings[side].append((a, b))
+        hips_y[b] = 0.5 * (land + foot_y[other][b])
+    T = t0 + steps * step_frames + rest_frames
+    for s in ("left", "right"):
+        foot_y[s][T - 1] = max(foot_y[s].items())[1]
+    hips_y[T - 1] = hips_y[max(hips_y)]
+    walk = (t0, t0 + steps * step_frames)
+    rots = np.empty((T, skeleton.num_bones, 4))
+    locs = np.zeros((T, skeleton.num_bones, 3))
+    for t in range(T):
+        moving = walk[0] < t < walk[1]
+        phase = (t - walk[0]) / step_frames
+        y = float(np.interp(t, sorted(hips_y), [hips_y[k] for k in sorted(hips_y)]))
+        hp = H0 + [0.0, y, -0.02 + (0.008 * np.cos(2 * np.pi * phase) if moving else 0.0)]
+        targets = {}
+        for s in ("left", "right"):
+            a = ankle[s] + [0.0, float(_smooth(foot_y[s], t)), 0.0]
+            for f0, f1 in swings[s]:
+                if f0 < t < f1:
+                    a = a + [0, 0, 0.08 * np.sin(np.pi * (t - f0) / (f1 - f0))]
+            targets[f"{s}_leg"] = (a, np.array([sign[s] * 0.15, -1.0, 0.0]))
+            arm = 0.12 * np.sin(np.pi * phase) * (1.0 if s == "left" else -1.0) if moving else 0.0
+            hand = shoulder[s] + [sign[s] * 0.06, y + arm, -0.97 * la[s] + 0.02]
+            targets[f"{s}_arm"] = (hand, np.array([0.0, 1.0, -0.3]))
+        q, loc = rig.pose(hp, 0.04 if moving else 0.0, targets)
+        rots[t] = q
+        locs[t, 0] = loc
+    return Motion(quat_make_continuous(rots), locs, float(FPS), 1), {"walk": walk}
+
+
 # ------------------------------------------------------------------------------------------- Blender objects
 
 def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float):

@@ -21,6 +21,9 @@ from ..descriptors import height
 from ..feet import LOCK_WINDOW_S, SOFT_LOW, soft_lowest, window_bounds
 from ..weights import MAX_FRACTION
 
+#: the initial root's lift onto a terrain is smoothed by a Gaussian of this width (seconds): ``terrain_lift``
+LIFT_SMOOTH_S = 0.1
+
 
 class FootModel:
     """The foot terms of one solve.
@@ -84,25 +87,49 @@ class FootModel:
         return torch.stack([soft_lowest(torch.where(self.sole_side == k, hs, big), SOFT_LOW * self.h_tgt)
                             for k in (0, 1)], -1)
 
-    def foot_relative(self, h: torch.Tensor, lows: torch.Tensor) -> torch.Tensor:
-        """Heights (T, N) of the key vertices above their own foot's lowest sole point (0 off the feet)."""
+    def relief(self, p: torch.Tensor, sole: torch.Tensor, hs: torch.Tensor):
+        """(T, N) terrain height under each foot key vertex minus the terrain under its foot's support point
+        (0 off the feet), or None on a level ground. Added to the key vertices' heights above their sole, it
+        measures them in z: a foot that overhangs a step's edge keeps its shape instead of reaching down to the
+        lower tread. p: (T, N, 3) key vertices; sole: (T, S, 3) sole points and hs (T, S) their heights. The
+        support point's terrain is the sole points' terrain averaged with the soft-minimum's weights."""
+        if not callable(self.ground):
+            return None
+        f_kv = self.ground(p[..., 0], p[..., 1])                                         # (T, N)
+        f_s = sole[..., 2] - hs                                                          # (T, S)
+        tau = SOFT_LOW * self.h_tgt
+        support = []
+        for k in (0, 1):
+            logits = torch.where(self.sole_side == k, -hs / tau, torch.full_like(hs, -torch.inf))
+            support.append((torch.softmax(logits, -1) * f_s).sum(-1))
+        idx = self.keyvert_side.clamp(min=0)
+        corr = f_kv - torch.stack(support, -1).index_select(1, idx)
+        return torch.where(self.keyvert_side >= 0, corr, torch.zeros_like(corr))
+
+    def foot_relative(self, h: torch.Tensor, lows: torch.Tensor, relief: torch.Tensor = None) -> torch.Tensor:
+        """Heights (T, N) of the key vertices above their own foot's lowest sole point (0 off the feet);
+        ``relief``: the ``relief`` correction on a terrain."""
         idx = self.keyvert_side.clamp(min=0)
         rel = h - lows.index_select(1, idx)
+        if relief is not None:
+            rel = rel + relief
         return torch.where(self.keyvert_side >= 0, rel, torch.zeros_like(rel))
 
-    def set_initial(self, h_init: torch.Tensor, sole_init: torch.Tensor):
-        """Remember the copy-rotations heights of the foot key vertices above their sole (``h_init`` (T, N)
-        key-vertex heights, ``sole_init`` (T, S, 3) sole points of the initial motion)."""
+    def set_initial(self, p_init: torch.Tensor, sole_init: torch.Tensor):
+        """Remember the copy-rotations heights of the foot key vertices above their sole (``p_init`` (T, N, 3)
+        key vertices, ``sole_init`` (T, S, 3) sole points of the initial motion)."""
         if self.contact_w is not None:
-            self.foot_rel_init = self.foot_relative(h_init, self.sole_lows(sole_init))
+            h, hs = height(p_init, self.ground), height(sole_init, self.ground)
+            self.foot_rel_init = self.foot_relative(h, self.sole_lows(sole_init, hs), self.relief(p_init, sole_init,
+                                                                                                  hs))
 
-    def contact_terms(self, h: torch.Tensor, lows: torch.Tensor, scale=None):
+    def contact_terms(self, h: torch.Tensor, lows: torch.Tensor, scale=None, relief=None):
         """(floor term, height term) of foot contact: Σ (w (lowest sole point − source foot height))², and
         Σ ((1 − height match weight)(height above the sole − copy-rotations'))² over the foot key vertices.
         h: (T, N) key-vertex heights; lows: (T, 2) ``sole_lows`` of the sole points; scale: optional (N,)
-        per-key-vertex factors."""
+        per-key-vertex factors; relief: (T, N) ``relief`` on a terrain."""
         floor = (self.contact_w * (lows - self.contact_h)).square().sum()
-        rel = self.foot_relative(h, lows)
+        rel = self.foot_relative(h, lows, relief)
         r2 = ((1.0 - self.height_match_w) * (rel - self.foot_rel_init)).square()
         return floor, (r2 if scale is None else r2 * scale).sum()
 
@@ -129,3 +156,45 @@ class FootModel:
         """Reference scale of the lock term: its initial value, floored at 0.5 % h_c / s on every locked point."""
         w = float(self.lock_w.sum()) * max(int((self.sole_side == 0).sum()), 1)
         return max(float(raw_lock), w * (0.005 * self.h_tgt) ** 2, 1e-12)
+
+
+def terrain_lift(sole: np.ndarray, sole_side: np.ndarray, contact_w, terrain, fps: float) -> tuple:
+    """How far to raise copy-rotations so that its feet stand on a terrain: (root (T,), each foot (T, 2)), metres.
+
+    sole: (T, S, 3) the target's sole points in copy-rotations, which walks at the flat height g0 of the
+    terrain under its lowest foot point at frame 0; sole_side: (S,) 0 / 1; contact_w: (T, 2) the source feet's
+    contact weights (``FootModel.contact_w``), or None; terrain: the HeightField (any ``f(x, y)``).
+    Per foot k and frame, Δ_k = max over its sole points of (f(x, y) − z) + (its lowest point − g0): the rise
+    that puts its highest-standing sole point on the terrain while keeping the foot's own height above the
+    floor (in the air, it clears the highest terrain under it). The root's lift is the contact-weighted mean of
+    Δ over the feet (both feet alike for a clip without contacts), interpolated linearly through frames where
+    no foot is in contact: the hips rise as the weight moves onto the upper step. Both are smoothed (Gaussian,
+    LIFT_SMOOTH_S).
+    """
+    T = sole.shape[0]
+    with torch.no_grad():
+        f = terrain(torch.as_tensor(sole[..., 0]), torch.as_tensor(sole[..., 1])).double().numpy()   # (T, S)
+    above = sole[..., 2] - f
+    i0 = int(np.argmin(above[0]))
+    g0 = sole[0, i0, 2] - above[0, i0]                       # the terrain copy-rotations stands on at frame 0
+    delta = np.zeros((T, 2))
+    for k in (0, 1):
+        m = sole_side == k
+        delta[:, k] = (f[:, m] - sole[:, m, 2]).max(1) + (sole[:, m, 2].min(1) - g0)
+    w = np.ones((T, 2)) if contact_w is None or float(np.sum(contact_w)) < 1e-6 else np.asarray(contact_w)
+    wsum = w.sum(1)
+    valid = wsum > 1e-3
+    t = np.arange(T)
+    lift = np.interp(t, t[valid], (w * delta).sum(1)[valid] / wsum[valid])
+    return _smooth_in_time(lift, LIFT_SMOOTH_S * fps), _smooth_in_time(delta, LIFT_SMOOTH_S * fps)
+
+
+def _smooth_in_time(x: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian smoothing of (T, ...) along axis 0 (``sigma`` frames; ends held)."""
+    if sigma < 0.5 or len(x) < 2:
+        return x
+    r = int(np.ceil(3 * sigma))
+    k = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
+    k /= k.sum()
+    xp = np.pad(x, [(r, r)] + [(0, 0)] * (x.ndim - 1), mode="edge")
+    return sum(k[i] * xp[i:i + len(x)] for i in range(2 * r + 1))

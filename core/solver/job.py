@@ -29,7 +29,7 @@ from ..rotations import quat_to_matrix
 from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
-from .footing import FootModel
+from .footing import FootModel, terrain_lift
 from .objective import Objective
 from .optim import Adam, learning_rates
 from .parametrisation import Parametrisation, root_jacobian_inverse
@@ -282,20 +282,31 @@ class SolveJob:
         jac = root_jacobian_inverse(tgt.skeleton, self.root_idx, self.init_motion, self.h_tgt)
         self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
                                      torch.as_tensor(jac).to(dt).to(dev), self.h_tgt, self.fps, s.knot_spacing)
+        self._lift_loc = np.zeros((T, 3))      # the hips' basis location raised onto the terrain (float64)
+        self._anchor_lift = None               # (T, N) extra rise of the feet's key-vertex anchors
+        with torch.no_grad():   # copy-rotations' key vertices and soles: where its planted feet are
+            p0, _, sole0 = self._forward(self.param.zero_residuals())
+        feet_xy = T >= 2 and s.root_init == "feet"
+        if s.root_init not in ("feet", "copy"):
+            raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
+        root_xy = self._root_xy_from_feet(p0) if feet_xy else None
+        if s.terrain is not None and sole0 is not None and T >= 2:   # the same lift for a warm start's anchors
+            self._lift_onto_terrain(sole0, root_xy)
         if self.warm_start is not None:
             R = quat_to_matrix(torch.as_tensor(self.warm_start.rotations, dtype=torch.float64))[:, self.opt_idx]
             dloc = torch.as_tensor(self.warm_start.locations[:, self.root_idx]
-                                   - self.init_motion.locations[:, self.root_idx])
+                                   - self.init_motion.locations[:, self.root_idx] - self._lift_loc)
             self.param.fit_to(R, dloc)
         self.param.require_grad()
 
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
             raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
-        if self.warm_start is None and s.root_init == "feet" and T >= 2:
-            self._init_root_from_feet()
-        elif s.root_init not in ("feet", "copy"):
-            raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
+            if self._anchor_lift is not None:
+                self.objective.raise_anchors(torch.as_tensor(self._anchor_lift, dtype=dt, device=dev))
+        if self.warm_start is None and feet_xy:
+            self.param.set_root_xy(root_xy)
+            self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
         self._last_entries = 0
         self.stats["source_pair_entries"] = self.objective.pairs.num_source_entries
         self.stats["pairs_allowed"] = self.objective.pairs_allowed
@@ -306,26 +317,47 @@ class SolveJob:
         self.base_lrs = [s.lr_rot, s.lr_root]   # the root offset is stored in units of h_tgt
         self._ready = True
 
-    def _init_root_from_feet(self):
-        """Start the horizontal root trajectory where the source's planted feet stay planted.
+    def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
+        """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the
+        copy-rotations key vertices ``p0`` (T, N, 3).
 
         Per frame step t -> t+1, the horizontal root velocity is corrected by the W_floor-weighted mean of
         (source velocity − copy-rotations velocity) of the key vertices (the velocity L_sliding compares);
-        integrated over time this is an offset o(t) (held where no key vertex is near the floor), fitted to the
-        B-spline controls as a weighted average (quasi-interpolation). Copy-rotations' walk speed follows the
-        hip-height ratio, so a target with another stride slides; this removes most of it before the first
-        step instead of asking Adam to move every root control by tens of centimetres.
+        integrated over time this is an offset o(t) (held where no key vertex is near the floor), later fitted
+        to the B-spline controls as a weighted average (quasi-interpolation, ``Parametrisation.set_root_xy``).
+        Copy-rotations' walk speed follows the hip-height ratio, so a target with another stride slides; this
+        removes most of it before the first step instead of asking Adam to move every root control by tens of
+        centimetres.
         """
         ob = self.objective
         with torch.no_grad():
-            vt = sliding(self.p_init, self.fps)                               # (T-1, N, 2)
+            vt = sliding(p0, self.fps)                                        # (T-1, N, 2)
             w = ob.wf_src[:-1]                                                # (T-1, N)
             wsum = w.sum(-1, keepdim=True)
             dv = (w[..., None] * (ob.src_vel_cmp - vt)).sum(1) / wsum.clamp_min(1e-6)
             dv = torch.where(wsum > 1e-3, dv, torch.zeros_like(dv))
-            o = torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)   # (T, 2) metres
-            self.param.set_root_xy(o)
-        self.stats["root_init_shift_max_m"] = float(o.norm(dim=-1).max())
+            return torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)   # (T, 2) metres
+
+    def _lift_onto_terrain(self, sole0: torch.Tensor, root_xy: torch.Tensor = None):
+        """Raise the initial motion's root (the solve's anchor: L_reg, the added jerk, the feet's heights) by
+        ``footing.terrain_lift``: copy-rotations walks at flat height, so on stairs its planted feet would sink
+        ever deeper, and L_reg would hold them there. ``sole0`` (T, S, 3): copy-rotations' sole points;
+        ``root_xy`` (T, 2): the horizontal root offset the solve starts with (the terrain is read there)."""
+        sole = sole0.detach().double().cpu().numpy().copy()
+        if root_xy is not None:
+            sole[..., :2] += root_xy.detach().double().cpu().numpy()[:, None, :]
+        feet = self.feet
+        contact = None if feet is None or feet.contact_w is None else feet.contact_w.double().cpu().numpy()
+        lift, per_foot = terrain_lift(sole, self.sole_side, contact, self.settings.terrain, self.fps)
+        self._lift_loc = self.param.lift_root(lift)
+        # each foot's key vertices are anchored where that foot stands (L_reg), not where the hips' mean lift
+        # puts them: on a step, one foot is higher than the other
+        side = foot_side(self.target, self.target.keyverts.vertex_ids[self.keyvert_order])
+        extra = np.zeros((len(lift), len(side)))
+        for k in (0, 1):
+            extra[:, side == k] = (per_foot[:, k] - lift)[:, None]
+        self._anchor_lift = extra
+        self.stats["terrain_lift_range_m"] = [float(lift.min()), float(lift.max())]
 
     # -- forward ----------------------------------------------------------------------------------------
 

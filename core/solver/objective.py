@@ -74,13 +74,18 @@ class Objective:
         self.p_init = p_init
         self.jerk_init = jerk(p_init, self.fps) if T >= 4 else None
         if self.feet is not None and sole_init is not None:
-            self.feet.set_initial(height(p_init, self.ground), sole_init)
+            self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():
             self.init_pairs = self.pairs.active(None, 0.0)
             zero = torch.zeros((T, 3), dtype=self.dtype, device=self.device)
             raw = self.raw_terms(p_init, n_init, 0.0, self.init_pairs, sole_init, zero)
         self.scales = self._reference_scales(raw)
         return raw
+
+    def raise_anchors(self, dz: torch.Tensor):
+        """Raise L_reg's anchors (the initial key vertices) by ``dz`` (T, N) metres (a terrain: each foot's key
+        vertices anchored on the step that foot stands on)."""
+        self.p_init = self.p_init + dz[..., None] * (1.0 - self.xy_mask)
 
     def _vertex_scales(self) -> dict:
         """{term: (N,) multiplier or None} from settings.part_weights {(part, term): factor}."""
@@ -160,7 +165,7 @@ class Objective:
             out["floor"] = out["floor"] + floor_barrier(hs)
             if feet is not None and feet.contact_w is not None:
                 lows = feet.sole_lows(sole, hs)                                     # (T, 2)
-                f, hgt = feet.contact_terms(h, lows, vs["height"])
+                f, hgt = feet.contact_terms(h, lows, vs["height"], feet.relief(p, sole, hs))
                 out["floor"] = out["floor"] + f
                 out["height"] = out["height"] + hgt
         vel = sliding(p, self.fps)
