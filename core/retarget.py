@@ -298,11 +298,12 @@ def clip_terrain(surface: GroundSurface, target: Character, init: Motion) -> Hei
     track = ClipTrack(target, init)
     hips = track.world_positions[:, target.skeleton.index(target.bone_map["hips"]), :2]     # (T, 2)
     check_covers(surface, hips, tol=(surface.spacing or 0.0))
-    points = [hips] + ([p[..., :2] for p in track.foot_points] if target.mesh is not None else [])
-    pts = np.concatenate([p.reshape(-1, 2) for p in points])
+    feet = [p[..., :2] for p in track.foot_points if p.shape[1]] if target.mesh is not None else []
+    feet = np.concatenate(feet, 1) if feet else hips[:, None]                                # (T, F, 2)
     h = float(target.height) if target.height else float(np.ptp(track.world_positions[..., 2]))
     margin = FOOTPRINT_MARGIN * h + FOOTPRINT_PATH_MARGIN * float(np.ptp(hips, axis=0).max())
-    field, _ = sample_ground(surface, clip_footprint(pts, margin))
+    region = clip_footprint(np.concatenate([hips, feet.reshape(-1, 2)]), margin)
+    field, _ = sample_ground(surface, region, probes=feet)
     return field
 
 

@@ -17,7 +17,8 @@ CATEGORY = "ReConForM"
 
 #: Display names of metric key stems (``core.metrics.evaluate``: jerk_mean, floor_pen_max, grounded_f1, ...).
 METRIC_LABELS = {
-    "jerk": "Jerk (m/s³)", "floor_pen": "Floor penetration", "self_pen": "Self-penetration",
+    "jerk": "Jerk (m/s³)", "root_jerk": "Root jerk (m/s³)",
+    "floor_pen": "Floor penetration", "self_pen": "Self-penetration",
     "grounded": "Grounded feet", "locked": "Foot locked", "contact": "Contact", "contacts": "Contacts",
     "frames": "Frames", "grounded_f1_clamped": "Grounded F1, feet kept on its floor",
 }

@@ -1,12 +1,16 @@
-"""Build the embedded demo scene: three generated skinned humanoids and a source motion keyframed by code.
+"""Build the embedded demo scene: generated skinned humanoids, source motions keyframed by code, and the
+grounds of a walk over stairs and up a ramp.
 
     python tools/make_demo_scene.py --out demo_output/demo.blend
 
 Characters (core.body): 'Source' (neutral body, T-pose rest), 'TallThin' (1.95 m, A-pose rest) and
-'ShortHeavy' (1.55 m, big belly, T-pose rest). The source motion (30 fps, ~7 s) has floor contacts and
-self-contacts: two steps forward, a clap (hands touch three times), hands on hips, a squat with arms forward.
-It is keyed on every frame from a small IK rig written here (two-bone IK for arms and legs, flat feet).
-Nothing here is a third-party asset: bodies and motion come from the project's own code.
+'ShortHeavy' (1.55 m, big belly, T-pose rest); 'StairsClimber' (the TallThin body) and 'RampWalker' (the
+ShortHeavy body) stand at the foot of the ground objects 'Stairs' (8 steps, 17 cm rise, 30 cm tread) and
+'Ramp' (15°), both solid (a Solidify modifier: the retarget reads the evaluated mesh). The source motion
+'DemoMotion' (30 fps, ~7 s) has floor contacts and self-contacts: two steps forward, a clap (hands touch
+three times), hands on hips, a squat with arms forward; 'DemoWalk' (~6 s) is ten steps along -Y on flat
+ground. Both are keyed on every frame from a small IK rig written here (two-bone IK for arms and legs, flat
+feet). Nothing here is a third-party asset: bodies, motions and grounds come from the project's own code.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ if ROOT not in sys.path:
 
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
 from core.rotations import matrix_to_quat, quat_between, quat_make_continuous, quat_to_matrix  # noqa: E402
+from core.terrain.shapes import ramp, stairs  # noqa: E402
 from core.types import Motion, Skeleton, SkinnedMesh  # noqa: E402
 
 FPS = 30
@@ -33,7 +38,17 @@ UP = np.array([0.0, 0.0, 1.0])
 #: (object name, body parameters, rest pose, x offset in the scene)
 CHARACTERS = (("Source", BodyParams(name="source"), "T", 0.0),
               ("TallThin", TALL_THIN, "A", 1.2),
-              ("ShortHeavy", SHORT_HEAVY, "T", 2.4))
+              ("ShortHeavy", SHORT_HEAVY, "T", 2.4),
+              ("StairsClimber", TALL_THIN, "A", 4.2),
+              ("RampWalker", SHORT_HEAVY, "T", 6.0))
+#: ground object -> (the character walking on it, core.terrain.shapes profile): each starts 0.6 m behind its
+#: walker and runs along -Y, the way the 'DemoWalk' clip walks
+GROUNDS = {
+    "Stairs": ("StairsClimber", lambda x: stairs(start=(x, 0.6), direction=(0.0, -1.0), width=1.2, approach=1.3,
+                                                 steps=8, tread=0.3, rise=0.17, landing=2.5, name="Stairs")),
+    "Ramp": ("RampWalker", lambda x: ramp(start=(x, 0.6), direction=(0.0, -1.0), width=1.2, approach=1.2,
+                                          length=2.0, angle_deg=15.0, landing=2.5, name="Ramp")),
+}
 
 
 # ------------------------------------------------------------------------------------------- motion (numpy)
@@ -312,6 +327,22 @@ def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float
     return arm
 
 
+def build_ground(name: str, surface):
+    """A mesh object from a core.terrain GroundSurface (world space), made solid by a Solidify modifier
+    (30 cm downwards): the retarget reads its evaluated mesh, whose top is the surface."""
+    import bpy
+
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(surface.vertices.tolist(), [], surface.triangles.tolist())
+    me.update()
+    ob = bpy.data.objects.new(name, me)
+    bpy.context.scene.collection.objects.link(ob)
+    solid = ob.modifiers.new("Solidify", 'SOLIDIFY')
+    solid.thickness, solid.offset = 0.3, -1.0
+    ob.color = (0.62, 0.64, 0.68, 1.0)
+    return ob
+
+
 def build_scene(out_path, report=print):
     """Generate the bodies, the source motion, and save the .blend. Returns {'events':..., 'characters':...}."""
     import bpy
@@ -335,11 +366,23 @@ def build_scene(out_path, report=print):
     # Key the motion on the armature as Blender built it: its bone rolls need not equal core.body's, and
     # basis rotations are expressed in each bone's own rest frame.
     blender_skel = bridge.read_skeleton(src)
+    walk, walk_events = walk_motion(blender_skel, mesh)
+    bridge.write_motion(src, blender_skel, walk, "DemoWalk").use_fake_user = True
     motion, events = demo_motion(blender_skel, mesh)
     bridge.write_motion(src, blender_skel, motion, "DemoMotion")
     scene.frame_start, scene.frame_end = 1, motion.num_frames
     info["events"] = events
     info["frames"] = motion.num_frames
+    info["walk"] = {"action": "DemoWalk", "frames": walk.num_frames, "events": walk_events}
+    info["grounds"] = {}
+    offsets = {name: x for name, _, _, x in CHARACTERS}
+    for name, (walker, shape) in GROUNDS.items():
+        surface = shape(offsets[walker]).surface
+        build_ground(name, surface)
+        x0, x1, y0, y1, z0, z1 = surface.bounds
+        info["grounds"][name] = {"walker": walker, "height_m": round(z1 - z0, 3),
+                                 "triangles": len(surface.triangles)}
+        report(f"ground '{name}' under '{walker}': {y1 - y0:.1f} m long, {z1 - z0:.2f} m high")
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(out_path))
     report(f"saved {out_path} ({motion.num_frames} frames at {FPS} fps)")

@@ -21,9 +21,6 @@ from ..descriptors import height
 from ..feet import LOCK_WINDOW_S, SOFT_LOW, soft_lowest, window_bounds
 from ..weights import MAX_FRACTION
 
-#: the initial root's lift onto a terrain is smoothed by a Gaussian of this width (seconds): ``terrain_lift``
-LIFT_SMOOTH_S = 0.1
-
 
 class FootModel:
     """The foot terms of one solve.
@@ -157,44 +154,3 @@ class FootModel:
         w = float(self.lock_w.sum()) * max(int((self.sole_side == 0).sum()), 1)
         return max(float(raw_lock), w * (0.005 * self.h_tgt) ** 2, 1e-12)
 
-
-def terrain_lift(sole: np.ndarray, sole_side: np.ndarray, contact_w, terrain, fps: float) -> tuple:
-    """How far to raise copy-rotations so that its feet stand on a terrain: (root (T,), each foot (T, 2)), metres.
-
-    sole: (T, S, 3) the target's sole points in copy-rotations, which walks at the flat height g0 of the
-    terrain under its lowest foot point at frame 0; sole_side: (S,) 0 / 1; contact_w: (T, 2) the source feet's
-    contact weights (``FootModel.contact_w``), or None; terrain: the HeightField (any ``f(x, y)``).
-    Per foot k and frame, Δ_k = max over its sole points of (f(x, y) − z) + (its lowest point − g0): the rise
-    that puts its highest-standing sole point on the terrain while keeping the foot's own height above the
-    floor (in the air, it clears the highest terrain under it). The root's lift is the contact-weighted mean of
-    Δ over the feet (both feet alike for a clip without contacts), interpolated linearly through frames where
-    no foot is in contact: the hips rise as the weight moves onto the upper step. Both are smoothed (Gaussian,
-    LIFT_SMOOTH_S).
-    """
-    T = sole.shape[0]
-    with torch.no_grad():
-        f = terrain(torch.as_tensor(sole[..., 0]), torch.as_tensor(sole[..., 1])).double().numpy()   # (T, S)
-    above = sole[..., 2] - f
-    i0 = int(np.argmin(above[0]))
-    g0 = sole[0, i0, 2] - above[0, i0]                       # the terrain copy-rotations stands on at frame 0
-    delta = np.zeros((T, 2))
-    for k in (0, 1):
-        m = sole_side == k
-        delta[:, k] = (f[:, m] - sole[:, m, 2]).max(1) + (sole[:, m, 2].min(1) - g0)
-    w = np.ones((T, 2)) if contact_w is None or float(np.sum(contact_w)) < 1e-6 else np.asarray(contact_w)
-    wsum = w.sum(1)
-    valid = wsum > 1e-3
-    t = np.arange(T)
-    lift = np.interp(t, t[valid], (w * delta).sum(1)[valid] / wsum[valid])
-    return _smooth_in_time(lift, LIFT_SMOOTH_S * fps), _smooth_in_time(delta, LIFT_SMOOTH_S * fps)
-
-
-def _smooth_in_time(x: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian smoothing of (T, ...) along axis 0 (``sigma`` frames; ends held)."""
-    if sigma < 0.5 or len(x) < 2:
-        return x
-    r = int(np.ceil(3 * sigma))
-    k = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
-    k /= k.sum()
-    xp = np.pad(x, [(r, r)] + [(0, 0)] * (x.ndim - 1), mode="edge")
-    return sum(k[i] * xp[i:i + len(x)] for i in range(2 * r + 1))

@@ -29,11 +29,12 @@ from ..rotations import quat_to_matrix
 from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
-from .footing import FootModel, terrain_lift
+from .footing import FootModel
 from .objective import Objective
 from .optim import Adam, learning_rates
 from .parametrisation import Parametrisation, root_jacobian_inverse
 from .settings import Progress, SolverSettings
+from .terrain_start import onto_terrain, terrain_lift
 
 #: frames sampled to choose the target's sole points
 SOLE_FRAMES = 400
@@ -272,38 +273,25 @@ class SolveJob:
             opt = sorted(opt + [self.root_idx])
         self.opt_idx = np.asarray(opt, dtype=np.int64)
         self.opt_parts = [limb_of(canon[j]) if j in canon else "torso" for j in opt]
-        chain = self.chain
-        R0 = quat_to_matrix(torch.as_tensor(self.init_motion.rotations[:, chain.needed], dtype=torch.float64))
-        R_init_n = R0.to(dt).to(dev)                                           # (T, Jn, 3, 3)
-        opt_pos = [chain.position[j] for j in opt]
-        root_pos = chain.position[self.root_idx]
-        L_init = torch.as_tensor(self.init_motion.locations, dtype=dt, device=dev)
-        self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos, root_pos)
-        jac = root_jacobian_inverse(tgt.skeleton, self.root_idx, self.init_motion, self.h_tgt)
-        self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
-                                     torch.as_tensor(jac).to(dt).to(dev), self.h_tgt, self.fps, s.knot_spacing)
-        self._lift_loc = np.zeros((T, 3))      # the hips' basis location raised onto the terrain (float64)
-        self._anchor_lift = None               # (T, N) extra rise of the feet's key-vertex anchors
-        with torch.no_grad():   # copy-rotations' key vertices and soles: where its planted feet are
-            p0, _, sole0 = self._forward(self.param.zero_residuals())
+        self._build_variables(self.init_motion)
+        with torch.no_grad():   # copy-rotations' key vertices: where its planted feet are
+            p0, _, _ = self._forward(self.param.zero_residuals())
         feet_xy = T >= 2 and s.root_init == "feet"
         if s.root_init not in ("feet", "copy"):
             raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
         root_xy = self._root_xy_from_feet(p0) if feet_xy else None
-        if s.terrain is not None and sole0 is not None and T >= 2:   # the same lift for a warm start's anchors
-            self._lift_onto_terrain(sole0, root_xy)
+        if s.terrain is not None and T >= 2 and tgt.mesh is not None:   # a warm start gets the same start
+            self._start_on_terrain(root_xy)
         if self.warm_start is not None:
             R = quat_to_matrix(torch.as_tensor(self.warm_start.rotations, dtype=torch.float64))[:, self.opt_idx]
             dloc = torch.as_tensor(self.warm_start.locations[:, self.root_idx]
-                                   - self.init_motion.locations[:, self.root_idx] - self._lift_loc)
+                                   - self.init_motion.locations[:, self.root_idx])
             self.param.fit_to(R, dloc)
         self.param.require_grad()
 
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
             raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
-            if self._anchor_lift is not None:
-                self.objective.raise_anchors(torch.as_tensor(self._anchor_lift, dtype=dt, device=dev))
         if self.warm_start is None and feet_xy:
             self.param.set_root_xy(root_xy)
             self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
@@ -338,26 +326,39 @@ class SolveJob:
             dv = torch.where(wsum > 1e-3, dv, torch.zeros_like(dv))
             return torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)   # (T, 2) metres
 
-    def _lift_onto_terrain(self, sole0: torch.Tensor, root_xy: torch.Tensor = None):
-        """Raise the initial motion's root (the solve's anchor: L_reg, the added jerk, the feet's heights) by
-        ``footing.terrain_lift``: copy-rotations walks at flat height, so on stairs its planted feet would sink
-        ever deeper, and L_reg would hold them there. ``sole0`` (T, S, 3): copy-rotations' sole points;
-        ``root_xy`` (T, 2): the horizontal root offset the solve starts with (the terrain is read there)."""
-        sole = sole0.detach().double().cpu().numpy().copy()
+    def _build_variables(self, motion: Motion):
+        """The solver's variables on ``motion`` (the start): the optimised bones' 6D residuals and the hips
+        offset (``Parametrisation``), and the chain that turns them into key vertices (``VariableChain``)."""
+        chain, dt, dev = self.chain, self.dtype, self.device
+        opt_pos = [chain.position[j] for j in self.opt_idx]
+        R_init_n = quat_to_matrix(torch.as_tensor(motion.rotations[:, chain.needed], dtype=torch.float64))
+        R_init_n = R_init_n.to(dt).to(dev)                                             # (T, Jn, 3, 3)
+        L_init = torch.as_tensor(motion.locations, dtype=dt, device=dev)
+        self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos,
+                                  chain.position[self.root_idx])
+        jac = root_jacobian_inverse(self.target.skeleton, self.root_idx, motion, self.h_tgt)
+        self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
+                                     torch.as_tensor(jac).to(dt).to(dev), self.h_tgt, self.fps,
+                                     self.settings.knot_spacing)
+
+    def _start_on_terrain(self, root_xy: torch.Tensor = None):
+        """Start from copy-rotations put onto the terrain (``terrain_start``): the hips raised, each planted foot
+        on a footing of its step, the legs bent to reach them. That motion becomes the solve's start and L_reg's
+        anchor (copy-rotations walks at flat height: on stairs its planted feet would sink ever deeper, and
+        L_reg would hold them there). The feet are their mesh vertices in copy-rotations, moved by ``root_xy``
+        (T, 2), the horizontal root offset the solve starts with (the terrain is read there)."""
+        feet = ClipTrack(self.target, self.init_motion).foot_points                  # [(T, F_k, 3)] * 2
+        pts = np.concatenate(feet, 1)
         if root_xy is not None:
-            sole[..., :2] += root_xy.detach().double().cpu().numpy()[:, None, :]
-        feet = self.feet
-        contact = None if feet is None or feet.contact_w is None else feet.contact_w.double().cpu().numpy()
-        lift, per_foot = terrain_lift(sole, self.sole_side, contact, self.settings.terrain, self.fps)
-        self._lift_loc = self.param.lift_root(lift)
-        # each foot's key vertices are anchored where that foot stands (L_reg), not where the hips' mean lift
-        # puts them: on a step, one foot is higher than the other
-        side = foot_side(self.target, self.target.keyverts.vertex_ids[self.keyvert_order])
-        extra = np.zeros((len(lift), len(side)))
-        for k in (0, 1):
-            extra[:, side == k] = (per_foot[:, k] - lift)[:, None]
-        self._anchor_lift = extra
-        self.stats["terrain_lift_range_m"] = [float(lift.min()), float(lift.max())]
+            pts[..., :2] += root_xy.detach().double().cpu().numpy()[:, None, :]
+        side = np.concatenate([np.full(p.shape[1], k) for k, p in enumerate(feet)])
+        contact = None if self.feet is None or self.feet.contact_w is None \
+            else self.feet.contact_w.double().cpu().numpy()
+        hips, rise, shift = terrain_lift(pts, side, contact, self.settings.terrain, self.fps, self.h_tgt)
+        self.init_motion = onto_terrain(self.target, self.init_motion, hips, rise, shift)
+        self._build_variables(self.init_motion)
+        self.stats["terrain_lift_range_m"] = [float(hips.min()), float(hips.max())]
+        self.stats["terrain_footing_shift_max_m"] = float(np.linalg.norm(shift, axis=-1).max())
 
     # -- forward ----------------------------------------------------------------------------------------
 

@@ -82,11 +82,6 @@ class Objective:
         self.scales = self._reference_scales(raw)
         return raw
 
-    def raise_anchors(self, dz: torch.Tensor):
-        """Raise L_reg's anchors (the initial key vertices) by ``dz`` (T, N) metres (a terrain: each foot's key
-        vertices anchored on the step that foot stands on)."""
-        self.p_init = self.p_init + dz[..., None] * (1.0 - self.xy_mask)
-
     def _vertex_scales(self) -> dict:
         """{term: (N,) multiplier or None} from settings.part_weights {(part, term): factor}."""
         out = {t: None for t in TERMS}

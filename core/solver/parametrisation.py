@@ -157,16 +157,6 @@ class Parametrisation:
         self.delta = (pinv @ d6.reshape(T, -1)).reshape(-1, *d6.shape[1:]).to(dt).to(dev)
         self.root_off = (pinv @ off).to(dt).to(dev).contiguous()
 
-    def lift_root(self, dz: np.ndarray) -> np.ndarray:
-        """Raise the initial hips by ``dz`` (T,) world metres (the anchor the residuals start from); returns the
-        change of its basis location (T, 3) float64."""
-        off = np.zeros((self.T, 3))
-        off[:, 2] = np.asarray(dz, dtype=np.float64) / self.h_tgt
-        dloc = (self.root_jac_inv.double().cpu().numpy() @ off[..., None])[..., 0]
-        self.root_loc_init = self.root_loc_init + torch.as_tensor(dloc, dtype=self.root_loc_init.dtype,
-                                                                  device=self.root_loc_init.device)
-        return dloc
-
     def set_root_xy(self, offset: torch.Tensor):
         """Horizontal root offsets ``offset`` (T, 2) in metres -> the root controls' x, y (weighted average
         of the frames each control shapes: a quasi-interpolation)."""

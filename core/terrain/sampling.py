@@ -84,8 +84,9 @@ class TerrainReport:
     ``grid`` (nx, ny) samples every ``spacing`` metres from ``origin`` (x, y); ``capped``: the spacing was
     coarsened to stay within MAX_SAMPLES; ``holes``: samples with no surface under them (filled from their
     neighbours), ``overhangs``: samples with at least OVERHANG_CLEARANCE of free space under the surface used;
-    ``height_range`` (min, max) of the field; ``seconds`` to build it; ``outside_frames``: frames of the result
-    whose feet left the sampled region (filled in after the solve, -1 until then).
+    ``hole_frames``: frames on which a probe (copy-rotations' feet) lies over a hole; ``height_range`` (min,
+    max) of the field; ``seconds`` to build it; ``triangles``: those near the region; ``outside_frames``: frames
+    of the result whose feet left the sampled region (filled in after the solve, -1 until then).
     """
 
     name: str
@@ -98,6 +99,7 @@ class TerrainReport:
     height_range: tuple
     seconds: float
     triangles: int
+    hole_frames: int = 0
     outside_frames: int = -1
 
     @property
@@ -108,14 +110,17 @@ class TerrainReport:
         return {"object": self.name, "grid": list(self.grid), "spacing_m": self.spacing,
                 "origin_m": list(self.origin), "extent_m": [(n - 1) * self.spacing for n in self.grid],
                 "capped": self.capped, "holes": self.holes, "hole_share": self.holes / max(self.samples, 1),
-                "overhangs": self.overhangs, "height_range_m": list(self.height_range),
+                "hole_frames": self.hole_frames, "overhangs": self.overhangs,
+                "height_range_m": list(self.height_range),
                 "triangles_used": self.triangles, "build_s": self.seconds, "outside_frames": self.outside_frames}
 
     def line(self) -> str:
         """One line for the user: 'Stairs: 412 x 96 samples every 2 cm, 0 holes, 0 overhangs'."""
         s = (f"{self.name}: {self.grid[0]} x {self.grid[1]} samples every {100 * self.spacing:.3g} cm"
              + (" (coarsened to stay under the sample cap)" if self.capped else "")
-             + f", {self.holes} holes, {self.overhangs} overhangs")
+             + f", {self.holes} holes" + (f" (under the feet on {self.hole_frames} frames)" if self.hole_frames
+                                          else "")
+             + f", {self.overhangs} overhangs")
         if self.outside_frames > 0:
             s += f"; feet beyond the sampled region on {self.outside_frames} frames"
         return s
@@ -205,20 +210,27 @@ def _top_surface(cells, z, up, num_cells: int, ceiling=None):
 
 
 def _fill_holes(H: np.ndarray) -> np.ndarray:
-    """NaN samples of (nx, ny) filled layer by layer with the mean of their filled 4-neighbours."""
-    H = H.copy()
-    hole = np.isnan(H)
-    while hole.any():
-        P = np.pad(np.where(hole, 0.0, H), 1)
-        W = np.pad((~hole).astype(np.float64), 1)
-        num = P[:-2, 1:-1] + P[2:, 1:-1] + P[1:-1, :-2] + P[1:-1, 2:]
-        den = W[:-2, 1:-1] + W[2:, 1:-1] + W[1:-1, :-2] + W[1:-1, 2:]
-        layer = hole & (den > 0)
-        if not layer.any():
-            break
-        H[layer] = num[layer] / den[layer]
-        hole &= ~layer
-    return H
+    """NaN samples of (nx, ny) filled from the nearest valid samples along x and y (both directions): linear
+    interpolation across a gap, the border's height beyond the object's edge; inverse-distance weighted, one
+    pass over the grid whatever the holes' size."""
+    valid = ~np.isnan(H)
+    num = np.zeros_like(H)
+    den = np.zeros_like(H)
+    for axis in (0, 1):
+        n = H.shape[axis]
+        idx = np.arange(n).reshape((-1, 1) if axis == 0 else (1, -1))
+        for flip in (False, True):
+            v = np.flip(valid, axis) if flip else valid
+            h = np.flip(H, axis) if flip else H
+            last = np.maximum.accumulate(np.where(v, idx, -1), axis=axis)          # nearest valid behind
+            found = last >= 0
+            val = np.take_along_axis(h, np.maximum(last, 0), axis=axis)
+            w = np.where(found, 1.0 / np.maximum(idx - last, 1), 0.0)
+            if flip:
+                val, w = np.flip(val, axis), np.flip(w, axis)
+            num += np.where(w > 0, w * np.nan_to_num(val), 0.0)
+            den += w
+    return np.where(valid, H, num / np.maximum(den, 1e-300))
 
 
 def raise_edges(H: np.ndarray, jump: float) -> np.ndarray:
@@ -250,14 +262,15 @@ def grid_spacing(region, spacing: float, max_samples: int = MAX_SAMPLES) -> tupl
     return s, capped
 
 
-def sample_ground(surface: GroundSurface, region, dilate: bool = True,
-                  max_samples: int = MAX_SAMPLES) -> tuple:
+def sample_ground(surface: GroundSurface, region, dilate: bool = True, max_samples: int = MAX_SAMPLES,
+                  probes: np.ndarray = None) -> tuple:
     """A HeightField of ``surface`` over ``region`` (xmin, xmax, ymin, ymax), and its TerrainReport.
 
     Samples every ``surface.spacing`` (DEFAULT_SPACING) metres, coarser when the region would need more than
     ``max_samples``; keeps the top surface below ``surface.ceiling``; fills holes from their neighbours (more
     than MAX_HOLE_SHARE of them is an error naming the object); ``dilate``: raise the samples beside steep
-    edges (``raise_edges``).
+    edges (``raise_edges``); ``probes`` (T, P, 2): points per frame (the feet) whose frames over a hole the
+    report counts.
     """
     t0 = time.perf_counter()
     xmin, xmax, ymin, ymax = (float(v) for v in region)
@@ -285,12 +298,18 @@ def sample_ground(surface: GroundSurface, region, dilate: bool = True,
         raise CoreError(f"Ground '{surface.name}' covers only {100 * (1 - holes / H.size):.0f} % of the clip's "
                         f"footprint (x {xmin:.2f} to {xmax:.2f} m, y {ymin:.2f} to {ymax:.2f} m): extend it, move "
                         "it under the target, or pick another object.")
+    hole_frames = 0
+    if holes and probes is not None:
+        p = np.asarray(probes, dtype=np.float64)
+        i = np.clip(np.round((p[..., 0] - xmin) / s).astype(np.int64), 0, nx - 1)
+        j = np.clip(np.round((p[..., 1] - ymin) / s).astype(np.int64), 0, ny - 1)
+        hole_frames = int(np.isnan(H[i, j]).reshape(len(p), -1).any(1).sum())
     if holes:
         H = _fill_holes(H)
     if dilate:
         H = raise_edges(H, EDGE_SLOPE * s)
     report = TerrainReport(surface.name, (nx, ny), s, (xmin, ymin), capped, holes, int(over.sum()),
-                           (float(H.min()), float(H.max())), time.perf_counter() - t0, int(near.sum()))
+                           (float(H.min()), float(H.max())), time.perf_counter() - t0, int(near.sum()), hole_frames)
     return HeightField((xmin, ymin), (s, s), H, name=surface.name, report=report), report
 
 

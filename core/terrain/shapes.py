@@ -61,17 +61,26 @@ def _along(start, direction, x, y):
 
 
 def stairs(start=(0.0, 0.0), direction=(0.0, -1.0), width=2.0, approach=1.0, steps=8, tread=0.3, rise=0.17,
-           landing=3.0, name="Stairs") -> Ground:
-    """Flat approach, ``steps`` steps up (``tread`` deep, ``rise`` high), flat landing."""
+           landing=3.0, steps_down=0, name="Stairs") -> Ground:
+    """Flat approach, ``steps`` steps up (``tread`` deep, ``rise`` high), a flat landing ``landing`` long, then
+    ``steps_down`` steps down and another ``landing`` of flat ground."""
     prof = [(0.0, 0.0), (approach, 0.0)]
     for i in range(steps):
         s = approach + i * tread
         prof += [(s, (i + 1) * rise), (s + tread, (i + 1) * rise)]
-    prof += [(approach + steps * tread + landing, steps * rise)]
+    top = approach + steps * tread + landing
+    prof += [(top, steps * rise)]
+    for i in range(steps_down):
+        s = top + i * tread
+        prof += [(s, (steps - i - 1) * rise), (s + tread, (steps - i - 1) * rise)]
+    if steps_down:
+        prof += [(top + steps_down * tread + landing, (steps - steps_down) * rise)]
 
     def height(x, y):
         s = _along(start, direction, x, y)
-        return np.clip(np.floor((s - approach) / tread) + 1, 0, steps) * rise
+        up = np.clip(np.floor((s - approach) / tread) + 1, 0, steps)
+        down = np.clip(np.floor((s - top) / tread) + 1, 0, steps_down)
+        return (up - down) * rise
     return Ground(profile_surface(name, np.asarray(prof), start, direction, width), height)
 
 
