@@ -21,8 +21,11 @@ from ..rotations import matrix_to_quat, quat_between, quat_to_matrix
 from ..types import Character, Motion
 from .parametrisation import root_jacobian_inverse
 
-#: the hips' and feet's lifts are smoothed by a Gaussian of this width (seconds)
+#: the feet's swing is smoothed by a Gaussian of this width (seconds)
 LIFT_SMOOTH_S = 0.1
+#: the hips' lift: smoothed by a Gaussian of this width (seconds), from below the lowest planted foot's rise
+#: (``smooth_below``) or across it (docs/solver.md "Terrain" has the measurements)
+HIPS_SMOOTH_S, HIPS_BELOW = 0.1, True
 #: a foot counts as planted for the hips' lift where its source contact weight exceeds this
 PLANTED = 0.5
 #: a planted foot may move along its long axis by up to FOOTING_REACH × h_c so that at most FOOTING_OVERHANG of
@@ -149,7 +152,8 @@ def terrain_lift(points: np.ndarray, side: np.ndarray, contact_w, terrain, fps: 
             shift[:, k, c] = _blend(moved[:, c], known)
     valid = planted.any(1)
     low = np.interp(t, t[valid], np.where(planted, rise, np.inf).min(1)[valid])
-    return smooth_below(low, sigma), rise, shift
+    hips_sigma = HIPS_SMOOTH_S * fps
+    return (smooth_below(low, hips_sigma) if HIPS_BELOW else smooth_in_time(low, hips_sigma)), rise, shift
 
 
 def _two_bone(hip, knee, ankle, target, forward):

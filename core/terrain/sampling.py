@@ -28,7 +28,8 @@ MAX_SAMPLES = 1 << 22
 EDGE_SLOPE = 2.0
 #: free space under an upper surface (metres) that counts as an overhang in the report
 OVERHANG_CLEARANCE = 0.5
-#: more holes than this share of the sampled region is an error (the object does not cover the footprint)
+#: more holes than this share of the samples within the object's extent is an error (a mostly empty object:
+#: edges, a sparse scatter); samples beyond its extent are not holes (``check_covers`` tests the path)
 MAX_HOLE_SHARE = 0.5
 #: (tri, grid point) pairs tested per chunk of the intersection (bounds its temporary memory, ~40 MB)
 _PAIRS_PER_CHUNK = 1 << 20
@@ -82,7 +83,8 @@ class TerrainReport:
     """How a GroundSurface was sampled (the batch report and the panel show it).
 
     ``grid`` (nx, ny) samples every ``spacing`` metres from ``origin`` (x, y); ``capped``: the spacing was
-    coarsened to stay within MAX_SAMPLES; ``holes``: samples with no surface under them (filled from their
+    coarsened to stay within MAX_SAMPLES; ``holes``: samples within the object's extent (seen from above) with
+    no surface under them, ``beyond``: samples outside that extent (both filled from their
     neighbours), ``overhangs``: samples with at least OVERHANG_CLEARANCE of free space under the surface used;
     ``hole_frames``: frames on which a probe (copy-rotations' feet) lies over a hole; ``height_range`` (min,
     max) of the field; ``seconds`` to build it; ``triangles``: those near the region; ``outside_frames``: frames
@@ -95,6 +97,7 @@ class TerrainReport:
     origin: tuple
     capped: bool
     holes: int
+    beyond: int
     overhangs: int
     height_range: tuple
     seconds: float
@@ -110,6 +113,7 @@ class TerrainReport:
         return {"object": self.name, "grid": list(self.grid), "spacing_m": self.spacing,
                 "origin_m": list(self.origin), "extent_m": [(n - 1) * self.spacing for n in self.grid],
                 "capped": self.capped, "holes": self.holes, "hole_share": self.holes / max(self.samples, 1),
+                "beyond_edge": self.beyond,
                 "hole_frames": self.hole_frames, "overhangs": self.overhangs,
                 "height_range_m": list(self.height_range),
                 "triangles_used": self.triangles, "build_s": self.seconds, "outside_frames": self.outside_frames}
@@ -118,8 +122,8 @@ class TerrainReport:
         """One line for the user: 'Stairs: 412 x 96 samples every 2 cm, 0 holes, 0 overhangs'."""
         s = (f"{self.name}: {self.grid[0]} x {self.grid[1]} samples every {100 * self.spacing:.3g} cm"
              + (" (coarsened to stay under the sample cap)" if self.capped else "")
-             + f", {self.holes} holes" + (f" (under the feet on {self.hole_frames} frames)" if self.hole_frames
-                                          else "")
+             + f", {self.holes} holes" + (f", {self.beyond} beyond its edge" if self.beyond else "")
+             + (f" (a foot over them on {self.hole_frames} frames)" if self.hole_frames else "")
              + f", {self.overhangs} overhangs")
         if self.outside_frames > 0:
             s += f"; feet beyond the sampled region on {self.outside_frames} frames"
@@ -267,8 +271,9 @@ def sample_ground(surface: GroundSurface, region, dilate: bool = True, max_sampl
     """A HeightField of ``surface`` over ``region`` (xmin, xmax, ymin, ymax), and its TerrainReport.
 
     Samples every ``surface.spacing`` (DEFAULT_SPACING) metres, coarser when the region would need more than
-    ``max_samples``; keeps the top surface below ``surface.ceiling``; fills holes from their neighbours (more
-    than MAX_HOLE_SHARE of them is an error naming the object); ``dilate``: raise the samples beside steep
+    ``max_samples``; keeps the top surface below ``surface.ceiling``; fills holes (and samples beyond the
+    object's edge) from their neighbours (more than MAX_HOLE_SHARE of them is an error naming the object);
+    ``dilate``: raise the samples beside steep
     edges (``raise_edges``); ``probes`` (T, P, 2): points per frame (the feet) whose frames over a hole the
     report counts.
     """
@@ -288,27 +293,30 @@ def sample_ground(surface: GroundSurface, region, dilate: bool = True, max_sampl
     cells, z, up = vertical_hits(v, f[near], xs, ys)
     top, over = _top_surface(cells, z, up, nx * ny, surface.ceiling)
     H = top.reshape(nx, ny)
-    holes = int(np.isnan(H).sum())
-    if holes == H.size:
+    missing = np.isnan(H)
+    bx0, bx1, by0, by1 = surface.bounds[:4]
+    inside = ((xs >= bx0 - 1e-9) & (xs <= bx1 + 1e-9))[:, None] & ((ys >= by0 - 1e-9) & (ys <= by1 + 1e-9))[None]
+    holes, beyond = int((missing & inside).sum()), int((missing & ~inside).sum())
+    if missing.all():
         raise CoreError(f"Ground '{surface.name}' has no surface under the clip's footprint (x {xmin:.2f} to "
                         f"{xmax:.2f} m, y {ymin:.2f} to {ymax:.2f} m"
                         + (f", below the ceiling z = {surface.ceiling:g} m" if surface.ceiling is not None else "")
                         + "): move it under the target or pick another object.")
-    if holes > MAX_HOLE_SHARE * H.size:
-        raise CoreError(f"Ground '{surface.name}' covers only {100 * (1 - holes / H.size):.0f} % of the clip's "
-                        f"footprint (x {xmin:.2f} to {xmax:.2f} m, y {ymin:.2f} to {ymax:.2f} m): extend it, move "
-                        "it under the target, or pick another object.")
+    if holes > MAX_HOLE_SHARE * max(int(inside.sum()), 1):
+        raise CoreError(f"Ground '{surface.name}' has a surface under only {100 * (1 - holes / inside.sum()):.0f} % "
+                        f"of its extent within the clip's footprint (x {xmin:.2f} to {xmax:.2f} m, y {ymin:.2f} to "
+                        f"{ymax:.2f} m): give it faces there, or pick another object.")
     hole_frames = 0
-    if holes and probes is not None:
+    if missing.any() and probes is not None:
         p = np.asarray(probes, dtype=np.float64)
         i = np.clip(np.round((p[..., 0] - xmin) / s).astype(np.int64), 0, nx - 1)
         j = np.clip(np.round((p[..., 1] - ymin) / s).astype(np.int64), 0, ny - 1)
-        hole_frames = int(np.isnan(H[i, j]).reshape(len(p), -1).any(1).sum())
-    if holes:
+        hole_frames = int(missing[i, j].reshape(len(p), -1).any(1).sum())
+    if missing.any():
         H = _fill_holes(H)
     if dilate:
         H = raise_edges(H, EDGE_SLOPE * s)
-    report = TerrainReport(surface.name, (nx, ny), s, (xmin, ymin), capped, holes, int(over.sum()),
+    report = TerrainReport(surface.name, (nx, ny), s, (xmin, ymin), capped, holes, beyond, int(over.sum()),
                            (float(H.min()), float(H.max())), time.perf_counter() - t0, int(near.sum()), hole_frames)
     return HeightField((xmin, ymin), (s, s), H, name=surface.name, report=report), report
 

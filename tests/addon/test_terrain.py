@@ -164,3 +164,44 @@ def test_panel_ground_picker_and_its_report(addon, walk_blend):
     s.ground = 'WORLD'
     assert bpy.ops.reconform.retarget() == {'FINISHED'}
     assert s.last_ground == "World Floor (z = 0)"
+
+
+def _batch(*args):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env.pop("BLENDER_USER_RESOURCES", None)
+    return subprocess.run([sys.executable, os.path.join(root, "tools", "retarget.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=600, cwd=root, env=env)
+
+
+@pytest.mark.slow
+def test_batch_takes_a_ground_from_the_scene_or_another_file(addon, walk_blend, tmp_path):
+    import json
+    # the ground in its own file: only the step, renamed
+    bpy.ops.wm.open_mainfile(filepath=str(walk_blend))
+    for ob in list(bpy.data.objects):
+        if ob.name != "Step":
+            bpy.data.objects.remove(ob)
+    bpy.data.objects["Step"].name = "Landing"
+    ground_file = tmp_path / "ground.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(ground_file))
+    rep = tmp_path / "r.json"
+    base = ["--blend", walk_blend, "--source", "Walker", "--target", "Heavy", "--action", "Walk", "--quiet"]
+    r = _batch(*base, "--ground-file", ground_file, "--report", rep)      # the file's only mesh
+    assert r.returncode == 0, r.stderr[-2000:]
+    g = json.loads(rep.read_text())["ground"]
+    assert g["object"] == "Landing" and g["holes"] >= 0 and g["height_range_m"][1] == pytest.approx(0.15, abs=1e-3)
+    txt = tmp_path / "r.txt"
+    setup = tmp_path / "setup.json"
+    setup.write_text(json.dumps({"ground": {"object": "Step", "spacing": 0.04}}))
+    r = _batch(*base, "--setup", setup, "--report", txt)                    # the open file's object, by set-up
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ground: Step, " in txt.read_text() and "every 4 cm" in txt.read_text()
+    r = _batch(*base, "--ground", "Doormat", "--out", tmp_path / "no.blend")
+    assert r.returncode == 1 and not (tmp_path / "no.blend").exists()
+    assert r.stderr.strip().splitlines()[-1].startswith("error: Ground 'Doormat' does not cover the clip's footprint")
+    r = _batch(*base, "--ground", "Nowhere")
+    assert r.returncode == 1 and "error: No ground object named 'Nowhere'" in r.stderr

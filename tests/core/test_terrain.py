@@ -146,11 +146,16 @@ def _merge(*parts):
 def test_holes_are_filled_from_their_neighbours_and_reported():
     V, F = _merge(_plane(0.0, 0, 1, 0, 2), _plane(0.1, 1.3, 3, 0, 2))       # a 30 cm gap between two slabs
     hf, rep = sample_ground(GroundSurface("Gap", V, F), (0.2, 2.8, 0.5, 1.5), dilate=False)
-    assert rep.holes > 0 and 0.1 < rep.holes / rep.samples < 0.2
+    assert rep.holes > 0 and 0.1 < rep.holes / rep.samples < 0.2 and rep.beyond == 0
     assert np.isfinite(hf.heights).all()
     gap = hf.at(np.array([[1.15, 1.0]]))[0]
     assert 0.0 <= gap <= 0.1 + 1e-12                                      # filled between its neighbours
-    assert "holes" in rep.line() and rep.as_dict()["holes"] == rep.holes
+    assert f"{rep.holes} holes" in rep.line() and rep.as_dict()["holes"] == rep.holes
+    # beside the object (its extent seen from above ends at y = 2): filled from its edge, counted apart
+    hf, rep = sample_ground(GroundSurface("Gap", V, F), (0.2, 0.8, 1.0, 2.5), dilate=False,
+                            probes=np.array([[[0.5, 1.5]], [[0.5, 2.4]]]))
+    assert rep.holes == 0 and rep.beyond > 0 and rep.hole_frames == 1 and "beyond its edge" in rep.line()
+    assert np.allclose(hf.heights, 0.0)
 
 
 def test_a_ground_that_does_not_cover_the_footprint_raises_naming_it():
@@ -158,8 +163,11 @@ def test_a_ground_that_does_not_cover_the_footprint_raises_naming_it():
     surf = GroundSurface("Doormat", V, F)
     with pytest.raises(CoreError, match="Ground 'Doormat' has no surface under the clip's footprint"):
         sample_ground(surf, (5, 6, 5, 6))
-    with pytest.raises(CoreError, match="Ground 'Doormat' covers only"):
-        sample_ground(surf, (0.5, 3, 0.5, 3))
+    _, rep = sample_ground(surf, (0.5, 3, 0.5, 3))              # beyond its edge: filled, counted, no error
+    assert rep.holes == 0 and rep.beyond > 0.8 * rep.samples
+    V2, F2 = _merge(_plane(0.0, 0, 0.1, 0, 3), _plane(0.0, 2.9, 3, 0, 3))     # two strips 3 m apart
+    with pytest.raises(CoreError, match="Ground 'Rails' has a surface under only"):
+        sample_ground(GroundSurface("Rails", V2, F2), (0.0, 3.0, 0.5, 2.5))
     path = np.stack([np.linspace(0.5, 2.5, 20), np.full(20, 0.5)], 1)
     with pytest.raises(CoreError, match=r"Ground 'Doormat' does not cover the clip's footprint.*15 of 20 frames"):
         check_covers(surf, path)
