@@ -158,14 +158,17 @@ def _smooth(keys, t):
     return (1 - u) * np.asarray(keys[f0], float) + u * np.asarray(keys[f1], float)
 
 
+def _rig_points(skeleton: Skeleton, mesh: SkinnedMesh):
+    """(Rig, hips head (3,), {side: ankle}, {side: shoulder}, {side: arm length}, {side: +1 left / -1 right})."""
+    rig = Rig(skeleton, mesh)
+    sides = ("left", "right")
+    return (rig, rig.p("hips"), {s: rig.p(f"{s}_foot") for s in sides}, {s: rig.p(f"{s}_upper_arm") for s in sides},
+            {s: sum(rig.len[f"{s}_arm"]) for s in sides}, {"left": 1.0, "right": -1.0})
+
+
 def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
     """The demo clip on the source character: (Motion, events {name: (first, last) frame})."""
-    rig = Rig(skeleton, mesh)
-    H0 = rig.p("hips")
-    ankle = {s: rig.p(f"{s}_foot") for s in ("left", "right")}
-    shoulder = {s: rig.p(f"{s}_upper_arm") for s in ("left", "right")}
-    la = {s: sum(rig.len[f"{s}_arm"]) for s in ("left", "right")}
-    sign = {"left": 1.0, "right": -1.0}
+    rig, H0, ankle, shoulder, la, sign = _rig_points(skeleton, mesh)
     stride = 0.32
     hips_h = H0[2] - ankle["left"][2]
     # --- controls keyed on frames --------------------------------------------------------------------------
@@ -233,12 +236,7 @@ def walk_motion(skeleton: Skeleton, mesh: SkinnedMesh, steps: int = 10, step: fl
     standing still for ``rest_frames`` frames before and after. Feet stay flat and planted while they carry the
     body (the swing foot lifts 8 cm on an arc), the hips move with the feet and bob 1.5 cm, the arms swing.
     Returns (Motion, events {name: (first, last) frame})."""
-    rig = Rig(skeleton, mesh)
-    H0 = rig.p("hips")
-    ankle = {s: rig.p(f"{s}_foot") for s in ("left", "right")}
-    shoulder = {s: rig.p(f"{s}_upper_arm") for s in ("left", "right")}
-    la = {s: sum(rig.len[f"{s}_arm"]) for s in ("left", "right")}
-    sign = {"left": 1.0, "right": -1.0}
+    rig, H0, ankle, shoulder, la, sign = _rig_points(skeleton, mesh)
     t0 = rest_frames
     foot_y = {"left": {0: 0.0}, "right": {0: 0.0}}
     swings = {"left": [], "right": []}

@@ -2,19 +2,16 @@
 (modifiers, scale, rotation), becomes the height field the target walks on; bad grounds get a one-line message
 naming them; the report and the panel name the ground used."""
 
-import dataclasses
 import importlib
 import math
 
 import numpy as np
 import pytest
 
-from core.body import SHORT_HEAVY, BodyParams, make_body
-from core.types import Character
-from tests.core.synth import walk_motion
+from core.body import BodyParams, make_body
 from tools.make_demo_scene import build_character
 
-from .ui_helpers import draw_panel, ui
+from .ui_helpers import draw_panel, generated_pair, ui
 
 bpy = pytest.importorskip("bpy")
 
@@ -93,15 +90,7 @@ def test_bad_grounds_get_one_line_naming_them(addon, clean_scene):
 def walk_blend(addon, tmp_path_factory):
     """A generated walker and a heavy target, a step 15 cm high across the target's path ('Step'), and a
     doormat far from it ('Doormat')."""
-    bpy.ops.wm.read_homefile(use_empty=True)
-    bridge = importlib.import_module(addon.__name__ + ".reconform_addon.bridge")
-    for name, params, x in (("Walker", BodyParams(name="walker", resolution=0.03), 0.0),
-                            ("Heavy", dataclasses.replace(SHORT_HEAVY, resolution=0.03), 1.2)):
-        sk, mesh, bone_map = make_body(params, pose="T")
-        arm = build_character(name, sk, mesh, x)
-        if name == "Walker":
-            motion = walk_motion(Character(sk, mesh, bone_map), frames=FRAMES, stride=0.6)
-            bridge.write_motion(arm, bridge.read_skeleton(arm), motion, "Walk")
+    generated_pair(addon, FRAMES, stride=0.6)
     low = _plane_object("Step", size=(2.0, 1.0), location=(0.2, -0.6, 0.0))      # y -0.6 .. 0.4 at z = 0
     solid = low.modifiers.new("Solidify", 'SOLIDIFY')   # a modifier the bridge must evaluate (thickness below)
     solid.thickness, solid.offset = 0.05, -1.0
