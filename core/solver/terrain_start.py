@@ -66,14 +66,15 @@ def _segments(mask: np.ndarray) -> list:
 
 
 def _blend(values: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """(T,) ``values`` where ``known``, eased (smoothstep) from one known run to the next in between, held
-    before the first and after the last."""
+    """(T,) ``values`` where ``known``, eased from one known run to the next in between (a quintic: no jump in
+    velocity or acceleration, so no jerk spike where a swing starts or ends), held before the first and after
+    the last."""
     t = np.arange(len(values))
     a = np.maximum.accumulate(np.where(known, t, -1))                        # last known frame at or before t
     b = np.minimum.accumulate(np.where(known, t, len(t))[::-1])[::-1]         # first known frame at or after t
     a_, b_ = np.where(a < 0, b, a), np.where(b >= len(t), a, b)
     u = np.where(b_ > a_, (t - a_) / np.maximum(b_ - a_, 1), 0.0)
-    u = u * u * (3 - 2 * u)
+    u = u * u * u * (10 - 15 * u + 6 * u * u)
     return (1 - u) * values[a_] + u * values[b_]
 
 
@@ -108,8 +109,8 @@ def terrain_lift(points: np.ndarray, side: np.ndarray, contact_w, terrain, fps: 
     contact, it is shifted along its long axis by the least that puts it on a tread (not with most of it hanging
     over a lower one: ``_footing_offset``, within FOOTING_REACH × h_c) and raised by Δ = max over its points of
     (f(x, y) − z) + (its lowest point − g0), the median over those frames: its highest-standing point on the
-    surface, its own height above the floor kept. In the air a foot eases from one stance to the next, on an
-    arc (a half sine over the swing) as high as the terrain under it rises above that line. The hips rise by the lowest rise among the planted feet
+    surface, its own height above the floor kept. In the air a foot eases from one stance to the next (a
+    quintic), on an arc (64 u³ (1 − u)³ over the swing) as high as the terrain under it rises above that line. The hips rise by the lowest rise among the planted feet
     (both feet for a clip without contacts), interpolated through frames where none is planted, smoothed from
     below (``smooth_below``, LIFT_SMOOTH_S): the upper leg bends onto its step, the hips rise once the lower
     foot has left its step, and no planted leg is asked to stretch.
@@ -146,7 +147,7 @@ def terrain_lift(points: np.ndarray, side: np.ndarray, contact_w, terrain, fps: 
         clear = np.zeros(T)
         for a, b in _segments(~known):   # a swing: an arc high enough to clear the terrain under it
             u = (np.arange(a, b) - a + 1) / (b - a + 1)
-            clear[a:b] = np.maximum(raw[a:b] - line[a:b], 0.0).max() * np.sin(np.pi * u)
+            clear[a:b] = np.maximum(raw[a:b] - line[a:b], 0.0).max() * 64 * (u * (1 - u)) ** 3
         rise[:, k] = np.where(known, stance, line + clear)
         for c in (0, 1):
             shift[:, k, c] = _blend(moved[:, c], known)

@@ -10,7 +10,9 @@ through core.retarget (the one path). Variant keys: 'spacing' (grid, metres), 'r
 'start' ('terrain': the solve starts on the terrain, the default; 'copy': from copy-rotations at flat height,
 as before terrain_start existed), 'hips_sigma_s' and 'hips_below' (core.solver.terrain_start.HIPS_SMOOTH_S,
 HIPS_BELOW), and any SolverSettings field. Prints one row per ground and variant:
-floor penetration mean/max, grounded F1, foot-locked F1, jerk mean, root jerk mean/max, for copy-rotations
+floor penetration mean/max, grounded F1, foot-locked F1, jerk mean, root jerk mean/max (docs/metrics.md, above the
+sampled field), and, above the analytic ground, the share of the source's grounded foot-frames where the target's
+lowest foot vertex is within 1 % h_c of the true surface and the deepest such vertex under it, for copy-rotations
 and the result.
 """
 
@@ -31,15 +33,21 @@ import make_demo_scene  # noqa: E402
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
 from core.character import CharacterSpec, build_character  # noqa: E402
 from core.copy_rotations import copy_rotations  # noqa: E402
+from core.metrics import GROUNDED_FRACTION, measure  # noqa: E402
 from core.retarget import Retarget, RetargetOptions, clip_terrain, run  # noqa: E402
 from core.solver import SolverSettings  # noqa: E402
 from core.solver import job as solver_job  # noqa: E402
 from core.solver import terrain_start  # noqa: E402
 from core.terrain import sample_ground  # noqa: E402
 from core.terrain.shapes import bumps, ramp, stairs  # noqa: E402
+from core.track import ClipTrack  # noqa: E402
 
 COLUMNS = ("floor_pen_mean", "floor_pen_max", "grounded_f1", "locked_f1", "jerk_mean", "root_jerk_mean",
            "root_jerk_max")
+#: on the analytic ground (not the sampled field): over the foot-frames where the source's foot is grounded,
+#: the share where the target's lowest foot vertex is within 1 % h_c of the true surface, and how deep the
+#: deepest one is under it (cm; 0: none)
+TRUE_COLUMNS = ("on_surface", "deepest_cm")
 GROUNDS = {
     "stairs": lambda: stairs(start=(0.0, 0.6), direction=(0.0, -1.0), width=1.2, approach=1.3, steps=8, tread=0.3,
                              rise=0.17, landing=2.5),
@@ -85,6 +93,19 @@ def retarget(src, walk, tgt, surface, variant: dict, quality: str):
         solver_job.SolveJob._start_on_terrain = original
 
 
+def on_true_ground(src, walk, tgt, motion, height) -> dict:
+    """TRUE_COLUMNS of ``motion`` against the analytic ``height(x, y)``."""
+    import numpy as np
+
+    planted = np.abs(measure(ClipTrack(src, walk), 0.0).foot_height) <= GROUNDED_FRACTION * src.height   # (2, T)
+    lows = []
+    for k, P in enumerate(ClipTrack(tgt, motion).foot_points):
+        lows.append((P[..., 2] - height(P[..., 0], P[..., 1])).min(1)[planted[k]])
+    low = np.concatenate(lows)
+    return {"on_surface": float(np.mean(np.abs(low) <= GROUNDED_FRACTION * tgt.height)),
+            "deepest_cm": float(max(0.0, -100 * low.min()))}
+
+
 def fmt(v, k):
     if v != v:
         return "n/a"
@@ -101,15 +122,17 @@ def main(argv=None):
     variants = ast.literal_eval(args.variants)
     src, walk, tgt = characters(args.target)
     print(f"DemoWalk ({walk.num_frames} frames) -> {args.target}, quality {args.quality}")
-    print("| ground | variant | method | " + " | ".join(COLUMNS) + " | s |")
-    print("|" + "---|" * (len(COLUMNS) + 4))
+    print("| ground | variant | method | " + " | ".join(COLUMNS + TRUE_COLUMNS) + " | s |")
+    print("|" + "---|" * (len(COLUMNS) + len(TRUE_COLUMNS) + 4))
     for g in args.grounds:
-        surface = GROUNDS[g]().surface
+        shape = GROUNDS[g]()
         for v in variants:
-            o, secs = retarget(src, walk, tgt, surface, v, args.quality)
-            for label, m in (("copy-rot", o.reference), ("ReConForM", o.metrics)):
-                print(f"| {g} | {v} | {label} | " + " | ".join(fmt(m[k], k) for k in COLUMNS)
-                      + (f" | {secs:.0f} |" if label == "ReConForM" else " | |"), flush=True)
+            o, secs = retarget(src, walk, tgt, shape.surface, v, args.quality)
+            for label, m, mo in (("copy-rot", o.reference, o.init_motion), ("ReConForM", o.metrics, o.motion)):
+                true = on_true_ground(src, walk, tgt, mo, shape.height)
+                print(f"| {g} | {v} | {label} | " + " | ".join(fmt(m[k], k) for k in COLUMNS) + " | "
+                      + f"{true['on_surface']:.3f} | {true['deepest_cm']:.1f} | "
+                      + (f"{secs:.0f} |" if label == "ReConForM" else " |"), flush=True)
             if o.ground is not None:
                 print(f"|   | {o.ground.line()} | | " + " | " * len(COLUMNS), flush=True)
     return 0
