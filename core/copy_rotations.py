@@ -9,7 +9,8 @@ where ``W^T`` is a bone's world rotation in its character's T-pose and ``A = F_t
 body axes (left, forward, up) into the target's (characters may face different ways). Target bones that are
 not mapped keep their T-pose local rotation. The hips move by the source hips displacement (from its T-pose
 position), turned by ``A`` and scaled by the ratio of hip heights (hips above the lowest foot point, T-pose,
-world space); the whole clip is then lifted so that the lowest foot point is on the ground (z = 0) at frame 0.
+world space); the whole clip is then lifted so that the lowest foot point is on the ground (z = 0, or the
+terrain under it, ``ground``) at frame 0.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .humanoid import CANONICAL_BONES
 from .kinematics import ForwardKinematics, Pose
 from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix
 from .skinning import skin_mesh
+from .terrain import ground_height
 from .track import ClipTrack
 from .tpose import (_object_rotation, body_frame, body_frame_matrix, posed_global, rest_is_standing,
                     tpose_basis, tpose_world)
@@ -61,9 +63,9 @@ def foot_points(character: Character):
     return "bones", np.array(sorted(bones), dtype=np.int64)
 
 
-def lowest_foot_z(character: Character, pose_arm: Pose, points=None) -> np.ndarray:
+def lowest_foot_z(character: Character, pose_arm: Pose, points=None, ground=0.0) -> np.ndarray:
     """(...,) world z of the lowest foot point for an armature-space Pose; ``points`` = ``foot_points(...)``
-    (computed when None)."""
+    (computed when None). With a ``ground`` (a level or a terrain ``f(x, y)``): the lowest height above it."""
     kind, ids = points if points is not None else foot_points(character)
     sk = character.skeleton
     M = torch.as_tensor(sk.object_matrix, dtype=pose_arm.positions.dtype)
@@ -71,7 +73,8 @@ def lowest_foot_z(character: Character, pose_arm: Pose, points=None) -> np.ndarr
         pts, _ = skin_mesh(sk, character.mesh, pose_arm, ids)
     else:
         pts = pose_arm.positions[..., torch.as_tensor(ids), :]
-    z = pts @ M[2, :3] + M[2, 3]
+    w = pts @ M[:3, :3].T + M[:3, 3]
+    z = w[..., 2] - ground_height(float(ground) if not callable(ground) else ground, w[..., 0], w[..., 1])
     return z.min(dim=-1).values.numpy()
 
 
@@ -118,7 +121,7 @@ def reference_basis(character: Character, motion: Motion = None, track: ClipTrac
 
 
 def copy_rotations(source: Character, source_motion: Motion, target: Character,
-                   source_track: ClipTrack = None) -> Motion:
+                   source_track: ClipTrack = None, ground=0.0) -> Motion:
     """Retarget ``source_motion`` onto ``target`` by copying T-pose-relative world rotations.
 
     Args:
@@ -126,6 +129,8 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
         source_motion: Motion of the source skeleton, (T, Js, 4) / (T, Js, 3).
         target: Character with skeleton and bone_map (mesh optional, same use).
         source_track: the source clip's ClipTrack when the caller has one (its bones are evaluated once).
+        ground: the target's ground: a level (metres) or a terrain ``f(x, y)`` (``core.terrain.HeightField``);
+            the lowest foot point stands on it at frame 0, and the rest of the clip follows at flat height.
     Returns:
         Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
         (only the hips bone moves), same fps and frame_start as the source.
@@ -190,7 +195,7 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
     z_prev, shift_prev, shift = None, 0.0, 0.0
     for _ in range(4):
         pose0 = fk_t(rot0, torch.as_tensor(locations[:1]))
-        z = float(lowest_foot_z(target, pose0, points)[0])
+        z = float(lowest_foot_z(target, pose0, points, ground)[0])
         if abs(z) < 1e-7:
             break
         gain = 1.0 if z_prev is None or abs(shift - shift_prev) < 1e-12 else (z_prev - z) / (shift - shift_prev)

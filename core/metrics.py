@@ -314,9 +314,9 @@ def evaluation(source: Character, source_motion: Motion, target: Character, targ
         source_track, target_track: the clips' ClipTracks when the caller has them (``core.retarget`` passes
             the source's, so its measures are computed once for the solve and for copy-rotations).
     Returns:
-        dict of floats: jerk_mean/max (m/s³), floor_pen_mean/max and self_pen_mean/max (area shares in
-        [0, 1]), grounded_f1/auc, locked_f1/auc, contact_f1/precision/recall, and source_* twins of the
-        per-clip measures.
+        dict of floats: jerk_mean/max and root_jerk_mean/max (m/s³), floor_pen_mean/max and self_pen_mean/max
+        (area shares in [0, 1]), grounded_f1/auc, locked_f1/auc, contact_f1/precision/recall, and source_*
+        twins of the per-clip measures.
     """
     if source_motion.num_frames != target_motion.num_frames:
         raise CoreError("Source and target clips have different frame counts: evaluate the same range.")
@@ -346,6 +346,10 @@ def evaluation(source: Character, source_motion: Motion, target: Character, targ
         j = jerk_magnitude(tr.joints[:, [tr.joint_names.index(n) for n in common]], fps)
         out[name + "jerk_mean"] = float(j.mean()) if j.size else 0.0
         out[name + "jerk_max"] = float(j.max()) if j.size else 0.0
+        if "hips" in tr.joint_names:   # the root alone: how smoothly it follows the ground (a terrain's steps)
+            r = jerk_magnitude(tr.joints[:, tr.joint_names.index("hips")], fps)
+            out[name + "root_jerk_mean"] = float(r.mean()) if r.size else 0.0
+            out[name + "root_jerk_max"] = float(r.max()) if r.size else 0.0
         out[name + "floor_pen_mean"] = float(tr.floor_share.mean())
         out[name + "floor_pen_max"] = float(tr.floor_share.max())
         out[name + "self_pen_mean"] = float(tr.self_share.mean())

@@ -10,10 +10,12 @@ Steps, in order (docs/architecture.md):
 1. characters: each ``CharacterSpec`` is completed once (``core.character.build_character``: bone map, a fitted
    body for a skeleton-only source, h_c, stored or transferred key vertices, ReConForM §3.1);
 2. the source track: the source clip evaluated once (``core.track.ClipTrack``), shared by every step below;
-3. copy-rotations (``core.copy_rotations``): the baseline, and the solver's initial guess;
+3. copy-rotations (``core.copy_rotations``): the baseline, and the solver's initial guess; with a ground
+   object (``RetargetOptions.ground``, ReConForM §6.2), its height field is sampled over the region the
+   target's feet reach in copy-rotations (``core.terrain.sample_ground``) and copy-rotations starts on it;
 4. the solve (``core.solver``, ReConForM §3.2–4.2), one step per Adam iteration;
-5. metrics of copy-rotations and of the result (``core.metrics``, ReConForM §5), read above the floor the
-   solve used;
+5. metrics of copy-rotations and of the result (``core.metrics``, ReConForM §5), the source read above the
+   floor the solve used, the target above its terrain;
 6. conflicts between terms (``core.conflicts``, ReConForM §6.3).
 Nothing here touches Blender: the bridge reads the scene into specs and writes the outcome back.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -34,10 +36,14 @@ from .copy_rotations import copy_rotations, posture_note
 from .errors import CoreError
 from .metrics import evaluation
 from .solver import Progress, SolveJob, SolverSettings
+from .terrain import GroundSurface, HeightField, check_covers, clip_footprint, sample_ground
 from .track import ClipTrack
 from .types import Character, Motion
 
 METHODS = ("copy_rotations", "reconform")
+#: the region a ground object is sampled over: copy-rotations' hips and feet, grown by this share of the
+#: target's height plus this share of the path's extent (the solve moves the root; docs/solver.md "Terrain")
+FOOTPRINT_MARGIN, FOOTPRINT_PATH_MARGIN = 0.3, 0.1
 #: share of the whole retarget's progress bar each phase ends at
 _PHASE_END = {"characters": 0.08, "copy_rotations": 0.1, "solve": 0.9, "metrics": 0.97, "conflicts": 1.0}
 #: a phase that reports its own progress (the metrics' whole-mesh passes) yields a Step at most this often
@@ -58,6 +64,9 @@ class RetargetOptions:
         init_motion: a copy-rotations result to reuse (a re-solve), else computed.
         warm_start: a previous result on the target to start the solve from (a re-solve: α held at 1,
             ``settings.resolve_fraction`` of the iterations).
+        ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
+            ``core.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or a
+            ``core.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
     """
 
     method: str = "reconform"
@@ -68,6 +77,7 @@ class RetargetOptions:
     conflicts: bool = True
     init_motion: Motion = None
     warm_start: Motion = None
+    ground: object = None
 
 
 class Step(NamedTuple):
@@ -97,6 +107,8 @@ class Outcome:
         source_ground: the source's floor the solve and the metrics used (a level, or (T,) levels).
         job: the SolveJob ('reconform'), for conflicts and a warm-started re-solve.
         source_track: the source's ClipTrack (reused by a re-solve).
+        terrain: the target's HeightField (None: z = 0); ground: its ``core.terrain.TerrainReport`` (how a
+            ground object was sampled, and on how many frames the result's feet left the sampled region).
     """
 
     method: str
@@ -114,6 +126,8 @@ class Outcome:
     source_ground: object = 0.0
     job: SolveJob = None
     source_track: ClipTrack = None
+    terrain: HeightField = None
+    ground: object = None
 
     def for_scene(self, motion: Motion = None) -> tuple:
         """(the target's skeleton as the scene has it, ``motion`` (default: the result) in its channels): what a
@@ -216,7 +230,15 @@ class Retarget:
         # 2-3. copy-rotations (the source track's first use: its one forward-kinematics pass)
         t1 = time.perf_counter()
         yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
-        init = o.init_motion if o.init_motion is not None else copy_rotations(src, source_motion, tgt, track)
+        terrain = o.settings.terrain if o.ground is None else o.ground
+        init = o.init_motion
+        if isinstance(terrain, GroundSurface):   # sampled where copy-rotations puts the target's feet
+            yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
+            terrain = clip_terrain(terrain, tgt, init if init is not None else copy_rotations(
+                src, source_motion, tgt, track))
+            notes.append(f"ground {terrain.report.line()}")
+        if init is None:   # on the terrain at frame 0: the baseline, and the solve's start
+            init = copy_rotations(src, source_motion, tgt, track, ground=0.0 if terrain is None else terrain)
         init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
         posture = posture_note(track, tgt, init)
         if posture:
@@ -230,7 +252,8 @@ class Retarget:
         if reconform:
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
-            self.job = job = SolveJob(src, source_motion, tgt, init, o.settings, warm_start=o.warm_start,
+            settings = o.settings if terrain is o.settings.terrain else replace(o.settings, terrain=terrain)
+            self.job = job = SolveJob(src, source_motion, tgt, init, settings, warm_start=o.warm_start,
                                       source_track=track)
             for line in job.prepare():
                 if self._cancel.is_set():
@@ -256,14 +279,15 @@ class Retarget:
 
         # 5. metrics (the source's labels above the floor the solve used; the target's above its own)
         metrics = reference = None
+        result_track = ClipTrack(tgt, motion)
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
-            terrain = o.settings.terrain if reconform else None
             a, b = _PHASE_END["solve"], _PHASE_END["metrics"]
             both = reconform and o.baseline_metrics
             mid = 0.5 * (a + b) if both else b
             metrics = yield from _progress(evaluation(src, source_motion, tgt, motion, terrain, ground,
-                                                      source_track=track), "metrics", a, mid, "Measuring the result")
+                                                      source_track=track, target_track=result_track),
+                                           "metrics", a, mid, "Measuring the result")
             if both:
                 reference = yield from _progress(evaluation(src, source_motion, tgt, init, terrain, ground,
                                                             source_track=track), "metrics", mid, b,
@@ -275,6 +299,13 @@ class Retarget:
         elif o.metrics:
             notes.append("no metrics: " + ("the source has no body (skeleton only)" if src.mesh is None
                                            else "the target has no body"))
+
+        report = None if terrain is None else getattr(terrain, "report", None)
+        if report is not None and tgt.mesh is not None:   # where the field clamps, heights are the border's
+            report = replace(report, outside_frames=feet_outside(terrain, result_track))
+            if report.outside_frames:
+                notes.append(f"ground '{report.name}': the result's feet leave the sampled region on "
+                             f"{report.outside_frames} frames (heights there are the border's)")
 
         # 6. conflicts (advice: a failure here never loses the result)
         conflicts = []
@@ -288,7 +319,7 @@ class Retarget:
             timings["conflicts_s"] = time.perf_counter() - t4
         timings["total_s"] = time.perf_counter() - t0
         self.outcome = Outcome(o.method, motion, init, src, tgt, built, metrics, reference, conflicts, notes,
-                               timings, stats, ground, job, track)
+                               timings, stats, ground, job, track, terrain, report)
         yield Step("done", 1.0, "Done")
         return self.outcome
 
@@ -308,6 +339,31 @@ def _progress(gen, phase: str, a: float, b: float, message: str):
             yield Step(phase, a + (b - a) * f, f"{message}: {100 * f:.0f} %")
 
 
+def clip_terrain(surface: GroundSurface, target: Character, init: Motion) -> HeightField:
+    """The HeightField of a ground object over the region the target's feet reach in ``init`` (copy-rotations):
+    the bounding box of its hips and feet, grown by FOOTPRINT_MARGIN × h_c + FOOTPRINT_PATH_MARGIN × the path's
+    extent. Raises a CoreError naming the ground when the hips leave the object's extent."""
+    track = ClipTrack(target, init)
+    hips = track.world_positions[:, target.skeleton.index(target.bone_map["hips"]), :2]     # (T, 2)
+    check_covers(surface, hips, tol=(surface.spacing or 0.0))
+    feet = [p[..., :2] for p in track.foot_points if p.shape[1]] if target.mesh is not None else []
+    feet = np.concatenate(feet, 1) if feet else hips[:, None]                                # (T, F, 2)
+    h = float(target.height) if target.height else float(np.ptp(track.world_positions[..., 2]))
+    margin = FOOTPRINT_MARGIN * h + FOOTPRINT_PATH_MARGIN * float(np.ptp(hips, axis=0).max())
+    region = clip_footprint(np.concatenate([hips, feet.reshape(-1, 2)]), margin)
+    field, _ = sample_ground(surface, region, probes=feet)
+    return field
+
+
+def feet_outside(terrain: HeightField, track: ClipTrack) -> int:
+    """Frames of a clip (its ClipTrack) where a foot vertex lies beyond the terrain's sampled region."""
+    out = np.zeros(track.num_frames, bool)
+    for p in track.foot_points:
+        if p.shape[1]:
+            out |= terrain.outside(p[..., :2]).any(-1)
+    return int(out.sum())
+
+
 def run(job: Retarget, on_step=None) -> Outcome:
     """Drive ``job`` to the end on this thread (``on_step(step)`` sees each Step); returns its Outcome."""
     for step in job.steps():
@@ -318,4 +374,5 @@ def run(job: Retarget, on_step=None) -> Outcome:
     return job.outcome
 
 
-__all__ = ["METHODS", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step", "run"]
+__all__ = ["METHODS", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step", "clip_terrain",
+           "feet_outside", "run"]

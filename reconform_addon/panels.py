@@ -81,6 +81,15 @@ def role_header(layout, s, prop: str):
     return role, arm
 
 
+def draw_ground(col, s):
+    """Ground: World Floor / Object, and the object picker."""
+    col.prop(s, "ground")
+    if s.ground == 'OBJECT':
+        col.prop(s, "ground_object", text="Object", icon='MESH_DATA')
+        if s.ground_object is None:
+            col.label(text="Pick the mesh the target walks on", icon='ERROR')
+
+
 class _Base:
     bl_space_type = 'VIEW_3D'
     bl_region_type = 'UI'
@@ -313,6 +322,7 @@ class VIEW3D_PT_reconform_solver(_Base, Panel):
         col.prop(s, "source_ground")
         if s.source_ground == 'CUSTOM':
             col.prop(s, "source_ground_level")
+        draw_ground(col, s)
         col.prop(s, "push_to_nla")
 
 
@@ -424,6 +434,8 @@ class VIEW3D_PT_reconform_metrics(_Base, Panel):
         advice = floor_advice({m.name: m.value for m in s.metrics})
         if advice:
             wrapped_label(layout.box(), advice, icon='INFO')
+        if s.last_ground:
+            wrapped_label(layout, f"Ground: {s.last_ground}", icon='MESH_GRID')
         rows = metric_rows(s)
         has_ref = any(r[2] for r in rows)
         grid = layout.grid_flow(row_major=True, columns=3 if has_ref else 2, even_columns=False, align=True)

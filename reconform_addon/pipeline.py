@@ -17,7 +17,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -27,10 +27,12 @@ from ..core.errors import CoreError
 from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
 from ..core.solver import SolverSettings
 from ..core.types import Character, Motion
-from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
+from .bridge import (BridgeError, find_meshes, import_file, read_motion, read_skeleton, read_skinned_mesh,
+                     write_motion)
 from .bridge import bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge import library
+from .bridge import terrain as ground_bridge
 from .bridge.write import assignment_state, remove_action
 
 
@@ -66,6 +68,7 @@ class Inputs:
     source_motion: Motion
     target: CharacterSpec
     notes: tuple = ()           #: lines for the user about what was read (a clamped frame range)
+    ground: object = None       #: core.terrain.GroundSurface of the target's ground object, or None (z = 0)
 
 
 # ------------------------------------------------------------------------------------------------ set-up
@@ -87,6 +90,8 @@ def load_setup(path) -> dict:
         entry = setup.get(role)
         if isinstance(entry, dict) and entry.get("bone_map_file"):
             entry["bone_map_file"] = os.path.join(base, entry["bone_map_file"])
+    if isinstance(setup.get("ground"), dict) and setup["ground"].get("file"):
+        setup["ground"]["file"] = os.path.join(base, setup["ground"]["file"])
     return setup
 
 
@@ -112,6 +117,38 @@ def setup_bone_map(setup: dict, role: str, arm_name: str):
     if arm_name in by_name:
         return dict(by_name[arm_name])
     return None
+
+
+def setup_ground(setup: dict) -> dict:
+    """The set-up's ground as {'object': name or None, 'file': path or None, 'spacing': m or None,
+    'ceiling': z or None}: ``"ground": "Stairs"`` or ``"ground": {"object": ..., "file": ..., ...}``."""
+    entry = (setup or {}).get("ground")
+    if entry is None:
+        return {}
+    if isinstance(entry, str):
+        entry = {"object": entry}
+    if not isinstance(entry, dict):
+        raise BridgeError("Set-up entry 'ground' must be an object name or {\"object\": ..., \"file\": ...}.")
+    unknown = set(entry) - {"object", "file", "spacing", "ceiling"}
+    if unknown:
+        raise BridgeError(f"Set-up entry 'ground': unknown key(s) {', '.join(sorted(unknown))} (use object, file, "
+                          "spacing, ceiling).")
+    for key in ("spacing", "ceiling"):
+        if entry.get(key) is not None and not isinstance(entry[key], (int, float)):
+            raise BridgeError(f"Set-up entry 'ground': '{key}' must be a number of metres.")
+    return dict(entry)
+
+
+def resolve_ground(entry: dict, report=None):
+    """The ground object of a ``setup_ground`` entry: imported from ``entry['file']`` when given (then named by
+    ``entry['object']``, or the file's only mesh), else the object ``entry['object']`` of the open file."""
+    objects = None
+    if entry.get("file"):
+        (report or (lambda msg: None))(f"importing ground '{entry['file']}'")
+        objects = import_file(entry["file"], report=report or (lambda msg: None))
+    elif not entry.get("object"):
+        return None
+    return ground_bridge.find_ground(entry.get("object"), objects)
 
 
 def solver_settings(settings) -> SolverSettings:
@@ -179,14 +216,16 @@ def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh
 
 def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=None, frame_start=None,
                 frame_end=None, source_bone_map=None, target_bone_map=None, keyvert_count: int = 41,
-                source_meshes=None, target_meshes=None) -> Inputs:
+                source_meshes=None, target_meshes=None, ground=None, ground_options=None) -> Inputs:
     """Read everything a retarget needs from the scene (main thread). Reads only, writes nothing.
     ``source_meshes`` / ``target_meshes``: {mesh name: bool}, which meshes form each body (a set-up's).
+    ``ground``: the object the target walks on (its evaluated surface, ``bridge.terrain.read_ground``), or None
+    for the world floor z = 0; ``ground_options``: {'spacing': metres, 'ceiling': world z} for it.
 
     Fails fast, target first: the armatures, whether the target can keep a new Action (not linked, not a
     non-editable override), its mesh when the method needs one and its bone map are checked before the source
     clip is read (``core.character.check_character``: milliseconds); then the source clip (``read_motion``
-    checks its range and keys) and the source's bone map."""
+    checks its range and keys), the source's bone map, and the ground object."""
     if method not in METHODS:
         raise BridgeError(f"Unknown method '{method}': use one of {', '.join(METHODS)}.")
     for role, ob in (("Source", source_obj), ("Target", target_obj)):
@@ -212,13 +251,21 @@ def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=Non
                          report=notes.append)
     src = read_character(source_obj, source_bone_map, clip=motion, mesh_choice=source_meshes)
     check_character(src, keyvert_count=count, role="Source")
+    surface = None
+    if ground is not None:
+        opts = dict(ground_options or {})
+        surface = ground_bridge.read_ground(ground, spacing=opts.get("spacing"), ceiling=opts.get("ceiling"),
+                                            characters=(source_obj, target_obj))
     act = action if action is not None else getattr(source_obj.animation_data, "action", None)
     return Inputs(source_obj.name, target_obj.name, act.name if act is not None else "", src, motion, tgt,
-                  tuple(notes))
+                  notes=tuple(notes), ground=surface)
 
 
 def make_job(inputs: Inputs, options: RetargetOptions) -> Retarget:
-    """The core retarget of ``inputs`` (pure core: drive it in any thread)."""
+    """The core retarget of ``inputs`` (pure core: drive it in any thread); the ground object read with them
+    becomes the options' ground."""
+    if inputs.ground is not None and options.ground is None:
+        options = replace(options, ground=inputs.ground)
     return Retarget(inputs.source, inputs.source_motion, inputs.target, options)
 
 
@@ -287,6 +334,16 @@ def conflict_rows(conflicts) -> list:
             for k, c in enumerate(conflicts)]
 
 
+def ground_report(outcome: Outcome) -> dict:
+    """What the target stood on: the ground object's sampling (``core.terrain.TerrainReport``), else the
+    world floor."""
+    if outcome.ground is not None:
+        return outcome.ground.as_dict()
+    if outcome.terrain is not None:
+        return {"object": getattr(outcome.terrain, "name", "") or None, "floor": "height field"}
+    return {"object": None, "floor": "world z = 0"}
+
+
 def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dict) -> dict:
     """The JSON-serialisable report of a retarget (docs/bridge.md)."""
     motion = outcome.motion
@@ -305,6 +362,7 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
         "metrics_table": plain([r.as_dict() for r in report.metric_rows(outcome.metrics, outcome.reference)]),
         "verdict": report.verdict(outcome.metrics, outcome.reference, outcome.method),
         "conflicts": plain(conflict_rows(outcome.conflicts)),
+        "ground": plain(ground_report(outcome)),
         "notes": list(inputs.notes) + list(outcome.notes),
     }
     if outcome.job is not None:
@@ -317,7 +375,7 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
 
 def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame_start=None, frame_end=None,
              settings=None, setup=None, name=None, report=None, progress=None,
-             store_keyverts: bool = True) -> RetargetResult:
+             store_keyverts: bool = True, ground=None) -> RetargetResult:
     """Retarget the animation playing on ``source_obj`` onto ``target_obj`` as a NEW Action (read, the core
     generator, write: the same path as the panel's Retarget).
 
@@ -330,6 +388,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         name: name of the new Action (default '<source clip> to <target>').
         report: callable taking one line of progress text; progress: callable taking a fraction in [0, 1].
         store_keyverts: store the key vertices the retarget transferred on the characters' meshes.
+        ground: the object the target walks on (default: the set-up's ``"ground"``, else the world floor).
     Raises:
         BridgeError (bad input, one line) or CoreError; nothing is written then.
     """
@@ -340,12 +399,18 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         settings = dict(setup["settings"])
     t0 = time.perf_counter()
     say(f"reading '{source_obj.name}' and '{target_obj.name}'")
+    ground_entry = setup_ground(setup)
+    if ground is None and ground_entry:
+        ground = resolve_ground(ground_entry, report=say)
     inputs = read_inputs(source_obj, target_obj, method=method, action=action, frame_start=frame_start,
                          frame_end=frame_end, source_bone_map=setup_bone_map(setup, "source", source_obj.name),
                          target_bone_map=setup_bone_map(setup, "target", target_obj.name),
                          keyvert_count=int(setup.get("keyvert_count", 41)),
                          source_meshes=bodyparts.setup_choice(setup.get("source"), source_obj),
-                         target_meshes=bodyparts.setup_choice(setup.get("target"), target_obj))
+                         target_meshes=bodyparts.setup_choice(setup.get("target"), target_obj),
+                         ground=ground, ground_options=ground_entry)
+    if inputs.ground is not None:
+        say(f"ground '{inputs.ground.name}': {len(inputs.ground.triangles)} triangles")
     mo = inputs.source_motion
     for n in inputs.notes:
         say(n)
@@ -405,6 +470,6 @@ def plain(value):
     return str(value)
 
 
-__all__ = ["Inputs", "RetargetResult", "conflict_rows", "load_setup", "make_job", "make_report", "plain",
-           "prepare_character", "read_character", "read_inputs", "result_action_name", "retarget", "setup_bone_map",
-           "solver_settings", "write_outcome", "CoreError"]
+__all__ = ["Inputs", "RetargetResult", "conflict_rows", "ground_report", "load_setup", "make_job", "make_report",
+           "plain", "prepare_character", "read_character", "read_inputs", "result_action_name", "resolve_ground",
+           "retarget", "setup_bone_map", "setup_ground", "solver_settings", "write_outcome", "CoreError"]

@@ -18,6 +18,8 @@ from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProp
                        IntProperty, PointerProperty, StringProperty)
 from bpy.types import PropertyGroup
 
+from .bridge.terrain import GROUND_TYPES
+
 ROLES = ('source', 'target')
 
 QUALITY_ITEMS = (
@@ -44,6 +46,12 @@ SOURCE_GROUND_ITEMS = (
     ('CUSTOM', "Custom Level", "The floor level given below"),
 )
 SOURCE_GROUND_MODES = {'ZERO': "zero", 'ESTIMATE': "estimate", 'TRACK': "track"}
+#: what the target walks on (ReConForM §6.2; docs/solver.md "Terrain")
+GROUND_ITEMS = (
+    ('WORLD', "World Floor", "The target stands on z = 0"),
+    ('OBJECT', "Object", "The target walks on a mesh object (stairs, a ramp, rough ground): its surface as the "
+     "viewport shows it, modifiers included, sampled under the clip's footprint"),
+)
 KEYVERT_COUNT_ITEMS = (
     ('41', "41", "Default template: sparse full-body coverage"),
     ('96', "96", "Extended template: denser around hands, feet and torso"),
@@ -85,6 +93,10 @@ ADVANCED_NAMES = tuple(f[0] for f in ADVANCED_INTS + ADVANCED_FLOATS + ADVANCED_
 
 def _is_armature(self, obj):
     return obj.type == 'ARMATURE'
+
+
+def _is_ground(self, obj):
+    return obj.type in GROUND_TYPES
 
 
 def _tag_redraw(self=None, context=None):
@@ -207,9 +219,15 @@ class ReconformSettings(PropertyGroup):
                                description="Use the advanced values below instead of the preset's")
     device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='DEFAULT')
     source_ground: EnumProperty(name="Source Floor", items=SOURCE_GROUND_ITEMS, default='ZERO',
-                                description="Where the source clip's floor is; the target always stands on z = 0")
+                                description="Where the source clip's floor is (the target stands on the Ground "
+                                            "below)")
     source_ground_level: FloatProperty(name="Floor Level", default=0.0, unit='LENGTH', soft_min=-1.0, soft_max=1.0,
                                        description="World height of the source clip's floor (Custom Level)")
+    ground: EnumProperty(name="Ground", items=GROUND_ITEMS, default='WORLD',
+                         description="What the target walks on")
+    ground_object: PointerProperty(name="Ground Object", type=bpy.types.Object, poll=_is_ground,
+                                   description="The mesh the target walks on: stairs, a ramp, a terrain (only "
+                                               "the region under the clip is sampled)")
     warm_start_fraction: FloatProperty(
         name="Re-solve Iterations", default=0.3, min=0.05, max=1.0, subtype='FACTOR',
         description="Share of the first solve's iterations a Re-solve runs, starting from the last result")
@@ -223,6 +241,7 @@ class ReconformSettings(PropertyGroup):
     last_method: StringProperty()
     metrics: CollectionProperty(type=ReconformMetric)
     metrics_json: StringProperty(description="Full metrics dict of the last solve, as JSON")
+    last_ground: StringProperty(name="Ground", description="What the last retarget's target stood on")
     conflicts: CollectionProperty(type=ReconformConflict)
     conflicts_index: IntProperty()
     show_all_conflicts: BoolProperty(name="Show All", default=False,

@@ -1,11 +1,13 @@
 """`make bench`: copy-rotations vs ReConForM on clips x characters from ../shared/assets.
 
 Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end
-frames/s), a scaling line (solver frames/s at 75, 300, 1000 and 3000 frames) and the peak memory of a
-10 000-frame retarget with its metrics and conflicts, and its longest stretch without a progress step (measured in
-a child process), and writes the same text to bench_output/bench.md.
+frames/s), the terrain cases (tools/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling
+line (solver frames/s at 75, 300, 1000 and 3000 frames) and the peak memory of a 10 000-frame retarget with its
+metrics and conflicts, and its longest stretch without a progress step (measured in a child process), and writes
+the same text to bench_output/bench.md.
 
-    .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--threads 2]
+    .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
+        [--threads 2]
 
 Timings are wall-clock on whatever machine runs it; on a shared 2-core machine they are noisy.
 """
@@ -196,6 +198,7 @@ def main(argv=None):
     ap.add_argument("--cases", type=int, default=None, help="run only the first N cases")
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-terrain", action="store_true", help="skip the terrain cases (tools/bench_terrain.py)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
@@ -334,6 +337,16 @@ def main(argv=None):
         f"{mean(agg['ratio_h']):.2f} (copy-rot {mean(agg['ratio_cr_h']):.2f})", mean(agg["ratio_h"]) <= 1.1)
     targets["jerk ≤ 1.1 × source, per unit of height (every case)"] = (
         f"max {max(agg['ratio_h']):.2f} (raw m/s³ ratio max {max(agg['ratio']):.2f})", max(agg["ratio_h"]) <= 1.1)
+    if not args.quick and not args.no_terrain:   # --- a flat walk onto stairs, a ramp, bumps ---
+        from bench_terrain import bench_terrain
+        rows = bench_terrain(lambda name: importlib.import_module(f"{MODULE}.{name}"), loader, settings, out=out,
+                             log=log)
+        targets["terrain: floor penetration lower than copy-rot on every ground (mean over frames)"] = (
+            ", ".join(f"{100 * b['floor_pen_mean']:.2f} % vs {100 * a['floor_pen_mean']:.1f} %" for a, b in rows),
+            all(b["floor_pen_mean"] < a["floor_pen_mean"] for a, b in rows))
+        targets["terrain: grounded-feet F1 higher than copy-rot on every ground"] = (
+            ", ".join(f"{b['grounded_f1']:.3f} vs {a['grounded_f1']:.3f}" for a, b in rows),
+            all(b["grounded_f1"] > a["grounded_f1"] for a, b in rows))
     if not args.quick and not args.no_scaling:
         src, smo, _ = loader.source(SCALING[0])
         _, tgt, _ = loader.character(SCALING[1])

@@ -8,7 +8,11 @@
    (``reconform_addon.pipeline.retarget``, the path the panel and the batch command take): the ReConForM solve
    ('auto' or 'reconform'), or copy-rotations alone. With ReConForM the copy-rotations baseline it started
    from is written too, as its own Action, and the report gives both sets of metrics.
-3. Writes <out>/output.blend (new Actions assigned, scene range set) and <out>/report.txt.
+3. The flat-ground walk 'DemoWalk' is retargeted onto 'StairsClimber' over the ground object 'Stairs' and onto
+   'RampWalker' up 'Ramp' (``pipeline.retarget(..., ground=...)``: the path the panel's Ground picker and the
+   batch command's --ground take), copy-rotations beside it; the report names the ground and gives both sets
+   of metrics above it (floor penetration, grounded and foot-locked F1, jerk and root jerk).
+4. Writes <out>/output.blend (new Actions assigned, scene range set) and <out>/report.txt.
 Runs as ``python tools/demo.py`` (bpy wheel) or ``blender -b --python tools/demo.py -- ARGS``.
 """
 
@@ -26,6 +30,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_demo_scene  # noqa: E402
 
 TARGETS = ("TallThin", "ShortHeavy")
+#: the walk over a ground object: (target, ground object), both built by tools/make_demo_scene.py
+TERRAIN_WALKS = tuple((walker, ground) for ground, (walker, _) in make_demo_scene.GROUNDS.items())
 
 
 def parse_args(argv):
@@ -52,12 +58,12 @@ def run(args, log):
     src = bpy.data.objects["Source"]
     start, end = args.frames if args.frames else (None, None)
     results = {}
-    for name in TARGETS:
+
+    def retarget(name, label, **kw):
+        """One retarget through the pipeline; with ReConForM, its copy-rotations start written beside it."""
         tgt = bpy.data.objects[name]
-        log(f"{method} ({args.quality}): Source -> {name}")
-        res = pipeline.retarget(src, tgt, method=method, frame_start=start, frame_end=end,
-                                settings={"quality": args.quality},   # named as the panel names it
-                                report=lambda m: log("  " + m) if m.startswith("Solving") else None)
+        res = pipeline.retarget(src, tgt, method=method, settings={"quality": args.quality},   # as the panel names it
+                                **kw)
         entry = {method: res.report}
         if method == "reconform":   # the copy-rotations baseline, kept in the file beside the result
             base = write.write_motion(tgt, *res.outcome.for_scene(res.outcome.init_motion),
@@ -65,7 +71,17 @@ def run(args, log):
             base.use_fake_user = True
             write.assign_action(tgt, res.action)
             entry["copy_rotations"] = {"action": base.name}
-        results[name] = entry
+        results[label] = entry
+
+    for name in TARGETS:
+        log(f"{method} ({args.quality}): Source -> {name}")
+        retarget(name, name, frame_start=start, frame_end=end,
+                 report=lambda m: log("  " + m) if m.startswith("Solving") else None)
+    walk = bpy.data.actions[info["walk"]["action"]]
+    for name, ground in TERRAIN_WALKS:
+        log(f"{method} ({args.quality}): Source '{walk.name}' -> {name} on '{ground}'")
+        retarget(name, f"{name} on {ground}", action=walk, ground=bpy.data.objects[ground],
+                 report=lambda m: log("  " + m) if m.startswith(("Solving", "ground")) else None)
     scene = bpy.context.scene
     any_rep = next(iter(results.values()))[method]
     scene.frame_start, scene.frame_end = any_rep["frame_start"], any_rep["frame_end"]
@@ -90,13 +106,20 @@ def _report(info, method, quality, results, t_scene, t_total, report) -> str:
                      f"{c['bones']} bones ({c['params']})")
     lines.append(f"Source motion: 'DemoMotion', {info['frames']} frames at {make_demo_scene.FPS} fps; events: " +
                  ", ".join(f"{k} {a}-{b}" for k, (a, b) in info["events"].items()))
+    lines.append(f"Walk over grounds: 'DemoWalk', {info['walk']['frames']} frames; " + ", ".join(
+        f"'{g}' ({d['height_m']} m high) under '{d['walker']}'" for g, d in info["grounds"].items()))
     lines.append(f"Method: {report.METHOD_LABELS[method]}" + (f" (quality '{quality}')" if method == "reconform"
                                                              else ""))
     lines.append("")
     for name, e in results.items():
         rep = e[method]
         lines.append(f"Source -> {name}: frames {rep['frame_start']}-{rep['frame_end']} ({rep['frames']})")
-        written = [f"'{rep['action']}' ({report.METHOD_LABELS[method]}, assigned to '{name}')"]
+        g = rep.get("ground") or {}
+        if g.get("grid"):
+            lines.append(f"  ground '{g['object']}': {g['grid'][0]} x {g['grid'][1]} samples every "
+                         f"{100 * g['spacing_m']:.3g} cm, {g['holes']} holes, {g['overhangs']} overhangs, heights "
+                         f"{g['height_range_m'][0]:.2f} to {g['height_range_m'][1]:.2f} m")
+        written = [f"'{rep['action']}' ({report.METHOD_LABELS[method]}, assigned to '{rep['target']['armature']}')"]
         if "copy_rotations" in e and method != "copy_rotations":
             written.append(f"'{e['copy_rotations']['action']}' (the copy-rotations baseline it started from, "
                            "kept with a fake user)")

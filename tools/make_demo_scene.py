@@ -1,12 +1,16 @@
-"""Build the embedded demo scene: three generated skinned humanoids and a source motion keyframed by code.
+"""Build the embedded demo scene: generated skinned humanoids, source motions keyframed by code, and the
+grounds of a walk over stairs and up a ramp.
 
     python tools/make_demo_scene.py --out demo_output/demo.blend
 
 Characters (core.body): 'Source' (neutral body, T-pose rest), 'TallThin' (1.95 m, A-pose rest) and
-'ShortHeavy' (1.55 m, big belly, T-pose rest). The source motion (30 fps, ~7 s) has floor contacts and
-self-contacts: two steps forward, a clap (hands touch three times), hands on hips, a squat with arms forward.
-It is keyed on every frame from a small IK rig written here (two-bone IK for arms and legs, flat feet).
-Nothing here is a third-party asset: bodies and motion come from the project's own code.
+'ShortHeavy' (1.55 m, big belly, T-pose rest); 'StairsClimber' (the TallThin body) and 'RampWalker' (the
+ShortHeavy body) stand at the foot of the ground objects 'Stairs' (8 steps, 17 cm rise, 30 cm tread) and
+'Ramp' (15°), both solid (a Solidify modifier: the retarget reads the evaluated mesh). The source motion
+'DemoMotion' (30 fps, ~7 s) has floor contacts and self-contacts: two steps forward, a clap (hands touch
+three times), hands on hips, a squat with arms forward; 'DemoWalk' (~6 s) is ten steps along -Y on flat
+ground. Both are keyed on every frame from a small IK rig written here (two-bone IK for arms and legs, flat
+feet). Nothing here is a third-party asset: bodies, motions and grounds come from the project's own code.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ if ROOT not in sys.path:
 
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
 from core.rotations import matrix_to_quat, quat_between, quat_make_continuous, quat_to_matrix  # noqa: E402
+from core.terrain.shapes import ramp, stairs  # noqa: E402
 from core.types import Motion, Skeleton, SkinnedMesh  # noqa: E402
 
 FPS = 30
@@ -33,7 +38,17 @@ UP = np.array([0.0, 0.0, 1.0])
 #: (object name, body parameters, rest pose, x offset in the scene)
 CHARACTERS = (("Source", BodyParams(name="source"), "T", 0.0),
               ("TallThin", TALL_THIN, "A", 1.2),
-              ("ShortHeavy", SHORT_HEAVY, "T", 2.4))
+              ("ShortHeavy", SHORT_HEAVY, "T", 2.4),
+              ("StairsClimber", TALL_THIN, "A", 4.2),
+              ("RampWalker", SHORT_HEAVY, "T", 6.0))
+#: ground object -> (the character walking on it, core.terrain.shapes profile): each starts 0.6 m behind its
+#: walker and runs along -Y, the way the 'DemoWalk' clip walks
+GROUNDS = {
+    "Stairs": ("StairsClimber", lambda x: stairs(start=(x, 0.6), direction=(0.0, -1.0), width=1.2, approach=1.3,
+                                                 steps=8, tread=0.3, rise=0.17, landing=2.5, name="Stairs")),
+    "Ramp": ("RampWalker", lambda x: ramp(start=(x, 0.6), direction=(0.0, -1.0), width=1.2, approach=1.2,
+                                          length=2.0, angle_deg=15.0, landing=2.5, name="Ramp")),
+}
 
 
 # ------------------------------------------------------------------------------------------- motion (numpy)
@@ -143,14 +158,17 @@ def _smooth(keys, t):
     return (1 - u) * np.asarray(keys[f0], float) + u * np.asarray(keys[f1], float)
 
 
+def _rig_points(skeleton: Skeleton, mesh: SkinnedMesh):
+    """(Rig, hips head (3,), {side: ankle}, {side: shoulder}, {side: arm length}, {side: +1 left / -1 right})."""
+    rig = Rig(skeleton, mesh)
+    sides = ("left", "right")
+    return (rig, rig.p("hips"), {s: rig.p(f"{s}_foot") for s in sides}, {s: rig.p(f"{s}_upper_arm") for s in sides},
+            {s: sum(rig.len[f"{s}_arm"]) for s in sides}, {"left": 1.0, "right": -1.0})
+
+
 def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
     """The demo clip on the source character: (Motion, events {name: (first, last) frame})."""
-    rig = Rig(skeleton, mesh)
-    H0 = rig.p("hips")
-    ankle = {s: rig.p(f"{s}_foot") for s in ("left", "right")}
-    shoulder = {s: rig.p(f"{s}_upper_arm") for s in ("left", "right")}
-    la = {s: sum(rig.len[f"{s}_arm"]) for s in ("left", "right")}
-    sign = {"left": 1.0, "right": -1.0}
+    rig, H0, ankle, shoulder, la, sign = _rig_points(skeleton, mesh)
     stride = 0.32
     hips_h = H0[2] - ankle["left"][2]
     # --- controls keyed on frames --------------------------------------------------------------------------
@@ -210,6 +228,54 @@ def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
         rots[t] = q
         locs[t, 0] = loc
     return Motion(quat_make_continuous(rots), locs, float(FPS), 1), events
+
+
+def walk_motion(skeleton: Skeleton, mesh: SkinnedMesh, steps: int = 10, step: float = 0.34,
+                step_frames: int = 16, rest_frames: int = 15):
+    """A straight walk on flat ground along -Y: ``steps`` steps of ``step`` metres, ``step_frames`` frames each,
+    standing still for ``rest_frames`` frames before and after. Feet stay flat and planted while they carry the
+    body (the swing foot lifts 8 cm on an arc), the hips move with the feet and bob 1.5 cm, the arms swing.
+    Returns (Motion, events {name: (first, last) frame})."""
+    rig, H0, ankle, shoulder, la, sign = _rig_points(skeleton, mesh)
+    t0 = rest_frames
+    foot_y = {"left": {0: 0.0}, "right": {0: 0.0}}
+    swings = {"left": [], "right": []}
+    hips_y = {0: 0.0, t0: 0.0}
+    for i in range(steps):
+        side = "left" if i % 2 == 0 else "right"
+        other = "right" if side == "left" else "left"
+        a, b = t0 + i * step_frames, t0 + (i + 1) * step_frames
+        land = -(i + 1) * step if i < steps - 1 else -(steps - 1) * step   # the last step closes the feet
+        foot_y[side][a], foot_y[side][b] = max(foot_y[side].items())[1], land
+        foot_y[other][b] = max(foot_y[other].items())[1]
+        swings[side].append((a, b))
+        hips_y[b] = 0.5 * (land + foot_y[other][b])
+    T = t0 + steps * step_frames + rest_frames
+    for s in ("left", "right"):
+        foot_y[s][T - 1] = max(foot_y[s].items())[1]
+    hips_y[T - 1] = hips_y[max(hips_y)]
+    walk = (t0, t0 + steps * step_frames)
+    rots = np.empty((T, skeleton.num_bones, 4))
+    locs = np.zeros((T, skeleton.num_bones, 3))
+    for t in range(T):
+        moving = walk[0] < t < walk[1]
+        phase = (t - walk[0]) / step_frames
+        y = float(np.interp(t, sorted(hips_y), [hips_y[k] for k in sorted(hips_y)]))
+        hp = H0 + [0.0, y, -0.02 + (0.008 * np.cos(2 * np.pi * phase) if moving else 0.0)]
+        targets = {}
+        for s in ("left", "right"):
+            a = ankle[s] + [0.0, float(_smooth(foot_y[s], t)), 0.0]
+            for f0, f1 in swings[s]:
+                if f0 < t < f1:
+                    a = a + [0, 0, 0.08 * np.sin(np.pi * (t - f0) / (f1 - f0))]
+            targets[f"{s}_leg"] = (a, np.array([sign[s] * 0.15, -1.0, 0.0]))
+            arm = 0.12 * np.sin(np.pi * phase) * (1.0 if s == "left" else -1.0) if moving else 0.0
+            hand = shoulder[s] + [sign[s] * 0.06, y + arm, -0.97 * la[s] + 0.02]
+            targets[f"{s}_arm"] = (hand, np.array([0.0, 1.0, -0.3]))
+        q, loc = rig.pose(hp, 0.04 if moving else 0.0, targets)
+        rots[t] = q
+        locs[t, 0] = loc
+    return Motion(quat_make_continuous(rots), locs, float(FPS), 1), {"walk": walk}
 
 
 # ------------------------------------------------------------------------------------------- Blender objects
@@ -292,6 +358,22 @@ def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float
     return arm
 
 
+def build_ground(name: str, surface):
+    """A mesh object from a core.terrain GroundSurface (world space), made solid by a Solidify modifier
+    (30 cm downwards): the retarget reads its evaluated mesh, whose top is the surface."""
+    import bpy
+
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(surface.vertices.tolist(), [], surface.triangles.tolist())
+    me.update()
+    ob = bpy.data.objects.new(name, me)
+    bpy.context.scene.collection.objects.link(ob)
+    solid = ob.modifiers.new("Solidify", 'SOLIDIFY')
+    solid.thickness, solid.offset = 0.3, -1.0
+    ob.color = (0.62, 0.64, 0.68, 1.0)
+    return ob
+
+
 def build_scene(out_path, report=print):
     """Generate the bodies, the source motion, and save the .blend. Returns {'events':..., 'characters':...}."""
     import bpy
@@ -315,11 +397,23 @@ def build_scene(out_path, report=print):
     # Key the motion on the armature as Blender built it: its bone rolls need not equal core.body's, and
     # basis rotations are expressed in each bone's own rest frame.
     blender_skel = bridge.read_skeleton(src)
+    walk, walk_events = walk_motion(blender_skel, mesh)
+    bridge.write_motion(src, blender_skel, walk, "DemoWalk").use_fake_user = True
     motion, events = demo_motion(blender_skel, mesh)
     bridge.write_motion(src, blender_skel, motion, "DemoMotion")
     scene.frame_start, scene.frame_end = 1, motion.num_frames
     info["events"] = events
     info["frames"] = motion.num_frames
+    info["walk"] = {"action": "DemoWalk", "frames": walk.num_frames, "events": walk_events}
+    info["grounds"] = {}
+    offsets = {name: x for name, _, _, x in CHARACTERS}
+    for name, (walker, shape) in GROUNDS.items():
+        surface = shape(offsets[walker]).surface
+        build_ground(name, surface)
+        x0, x1, y0, y1, z0, z1 = surface.bounds
+        info["grounds"][name] = {"walker": walker, "height_m": round(z1 - z0, 3),
+                                 "triangles": len(surface.triangles)}
+        report(f"ground '{name}' under '{walker}': {y1 - y0:.1f} m long, {z1 - z0:.2f} m high")
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(out_path))
     report(f"saved {out_path} ({motion.num_frames} frames at {FPS} fps)")

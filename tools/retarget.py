@@ -10,6 +10,8 @@ Examples (docs/bridge.md has more)::
     python tools/retarget.py --source walk.bvh --target hero.glb --out out.blend --report report.json
     python tools/retarget.py --blend scene.blend --source Mocap --target Hero --frames 1 120 \\
         --method reconform --setup setup.json --export out.fbx --export out.glb
+    python tools/retarget.py --source walk.bvh --target hero.glb --ground Stairs --ground-file set.blend \\
+        --method reconform --out out.blend
 
 Exit status: 0 on success; 1 with one line ``error: <reason>`` on stderr for bad input (missing object or
 file, unreadable file, an output that cannot be written, armature without a mesh when the method needs one,
@@ -55,6 +57,11 @@ def parse_args(argv):
                    help="retarget method (default: the set-up's, else copy_rotations)")
     p.add_argument("--quality", choices=("fast", "balanced", "best"), help="solver preset (reconform)")
     p.add_argument("--setup", help="JSON set-up: bone maps per character and settings (reusable across clips)")
+    p.add_argument("--ground", metavar="OBJECT",
+                   help="mesh object the target walks on (stairs, a ramp, a terrain), from the open file, the "
+                        "target's file or --ground-file (default: the set-up's 'ground', else the floor z = 0)")
+    p.add_argument("--ground-file", metavar="PATH",
+                   help="file to import the ground object from (.blend, .fbx, .glb, .gltf, .obj)")
     p.add_argument("--name", help="name of the new Action")
     p.add_argument("--out", help="write the result .blend here")
     p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
@@ -155,6 +162,13 @@ def _text_report(rep) -> str:
         lines.append("unmapped source bones: " + ", ".join(rep["source"]["unmapped"]))
     if rep["target"]["unmapped"]:
         lines.append("unmapped target bones: " + ", ".join(rep["target"]["unmapped"]))
+    g = rep.get("ground") or {}
+    if g.get("grid"):
+        lines.append(f"ground: {g['object']}, {g['grid'][0]} x {g['grid'][1]} samples every "
+                     f"{100 * g['spacing_m']:.3g} cm, {g['holes']} holes, {g['overhangs']} overhangs, "
+                     f"heights {g['height_range_m'][0]:.3f} to {g['height_range_m'][1]:.3f} m")
+    else:
+        lines.append(f"ground: {g.get('object') or g.get('floor', 'world z = 0')}")
     lines += [f"note: {n}" for n in rep.get("notes", [])]
     return "\n".join(lines) + "\n"
 
@@ -230,7 +244,13 @@ def run(args, log, outputs) -> dict:
         if args.quality:
             settings["quality"] = args.quality
         start, end = args.frames if args.frames else (None, None)
-        log(f"retarget '{src.name}' -> '{tgt.name}' with {method}")
+        ground_entry = pipeline.setup_ground(setup)
+        if args.ground or args.ground_file:   # the command line wins over the set-up
+            ground_entry = dict(ground_entry, object=args.ground, file=args.ground_file)
+            setup["ground"] = ground_entry
+        ground = pipeline.resolve_ground(ground_entry, report=log) if ground_entry else None
+        log(f"retarget '{src.name}' -> '{tgt.name}' with {method}"
+            + (f" on ground '{ground.name}'" if ground is not None else ""))
         last = [0.0]
 
         def progress(f):
@@ -240,7 +260,7 @@ def run(args, log, outputs) -> dict:
 
         result = pipeline.retarget(src, tgt, method=method, action=action, frame_start=start, frame_end=end,
                                    settings=settings or None, setup=setup, name=args.name, report=log,
-                                   progress=progress)
+                                   progress=progress, ground=ground)
         _write_outputs(args, outputs, result, tgt, log)
         return result.report
     finally:

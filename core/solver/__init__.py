@@ -5,6 +5,7 @@ at once, on key-vertex descriptors of source and target.
 - ``parametrisation``: the variables (6D rotation residuals and a hips offset, B-splines in time);
 - ``objective``: the terms (regularisation, jerk, L_sem with adaptive weights, floor barrier), balanced;
 - ``footing``: the foot model (contact and lock);
+- ``terrain_start``: on a terrain (ReConForM §6.2), the solve's start put onto it (footings, hips, leg IK);
 - ``optim``: Adam and its learning-rate schedule;
 - ``job``: one solve as a generator (``SolveJob``).
 """

@@ -84,25 +84,49 @@ class FootModel:
         return torch.stack([soft_lowest(torch.where(self.sole_side == k, hs, big), SOFT_LOW * self.h_tgt)
                             for k in (0, 1)], -1)
 
-    def foot_relative(self, h: torch.Tensor, lows: torch.Tensor) -> torch.Tensor:
-        """Heights (T, N) of the key vertices above their own foot's lowest sole point (0 off the feet)."""
+    def relief(self, p: torch.Tensor, sole: torch.Tensor, hs: torch.Tensor):
+        """(T, N) terrain height under each foot key vertex minus the terrain under its foot's support point
+        (0 off the feet), or None on a level ground. Added to the key vertices' heights above their sole, it
+        measures them in z: a foot that overhangs a step's edge keeps its shape instead of reaching down to the
+        lower tread. p: (T, N, 3) key vertices; sole: (T, S, 3) sole points and hs (T, S) their heights. The
+        support point's terrain is the sole points' terrain averaged with the soft-minimum's weights."""
+        if not callable(self.ground):
+            return None
+        f_kv = self.ground(p[..., 0], p[..., 1])                                         # (T, N)
+        f_s = sole[..., 2] - hs                                                          # (T, S)
+        tau = SOFT_LOW * self.h_tgt
+        support = []
+        for k in (0, 1):
+            logits = torch.where(self.sole_side == k, -hs / tau, torch.full_like(hs, -torch.inf))
+            support.append((torch.softmax(logits, -1) * f_s).sum(-1))
+        idx = self.keyvert_side.clamp(min=0)
+        corr = f_kv - torch.stack(support, -1).index_select(1, idx)
+        return torch.where(self.keyvert_side >= 0, corr, torch.zeros_like(corr))
+
+    def foot_relative(self, h: torch.Tensor, lows: torch.Tensor, relief: torch.Tensor = None) -> torch.Tensor:
+        """Heights (T, N) of the key vertices above their own foot's lowest sole point (0 off the feet);
+        ``relief``: the ``relief`` correction on a terrain."""
         idx = self.keyvert_side.clamp(min=0)
         rel = h - lows.index_select(1, idx)
+        if relief is not None:
+            rel = rel + relief
         return torch.where(self.keyvert_side >= 0, rel, torch.zeros_like(rel))
 
-    def set_initial(self, h_init: torch.Tensor, sole_init: torch.Tensor):
-        """Remember the copy-rotations heights of the foot key vertices above their sole (``h_init`` (T, N)
-        key-vertex heights, ``sole_init`` (T, S, 3) sole points of the initial motion)."""
+    def set_initial(self, p_init: torch.Tensor, sole_init: torch.Tensor):
+        """Remember the copy-rotations heights of the foot key vertices above their sole (``p_init`` (T, N, 3)
+        key vertices, ``sole_init`` (T, S, 3) sole points of the initial motion)."""
         if self.contact_w is not None:
-            self.foot_rel_init = self.foot_relative(h_init, self.sole_lows(sole_init))
+            h, hs = height(p_init, self.ground), height(sole_init, self.ground)
+            self.foot_rel_init = self.foot_relative(h, self.sole_lows(sole_init, hs), self.relief(p_init, sole_init,
+                                                                                                  hs))
 
-    def contact_terms(self, h: torch.Tensor, lows: torch.Tensor, scale=None):
+    def contact_terms(self, h: torch.Tensor, lows: torch.Tensor, scale=None, relief=None):
         """(floor term, height term) of foot contact: Σ (w (lowest sole point − source foot height))², and
         Σ ((1 − height match weight)(height above the sole − copy-rotations'))² over the foot key vertices.
         h: (T, N) key-vertex heights; lows: (T, 2) ``sole_lows`` of the sole points; scale: optional (N,)
-        per-key-vertex factors."""
+        per-key-vertex factors; relief: (T, N) ``relief`` on a terrain."""
         floor = (self.contact_w * (lows - self.contact_h)).square().sum()
-        rel = self.foot_relative(h, lows)
+        rel = self.foot_relative(h, lows, relief)
         r2 = ((1.0 - self.height_match_w) * (rel - self.foot_rel_init)).square()
         return floor, (r2 if scale is None else r2 * scale).sum()
 
@@ -129,3 +153,4 @@ class FootModel:
         """Reference scale of the lock term: its initial value, floored at 0.5 % h_c / s on every locked point."""
         w = float(self.lock_w.sum()) * max(int((self.sole_side == 0).sum()), 1)
         return max(float(raw_lock), w * (0.005 * self.h_tgt) ** 2, 1e-12)
+

@@ -35,6 +35,7 @@ from .objective import Objective
 from .optim import Adam, learning_rates
 from .parametrisation import Parametrisation, root_jacobian_inverse
 from .settings import Progress, SolverSettings
+from .terrain_start import onto_terrain, terrain_lift
 
 #: frames sampled to choose the target's sole points
 SOLE_FRAMES = 400
@@ -293,16 +294,15 @@ class SolveJob:
             opt = sorted(opt + [self.root_idx])
         self.opt_idx = np.asarray(opt, dtype=np.int64)
         self.opt_parts = [limb_of(canon[j]) if j in canon else "torso" for j in opt]
-        chain = self.chain
-        R0 = quat_to_matrix(torch.as_tensor(self.init_motion.rotations[:, chain.needed], dtype=torch.float64))
-        R_init_n = R0.to(dt).to(dev)                                           # (T, Jn, 3, 3)
-        opt_pos = [chain.position[j] for j in opt]
-        root_pos = chain.position[self.root_idx]
-        L_init = torch.as_tensor(self.init_motion.locations, dtype=dt, device=dev)
-        self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos, root_pos)
-        jac = root_jacobian_inverse(tgt.skeleton, self.root_idx, self.init_motion, self.h_tgt)
-        self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
-                                     torch.as_tensor(jac).to(dt).to(dev), self.h_tgt, self.fps, s.knot_spacing)
+        self._build_variables(self.init_motion)
+        with torch.no_grad():   # copy-rotations' key vertices: where its planted feet are
+            p0, _, _ = self._forward(self.param.zero_residuals())
+        feet_xy = T >= 2 and s.root_init == "feet"
+        if s.root_init not in ("feet", "copy"):
+            raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
+        root_xy = self._root_xy_from_feet(p0) if feet_xy else None
+        if s.terrain is not None and T >= 2 and tgt.mesh is not None:   # a warm start gets the same start
+            self._start_on_terrain(root_xy)
         if self.warm_start is not None:
             R = quat_to_matrix(torch.as_tensor(self.warm_start.rotations, dtype=torch.float64))[:, self.opt_idx]
             dloc = torch.as_tensor(self.warm_start.locations[:, self.root_idx]
@@ -321,10 +321,9 @@ class SolveJob:
                                             torch.zeros((T, 3), dtype=dt, device=dev))
             self.start_loss = (float(sum(self.objective.weighted(raw).values())),
                                float(sum(self.objective.weighted(raw1).values())))
-        if self.warm_start is None and s.root_init == "feet" and T >= 2:
-            self._init_root_from_feet()
-        elif s.root_init not in ("feet", "copy"):
-            raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
+        if self.warm_start is None and feet_xy:
+            self.param.set_root_xy(root_xy)
+            self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
         self._last_entries = 0
         self.stats["source_pair_entries"] = self.objective.pairs.num_source_entries
         self.stats["pairs_allowed"] = self.objective.pairs_allowed
@@ -335,26 +334,60 @@ class SolveJob:
         self.base_lrs = [s.lr_rot, s.lr_root]   # the root offset is stored in units of h_tgt
         self._ready = True
 
-    def _init_root_from_feet(self):
-        """Start the horizontal root trajectory where the source's planted feet stay planted.
+    def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
+        """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the
+        copy-rotations key vertices ``p0`` (T, N, 3).
 
         Per frame step t -> t+1, the horizontal root velocity is corrected by the W_floor-weighted mean of
         (source velocity − copy-rotations velocity) of the key vertices (the velocity L_sliding compares);
-        integrated over time this is an offset o(t) (held where no key vertex is near the floor), fitted to the
-        B-spline controls as a weighted average (quasi-interpolation). Copy-rotations' walk speed follows the
-        hip-height ratio, so a target with another stride slides; this removes most of it before the first
-        step instead of asking Adam to move every root control by tens of centimetres.
+        integrated over time this is an offset o(t) (held where no key vertex is near the floor), later fitted
+        to the B-spline controls as a weighted average (quasi-interpolation, ``Parametrisation.set_root_xy``).
+        Copy-rotations' walk speed follows the hip-height ratio, so a target with another stride slides; this
+        removes most of it before the first step instead of asking Adam to move every root control by tens of
+        centimetres.
         """
         ob = self.objective
         with torch.no_grad():
-            vt = sliding(self.p_init, self.fps)                               # (T-1, N, 2)
+            vt = sliding(p0, self.fps)                                        # (T-1, N, 2)
             w = ob.wf_src[:-1]                                                # (T-1, N)
             wsum = w.sum(-1, keepdim=True)
             dv = (w[..., None] * (ob.src_vel_cmp - vt)).sum(1) / wsum.clamp_min(1e-6)
             dv = torch.where(wsum > 1e-3, dv, torch.zeros_like(dv))
-            o = torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)   # (T, 2) metres
-            self.param.set_root_xy(o)
-        self.stats["root_init_shift_max_m"] = float(o.norm(dim=-1).max())
+            return torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)   # (T, 2) metres
+
+    def _build_variables(self, motion: Motion):
+        """The solver's variables on ``motion`` (the start): the optimised bones' 6D residuals and the hips
+        offset (``Parametrisation``), and the chain that turns them into key vertices (``VariableChain``)."""
+        chain, dt, dev = self.chain, self.dtype, self.device
+        opt_pos = [chain.position[j] for j in self.opt_idx]
+        R_init_n = quat_to_matrix(torch.as_tensor(motion.rotations[:, chain.needed], dtype=torch.float64))
+        R_init_n = R_init_n.to(dt).to(dev)                                             # (T, Jn, 3, 3)
+        L_init = torch.as_tensor(motion.locations, dtype=dt, device=dev)
+        self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos,
+                                  chain.position[self.root_idx])
+        jac = root_jacobian_inverse(self.target.skeleton, self.root_idx, motion, self.h_tgt)
+        self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
+                                     torch.as_tensor(jac).to(dt).to(dev), self.h_tgt, self.fps,
+                                     self.settings.knot_spacing)
+
+    def _start_on_terrain(self, root_xy: torch.Tensor = None):
+        """Start from copy-rotations put onto the terrain (``terrain_start``): the hips raised, each planted foot
+        on a footing of its step, the legs bent to reach them. That motion becomes the solve's start and L_reg's
+        anchor (copy-rotations walks at flat height: on stairs its planted feet would sink ever deeper, and
+        L_reg would hold them there). The feet are their mesh vertices in copy-rotations, moved by ``root_xy``
+        (T, 2), the horizontal root offset the solve starts with (the terrain is read there)."""
+        feet = ClipTrack(self.target, self.init_motion).foot_points                  # [(T, F_k, 3)] * 2
+        pts = np.concatenate(feet, 1)
+        if root_xy is not None:
+            pts[..., :2] += root_xy.detach().double().cpu().numpy()[:, None, :]
+        side = np.concatenate([np.full(p.shape[1], k) for k, p in enumerate(feet)])
+        contact = None if self.feet is None or self.feet.contact_w is None \
+            else self.feet.contact_w.double().cpu().numpy()
+        hips, rise, shift = terrain_lift(pts, side, contact, self.settings.terrain, self.fps, self.h_tgt)
+        self.init_motion = onto_terrain(self.target, self.init_motion, hips, rise, shift)
+        self._build_variables(self.init_motion)
+        self.stats["terrain_lift_range_m"] = [float(hips.min()), float(hips.max())]
+        self.stats["terrain_footing_shift_max_m"] = float(np.linalg.norm(shift, axis=-1).max())
 
     # -- forward ----------------------------------------------------------------------------------------
 

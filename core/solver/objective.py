@@ -74,7 +74,7 @@ class Objective:
         self.p_init = p_init
         self.jerk_init = jerk(p_init, self.fps) if T >= 4 else None
         if self.feet is not None and sole_init is not None:
-            self.feet.set_initial(height(p_init, self.ground), sole_init)
+            self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():
             self.init_pairs = self.pairs.active(None, 0.0)
             zero = torch.zeros((T, 3), dtype=self.dtype, device=self.device)
@@ -160,7 +160,7 @@ class Objective:
             out["floor"] = out["floor"] + floor_barrier(hs)
             if feet is not None and feet.contact_w is not None:
                 lows = feet.sole_lows(sole, hs)                                     # (T, 2)
-                f, hgt = feet.contact_terms(h, lows, vs["height"])
+                f, hgt = feet.contact_terms(h, lows, vs["height"], feet.relief(p, sole, hs))
                 out["floor"] = out["floor"] + f
                 out["height"] = out["height"] + hgt
         vel = sliding(p, self.fps)

@@ -67,7 +67,9 @@ class SolverSettings:
     #: the source's floor: "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one
     #: level per frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
     source_ground: object = "zero"
-    terrain: object = None           #: optional terrain.HeightField under the target (z = f(x, y))
+    #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.terrain.HeightField, or any
+    #: differentiable callable f(x, y); core.retarget sets it from RetargetOptions.ground (docs/solver.md)
+    terrain: object = None
     part_weights: dict = field(default_factory=dict)  #: {(body part, term): factor} per-part overrides
     resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
     device: str = "cpu"              #: "cpu", or "cuda" on request

@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import BridgeError
 
-SUPPORTED = (".blend", ".fbx", ".glb", ".gltf", ".bvh")
+SUPPORTED = (".blend", ".fbx", ".glb", ".gltf", ".bvh", ".obj")
 
 #: Length units tried (in this order) for skeleton-only BVH/FBX files that are not in metres:
 #: centimetres, inches, the CMU ASF unit (1/0.45 inch), millimetres.
@@ -76,6 +76,8 @@ def _run_importer(path: str, ext: str, bvh_fps: bool):
         return op(filepath=path, **extra)
     if ext == ".bvh":
         return bpy.ops.import_anim.bvh(filepath=path, update_scene_fps=bvh_fps, update_scene_duration=False)
+    if ext == ".obj":   # meshes only (a ground object); Y up in the file, Z up in Blender
+        return bpy.ops.wm.obj_import(filepath=path)
     raise AssertionError(ext)
 
 
@@ -185,7 +187,7 @@ def auto_unit_scale(arm_obj, report=print):
 
 
 def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, report=print) -> list:
-    """Import a .blend (append all its objects), .fbx, .glb/.gltf or .bvh file into the current scene.
+    """Import a .blend (append all its objects), .fbx, .glb/.gltf, .bvh or .obj file into the current scene.
 
     Args:
         path: file path.
@@ -204,8 +206,8 @@ def import_file(path, unit_scale: str = 'auto', set_scene_fps: bool = True, repo
     path = os.path.abspath(os.fspath(path))
     ext = os.path.splitext(path)[1].lower()
     if ext not in SUPPORTED:
-        raise BridgeError(f"Cannot import '{path}': unsupported file type '{ext}' (use .blend, .fbx, .glb, .gltf "
-                          "or .bvh).")
+        raise BridgeError(f"Cannot import '{path}': unsupported file type '{ext}' (use .blend, .fbx, .glb, .gltf, "
+                          ".bvh, or .obj for a ground mesh).")
     if not os.path.isfile(path):
         raise BridgeError(f"Cannot import '{path}': file not found.")
     check_file(path, ext)

@@ -80,6 +80,7 @@ class RetargetRequest:
     source_bone_map: dict       #: None: detected
     target_bone_map: dict
     new_action_name: str
+    ground_name: str = ""       #: the object the target walks on ('' for the world floor z = 0)
 
 
 def request_from_panel(s) -> RetargetRequest:
@@ -92,10 +93,16 @@ def request_from_panel(s) -> RetargetRequest:
 
     method = 'reconform' if s.method == 'RECONFORM' else 'copy_rotations'
     fs, fe = s.frame_range()
+    ground = ""
+    if s.ground == 'OBJECT':
+        if s.ground_object is None:
+            raise BridgeError("Ground is set to Object but no object is picked: pick the mesh the target walks "
+                              "on, or choose World Floor.")
+        ground = s.ground_object.name
     return RetargetRequest(s.source.name, s.target.name, s.action.name if s.action else "", fs, fe, method,
                            int(s.keyvert_count), s.solver_settings(), bool(s.push_to_nla),
                            s.bone_map('source') or None, s.bone_map('target') or None,
-                           pipeline.result_action_name(s.source, s.target, s.action))
+                           pipeline.result_action_name(s.source, s.target, s.action), ground)
 
 
 def _objects(req) -> tuple:
@@ -112,9 +119,13 @@ def start_retarget(req: RetargetRequest):
 
     src, tgt = _objects(req)
     action = bpy.data.actions.get(req.action_name) if req.action_name else None
+    ground = bpy.data.objects.get(req.ground_name) if req.ground_name else None
+    if req.ground_name and ground is None:
+        raise BridgeError(f"Ground object '{req.ground_name}' was deleted or renamed: pick it again.")
     inputs = pipeline.read_inputs(src, tgt, method=req.method, action=action, frame_start=req.frame_start,
                                   frame_end=req.frame_end, source_bone_map=req.source_bone_map,
-                                  target_bone_map=req.target_bone_map, keyvert_count=req.keyvert_count)
+                                  target_bone_map=req.target_bone_map, keyvert_count=req.keyvert_count,
+                                  ground=ground)
     options = RetargetOptions(method=req.method, keyvert_count=req.keyvert_count, settings=req.settings)
     return inputs, pipeline.make_job(inputs, options)
 
@@ -130,7 +141,8 @@ def start_resolve(s, last: LastSolve):
     settings = replace(last.options.settings, part_weights=part_weights,
                        resolve_fraction=float(s.warm_start_fraction))
     options = replace(last.options, settings=settings, init_motion=outcome.init_motion, warm_start=outcome.motion,
-                      baseline_metrics=False)
+                      baseline_metrics=False,   # the first solve's terrain, as sampled (its report kept on it)
+                      ground=outcome.terrain if outcome.terrain is not None else last.options.ground)
     return Retarget(outcome.built["source"], last.inputs.source_motion, outcome.built["target"], options,
                     source_track=outcome.source_track)
 
@@ -161,6 +173,7 @@ def apply_result(context, req: RetargetRequest, inputs, outcome, *, options=None
         push_to_nla(tgt, act)
     s.last_action = act
     s.last_method = 'RECONFORM' if req.method == 'reconform' else 'COPY_ROTATIONS'
+    s.last_ground = outcome.ground.line() if outcome.ground is not None else "World Floor (z = 0)"
     if req.method == 'reconform':
         reference = outcome.reference if resolved_from is None else resolved_from.outcome.reference
         s.set_metrics(panel_metrics(outcome), reference)
@@ -357,10 +370,11 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
         self._runner_started = time.perf_counter()
         self._req = req = request_from_panel(settings_of(context))
         self._inputs, job = start_retarget(req)
+        self._options = job.options
         return SolveRunner(job, lambda j: j.outcome)   # copy-rotations too: its metrics take a while on long clips
 
     def _apply(self, context, outcome):
-        return apply_result(context, self._req, self._inputs, outcome,
+        return apply_result(context, self._req, self._inputs, outcome, options=self._options,
                             report=lambda msg: self.report({'WARNING'}, msg))
 
 

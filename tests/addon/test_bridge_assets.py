@@ -168,8 +168,8 @@ def test_import_errors_name_the_file_and_leave_scene_unchanged(addon, assets, tm
         with pytest.raises(br.BridgeError, match=f"Cannot import '{bad}'"):
             br.import_file(bad)
         assert sorted(o.name for o in bpy.data.objects) == names
-    with pytest.raises(br.BridgeError, match="unsupported file type '.obj'"):
-        br.import_file(tmp_path / "x.obj")
+    with pytest.raises(br.BridgeError, match="unsupported file type '.stl'"):
+        br.import_file(tmp_path / "x.stl")
 
 
 @pytest.mark.assets

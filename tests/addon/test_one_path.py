@@ -3,8 +3,6 @@ target carries hand-placed (locked) key vertices, the panel's Retarget and ``too
 process, as a technical director runs it) write the same Action, every key within 1e-6, and the batch report
 lists the same conflicts as the panel."""
 
-import dataclasses
-import importlib
 import json
 import os
 import subprocess
@@ -13,12 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from core.body import SHORT_HEAVY, BodyParams, make_body
-from core.types import Character
-from tests.core.synth import walk_motion
-from tools.make_demo_scene import build_character
-
-from .ui_helpers import ui
+from .ui_helpers import generated_pair, ui
 
 bpy = pytest.importorskip("bpy")
 pytestmark = pytest.mark.slow
@@ -44,15 +37,7 @@ def _keys(action) -> dict:
 @pytest.fixture(scope="module")
 def hand_placed_blend(addon, tmp_path_factory):
     """A generated pair; the target's key vertices transferred, then two of them moved by hand and locked."""
-    bpy.ops.wm.read_homefile(use_empty=True)
-    bridge = importlib.import_module(addon.__name__ + ".reconform_addon.bridge")
-    for name, params, x in (("Walker", BodyParams(name="walker", resolution=0.03), 0.0),
-                            ("Heavy", dataclasses.replace(SHORT_HEAVY, resolution=0.03), 1.2)):
-        sk, mesh, bone_map = make_body(params, pose="T")
-        arm = build_character(name, sk, mesh, x)
-        if name == "Walker":
-            motion = walk_motion(Character(sk, mesh, bone_map), frames=FRAMES, clap=True)
-            bridge.write_motion(arm, bridge.read_skeleton(arm), motion, "Walk")
+    generated_pair(addon, FRAMES, clap=True)
     s = bpy.context.scene.reconform
     s.source, s.target = bpy.data.objects["Walker"], bpy.data.objects["Heavy"]
     assert bpy.ops.reconform.transfer_keyverts(role='TARGET') == {'FINISHED'}

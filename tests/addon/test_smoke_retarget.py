@@ -6,18 +6,10 @@ with the ReConForM solve: bone maps auto-detected, key vertices placed by optima
 meshes, a few solver steps, the new Action written on the target, metrics in the panel; then one Re-solve.
 """
 
-import dataclasses
-import importlib
-
 import numpy as np
 import pytest
 
-from core.body import SHORT_HEAVY, BodyParams, make_body
-from core.types import Character
-from tests.core.synth import walk_motion
-from tools.make_demo_scene import build_character
-
-from .ui_helpers import scene_fingerprint, ui
+from .ui_helpers import generated_pair, scene_fingerprint, ui
 
 bpy = pytest.importorskip("bpy")
 
@@ -27,15 +19,7 @@ ITERATIONS = 4
 
 @pytest.fixture(scope="module")
 def generated_blend(addon, tmp_path_factory):
-    bpy.ops.wm.read_homefile(use_empty=True)
-    bridge = importlib.import_module(addon.__name__ + ".reconform_addon.bridge")
-    for name, params, x in (("Walker", BodyParams(name="walker", resolution=0.03), 0.0),
-                            ("Heavy", dataclasses.replace(SHORT_HEAVY, resolution=0.03), 1.2)):
-        sk, mesh, bone_map = make_body(params, pose="T")
-        arm = build_character(name, sk, mesh, x)
-        if name == "Walker":
-            motion = walk_motion(Character(sk, mesh, bone_map), frames=FRAMES)
-            bridge.write_motion(arm, bridge.read_skeleton(arm), motion, "Walk")
+    generated_pair(addon, FRAMES)
     path = tmp_path_factory.mktemp("smoke") / "generated.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
     return path

@@ -23,6 +23,30 @@ def core(addon, name):
     return importlib.import_module(f"{addon.__name__}.core.{name}")
 
 
+def generated_pair(addon, frames: int, **walk):
+    """An empty scene with two generated characters (``core.body``, low resolution): 'Walker' (a neutral body at
+    x = 0) playing a procedural walk of ``frames`` frames ('Walk', ``tests.core.synth.walk_motion(**walk)``)
+    and 'Heavy' (the short heavy body at x = 1.2)."""
+    import dataclasses
+
+    import bpy
+
+    from core.body import SHORT_HEAVY, BodyParams, make_body
+    from core.types import Character
+    from tests.core.synth import walk_motion
+    from tools.make_demo_scene import build_character
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    bridge = importlib.import_module(addon.__name__ + ".reconform_addon.bridge")
+    for name, params, x in (("Walker", BodyParams(name="walker", resolution=0.03), 0.0),
+                            ("Heavy", dataclasses.replace(SHORT_HEAVY, resolution=0.03), 1.2)):
+        sk, mesh, bone_map = make_body(params, pose="T")
+        arm = build_character(name, sk, mesh, x)
+        if name == "Walker":
+            motion = walk_motion(Character(sk, mesh, bone_map), frames=frames, **walk)
+            bridge.write_motion(arm, bridge.read_skeleton(arm), motion, "Walk")
+
+
 def run_enabled_in_fresh_process(tmp_path, prelude: str, body: str, timeout: float = 120.0):
     """Run ``body`` in a fresh process (Python with the bpy wheel, or a background Blender): ``prelude`` first (e.g. make torch unimportable), then
     the add-on is enabled from this checkout as ``bl_ext.nt.reconform`` (``pkg`` names its ``reconform_addon``;

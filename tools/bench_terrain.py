@@ -1,0 +1,130 @@
+"""Terrain cases of `make bench` (ReConForM §6.2): a walk captured on flat ground, retargeted onto a target
+walking up and down stairs, up a ramp and over bumpy ground; copy-rotations and ReConForM side by side.
+
+    .venv/bin/python tools/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3]
+
+Each ground (``core.terrain.shapes``) is laid along the target's copy-rotations path (its hips from the first
+to the last frame), starting 1.5 m before the first foot; the retarget runs the one path (``core.retarget``
+with ``RetargetOptions(ground=...)``, as the panel's Ground picker and the batch command's --ground do).
+Metrics are read above the terrain for the target and above its own floor for the source (docs/metrics.md).
+Called by tools/bench.py (after the flat cases); also runnable alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+#: (source clip, target character, ground) from ../shared/assets
+CASES = [
+    ("motions/NC_bandai_walk_normal_001.bvh", "characters/mh_male_heavy.glb", "stairs"),
+    ("motions/NC_bandai_walk_normal_001.bvh", "characters/mh_female_thin_tall.glb", "ramp"),
+    ("motions/NC_bandai_walk_normal_001.bvh", "characters/mh_teen_girl.glb", "bumps"),
+]
+COLUMNS = ("floor_pen_mean", "floor_pen_max", "grounded_f1", "locked_f1", "jerk_mean", "root_jerk_mean",
+           "root_jerk_max")
+
+
+def lay_ground(shapes, kind: str, start, direction, length: float):
+    """A procedural ground of ``kind`` along ``direction`` from ``start`` (x, y), covering ``length`` metres."""
+    if kind == "stairs":      # 8 steps of 17 cm up (30 cm treads), a 2 m landing, 8 steps down, flat
+        return shapes.stairs(start, direction, width=3.0, approach=1.5, steps=8, tread=0.3, rise=0.17,
+                             landing=max(2.0, length - 1.5 - 4.8), steps_down=8).surface
+    if kind == "ramp":        # 15° up for 3 m (0.80 m), then flat
+        return shapes.ramp(start, direction, width=3.0, approach=1.5, length=3.0, angle_deg=15.0,
+                           landing=max(2.0, length - 4.5)).surface
+    return shapes.bumps(start, direction, width=3.0, length=length + 1.0, amplitude=0.04, wavelength=0.7).surface
+
+
+def terrain_case(core, src, motion, tgt, kind: str, settings):
+    """One terrain retarget: (outcome, the ground's GroundSurface, seconds)."""
+    import numpy as np
+
+    rt, cr, tr, shapes = (core(n) for n in ("core.retarget", "core.copy_rotations", "core.track",
+                                            "core.terrain.shapes"))
+    flat = cr.copy_rotations(src, motion, tgt)
+    track = tr.ClipTrack(tgt, flat)
+    hips = track.world_positions[:, tgt.skeleton.index(tgt.bone_map["hips"]), :2]
+    d = hips[-1] - hips[0]
+    length = float(np.linalg.norm(d))
+    d = d / max(length, 1e-9)
+    feet = np.concatenate([p[0, :, :2] for p in track.foot_points])
+    first = float(((feet - hips[0]) @ d).min())                        # the first foot's back edge, along d
+    start = hips[0] + (first - 1.5) * d
+    surface = lay_ground(shapes, kind, start, d, length + 3.0)
+    t = time.perf_counter()
+    out = rt.run(rt.Retarget(src, motion, tgt, rt.RetargetOptions(settings=settings, ground=surface,
+                                                                 conflicts=False)))
+    return out, surface, time.perf_counter() - t
+
+
+def fmt(v, k):
+    if v != v:
+        return "n/a"
+    if "pen" in k:
+        return f"{100 * v:.3f}%"
+    return f"{v:.1f}" if "jerk" in k else f"{v:.3f}"
+
+
+def bench_terrain(core, loader, settings, cases=None, out=print, log=print):
+    """Run the terrain section: one table row per method and case, and a line per ground. ``core(name)`` returns
+    a core module; ``loader`` has ``source(rel)`` -> (Character, Motion, s) and ``character(rel)`` -> (arm,
+    Character, s) (tools/bench.py's Loader)."""
+    import numpy as np
+
+    out("")
+    out("Terrain (ReConForM §6.2): the flat-ground walk onto a target walking on a ground object; target "
+        "metrics above the terrain, the source above its floor (docs/metrics.md). Root jerk: the hips alone.")
+    out("")
+    out("| clip → target, ground | method | " + " | ".join(COLUMNS) + " | footing shift max | s |")
+    out("|" + "---|" * (len(COLUMNS) + 4))
+    rows = []
+    for clip, target, kind in (cases or CASES):
+        src, smo, _ = loader.source(clip)
+        _, tgt, _ = loader.character(target)
+        log(f"terrain case {clip} -> {target} on {kind}")
+        o, surface, secs = terrain_case(core, src, smo, tgt, kind, settings)
+        name = f"{pathlib.Path(clip).stem} → {pathlib.Path(target).stem}, {kind}"
+        shift = o.solver_stats.get("terrain_footing_shift_max_m", float("nan"))
+        for label, m in (("copy-rot", o.reference), ("ReConForM", o.metrics)):
+            out(f"| {name} | {label} | " + " | ".join(fmt(m[k], k) for k in COLUMNS)
+                + (f" | {100 * shift:.1f} cm | {secs:.0f} |" if label == "ReConForM" else " | | |"))
+        g = o.ground
+        out(f"|   ground: {g.line()}, heights {g.height_range[0]:.2f} to {g.height_range[1]:.2f} m, built in "
+            f"{g.seconds:.2f} s, result's feet outside it on {g.outside_frames} frames |" + " |" * (len(COLUMNS) + 3))
+        rows.append((o.reference, o.metrics))
+    if rows:
+        out("")
+        for k in ("floor_pen_mean", "grounded_f1", "locked_f1", "root_jerk_mean"):
+            a = np.mean([r[0][k] for r in rows])
+            b = np.mean([r[1][k] for r in rows])
+            out(f"- {k}: copy-rotations {fmt(a, k)} → ReConForM {fmt(b, k)} (mean over the {len(rows)} grounds)")
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cases", type=int, default=None, help="only the first N cases")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import importlib
+
+    import bench
+    import torch
+    torch.set_num_threads(args.threads)
+    mods = bench.enable_addon()
+    core = lambda name: importlib.import_module(f"{bench.MODULE}.{name}")  # noqa: E731
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    settings = core("core.solver").SolverSettings.preset(args.quality, num_threads=args.threads)
+    bench_terrain(core, bench.Loader(mods, log), settings, CASES[:args.cases] if args.cases else CASES, log=log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
