@@ -127,6 +127,32 @@ def _as_built(c) -> BuiltCharacter:
     return c if isinstance(c, BuiltCharacter) else BuiltCharacter(c, "given", False, "stored" if c.keyverts else "")
 
 
+def complete_character(c, role: str, options: RetargetOptions) -> BuiltCharacter:
+    """Step 1 for one character: a CharacterSpec completed (``build_character``: a fitted body for a
+    skeleton-only source, the key vertices the method needs), or a complete Character / BuiltCharacter as is."""
+    if not isinstance(c, CharacterSpec):
+        return _as_built(c)
+    reconform = options.method == "reconform"
+    kw = dict(fit_body=reconform) if role == "source" else dict(need_mesh=reconform)
+    return build_character(c, keyvert_count=options.keyvert_count if reconform else 0, **kw)
+
+
+def measure(source: Character, source_motion: Motion, target: Character, motion: Motion, init: Motion,
+            options: RetargetOptions, ground, track: ClipTrack, notes: list) -> tuple:
+    """Step 5: (metrics of ``motion``, metrics of copy-rotations' ``init`` or None), the source read above the
+    floor ``ground`` the solve used; a floor advice line goes to ``notes``."""
+    reconform = options.method == "reconform"
+    terrain = options.settings.terrain if reconform else None
+    metrics = evaluate(source, source_motion, target, motion, terrain, ground, source_track=track)
+    reference = None
+    if reconform and options.baseline_metrics:
+        reference = evaluate(source, source_motion, target, init, terrain, ground, source_track=track)
+    advice = floor_advice(metrics)
+    if advice:
+        notes.append(f"source '{source.name}': {advice}")
+    return metrics, reference
+
+
 class Retarget:
     """One retarget of ``source_motion`` from ``source`` onto ``target`` (see the module docstring).
 
@@ -177,14 +203,11 @@ class Retarget:
 
         # 1. characters
         built = {}
-        for role, c, kw in (("source", self.source, dict(fit_body=reconform)),
-                            ("target", self.target, dict(need_mesh=reconform))):
+        for role, c in (("source", self.source), ("target", self.target)):
             if isinstance(c, CharacterSpec):
                 yield Step("characters", _PHASE_END["characters"] * (0.2 if role == "source" else 0.6),
                            f"Preparing {role} '{c.name}'…")
-                b = build_character(c, keyvert_count=o.keyvert_count if reconform else 0, **kw)
-            else:
-                b = _as_built(c)
+            b = complete_character(c, role, o)
             if self._cancel.is_set():
                 return None
             built[role] = b
@@ -231,13 +254,7 @@ class Retarget:
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
             yield Step("metrics", _PHASE_END["solve"], "Measuring the result…")
-            terrain = o.settings.terrain if reconform else None
-            metrics = evaluate(src, self.source_motion, tgt, motion, terrain, ground, source_track=track)
-            if reconform and o.baseline_metrics:
-                reference = evaluate(src, self.source_motion, tgt, init, terrain, ground, source_track=track)
-            advice = floor_advice(metrics)
-            if advice:
-                notes.append(f"source '{src.name}': {advice}")
+            metrics, reference = measure(src, self.source_motion, tgt, motion, init, o, ground, track, notes)
             timings["metrics_s"] = time.perf_counter() - t3
         elif o.metrics:
             notes.append("no metrics: " + ("the source has no body (skeleton only)" if src.mesh is None
@@ -270,4 +287,5 @@ def run(job: Retarget, on_step=None) -> Outcome:
     return job.outcome
 
 
-__all__ = ["METHODS", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step", "run"]
+__all__ = ["METHODS", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step", "complete_character",
+           "measure", "run"]

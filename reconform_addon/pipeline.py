@@ -27,6 +27,7 @@ from ..core.solver import SolverSettings
 from ..core.types import Character, Motion
 from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
 from .bridge import keyverts as kv_storage
+from .bridge.io import SUPPORTED
 from .bridge.write import remove_action
 
 
@@ -77,6 +78,18 @@ def load_setup(path) -> dict:
         entry = setup.get(role)
         if isinstance(entry, dict) and entry.get("bone_map_file"):
             entry["bone_map_file"] = os.path.join(base, entry["bone_map_file"])
+    chars = setup.get("characters")
+    if chars is not None and not (isinstance(chars, list) and all(isinstance(c, dict) for c in chars)):
+        raise BridgeError(f"Set-up '{path}': 'characters' must be a list of objects with 'source' and 'target'.")
+    for c in chars or ():   # several characters retargeted together (pipeline_group); files relative to the set-up
+        for key in ("source", "target"):
+            spec = c.get(key)
+            if isinstance(spec, str) and os.path.splitext(spec)[1].lower() in SUPPORTED and not os.path.isabs(spec):
+                c[key] = os.path.join(base, spec)
+        for key in ("source_bone_map", "target_bone_map"):
+            entry = c.get(key)
+            if isinstance(entry, dict) and entry.get("bone_map_file"):
+                entry["bone_map_file"] = os.path.join(base, entry["bone_map_file"])
     return setup
 
 

@@ -3,6 +3,7 @@
 - ``bone_map``: auto-detect, save / load a JSON preset, built-in presets;
 - ``keyverts``: transfer the key-vertex template, re-place the unlocked ones, unlock all;
 - ``retarget``: Retarget, Re-solve, Load Preset Values, and the orchestration they share;
+- ``partners``: the partner pairs' list (Add, Remove) and the group run Retarget starts when it is on;
 - ``conflicts``: the conflict list's rows and sliders, Reset Sliders.
 
 Each operator's ``execute`` builds a frozen options object and calls a plain function of its module
@@ -15,10 +16,10 @@ are imported inside the functions that run them (as Blender's io_scene_gltf2 imp
 import bpy
 
 from .. import session
-from . import bone_map, conflicts, keyverts, retarget
+from . import bone_map, conflicts, keyverts, partners, retarget
 
 #: Registered in this order (the add-on's ``register`` loops over it).
-classes = bone_map.classes + keyverts.classes + retarget.classes + conflicts.classes
+classes = bone_map.classes + keyverts.classes + retarget.classes + partners.classes + conflicts.classes
 
 
 @bpy.app.handlers.persistent
