@@ -5,6 +5,10 @@ frames/s), a scaling line (solver frames/s at 75, 300, 1000 and 3000 frames) and
 10 000-frame solve (measured in a child process), and writes the same text to bench_output/bench.md.
 
     .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--threads 2]
+    .venv/bin/python tools/bench.py --partners-only      # only the partners section (tools/bench_partners.py)
+
+The partners section (several characters retargeted together, ReConForM §6.1: tools/bench_partners.py) runs after
+the single-pair table; ``--no-partners`` leaves it out.
 
 Timings are wall-clock on whatever machine runs it; on a shared 2-core machine they are noisy.
 """
@@ -188,11 +192,17 @@ def main(argv=None):
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--partners-only", action="store_true", help="only the partners section (bench_partners.py)")
+    ap.add_argument("--no-partners", action="store_true", help="leave the partners section out")
     ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench.md"))
     args = ap.parse_args(argv)
     if args.memory_child:
         memory_child(args.memory_child, args.threads)
         return 0
+    if args.partners_only:
+        import bench_partners
+        rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--partners-only"]
+        return bench_partners.main(rest)
     if not (ASSETS / "characters").is_dir():
         print(f"error: shared assets not found at {ASSETS}", file=sys.stderr)
         return 1
@@ -363,6 +373,14 @@ def main(argv=None):
     # --- key-vertex transfer speed (tools/bench_keyverts.py) ---
     from bench_keyverts import bench_keyverts
     bench_keyverts(lambda name: importlib.import_module(f"{MODULE}.{name}"), out=out)
+    # --- characters retargeted together (tools/bench_partners.py) ---
+    if not args.no_partners:
+        import bench_partners
+        out()
+        p_args = bench_partners.parse([] + (["--quick"] if args.quick else []) + [f"--set={kv}" for kv in args.set]
+                                      + ["--quality", args.quality])
+        for label, res in bench_partners.section(out, log, p_args, bench_partners.modules(mods)).items():
+            targets["partners: " + label] = res
     out()
     out(f"Load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min) on "
         f"{os.cpu_count()} CPUs (other processes share them: timings are noisy).")

@@ -24,6 +24,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -146,21 +147,33 @@ def memory_child(k, frames, iterations, threads):
     cr, solver = mods["core.copy_rotations"], mods["core.solver"]
     tracks = [mods["core.track"].ClipTrack(s, m) for s, m, _ in pairs]
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr)) for (s, m, t), tr in zip(pairs, tracks)])
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = bench._rss_kb()
+    peak = [base]
+    done = threading.Event()
+
+    def sample():            # the solve's own peak: RSS sampled every 5 ms (ru_maxrss keeps the import's)
+        while not done.is_set():
+            peak[0] = max(peak[0], bench._rss_kb())
+            done.wait(0.005)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     settings = solver.SolverSettings(iterations=iterations, num_threads=threads)
     t = time.perf_counter()
     job = solver.GroupSolveJob([solver.SolveJob(s, m, tt, i, settings, source_track=tr)
                                 for (s, m, tt), i, tr in zip(pairs, inits, tracks)], settings)
     job.run()
     dt = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    done.set()
+    sampler.join()
     print("MEMORY " + json.dumps(dict(k=k, frames=frames, seconds=dt, frames_per_s=frames / dt,
-                                      rss_before_mb=base / 1024, peak_rss_mb=peak / 1024,
+                                      rss_before_mb=base / 1024, peak_rss_mb=peak[0] / 1024,
+                                      process_peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                                       partner_entries=job.stats.get("partner_entries_last"))))
 
 
-def modules():
-    mods = bench.enable_addon()
+def modules(mods=None):
+    """The add-on's modules this section uses (``mods``: those of a bench that already enabled it)."""
+    mods = dict(mods) if mods is not None else bench.enable_addon()
     for name in ("core.retarget_group", "core.metrics_partners", "core.copy_rotations", "core.track"):
         mods[name] = bench.importlib.import_module(f"{bench.MODULE}.{name}")
     return mods
@@ -261,8 +274,10 @@ def section(out, log, args, mods=None):
             if mem:
                 d = json.loads(mem[0][7:])
                 out(f"K = {k} joint solve in a child process: {d['frames_per_s']:.1f} frames/s ({d['seconds']:.1f} s "
-                    f"incl. set-up), peak RSS {d['peak_rss_mb']:.0f} MB (before the solve {d['rss_before_mb']:.0f} MB, "
-                    f"incl. Blender and torch), {d['partner_entries']} partner entries at the last step")
+                    f"incl. set-up), peak RSS during the solve {d['peak_rss_mb']:.0f} MB, "
+                    f"{d['peak_rss_mb'] - d['rss_before_mb']:.0f} MB above the RSS before it "
+                    f"({d['rss_before_mb']:.0f} MB: Blender, torch and the imported characters), "
+                    f"{d['partner_entries']} partner entries at the last step")
             else:
                 out(f"K = {k} memory measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
             out()
@@ -271,7 +286,8 @@ def section(out, log, args, mods=None):
     return targets
 
 
-def main(argv=None):
+def parse(argv=None):
+    """The command line of this section (``main``'s, and ``tools/bench.py``'s call of ``section``)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="150 frames, 2 timing runs of 30 iterations")
     ap.add_argument("--cases", type=int, default=None, help="run only the first N cases")
@@ -284,7 +300,11 @@ def main(argv=None):
     ap.add_argument("--frames", type=int, default=600, help=argparse.SUPPRESS)
     ap.add_argument("--iterations", type=int, default=120, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench_partners.md"))
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
     if args.memory_child:
         memory_child(args.memory_child, args.frames, args.iterations, args.threads)
         return 0

@@ -8,7 +8,10 @@
    (``reconform_addon.pipeline.retarget``, the path the panel and the batch command take): the ReConForM solve
    ('auto' or 'reconform'), or copy-rotations alone. With ReConForM the copy-rotations baseline it started
    from is written too, as its own Action, and the report gives both sets of metrics.
-3. Writes <out>/output.blend (new Actions assigned, scene range set) and <out>/report.txt.
+3. The couple ('Lead' holding 'Follow''s hand, a hand on her shoulder, stepping sideways together) is
+   retargeted together onto 'Giant' (2.05 m) and 'Child' (1.30 m) (``reconform_addon.pipeline_group``,
+   ReConForM §6.1); the report gives the partner metrics of the result and of copy-rotations placed together.
+4. Writes <out>/output.blend (new Actions assigned, scene range set) and <out>/report.txt.
 Runs as ``python tools/demo.py`` (bpy wheel) or ``blender -b --python tools/demo.py -- ARGS``.
 """
 
@@ -26,6 +29,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_demo_scene  # noqa: E402
 
 TARGETS = ("TallThin", "ShortHeavy")
+#: the couple retargeted together onto partners of very different sizes: (source, target, source clip)
+COUPLE = (("Lead", "Giant", "LeadDance"), ("Follow", "Child", "FollowDance"))
 
 
 def parse_args(argv):
@@ -87,8 +92,10 @@ def run(args, log):
             write.assign_action(tgt, res.action)
             entry["copy_rotations"] = {"action": base.name, "metrics": res.report["reference_metrics"]}
         results[name] = entry
+    results["couple"] = _couple(args, log, method, importlib.import_module(f"{mod_name}.reconform_addon.pipeline_group"),
+                                write)
     scene = bpy.context.scene
-    any_rep = next(iter(results.values()))[method]
+    any_rep = results[TARGETS[0]][method]
     scene.frame_start, scene.frame_end = any_rep["frame_start"], any_rep["frame_end"]
     bpy.ops.wm.save_as_mainfile(filepath=os.path.join(out, "output.blend"), copy=True)
     log(f"saved {os.path.join(out, 'output.blend')}")
@@ -98,6 +105,48 @@ def run(args, log):
     log(f"report {os.path.join(out, 'report.txt')}")
     print(text)
     return results
+
+
+def _couple(args, log, method, group, write):
+    """The couple retargeted together (ReConForM §6.1) onto the partners, through ``pipeline_group`` (the path
+    the panel's Partners list and the batch command take); with ReConForM, copy-rotations placed together (the
+    start) is written beside each result."""
+    import bpy
+
+    pairs = [(bpy.data.objects[s], bpy.data.objects[t], bpy.data.actions[a]) for s, t, a in COUPLE]
+    log(f"{method} ({args.quality}), together: " + ", ".join(f"{s} -> {t}" for s, t, _ in COUPLE))
+    res = group.retarget_group(pairs, method=method, settings={"quality": args.quality},
+                               names=[f"{t}_{method}" for _, t, _ in COUPLE],
+                               report=lambda m: log("  " + m) if m.startswith("Solving") else None)
+    rep = dict(res.report)
+    if method == "reconform":
+        rep["copy_rotations_actions"] = []
+        for (_, tgt, _), member, act in zip(pairs, res.outcome.members, res.actions):
+            base = write.write_motion(tgt, member.target.skeleton, member.init_motion, f"{tgt.name}_copy_rotations")
+            base.use_fake_user = True
+            write.assign_action(tgt, act)
+            rep["copy_rotations_actions"].append(base.name)
+    return rep
+
+
+def _couple_report(rep, method) -> list:
+    lines = [f"Lead -> Giant and Follow -> Child, together ({rep['characters']} characters, {method}):"]
+    for p in rep["pairs"]:
+        lines.append(f"  {p['source']['armature']} -> {p['target']['armature']}: Action '{p['action']}', "
+                     f"frames {p['frame_start']}-{p['frame_end']}")
+    if rep.get("copy_rotations_actions"):
+        lines.append("  copy-rotations placed together (the start): " + ", ".join(
+            f"'{a}'" for a in rep["copy_rotations_actions"]))
+    pm, ref = rep.get("partner_metrics") or {}, rep.get("partner_reference_metrics") or {}
+    if pm:
+        lines.append("  partner metrics (docs/metrics.md \"Partners\"), result [copy-rotations placed together]:")
+        lines += [f"      {k}: {_fmt(v)}" + (f"  [{_fmt(ref[k])}]" if k in ref else "") for k, v in sorted(pm.items())]
+    for p in rep["pairs"]:
+        lines.append(f"  {p['target']['armature']}'s own metrics:")
+        lines.extend(_metrics_lines(p.get("metrics"), indent="      "))
+    lines.append(f"  timings {rep['timings']}")
+    lines.extend(f"  note: {n}" for n in rep.get("notes", []))
+    return lines + [""]
 
 
 def _report(info, method, quality, results, t_scene, t_total) -> str:
@@ -111,6 +160,8 @@ def _report(info, method, quality, results, t_scene, t_total) -> str:
     lines.append(f"Method: {method}" + (f" (quality '{quality}')" if method == "reconform" else ""))
     lines.append("")
     for name, e in results.items():
+        if name == "couple":
+            continue
         rep = e[method]
         lines.append(f"Source -> {name}: frames {rep['frame_start']}-{rep['frame_end']} ({rep['frames']})")
         if "copy_rotations" in e and method != "copy_rotations":
@@ -121,6 +172,9 @@ def _report(info, method, quality, results, t_scene, t_total) -> str:
         lines.extend(_metrics_lines(rep.get("metrics")))
         lines.extend(f"  note: {n}" for n in rep.get("notes", []))
         lines.append("")
+    lines.append(f"Couple: 'LeadDance' and 'FollowDance', {info['couple_frames']} frames at {make_demo_scene.FPS} fps; "
+                 "events: " + ", ".join(f"{k} {a}-{b}" for k, (a, b) in info["couple_events"].items()))
+    lines.extend(_couple_report(results["couple"], method))
     lines.append(f"Scene build {t_scene:.1f} s, total {t_total:.1f} s (wall clock, this machine).")
     return "\n".join(lines) + "\n"
 
