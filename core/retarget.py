@@ -153,7 +153,30 @@ def measure(source: Character, source_motion: Motion, target: Character, motion:
     return metrics, reference
 
 
-class Retarget:
+class Cancellable:
+    """A retarget generator's cancel and state: ``cancel()`` from another thread stops it between steps (and the
+    solve in flight, ``job``); ``outcome`` is set once it has produced one. Subclasses set ``_cancel``."""
+
+    job = None
+    outcome = None
+
+    def cancel(self):
+        """Stop before the next step (thread-safe); the generator then ends without an outcome."""
+        self._cancel.set()
+        if self.job is not None:
+            self.job.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        """True once the generator has produced its outcome."""
+        return self.outcome is not None
+
+
+class Retarget(Cancellable):
     """One retarget of ``source_motion`` from ``source`` onto ``target`` (see the module docstring).
 
     Args:
@@ -178,21 +201,6 @@ class Retarget:
         self._cancel = threading.Event()
         self.job = None
         self.outcome = None
-
-    def cancel(self):
-        """Stop before the next step (thread-safe); the generator then ends without an outcome."""
-        self._cancel.set()
-        if self.job is not None:
-            self.job.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    @property
-    def done(self) -> bool:
-        """True once the generator has produced its outcome."""
-        return self.outcome is not None
 
     def steps(self):
         """Generator of Steps; returns the Outcome (also kept as ``self.outcome``), or None when cancelled."""
@@ -287,5 +295,5 @@ def run(job: Retarget, on_step=None) -> Outcome:
     return job.outcome
 
 
-__all__ = ["METHODS", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step", "complete_character",
+__all__ = ["METHODS", "Cancellable", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step", "complete_character",
            "measure", "run"]

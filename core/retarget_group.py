@@ -31,7 +31,7 @@ from .conflicts import detect_conflicts
 from .copy_rotations import copy_rotations, place_together
 from .errors import CoreError
 from .metrics_partners import evaluate_partners
-from .retarget import METHODS, Outcome, RetargetOptions, Step, complete_character, measure
+from .retarget import METHODS, Cancellable, Outcome, RetargetOptions, Step, complete_character, measure
 from .solver import GroupSolveJob, SolveJob
 from .track import ClipTrack
 from .types import Motion
@@ -68,7 +68,7 @@ class GroupOutcome:
         return [m.motion for m in self.members]
 
 
-class RetargetGroup:
+class RetargetGroup(Cancellable):
     """One retarget of several source→target pairs together (see the module docstring).
 
     Args:
@@ -108,20 +108,6 @@ class RetargetGroup:
         self._cancel = threading.Event()
         self.job = None
         self.outcome = None
-
-    def cancel(self):
-        """Stop before the next step (thread-safe); the generator then ends without an outcome."""
-        self._cancel.set()
-        if self.job is not None:
-            self.job.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    @property
-    def done(self) -> bool:
-        return self.outcome is not None
 
     def steps(self):
         """Generator of Steps (``core.retarget.Step``); returns the GroupOutcome (also ``self.outcome``), or None

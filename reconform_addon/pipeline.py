@@ -268,6 +268,20 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
 
 # ------------------------------------------------------------------------------------------------ all three
 
+def step_reporter(say, tick):
+    """``on_step(step)`` for a retarget generator: every Step's fraction to ``tick``, a line to ``say`` when the
+    phase changes or every tenth of the way (with the solver's loss)."""
+    last = [-1.0, None]
+
+    def on_step(step):
+        tick(step.fraction)
+        if step.phase != last[1] or step.fraction - last[0] >= 0.1:
+            last[0], last[1] = step.fraction, step.phase
+            loss = f" loss {step.solver.loss:.5g}" if step.solver is not None else ""
+            say(step.message.rstrip("…") + loss)
+    return on_step
+
+
 def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame_start=None, frame_end=None,
              settings=None, setup=None, name=None, report=None, progress=None,
              store_keyverts: bool = True) -> RetargetResult:
@@ -302,15 +316,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
                               settings=solver_settings(settings) if method == "reconform" else SolverSettings())
     job = make_job(inputs, options)
-    last = [-1.0, None]
-
-    def on_step(step):
-        tick(step.fraction)
-        if step.phase != last[1] or step.fraction - last[0] >= 0.1:
-            last[0], last[1] = step.fraction, step.phase
-            loss = f" loss {step.solver.loss:.5g}" if step.solver is not None else ""
-            say(step.message.rstrip("…") + loss)
-    outcome = run(job, on_step)
+    outcome = run(job, step_reporter(say, tick))
     for n in outcome.notes:
         say(n)
     timings.update(outcome.timings)
@@ -350,4 +356,4 @@ def plain(value):
 
 __all__ = ["Inputs", "RetargetResult", "conflict_rows", "load_setup", "make_job", "make_report", "plain",
            "prepare_character", "read_character", "read_inputs", "result_action_name", "retarget", "setup_bone_map", "solver_settings",
-           "write_outcome", "CoreError"]
+           "step_reporter", "write_outcome", "CoreError"]

@@ -181,15 +181,7 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
                               settings=pipeline.solver_settings(settings) if method == "reconform"
                               else SolverSettings())
     job = make_group_job(inputs, options)
-    last = [-1.0, None]
-
-    def on_step(step):
-        tick(step.fraction)
-        if step.phase != last[1] or step.fraction - last[0] >= 0.1:
-            last[0], last[1] = step.fraction, step.phase
-            loss = f" loss {step.solver.loss:.5g}" if step.solver is not None else ""
-            say(step.message.rstrip("…") + loss)
-    outcome = run_group(job, on_step)
+    outcome = run_group(job, pipeline.step_reporter(say, tick))
     for n in outcome.notes:
         say(n)
     timings.update(outcome.timings)

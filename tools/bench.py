@@ -387,17 +387,23 @@ def main(argv=None):
     out()
     out("Targets (docs/solver.md):")
     out()
+    finish(out, lines, targets, args.out, f"Total bench time {time.perf_counter() - t_all:.0f} s.")
+    return 0
+
+
+def finish(out, lines, targets: dict, path, last_line: str):
+    """The targets table ({label: (measured, pass)}) and ``last_line`` through ``out``, then every line written
+    to ``path`` (markdown)."""
     out("| target | measured | pass |")
     out("|---|---|---|")
     for label, (value, ok) in targets.items():
         out(f"| {label} | {value} | {'PASS' if ok else 'FAIL'} |")
     out()
-    out(f"Total bench time {time.perf_counter() - t_all:.0f} s.")
-    path = pathlib.Path(args.out)
+    out(last_line)
+    path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -324,16 +324,7 @@ def main(argv=None):
     out()
     targets = section(out, log, args)
     out()
-    out("| target | measured | pass |")
-    out("|---|---|---|")
-    for label, (value, ok) in targets.items():
-        out(f"| {label} | {value} | {'PASS' if ok else 'FAIL'} |")
-    out()
-    out(f"Total {time.perf_counter() - t0:.0f} s.")
-    path = pathlib.Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
+    bench.finish(out, lines, targets, args.out, f"Total {time.perf_counter() - t0:.0f} s.")
     return 0
 
 

@@ -22,6 +22,7 @@ from tests.core.synth import reach_motion
 from tools.make_demo_scene import build_character
 
 from .bridge_helpers import make_rig
+from .test_ui_retarget import _driver
 from .ui_helpers import draw_panel, quick_transfer, scene_fingerprint, ui
 
 bpy = pytest.importorskip("bpy")
@@ -138,15 +139,6 @@ def test_a_target_in_two_pairs_is_refused(addon, four_rigs):
     with pytest.raises(Exception, match="both a source and a target"):
         group.check_pairs([(rigs["Lead"], rigs["Tall"], None), (rigs["Tall"], rigs["Short"], None)])
     group.check_pairs([(rigs["Lead"], rigs["Tall"], None), (rigs["Follow"], rigs["Short"], None)])
-
-
-def _driver(addon):
-    retarget = ui(addon, "operators.retarget")
-    op_cls = retarget.RECONFORM_OT_retarget
-    ns = {k: v for k, v in op_cls.__dict__.items() if k in ("_start", "_apply", "execute", "_written", "_group")}
-    ns["reports"] = []
-    ns["report"] = lambda self, kind, msg: self.reports.append((set(kind), msg))
-    return type("Driver", (retarget._SolveModalBase,), ns)()
 
 
 @pytest.mark.slow

@@ -111,7 +111,9 @@ def test_a_couple_retargeted_onto_itself_comes_back_as_the_source(scene):
     assert pm["partner_pen_mean"] == pytest.approx(pm["source_partner_pen_mean"], abs=1e-3)
 
 
-def test_no_gradient_flows_through_the_partners_gaze_weights(scene):
+@pytest.fixture
+def group_job(scene):
+    """The couple's joint solve onto the partners, set up (not stepped)."""
     a, ma, b, mb, ta, tb = scene
     s = SolverSettings(**FAST)
     tra, trb = ClipTrack(a, ma), ClipTrack(b, mb)
@@ -120,6 +122,11 @@ def test_no_gradient_flows_through_the_partners_gaze_weights(scene):
     job = GroupSolveJob([SolveJob(a, ma, ta, inits[0], s, source_track=tra),
                          SolveJob(b, mb, tb, inits[1], s, source_track=trb)])
     job._setup()
+    return job
+
+
+def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):
+    job = group_job
     po = job.partners
     assert len(po.lookers) == 2
     with torch.no_grad():
@@ -190,15 +197,8 @@ def test_cancelling_a_group_produces_nothing(scene):
         job.job.results()
 
 
-def test_gaze_candidates_hold_every_nonzero_cone_weight(scene):
-    a, ma, b, mb, ta, tb = scene
-    s = SolverSettings(**FAST)
-    tra, trb = ClipTrack(a, ma), ClipTrack(b, mb)
-    inits = place_together([(a, ma, tra, ta, copy_rotations(a, ma, ta, tra)),
-                            (b, mb, trb, tb, copy_rotations(b, mb, tb, trb))])
-    job = GroupSolveJob([SolveJob(a, ma, ta, inits[0], s, source_track=tra),
-                         SolveJob(b, mb, tb, inits[1], s, source_track=trb)])
-    job._setup()
+def test_gaze_candidates_hold_every_nonzero_cone_weight(group_job):
+    job = group_job
     po = job.partners
     with torch.no_grad():
         p = torch.cat([m.p_init for m in job.members], 1).clone()
