@@ -26,6 +26,7 @@ from ..gaze import (GAZE_MAX_DEG, GAZE_WINDOW_S, cone_weight, gaze_directions, g
 from ..errors import CoreError
 from ..losses import cosine
 from ..partners import PartnerPairs
+from ..weights import MIN_FRACTION
 from .objective import pair_terms
 
 PAIR_TERMS = ("dist", "dir", "pen")
@@ -35,6 +36,9 @@ FLOOR_ENTRIES = 1.0
 #: this share of the mean target height, since the last refresh (``PartnerObjective._gaze_entries``)
 GAZE_SLACK_DEG = 2.0
 GAZE_SLACK_DIST = 0.01
+#: a character pair's reference scale is its initial value, or what it would be with its RMS distance error at
+#: this many d_min when it starts farther (None: the initial value; docs/solver.md "Multi-character")
+SCALE_CAP = 1.0
 
 
 class PartnerObjective:
@@ -144,7 +148,15 @@ class PartnerObjective:
         count = torch.clamp(w2, min=FLOOR_ENTRIES * T)
         cos10 = (1.0 - math.cos(math.radians(10.0))) ** 2
         floors = {"dist": count * ref ** 2, "dir": count * cos10, "pen": 2.0 * count * ref ** 2}
-        self.scales = {k: torch.maximum(raw[k], floors[k]).clamp_min(1e-12) for k in PAIR_TERMS}
+        # a character pair whose contacts start far apart (RMS distance error above SCALE_CAP · d_min) is scaled as
+        # if they started that far: it starts above 1, in proportion, instead of being worth as little as one
+        # that is nearly right (module docstring, "Balancing")
+        factor = torch.ones_like(w2)
+        if SCALE_CAP:
+            rms2 = raw["dist"] / w2.clamp_min(1e-12)
+            cap2 = (SCALE_CAP * MIN_FRACTION * 100.0 * ref) ** 2            # ref = 1 % of the mean height
+            factor = torch.where(rms2 > cap2, cap2 / rms2.clamp_min(1e-12), factor)
+        self.scales = {k: torch.maximum(raw[k] * factor, floors[k]).clamp_min(1e-12) for k in PAIR_TERMS}
         g2 = self.look_src.square().sum((0, 2)).clamp(min=FLOOR_ENTRIES * T)
         self.scales["gaze"] = torch.maximum(gaze_raw, g2 * cos10).clamp_min(1e-12)
         return dict(raw, gaze=gaze_raw)

@@ -212,3 +212,23 @@ def test_gaze_candidates_hold_every_nonzero_cone_weight(group_job):
         assert got == set(zip(*(x.tolist() for x in want)))
         assert torch.allclose(w, dense[t, c, m], atol=1e-6)
     assert 1 <= po.gaze_refreshes < 15
+
+
+def test_three_characters_one_far_away(scene):
+    # a third pair 25 m away: it joins the solve, yet its character pairs never reach the narrow phase
+    a, ma, b, mb, ta, tb = scene
+    far_src = replace(a, skeleton=replace(a.skeleton, name="far", object_matrix=facing(0.0, 25.0, 0.0)))
+    far_tgt = with_face(make_humanoid(scale=0.9, name="far target"))
+    out = run_group(RetargetGroup([(a, ma, ta), (b, mb, tb), (far_src, ma, far_tgt)],
+                                  RetargetOptions(settings=SolverSettings(iterations=4, num_threads=1), metrics=False,
+                                                  conflicts=False)))
+    assert len(out.members) == 3 and all(np.isfinite(m.motion.rotations).all() for m in out.members)
+    pp = out.job.partners.pairs
+    assert pp.blocks == [(0, 1), (0, 2), (1, 2)]
+    assert pp.broad_tests >= 3 * ma.num_frames
+    ps, block = pp.active(None, 0.0)
+    assert set(block.tolist()) <= {0}                  # source entries only between the couple
+    assert out.solver_stats["partner_narrow_blocks"] <= pp.refreshes * ma.num_frames + ma.num_frames
+    # the far target stays far: its hips about 25 m · r̄ from the lead's
+    d = np.linalg.norm((_hips(far_tgt, out.members[2].motion) - _hips(ta, out.members[0].motion))[:, :2], axis=1)
+    assert d.min() > 20.0
