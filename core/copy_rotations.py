@@ -120,6 +120,19 @@ def reference_basis(character: Character, motion: Motion = None, track: ClipTrac
     return None if k is None else motion.rotations[k]
 
 
+def body_alignment(source: Character, source_motion: Motion, target: Character, track: ClipTrack):
+    """(A (3, 3), k_ref, qs (Js, 4), qt (Jt, 4)): the rotation turning the source's body axes (left, forward,
+    up) in its T-pose into the target's (a turn about the vertical), the source frame its T-pose is built from
+    (None: its rest pose), and both T-pose bases."""
+    k_ref = reference_frame(source, source_motion, track)
+    base_s = None if k_ref is None else source_motion.rotations[k_ref]
+    qs = tpose_basis(source.skeleton, source.bone_map, base_s)
+    qt = tpose_basis(target.skeleton, target.bone_map, reference_basis(target))
+    A = (body_frame_matrix(body_frame(target.skeleton, target.bone_map, qt))
+         @ body_frame_matrix(body_frame(source.skeleton, source.bone_map, qs)).T)
+    return A, k_ref, qs, qt
+
+
 def copy_rotations(source: Character, source_motion: Motion, target: Character,
                    source_track: ClipTrack = None, ground=0.0) -> Motion:
     """Retarget ``source_motion`` onto ``target`` by copying T-pose-relative world rotations.
@@ -146,13 +159,9 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
     track = source_track
     if track is None or track.character is not source or track.motion is not source_motion:
         track = ClipTrack(source, source_motion)
-    k_ref = reference_frame(source, source_motion, track)
-    base_s = None if k_ref is None else source_motion.rotations[k_ref]
-    qs = tpose_basis(S, sm, base_s)
-    qt = tpose_basis(Tg, tm, reference_basis(target))
+    A, k_ref, qs, qt = body_alignment(source, source_motion, target, track)
     WsT, psT = tpose_world(S, qs)
     WtT, ptT = tpose_world(Tg, qt)
-    A = body_frame_matrix(body_frame(Tg, tm, qt)) @ body_frame_matrix(body_frame(S, sm, qs)).T
 
     # source world rotations and hips positions over the clip (the track's one forward-kinematics pass)
     Rs = track.world_rotations                                                # (T, Js, 3, 3) world
@@ -231,6 +240,90 @@ def posture_note(source_track: ClipTrack, target: Character, motion: Motion):
             f"frames: check its bone map (hips, spine, head) and that its rest pose stands the way its mesh does.")
 
 
+def place_together(pairs) -> list:
+    """Copy-rotations of several characters sharing one world (ReConForM §6.1): each target's own copy-rotations
+    result, turned and moved so that the targets keep the places their sources have relative to one another.
+
+    ``copy_rotations`` puts one target where its armature stands, facing its own rest direction, and moves its
+    hips by the source's displacement scaled by its own hip-height ratio r. Two partners retargeted one by one
+    therefore both stand at their own armatures (often the same spot), each facing its rest direction. Here the
+    first pair is the anchor and is left exactly as ``copy_rotations`` made it (one pair: nothing changes);
+    every other target k is
+
+    - turned about the vertical by Y_k = A_0 A_kᵀ (A: copy-rotations' source → target body alignment), so that
+      every target faces, in the anchor's frame, the way its source faces in the shared world;
+    - moved horizontally so its hips follow the anchor's: p_k(t) = p_0(t) + A_0 · r̄ · (h_k(t) − h_0(t)) in
+      x and y, with h the sources' hips and r̄ = (r_0 + r_k) / 2 (the partners' distance scales with both
+      sizes); each keeps its own height (its feet on the floor at the first frame, as copy-rotations put them).
+
+    Args:
+        pairs: sequence of (source Character, source Motion, source ClipTrack, target Character, init Motion),
+            the inits being ``copy_rotations`` results; all clips the same frames.
+    Returns:
+        [Motion] one per target (the first is the anchor's init itself).
+    """
+    pairs = list(pairs)
+    if not pairs:
+        return []
+    src0, smo0, trk0, tgt0, init0 = pairs[0]
+    A0 = body_alignment(src0, smo0, tgt0, trk0)[0]
+    h0 = trk0.world_positions[:, src0.skeleton.index(src0.bone_map["hips"])]
+    p0 = ClipTrack(tgt0, init0).world_positions[:, tgt0.skeleton.index(tgt0.bone_map["hips"])]
+    r0 = _hip_ratio(src0, smo0, trk0, tgt0)
+    out = [init0]
+    for src, smo, trk, tgt, init in pairs[1:]:
+        if init.num_frames != init0.num_frames:
+            raise CoreError(f"'{src.name}' plays {init.num_frames} frames but '{src0.name}' plays "
+                            f"{init0.num_frames}: characters placed together must share the frame range.")
+        A = body_alignment(src, smo, tgt, trk)[0]
+        Y = A0 @ A.T
+        h = trk.world_positions[:, src.skeleton.index(src.bone_map["hips"])]
+        rbar = 0.5 * (r0 + _hip_ratio(src, smo, trk, tgt))
+        p_new = p0 + ((h - h0) @ A0.T) * rbar
+        ttrack = ClipTrack(tgt, init)
+        ht = tgt.skeleton.index(tgt.bone_map["hips"])
+        p_new[:, 2] = ttrack.world_positions[:, ht, 2]
+        out.append(_turn_hips(tgt, init, ttrack, ht, Y, p_new))
+    return out
+
+
+def _hip_ratio(source, source_motion, track, target) -> float:
+    _, _, qs, qt = body_alignment(source, source_motion, target, track)
+    return hip_height(target, qt) / hip_height(source, qs)
+
+
+def _turn_hips(target: Character, init: Motion, track: ClipTrack, ht: int, Y: np.ndarray,
+               p_world: np.ndarray) -> Motion:
+    """``init`` with bone ``ht``'s world rotation turned by Y (3, 3) and its head put at ``p_world`` (T, 3); its
+    ancestors' transforms (from ``track``, the init's ClipTrack) stay."""
+    sk = target.skeleton
+    R_rest, t_rest = sk.rest_local[ht, :3, :3], sk.rest_local[ht, :3, 3]
+    par = int(sk.parents[ht])
+    M = sk.object_matrix
+    A_obj = _object_rotation(sk)
+    if par < 0:
+        P_rot = np.broadcast_to(A_obj, (init.num_frames, 3, 3))       # world rotation of the parent space
+        P_arm_rot = np.broadcast_to(np.eye(3), (init.num_frames, 3, 3))
+        P_arm_pos = np.zeros((init.num_frames, 3))
+    else:
+        P_rot = track.world_rotations[:, par]
+        P_arm_rot = track.arm_rotations[:, par].numpy()
+        P_arm_pos = track.arm_positions[:, par].numpy()
+    C = P_rot @ R_rest                                                 # (T, 3, 3) world rest frame of the bone
+    basis = quat_to_matrix(init.rotations[:, ht])
+    new_basis = np.swapaxes(C, -1, -2) @ Y @ C @ basis
+    rotations = init.rotations.copy()
+    q = matrix_to_quat(new_basis)
+    q[(q * init.rotations[:, ht]).sum(-1) < 0] *= -1
+    rotations[:, ht] = quat_make_continuous(q, axis=0)
+    M_inv = np.linalg.inv(M)
+    p_arm = p_world @ M_inv[:3, :3].T + M_inv[:3, 3]
+    local = ((p_arm - P_arm_pos)[:, None, :] @ P_arm_rot)[:, 0]        # parent_rotᵀ (p − parent_pos)
+    locations = init.locations.copy()
+    locations[:, ht] = (local - t_rest) @ R_rest
+    return Motion(rotations, locations, init.fps, init.frame_start)
+
+
 def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.ndarray) -> np.ndarray:
     """(T, 3) basis location of bone ``j`` putting its head at world points ``p_world`` (T, 3); its ancestors
     stay in the T-pose (basis rotation ``tpose``, no location)."""
@@ -246,5 +339,6 @@ def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.nd
     return (local - rl[:3, 3]) @ rl[:3, :3]             # rest_rot^T (local - rest_trans)
 
 
-__all__ = ["POSTURE_NOTE_DEG", "copy_rotations", "foot_points", "hip_height", "lowest_foot_z", "posture_note",
+__all__ = ["POSTURE_NOTE_DEG", "body_alignment", "copy_rotations", "foot_points", "hip_height", "lowest_foot_z",
+           "place_together", "posture_note",
            "reference_basis", "reference_frame"]

@@ -389,3 +389,9 @@ def evaluation(source: Character, source_motion: Motion, target: Character, targ
         out["contact_recall"] = float(tp / max(c_true.sum(), 1)) if c_true.any() else float("nan")
         out["source_contacts"] = float(c_true.sum())
     return out
+
+
+#: the per-segment capsules and the point-to-segment distance of the self-penetration measure, for the partner
+#: metrics (``core.metrics_partners``)
+segment_capsules = _capsules
+point_segment_distance = _point_segment_dist

@@ -69,13 +69,37 @@ METRICS = (
                100.0, 1),
     MetricInfo("source_grounded_f1_clamped", "Source: grounded F1, feet kept on its floor", "", ""),
     MetricInfo("source_contacts", "Source: key-vertex contacts", "pair-frames", "", 1.0, 0),
+    # several characters retargeted together (core.metrics_partners, docs/metrics.md)
+    MetricInfo("partner_contact_f1", "Contacts with partners F1", "", HIGHER, headline=True),
+    MetricInfo("partner_contact_precision", "Contacts with partners precision", "", HIGHER),
+    MetricInfo("partner_contact_recall", "Contacts with partners recall", "", HIGHER),
+    MetricInfo("hand_partner_error_mean", "Hand-to-partner distance error, mean", "% of h", LOWER, 100.0, 2,
+               True),
+    MetricInfo("hand_partner_error_p90", "Hand-to-partner distance error, 90th percentile", "% of h", LOWER,
+               100.0, 2),
+    MetricInfo("partner_pen_mean", "Penetration between characters, mean", _PCT_SURFACE, LOWER, 100.0, 2, True),
+    MetricInfo("partner_pen_max", "Penetration between characters, worst frame", _PCT_SURFACE, LOWER, 100.0, 2),
+    MetricInfo("gaze_angle_error_mean", "Gaze angle error, mean", "°", LOWER, 1.0, 1, True),
+    MetricInfo("source_partner_contacts", "Source: contacts with partners", "pair-frames", "", 1.0, 0),
+    MetricInfo("source_hand_partner_entries", "Source: hand-to-partner contacts", "entries", "", 1.0, 0),
+    MetricInfo("source_partner_pen_mean", "Source: penetration between characters, mean", _PCT_SURFACE, "",
+               100.0, 2),
+    MetricInfo("source_partner_pen_max", "Source: penetration between characters, worst frame", _PCT_SURFACE, "",
+               100.0, 2),
+    MetricInfo("source_gaze_angle_mean", "Source: gaze angle to the partner, mean", "°", "", 1.0, 1),
+    MetricInfo("source_gaze_frames", "Source: gaze frames", "frames", "", 1.0, 0),
 )
 BY_KEY = {m.key: m for m in METRICS}
 METHOD_LABELS = {"reconform": "ReConForM", "copy_rotations": "Copy Rotations"}
 
 
 def info(key: str) -> MetricInfo:
-    """The MetricInfo of ``key``; a key this module does not know reads as itself, with no unit or direction."""
+    """The MetricInfo of ``key``; 'Hero: grounded_f1' (one target of several retargeted together) reads as
+    'Hero: Grounded feet F1'; a key this module does not know reads as itself, with no unit or direction."""
+    if ": " in key:
+        who, _, rest = key.partition(": ")
+        m = info(rest)
+        return m._replace(key=key, label=f"{who}: {m.label}")
     return BY_KEY.get(key) or MetricInfo(key, key.replace("_", " ").capitalize(), "", "", 1.0, 3)
 
 

@@ -35,6 +35,7 @@ from .conflicts import detecting
 from .copy_rotations import copy_rotations, posture_note
 from .errors import CoreError
 from .metrics import evaluation
+from .progress import drive, scaled
 from .solver import Progress, SolveJob, SolverSettings
 from .terrain import GroundSurface, HeightField, check_covers, clip_footprint, sample_ground
 from .track import ClipTrack
@@ -151,7 +152,77 @@ def _as_built(c) -> BuiltCharacter:
     return c if isinstance(c, BuiltCharacter) else BuiltCharacter(c, "given", False, "stored" if c.keyverts else "")
 
 
-class Retarget:
+def check_spec(c, role: str, options: RetargetOptions):
+    """The milliseconds check of a CharacterSpec ('Source' or 'Target' ``role``) before any slow work
+    (``core.character.check_character``); a complete Character passes as is."""
+    if isinstance(c, CharacterSpec):
+        reconform = options.method == "reconform"
+        kw = {} if role == "Source" else dict(need_mesh=reconform, need_standing=True)
+        check_character(c, keyvert_count=options.keyvert_count if reconform else 0, role=role, **kw)
+
+
+def complete_character(c, role: str, options: RetargetOptions) -> BuiltCharacter:
+    """Step 1 for one character: a CharacterSpec completed (``build_character``: a fitted body for a
+    skeleton-only source, giving key vertices for the solve and a surface for the metrics; the key vertices the
+    method needs; a target lying at rest refused), or a complete Character / BuiltCharacter as is."""
+    if not isinstance(c, CharacterSpec):
+        return _as_built(c)
+    reconform = options.method == "reconform"
+    kw = (dict(fit_body=reconform or options.metrics) if role == "source"
+          else dict(need_mesh=reconform, need_standing=True))
+    return build_character(c, keyvert_count=options.keyvert_count if reconform else 0, **kw)
+
+
+def measuring(source: Character, source_motion: Motion, target: Character, motion: Motion, init: Motion,
+              options: RetargetOptions, ground, track: ClipTrack, notes: list, *, terrain=None,
+              target_track: ClipTrack = None):
+    """Step 5 as a generator of progress shares (the whole-mesh passes); returns (metrics of ``motion``, metrics
+    of copy-rotations' ``init`` or None): the source read above the floor ``ground`` the solve used, the target
+    above ``terrain`` (a HeightField, None: z = 0); a floor advice line goes to ``notes``."""
+    reconform = options.method == "reconform"
+    both = reconform and options.baseline_metrics
+    share = 0.5 if both else 1.0
+    metrics = yield from scaled(evaluation(source, source_motion, target, motion, terrain, ground,
+                                           source_track=track, target_track=target_track), 0.0, share)
+    reference = None
+    if both:
+        reference = yield from scaled(evaluation(source, source_motion, target, init, terrain, ground,
+                                                 source_track=track), share, 1.0)
+    advice = floor_advice(metrics)
+    if advice:
+        notes.append(f"source '{source.name}': {advice}")
+    return metrics, reference
+
+
+def measure(*args, **kwargs) -> tuple:
+    """``measuring`` run to its end: (metrics, reference)."""
+    return drive(measuring(*args, **kwargs))
+
+
+class Cancellable:
+    """A retarget generator's cancel and state: ``cancel()`` from another thread stops it between steps (and the
+    solve in flight, ``job``); ``outcome`` is set once it has produced one. Subclasses set ``_cancel``."""
+
+    job = None
+    outcome = None
+
+    def cancel(self):
+        """Stop before the next step (thread-safe); the generator then ends without an outcome."""
+        self._cancel.set()
+        if self.job is not None:
+            self.job.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        """True once the generator has produced its outcome."""
+        return self.outcome is not None
+
+
+class Retarget(Cancellable):
     """One retarget of ``source_motion`` from ``source`` onto ``target`` (see the module docstring).
 
     Args:
@@ -177,21 +248,6 @@ class Retarget:
         self.job = None
         self.outcome = None
 
-    def cancel(self):
-        """Stop before the next step (thread-safe); the generator then ends without an outcome."""
-        self._cancel.set()
-        if self.job is not None:
-            self.job.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    @property
-    def done(self) -> bool:
-        """True once the generator has produced its outcome."""
-        return self.outcome is not None
-
     def steps(self):
         """Generator of Steps; returns the Outcome (also kept as ``self.outcome``), or None when cancelled."""
         o = self.options
@@ -200,20 +256,14 @@ class Retarget:
         t0 = time.perf_counter()
 
         # 1. characters: both checked first (milliseconds), then completed (seconds: the key-vertex transfer)
-        for role, c, kw in (("Source", self.source, {}),
-                            ("Target", self.target, dict(need_mesh=reconform, need_standing=True))):
-            if isinstance(c, CharacterSpec):
-                check_character(c, keyvert_count=o.keyvert_count if reconform else 0, role=role, **kw)
+        for role, c in (("Source", self.source), ("Target", self.target)):
+            check_spec(c, role, o)
         built = {}
-        # a skeleton-only source gets a fitted body: key vertices for the solve, a surface for the metrics
-        for role, c, kw in (("source", self.source, dict(fit_body=reconform or o.metrics)),
-                            ("target", self.target, dict(need_mesh=reconform, need_standing=True))):
+        for role, c in (("source", self.source), ("target", self.target)):
             if isinstance(c, CharacterSpec):
                 yield Step("characters", _PHASE_END["characters"] * (0.2 if role == "source" else 0.6),
                            f"Preparing {role} '{c.name}'…")
-                b = build_character(c, keyvert_count=o.keyvert_count if reconform else 0, **kw)
-            else:
-                b = _as_built(c)
+            b = complete_character(c, role, o)
             if self._cancel.is_set():
                 return None
             built[role] = b
@@ -282,19 +332,10 @@ class Retarget:
         result_track = ClipTrack(tgt, motion)
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
-            a, b = _PHASE_END["solve"], _PHASE_END["metrics"]
-            both = reconform and o.baseline_metrics
-            mid = 0.5 * (a + b) if both else b
-            metrics = yield from _progress(evaluation(src, source_motion, tgt, motion, terrain, ground,
-                                                      source_track=track, target_track=result_track),
-                                           "metrics", a, mid, "Measuring the result")
-            if both:
-                reference = yield from _progress(evaluation(src, source_motion, tgt, init, terrain, ground,
-                                                            source_track=track), "metrics", mid, b,
-                                                 "Measuring copy-rotations")
-            advice = floor_advice(metrics)
-            if advice:
-                notes.append(f"source '{src.name}': {advice}")
+            metrics, reference = yield from _progress(
+                measuring(src, source_motion, tgt, motion, init, o, ground, track, notes, terrain=terrain,
+                          target_track=result_track), "metrics", _PHASE_END["solve"], _PHASE_END["metrics"],
+                "Measuring the result" + (" and copy-rotations" if reconform and o.baseline_metrics else ""))
             timings["metrics_s"] = time.perf_counter() - t3
         elif o.metrics:
             notes.append("no metrics: " + ("the source has no body (skeleton only)" if src.mesh is None
@@ -374,5 +415,5 @@ def run(job: Retarget, on_step=None) -> Outcome:
     return job.outcome
 
 
-__all__ = ["METHODS", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step", "clip_terrain",
-           "feet_outside", "run"]
+__all__ = ["METHODS", "Cancellable", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step",
+           "check_spec", "clip_terrain", "complete_character", "feet_outside", "measure", "measuring", "run"]

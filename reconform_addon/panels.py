@@ -1,7 +1,7 @@
 """The "ReConForM" tab of the 3D viewport's sidebar (N-panel). Panels only draw; operators do the work.
 
-Layout: ReConForM (characters, clip, PyTorch status) > Bone Map > Meshes > Key Vertices > Solver (> Advanced) >
-Retarget (button, progress, status) > Conflicts > Metrics.
+Layout: ReConForM (characters, clip, PyTorch status) > Partners (more pairs solved together) > Bone Map > Meshes >
+Key Vertices > Solver (> Advanced) > Retarget (button, progress, status) > Conflicts > Metrics.
 """
 
 import textwrap
@@ -17,8 +17,9 @@ from .bridge import keyverts as kvstore
 CATEGORY = "ReConForM"
 
 def metric_label(key: str) -> str:
-    """'floor_pen_mean' -> 'Floor penetration, mean' (``core.report``: one list of names and units for the panel,
-    the batch report and the demo; the panel prints the unit with each value)."""
+    """'floor_pen_mean' -> 'Floor penetration, mean'; 'Hero: grounded_f1' (one target of several retargeted
+    together) -> 'Hero: Grounded feet F1' (``core.report``: one list of names and units for the panel, the batch
+    report and the demo; the panel prints the unit with each value)."""
     return report.info(key).label
 
 
@@ -186,6 +187,50 @@ class VIEW3D_PT_reconform(_Base, Panel):
                 sub.prop(s, "frame_start")
                 sub.prop(s, "frame_end", text="End")
         col.prop(s, "method")
+
+
+class RECONFORM_UL_partners(UIList):
+    """Source -> target of one partner pair | its clip."""
+
+    bl_idname = "RECONFORM_UL_partners"
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0, flt_flag=0):
+        row = layout.row(align=True)
+        row.prop(item, "source", text="", icon='ARMATURE_DATA')
+        row.label(text="", icon='FORWARD')
+        row.prop(item, "target", text="", icon='ARMATURE_DATA')
+        row.prop(item, "action", text="", icon='ACTION')
+
+
+class VIEW3D_PT_reconform_partners(_Base, Panel):
+    bl_label = "Partners"
+    bl_idname = "VIEW3D_PT_reconform_partners"
+    bl_parent_id = "VIEW3D_PT_reconform"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw_header(self, context):
+        self.layout.prop(context.scene.reconform, "use_partners", text="")
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reconform
+        wrapped_label(layout, "More characters retargeted together with Source -> Target: their sources play in "
+                              "the same world; contacts between the characters and where they look are kept.",
+                      icon='COMMUNITY')
+        row = layout.row()
+        row.template_list("RECONFORM_UL_partners", "", s, "partners", s, "partners_index", rows=3)
+        col = row.column(align=True)
+        col.operator("reconform.partner_add", text="", icon='ADD')
+        col.operator("reconform.partner_remove", text="", icon='REMOVE')
+        if s.use_partners and len(s.partners):
+            missing = sum(1 for it in s.partners if it.source is None or it.target is None)
+            n = len(s.partners) + 1
+            if missing:
+                layout.label(text=f"{missing} pair(s) lack a source or a target", icon='ERROR')
+            else:
+                layout.label(text=f"Retarget solves {n} characters together (one new Action each)", icon='INFO')
+        elif len(s.partners):
+            layout.label(text="Off: Retarget solves Source -> Target alone", icon='INFO')
 
 
 class VIEW3D_PT_reconform_bone_map(_Base, Panel):
@@ -454,7 +499,9 @@ class VIEW3D_PT_reconform_metrics(_Base, Panel):
 classes = (
     RECONFORM_UL_bone_map,
     RECONFORM_UL_conflicts,
+    RECONFORM_UL_partners,
     VIEW3D_PT_reconform,
+    VIEW3D_PT_reconform_partners,
     VIEW3D_PT_reconform_bone_map,
     VIEW3D_PT_reconform_meshes,
     VIEW3D_PT_reconform_keyverts,

@@ -33,6 +33,7 @@ from .bridge import bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge import library
 from .bridge import terrain as ground_bridge
+from .bridge.io import SUPPORTED
 from .bridge.write import assignment_state, remove_action
 
 
@@ -92,6 +93,18 @@ def load_setup(path) -> dict:
             entry["bone_map_file"] = os.path.join(base, entry["bone_map_file"])
     if isinstance(setup.get("ground"), dict) and setup["ground"].get("file"):
         setup["ground"]["file"] = os.path.join(base, setup["ground"]["file"])
+    chars = setup.get("characters")
+    if chars is not None and not (isinstance(chars, list) and all(isinstance(c, dict) for c in chars)):
+        raise BridgeError(f"Set-up '{path}': 'characters' must be a list of objects with 'source' and 'target'.")
+    for c in chars or ():   # several characters retargeted together (pipeline_group); files relative to the set-up
+        for key in ("source", "target"):
+            spec = c.get(key)
+            if isinstance(spec, str) and os.path.splitext(spec)[1].lower() in SUPPORTED and not os.path.isabs(spec):
+                c[key] = os.path.join(base, spec)
+        for key in ("source_bone_map", "target_bone_map"):
+            entry = c.get(key)
+            if isinstance(entry, dict) and entry.get("bone_map_file"):
+                entry["bone_map_file"] = os.path.join(base, entry["bone_map_file"])
     return setup
 
 
@@ -373,6 +386,22 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
 
 # ------------------------------------------------------------------------------------------------ all three
 
+def step_reporter(say, tick):
+    """``on_step(step)`` for a retarget generator (single or group): every Step's fraction to ``tick``, one line to
+    ``say`` per new kind of step (each phase, each part of the solver's set-up), and within one kind (solver steps,
+    the metrics' passes) every 10 % of the retarget or every PRINT_EVERY_S seconds."""
+    last = {"kind": None, "fraction": -1.0, "time": 0.0}
+
+    def on_step(step):
+        tick(step.fraction)
+        kind = (step.phase, _COUNTS.sub("#", step.message))
+        now = time.perf_counter()
+        if kind != last["kind"] or step.fraction - last["fraction"] >= 0.1 or now - last["time"] >= PRINT_EVERY_S:
+            last.update(kind=kind, fraction=step.fraction, time=now)
+            say(step.message.rstrip("…"))
+    return on_step
+
+
 def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame_start=None, frame_end=None,
              settings=None, setup=None, name=None, report=None, progress=None,
              store_keyverts: bool = True, ground=None) -> RetargetResult:
@@ -419,18 +448,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
                               settings=solver_settings(settings) if method == "reconform" else SolverSettings())
     job = make_job(inputs, options)
-    last = {"kind": None, "fraction": -1.0, "time": 0.0}
-
-    def on_step(step):
-        """One line per new kind of step (each phase, each part of the solver's set-up), and within one kind
-        (solver steps, the metrics' passes) every 10 % of the retarget or every PRINT_EVERY_S seconds."""
-        tick(step.fraction)
-        kind = (step.phase, _COUNTS.sub("#", step.message))
-        now = time.perf_counter()
-        if kind != last["kind"] or step.fraction - last["fraction"] >= 0.1 or now - last["time"] >= PRINT_EVERY_S:
-            last.update(kind=kind, fraction=step.fraction, time=now)
-            say(step.message.rstrip("…"))
-    outcome = run(job, on_step)
+    outcome = run(job, step_reporter(say, tick))
     for n in outcome.notes:
         say(n)
     timings.update(outcome.timings)
@@ -472,4 +490,5 @@ def plain(value):
 
 __all__ = ["Inputs", "RetargetResult", "conflict_rows", "ground_report", "load_setup", "make_job", "make_report",
            "plain", "prepare_character", "read_character", "read_inputs", "result_action_name", "resolve_ground",
-           "retarget", "setup_bone_map", "setup_ground", "solver_settings", "write_outcome", "CoreError"]
+           "retarget", "setup_bone_map", "setup_ground", "solver_settings", "step_reporter", "write_outcome",
+           "CoreError"]

@@ -167,6 +167,19 @@ class ReconformMetric(PropertyGroup):
     has_reference: BoolProperty()
 
 
+class ReconformPartnerPair(PropertyGroup):
+    """One more source→target pair retargeted together with the panel's Source and Target (ReConForM §6.1): the
+    sources play in one world frame (a couple captured together), every target gets its own new Action."""
+
+    source: PointerProperty(name="Source", type=bpy.types.Object, poll=_is_armature,
+                            description="Armature playing this partner's motion, in the same world as the main "
+                                        "source")
+    target: PointerProperty(name="Target", type=bpy.types.Object, poll=_is_armature,
+                            description="Armature receiving this partner's motion")
+    action: PointerProperty(name="Action", type=bpy.types.Action,
+                            description="This source's clip; empty = whatever is playing on it")
+
+
 class ReconformSettings(PropertyGroup):
     # --- characters and clip -------------------------------------------------------------------------------
     source: PointerProperty(name="Source", type=bpy.types.Object, poll=_is_armature,
@@ -185,6 +198,13 @@ class ReconformSettings(PropertyGroup):
     method: EnumProperty(name="Method", items=METHOD_ITEMS, default='RECONFORM')
     push_to_nla: BoolProperty(name="Push to NLA", default=False,
                               description="Push the new Action onto a new NLA track of the target")
+
+    # --- partners: more pairs retargeted together with source -> target (ReConForM §6.1) --------------------
+    use_partners: BoolProperty(name="Retarget Partners Together", default=False,
+                               description="Solve the pairs below together with Source -> Target: contacts between "
+                                           "the characters and where they look are kept (one new Action per target)")
+    partners: CollectionProperty(type=ReconformPartnerPair)
+    partners_index: IntProperty()
 
     # --- bone maps -----------------------------------------------------------------------------------------
     source_bone_map: CollectionProperty(type=ReconformBoneMapItem)
@@ -391,7 +411,7 @@ def flatten_metrics(metrics, prefix: str = "") -> dict:
 
 
 classes = (RECONFORM_PG_keyvert, RECONFORM_PG_mesh_use, ReconformBoneMapItem, ReconformConflict, ReconformMetric,
-           ReconformSettings)
+           ReconformPartnerPair, ReconformSettings)
 
 
 def register():

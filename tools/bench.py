@@ -8,6 +8,10 @@ the same text to bench_output/bench.md.
 
     .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
         [--threads 2]
+    .venv/bin/python tools/bench.py --partners-only      # only the partners section (tools/bench_partners.py)
+
+The partners section (several characters retargeted together, ReConForM §6.1: tools/bench_partners.py) runs after
+the single-pair table; ``--no-partners`` leaves it out.
 
 Timings are wall-clock on whatever machine runs it; on a shared 2-core machine they are noisy.
 """
@@ -203,11 +207,17 @@ def main(argv=None):
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--partners-only", action="store_true", help="only the partners section (bench_partners.py)")
+    ap.add_argument("--no-partners", action="store_true", help="leave the partners section out")
     ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench.md"))
     args = ap.parse_args(argv)
     if args.memory_child:
         memory_child(args.memory_child, args.threads)
         return 0
+    if args.partners_only:
+        import bench_partners
+        rest = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--partners-only"]
+        return bench_partners.main(rest)
     if not (ASSETS / "characters").is_dir():
         print(f"error: shared assets not found at {ASSETS}", file=sys.stderr)
         return 1
@@ -392,23 +402,37 @@ def main(argv=None):
     # --- key-vertex transfer speed (tools/bench_keyverts.py) ---
     from bench_keyverts import bench_keyverts
     bench_keyverts(lambda name: importlib.import_module(f"{MODULE}.{name}"), out=out)
+    # --- characters retargeted together (tools/bench_partners.py) ---
+    if not args.no_partners:
+        import bench_partners
+        out()
+        p_args = bench_partners.parse([] + (["--quick"] if args.quick else []) + [f"--set={kv}" for kv in args.set]
+                                      + ["--quality", args.quality])
+        for label, res in bench_partners.section(out, log, p_args, bench_partners.modules(mods)).items():
+            targets["partners: " + label] = res
     out()
     out(f"Load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min) on "
         f"{os.cpu_count()} CPUs (other processes share them: timings are noisy).")
     out()
     out("Targets (docs/solver.md):")
     out()
+    finish(out, lines, targets, args.out, f"Total bench time {time.perf_counter() - t_all:.0f} s.")
+    return 0
+
+
+def finish(out, lines, targets: dict, path, last_line: str):
+    """The targets table ({label: (measured, pass)}) and ``last_line`` through ``out``, then every line written
+    to ``path`` (markdown)."""
     out("| target | measured | pass |")
     out("|---|---|---|")
     for label, (value, ok) in targets.items():
         out(f"| {label} | {value} | {'PASS' if ok else 'FAIL'} |")
     out()
-    out(f"Total bench time {time.perf_counter() - t_all:.0f} s.")
-    path = pathlib.Path(args.out)
+    out(last_line)
+    path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@
    'RampWalker' up 'Ramp' (``pipeline.retarget(..., ground=...)``: the path the panel's Ground picker and the
    batch command's --ground take), copy-rotations beside it; the report names the ground and gives both sets
    of metrics above it (floor penetration, grounded and foot-locked F1, jerk and root jerk).
+4. The couple ('Lead' holding 'Follow''s hand, a hand on her shoulder, stepping sideways together) is
+   retargeted together onto 'Giant' (2.05 m) and 'Child' (1.30 m) (``reconform_addon.pipeline_group``,
+   ReConForM §6.1); the report gives the partner metrics of the result and of copy-rotations placed together.
 4. Writes <out>/output.blend (new Actions assigned, scene range set) and <out>/report.txt.
 Runs as ``python tools/demo.py`` (bpy wheel) or ``blender -b --python tools/demo.py -- ARGS``.
 """
@@ -32,6 +35,8 @@ import make_demo_scene  # noqa: E402
 TARGETS = ("TallThin", "ShortHeavy")
 #: the walk over a ground object: (target, ground object), both built by tools/make_demo_scene.py
 TERRAIN_WALKS = tuple((walker, ground) for ground, (walker, _) in make_demo_scene.GROUNDS.items())
+#: the couple retargeted together onto partners of very different sizes: (source, target, source clip)
+COUPLE = (("Lead", "Giant", "LeadDance"), ("Follow", "Child", "FollowDance"))
 
 
 def parse_args(argv):
@@ -82,8 +87,10 @@ def run(args, log):
         log(f"{method} ({args.quality}): Source '{walk.name}' -> {name} on '{ground}'")
         retarget(name, f"{name} on {ground}", action=walk, ground=bpy.data.objects[ground],
                  report=lambda m: log("  " + m) if m.startswith(("Solving", "ground")) else None)
+    results["couple"] = _couple(args, log, method, importlib.import_module(f"{mod_name}.reconform_addon.pipeline_group"),
+                                write)
     scene = bpy.context.scene
-    any_rep = next(iter(results.values()))[method]
+    any_rep = results[TARGETS[0]][method]
     scene.frame_start, scene.frame_end = any_rep["frame_start"], any_rep["frame_end"]
     bpy.ops.wm.save_as_mainfile(filepath=os.path.join(out, "output.blend"), copy=True)
     log(f"saved {os.path.join(out, 'output.blend')}")
@@ -96,9 +103,51 @@ def run(args, log):
     return results
 
 
+def _couple(args, log, method, group, write):
+    """The couple retargeted together (ReConForM §6.1) onto the partners, through ``pipeline_group`` (the path
+    the panel's Partners list and the batch command take); with ReConForM, copy-rotations placed together (the
+    start) is written beside each result."""
+    import bpy
+
+    pairs = [(bpy.data.objects[s], bpy.data.objects[t], bpy.data.actions[a]) for s, t, a in COUPLE]
+    log(f"{method} ({args.quality}), together: " + ", ".join(f"{s} -> {t}" for s, t, _ in COUPLE))
+    res = group.retarget_group(pairs, method=method, settings={"quality": args.quality},
+                               report=lambda m: log("  " + m) if m.startswith("Solving") else None)
+    rep = dict(res.report)
+    if method == "reconform":
+        rep["copy_rotations_actions"] = []
+        for (_, tgt, _), member, act in zip(pairs, res.outcome.members, res.actions):
+            base = write.write_motion(tgt, *member.for_scene(member.init_motion), f"{act.name} (copy rotations)")
+            base.use_fake_user = True
+            write.assign_action(tgt, act)
+            rep["copy_rotations_actions"].append(base.name)
+    return rep
+
+
+def _couple_report(rep, method, report) -> list:
+    lines = [f"Lead -> Giant and Follow -> Child, together ({rep['characters']} characters, {method}):"]
+    for p in rep["pairs"]:
+        lines.append(f"  {p['source']['armature']} -> {p['target']['armature']}: Action '{p['action']}', "
+                     f"frames {p['frame_start']}-{p['frame_end']}")
+    if rep.get("copy_rotations_actions"):
+        lines.append("  copy-rotations placed together (the start): " + ", ".join(
+            f"'{a}'" for a in rep["copy_rotations_actions"]))
+    if rep.get("partner_metrics"):
+        lines.append("  Between the characters (docs/metrics.md \"Partners\"; copy-rotations placed together beside):")
+        lines.extend(report.text_table(rep["partner_metrics"], rep.get("partner_reference_metrics"), method,
+                                       indent="    "))
+    for p in rep["pairs"]:
+        lines.append(f"  {p['target']['armature']}'s own metrics; verdict: {p['verdict']}")
+        lines.extend(report.text_table(p.get("metrics"), p.get("reference_metrics"), method, indent="    "))
+    lines.append("  Timings: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f} s"
+                                          for k, v in rep["timings"].items()))
+    lines.extend(f"  note: {n}" for n in rep.get("notes", []))
+    return lines + [""]
+
+
 def _report(info, method, quality, results, t_scene, t_total, report) -> str:
     """report.txt: the scene, then per target the Actions written, the verdict and the metrics beside
-    copy-rotations' (``core.report``: names, units, which is better)."""
+    copy-rotations' (``core.report``: names, units, which is better), then the couple."""
     lines = ["ReConForM demo report", "=" * 21, ""]
     lines.append("Characters (generated by core.body):")
     for name, c in info["characters"].items():
@@ -112,6 +161,8 @@ def _report(info, method, quality, results, t_scene, t_total, report) -> str:
                                                              else ""))
     lines.append("")
     for name, e in results.items():
+        if name == "couple":
+            continue
         rep = e[method]
         lines.append(f"Source -> {name}: frames {rep['frame_start']}-{rep['frame_end']} ({rep['frames']})")
         g = rep.get("ground") or {}
@@ -131,6 +182,9 @@ def _report(info, method, quality, results, t_scene, t_total, report) -> str:
                                               for k, v in rep["timings"].items()))
         lines.extend(f"  Note: {n}" for n in rep.get("notes", []))
         lines.append("")
+    lines.append(f"Couple: 'LeadDance' and 'FollowDance', {info['couple_frames']} frames at {make_demo_scene.FPS} fps; "
+                 "events: " + ", ".join(f"{k} {a}-{b}" for k, (a, b) in info["couple_events"].items()))
+    lines.extend(_couple_report(results["couple"], method, report))
     lines.append(f"Scene build {t_scene:.1f} s, total {t_total:.1f} s (wall clock, this machine).")
     return "\n".join(lines) + "\n"
 

@@ -10,7 +10,10 @@ ShortHeavy body) stand at the foot of the ground objects 'Stairs' (8 steps, 17 c
 'DemoMotion' (30 fps, ~7 s) has floor contacts and self-contacts: two steps forward, a clap (hands touch
 three times), hands on hips, a squat with arms forward; 'DemoWalk' (~6 s) is ten steps along -Y on flat
 ground. Both are keyed on every frame from a small IK rig written here (two-bone IK for arms and legs, flat
-feet). Nothing here is a third-party asset: bodies, motions and grounds come from the project's own code.
+feet). A couple, 'Lead' (1.78 m) and 'Follow' (1.66 m), face each other (4 s): the lead's right hand holds the follow's
+left hand, the lead's left hand rests on the follow's right shoulder, and they step sideways together and back;
+'Giant' (2.05 m, A-pose rest) and 'Child' (1.30 m) receive them together (tools/demo.py).
+Nothing here is a third-party asset: bodies, motions and grounds come from the project's own code.
 """
 
 from __future__ import annotations
@@ -49,6 +52,15 @@ GROUNDS = {
     "Ramp": ("RampWalker", lambda x: ramp(start=(x, 0.6), direction=(0.0, -1.0), width=1.2, approach=1.2,
                                           length=2.0, angle_deg=15.0, landing=2.5, name="Ramp")),
 }
+#: the couple (two sources who touch) and the partners of very different sizes they are retargeted onto together:
+#: (object name, body parameters, rest pose, (x, y) in the scene, turn about Z in degrees)
+COUPLE = (("Lead", BodyParams(name="lead", height=1.78), "T", (-3.0, 0.0), 0.0),
+          ("Follow", BodyParams(name="follow", height=1.66, shoulder_width=0.92, hip_width=1.08), "T",
+           (-3.0, -0.62), 180.0))
+PARTNERS = (("Giant", BodyParams(name="giant", height=2.05, torso_width=1.15, torso_depth=1.1, limb_thickness=1.15),
+             "A", (-5.0, 0.0), 0.0),
+            ("Child", BodyParams(name="child", height=1.3, head_size=1.12, leg_length=0.92, arm_length=0.95), "T",
+             (-6.2, 0.0), 0.0))
 
 
 # ------------------------------------------------------------------------------------------- motion (numpy)
@@ -278,6 +290,85 @@ def walk_motion(skeleton: Skeleton, mesh: SkinnedMesh, steps: int = 10, step: fl
     return Motion(quat_make_continuous(rots), locs, float(FPS), 1), {"walk": walk}
 
 
+def _object_matrix(xy, turn_deg: float) -> np.ndarray:
+    """(4, 4) armature object matrix: a turn about Z, then a move to (x, y, 0)."""
+    m = np.eye(4)
+    m[:3, :3] = _rot_axis(UP, np.radians(turn_deg))
+    m[:2, 3] = xy
+    return m
+
+
+def couple_motion(lead, follow, follow_matrix: np.ndarray, lead_matrix: np.ndarray = None):
+    """The couple's clip (30 fps, 4 s): facing each other, the lead's right hand holds the follow's left hand,
+    the lead's left hand rests on the follow's right shoulder, and they step sideways together and back.
+
+    Args:
+        lead, follow: (Skeleton, SkinnedMesh) of each (armature = the object's local space).
+        follow_matrix, lead_matrix: their armature objects' world matrices (the lead's default: identity).
+    Returns:
+        (lead Motion, follow Motion, events {name: (first, last) frame}).
+    """
+    lead_matrix = np.eye(4) if lead_matrix is None else lead_matrix
+    rigs = {"lead": Rig(*lead), "follow": Rig(*follow)}
+    mats = {"lead": lead_matrix, "follow": follow_matrix}
+    inv = {k: np.linalg.inv(m) for k, m in mats.items()}
+    world = lambda who, p: mats[who][:3, :3] @ p + mats[who][:3, 3]            # noqa: E731
+    local = lambda who, p: inv[who][:3, :3] @ np.asarray(p, float) + inv[who][:3, 3]   # noqa: E731
+    sign = {"left": 1.0, "right": -1.0}
+    T, step = 120, 0.28
+    shift = {0: 0.0, 15: 0.0, 40: step, 55: step, 80: 0.0, 119: 0.0}           # both hips, world +X
+    lead_shoulder = world("lead", rigs["lead"].p("right_upper_arm"))
+    fol_shoulder = world("follow", rigs["follow"].p("left_upper_arm"))
+    held = 0.5 * (lead_shoulder + fol_shoulder) + [0.0, 0.0, -0.28]           # the joined hands, at rest shift
+    on_shoulder = world("follow", rigs["follow"].p("right_upper_arm")) + [0.0, 0.07, 0.06]
+    motions = {}
+    for who, rig in rigs.items():
+        H0 = rig.p("hips")
+        la = {s: sum(rig.len[f"{s}_arm"]) for s in ("left", "right")}
+        down = {s: rig.p(f"{s}_upper_arm") + [sign[s] * 0.06, 0.0, -0.97 * la[s]] for s in ("left", "right")}
+        # world +X is the lead's left and the follow's right: that foot leads the step out, the other the way back
+        out_side = "left" if who == "lead" else "right"
+        in_side = "right" if who == "lead" else "left"
+        ankle = {s: rig.p(f"{s}_foot") for s in ("left", "right")}
+        dx = local(who, world(who, np.zeros(3)) + [step, 0.0, 0.0])            # world +step in this armature
+        foot = {out_side: {0: ankle[out_side], 15: ankle[out_side], 28: ankle[out_side] + dx, 55: ankle[out_side] + dx,
+                           80: ankle[out_side]},
+                in_side: {0: ankle[in_side], 28: ankle[in_side], 40: ankle[in_side] + dx, 55: ankle[in_side] + dx,
+                          68: ankle[in_side]}}
+        lifts = {out_side: [(15, 28), (68, 80)], in_side: [(28, 40), (55, 68)]}
+        rots = np.empty((T, rig.s.num_bones, 4))
+        locs = np.zeros((T, rig.s.num_bones, 3))
+        for t in range(T):
+            sx = float(_smooth(shift, t))
+            offset = local(who, world(who, np.zeros(3)) + [sx, 0.0, 0.0])
+            hips = H0 + offset - [0.0, 0.0, 0.02]
+            join = min(1.0, t / 10.0)
+            targets = {}
+            for s in ("left", "right"):
+                a = _smooth(foot[s], t)
+                for f0, f1 in lifts[s]:
+                    if f0 < t < f1:
+                        a = a + [0.0, 0.0, 0.06 * np.sin(np.pi * (t - f0) / (f1 - f0))]
+                targets[f"{s}_leg"] = (a, np.array([sign[s] * 0.15, -1.0, 0.0]))
+                if (who, s) == ("lead", "right") or (who, s) == ("follow", "left"):
+                    grip = held + [sx, 0.0, 0.0] + (world(who, [0.0, 0.07, 0.0]) - world(who, np.zeros(3)))
+                    goal = local(who, grip)
+                    pole = np.array([sign[s] * 1.0, 0.3, -0.6])
+                elif (who, s) == ("lead", "left"):
+                    goal = local(who, on_shoulder + [sx, 0.0, 0.0])
+                    pole = np.array([1.0, 0.2, -0.5])
+                else:
+                    goal = down[s] + offset
+                    pole = np.array([0.0, 1.0, -0.3])
+                targets[f"{s}_arm"] = ((1 - join) * (down[s] + offset) + join * goal, pole)
+            q, loc = rig.pose(hips, 0.05, targets)
+            rots[t] = q
+            locs[t, 0] = loc
+        motions[who] = Motion(quat_make_continuous(rots), locs, float(FPS), 1)
+    events = {"hands_joined": (10, T - 1), "hand_on_shoulder": (10, T - 1), "side_steps": (15, 80)}
+    return motions["lead"], motions["follow"], events
+
+
 # ------------------------------------------------------------------------------------------- Blender objects
 
 def build_armature(name, skeleton: Skeleton, x_offset: float = 0.0, lengths: dict = None):
@@ -391,6 +482,16 @@ def build_scene(out_path, report=print):
         info["characters"][name] = {"height_m": round(height, 3), "rest_pose": pose, "verts": mesh.num_verts,
                                     "bones": skel.num_bones, "params": params.name}
         report(f"character '{name}': {params.name}, {height:.2f} m, {mesh.num_verts} vertices, {pose}-pose rest")
+    for name, params, pose, xy, turn in COUPLE + PARTNERS:
+        skel, mesh, _ = make_body(params, pose=pose)
+        bodies[name] = (skel, mesh)
+        arm = build_character(name, skel, mesh, xy[0])
+        arm.location.y = xy[1]
+        arm.rotation_euler.z = np.radians(turn)
+        height = float(np.ptp(mesh.rest_verts[:, 2]))
+        info["characters"][name] = {"height_m": round(height, 3), "rest_pose": pose, "verts": mesh.num_verts,
+                                    "bones": skel.num_bones, "params": params.name}
+        report(f"character '{name}': {params.name}, {height:.2f} m, {mesh.num_verts} vertices, {pose}-pose rest")
     _, mesh = bodies["Source"]
     src = bpy.data.objects["Source"]
     bridge = _bridge()
@@ -414,10 +515,27 @@ def build_scene(out_path, report=print):
         info["grounds"][name] = {"walker": walker, "height_m": round(z1 - z0, 3),
                                  "triangles": len(surface.triangles)}
         report(f"ground '{name}' under '{walker}': {y1 - y0:.1f} m long, {z1 - z0:.2f} m high")
+    # the couple, keyed on the armatures as Blender built them, placed as in the scene
+    bpy.context.view_layer.update()
+    lead, follow = bpy.data.objects["Lead"], bpy.data.objects["Follow"]
+    sk_l, sk_f = bridge.read_skeleton(lead), bridge.read_skeleton(follow)
+    m_lead, m_follow, couple_events = couple_motion((_armature_space(sk_l), bodies["Lead"][1]),
+                                                    (_armature_space(sk_f), bodies["Follow"][1]),
+                                                    np.asarray(follow.matrix_world), np.asarray(lead.matrix_world))
+    bridge.write_motion(lead, sk_l, m_lead, "LeadDance")
+    bridge.write_motion(follow, sk_f, m_follow, "FollowDance")
+    info["couple_events"] = couple_events
+    info["couple_frames"] = m_lead.num_frames
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(out_path))
     report(f"saved {out_path} ({motion.num_frames} frames at {FPS} fps)")
     return info
+
+
+def _armature_space(skeleton: Skeleton) -> Skeleton:
+    """``skeleton`` with an identity object matrix (``Rig`` poses in the armature's own space)."""
+    import dataclasses
+    return dataclasses.replace(skeleton, object_matrix=np.eye(4))
 
 
 def _bridge():

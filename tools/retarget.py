@@ -12,6 +12,9 @@ Examples (docs/bridge.md has more)::
         --method reconform --setup setup.json --export out.fbx --export out.glb
     python tools/retarget.py --source walk.bvh --target hero.glb --ground Stairs --ground-file set.blend \\
         --method reconform --out out.blend
+    # several characters retargeted together (one world frame; one new Action per target)
+    python tools/retarget.py --method reconform --source lead.bvh --target tall.glb \\
+        --source follow.bvh --target short.glb --out couple.blend --report couple.json
 
 Exit status: 0 on success; 1 with one line ``error: <reason>`` on stderr for bad input (missing object or
 file, unreadable file, an output that cannot be written, armature without a mesh when the method needs one,
@@ -47,11 +50,16 @@ class UserError(Exception):
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="retarget.py", description="Retarget an animation onto another character.")
     p.add_argument("--blend", help=".blend file to open first (object names then refer to it)")
-    p.add_argument("--source", required=True, help="source: file (.blend/.fbx/.glb/.gltf/.bvh) or object name")
-    p.add_argument("--target", required=True, help="target: file or object name")
-    p.add_argument("--source-armature", help="armature name inside the source file when it has several")
-    p.add_argument("--target-armature", help="armature name inside the target file when it has several")
-    p.add_argument("--action", help="source Action name (default: the one playing on the source)")
+    p.add_argument("--source", action="append", default=[],
+                   help="source: file (.blend/.fbx/.glb/.gltf/.bvh) or object name; repeat --source/--target to "
+                        "retarget several characters together (one world frame)")
+    p.add_argument("--target", action="append", default=[], help="target: file or object name (one per --source)")
+    p.add_argument("--source-armature", action="append", default=[],
+                   help="armature name inside the source file when it has several (one per --source, or none)")
+    p.add_argument("--target-armature", action="append", default=[],
+                   help="armature name inside the target file when it has several (one per --target, or none)")
+    p.add_argument("--action", action="append", default=[],
+                   help="source Action name (default: the one playing on the source; one per --source, or none)")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="inclusive frame range")
     p.add_argument("--method", choices=("copy_rotations", "reconform"), default=None,
                    help="retarget method (default: the set-up's, else copy_rotations)")
@@ -62,7 +70,7 @@ def parse_args(argv):
                         "target's file or --ground-file (default: the set-up's 'ground', else the floor z = 0)")
     p.add_argument("--ground-file", metavar="PATH",
                    help="file to import the ground object from (.blend, .fbx, .glb, .gltf, .obj)")
-    p.add_argument("--name", help="name of the new Action")
+    p.add_argument("--name", action="append", default=[], help="name of the new Action (one per target, or none)")
     p.add_argument("--out", help="write the result .blend here")
     p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
                    "repeatable")
@@ -80,6 +88,13 @@ def parse_args(argv):
         p.error(f"--out {args.out}: use a .blend path")
     if args.out and args.blend and os.path.abspath(args.out) == os.path.abspath(args.blend):
         p.error(f"--out {args.out}: the --blend file is never written to; give another path")
+    if len(args.source) != len(args.target):
+        p.error(f"{len(args.source)} --source but {len(args.target)} --target: give one target per source")
+    for opt in ("source_armature", "target_armature", "action", "name"):
+        vals = getattr(args, opt)
+        if vals and len(vals) != len(args.source):
+            p.error(f"--{opt.replace('_', '-')} is given {len(vals)} times for {len(args.source)} pairs: give it once "
+                    "per pair, or not at all")
     return args
 
 
@@ -94,19 +109,53 @@ def enable_addon(repo_name: str = REPO_NAME):
     return extension.enable_addon(repo_name)
 
 
-def _resolve(spec, role, arm_name, bridge, log):
-    """An armature from a file path (imported) or an object name in the open scene. Only the source's file
-    sets the scene's frame rate: the source's rate governs the result."""
+def _resolve(spec, role, arm_name, bridge, log, imported=None):
+    """An armature from a file path (imported, once per path: ``imported`` keeps {path: objects}) or an object
+    name in the open scene. Only a source's file sets the scene's frame rate: the source's rate governs the
+    result."""
     ext = os.path.splitext(spec)[1].lower()
     if ext in bridge.io.SUPPORTED or os.path.sep in spec:
-        log(f"importing {role} '{spec}'")
-        objs = bridge.import_file(spec, set_scene_fps=role == "source", report=log)
-        return bridge.find_armature(objs, arm_name)
+        key = os.path.abspath(spec)
+        imported = {} if imported is None else imported
+        if key not in imported:
+            log(f"importing {role} '{spec}'")
+            imported[key] = bridge.import_file(spec, set_scene_fps=role == "source", report=log)
+        return bridge.find_armature(imported[key], arm_name)
     return bridge.find_armature(None, arm_name or spec)
 
 
-def _export(path, staged, arm, motion_range, log):
-    """Export ``arm`` and its meshes with the new Action to ``staged`` (renamed to ``path`` at the end)."""
+def pair_specs(args, setup) -> list:
+    """The source→target pairs to retarget: the command line's (--source/--target repeated), else the set-up's
+    ``characters`` list. Each is a dict with source, target, source_armature, target_armature, action, name,
+    source_bone_map, target_bone_map (None where not given)."""
+    keys = ("source", "target", "source_armature", "target_armature", "action", "name", "source_bone_map",
+            "target_bone_map")
+    chars = setup.get("characters")
+    if args.source and chars:
+        raise UserError("Pairs are given both on the command line and in the set-up's 'characters': use one.")
+    if args.source:
+        def opt(vals, k):
+            return vals[k] if vals else None
+        return [dict(source=args.source[k], target=args.target[k], source_armature=opt(args.source_armature, k),
+                     target_armature=opt(args.target_armature, k), action=opt(args.action, k),
+                     name=opt(args.name, k), source_bone_map=None, target_bone_map=None)
+                for k in range(len(args.source))]
+    if not chars:
+        raise UserError("Nothing to retarget: give --source and --target, or a set-up with a 'characters' list.")
+    out = []
+    for k, c in enumerate(chars):
+        if not c.get("source") or not c.get("target"):
+            raise UserError(f"Set-up 'characters' entry {k + 1} needs a 'source' and a 'target'.")
+        unknown = sorted(set(c) - set(keys))
+        if unknown:
+            raise UserError(f"Set-up 'characters' entry {k + 1}: unknown key '{unknown[0]}' (use {', '.join(keys)}).")
+        out.append({key: c.get(key) for key in keys})
+    return out
+
+
+def _export(path, staged, arms, motion_range, log):
+    """Export the target armatures ``arms`` (one, or all of a group) and their meshes with the new Actions to
+    ``staged`` (renamed to ``path`` at the end)."""
     import bpy
 
     ext = os.path.splitext(path)[1].lower()
@@ -114,12 +163,12 @@ def _export(path, staged, arm, motion_range, log):
     scene.frame_start, scene.frame_end = motion_range
     for ob in bpy.context.view_layer.objects:
         ob.select_set(False)
-    keep = [arm] + [m for m in bpy.data.objects if m.type == 'MESH' and (m.parent == arm or any(
-        md.type == 'ARMATURE' and md.object == arm for md in m.modifiers))]
+    keep = list(arms) + [m for m in bpy.data.objects if m.type == 'MESH' and any(m.parent == arm or any(
+        md.type == 'ARMATURE' and md.object == arm for md in m.modifiers) for arm in arms)]
     for ob in keep:
         if ob.name in bpy.context.view_layer.objects:
             ob.select_set(True)
-    bpy.context.view_layer.objects.active = arm
+    bpy.context.view_layer.objects.active = arms[0]
     t = time.perf_counter()
     try:
         if ext == ".fbx":
@@ -138,16 +187,37 @@ def _export(path, staged, arm, motion_range, log):
     log(f"exported {path} ({time.perf_counter() - t:.2f} s)")
 
 
+def _group_text_report(rep) -> str:
+    """The text report of several characters retargeted together: each pair's, then the partner metrics."""
+    import importlib
+    report = importlib.import_module(f"{MODULE}.core.report")
+    lines = [f"method: {rep['method']}, {rep['characters']} characters retargeted together"]
+    for p in rep["pairs"]:
+        lines.append("")
+        lines.append(_text_report(p).rstrip("\n"))
+    lines.append("")
+    if rep.get("partner_metrics"):
+        lines.append("between the characters (definitions: docs/metrics.md):")
+        lines += report.text_table(rep["partner_metrics"], rep.get("partner_reference_metrics"), rep["method"])
+    lines.append("timings: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s"
+                                         for k, v in rep["timings"].items()))
+    lines += [f"note: {n}" for n in rep.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
 def _text_report(rep) -> str:
+    if "pairs" in rep:
+        return _group_text_report(rep)
     import importlib
     report = importlib.import_module(f"{MODULE}.core.report")   # metric names, units, better/worse, verdict
     lines = [f"method: {rep['method']}",
              f"source: {rep['source']['armature']} action {rep['source_action']} "
              f"({rep['source']['mapped']}/{rep['source']['bones']} bones mapped)",
              f"target: {rep['target']['armature']} ({rep['target']['mapped']}/{rep['target']['bones']} bones mapped)",
-             f"new action: {rep['action']}, frames {rep['frame_start']}..{rep['frame_end']} at {rep['fps']:g} fps",
-             "timings: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s"
-                                     for k, v in rep["timings"].items())]
+             f"new action: {rep['action']}, frames {rep['frame_start']}..{rep['frame_end']} at {rep['fps']:g} fps"]
+    if rep.get("timings"):   # a pair of a group: the group's timings
+        lines.append("timings: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s"
+                                             for k, v in rep["timings"].items()))
     lines.append(f"verdict: {rep['verdict']}")
     if rep.get("metrics"):
         lines.append("metrics (definitions: docs/metrics.md):")
@@ -189,19 +259,28 @@ def _open_scene(args, bpy, bridge, log):
                                  f"{str(ex).strip().splitlines()[-1]}") from None
 
 
-def _write_outputs(args, outputs, result, tgt, log):
-    """Every output staged beside its final place, then all renamed into place (``batch_io.Outputs``)."""
+def _pair_bone_map(pipeline, setup, spec, role, arm_name):
+    """A pair's bone map: its own ``<role>_bone_map`` entry, else the set-up's for the role or armature."""
+    own = spec.get(f"{role}_bone_map")
+    if own:
+        return pipeline.setup_bone_map({role: own}, role, arm_name)
+    return pipeline.setup_bone_map(setup, role, arm_name)
+
+
+def _write_outputs(args, outputs, rep, targets, log):
+    """Every output staged beside its final place, then all renamed into place (``batch_io.Outputs``).
+    ``rep``: the report (a group's has one per pair); ``targets``: the target armatures to export."""
     import bpy
 
-    rep = result.report
-    rng = (rep["frame_start"], rep["frame_end"])
+    first = rep["pairs"][0] if "pairs" in rep else rep
+    rng = (first["frame_start"], first["frame_end"])
     scene = bpy.context.scene
     fps = scene.render.fps / scene.render.fps_base
-    if abs(fps - rep["fps"]) > 1e-6:   # the written Action plays at the scene's rate: the source's
+    if abs(fps - first["fps"]) > 1e-6:   # the written Action plays at the scene's rate: the source's
         raise RuntimeError(f"the scene's frame rate changed to {fps:g} fps after the source was read at "
-                           f"{rep['fps']:g} fps")
+                           f"{first['fps']:g} fps")
     for path in args.export:
-        _export(path, outputs.stage(path), tgt, rng, log)
+        _export(path, outputs.stage(path), targets, rng, log)
     if args.out:
         scene.frame_start, scene.frame_end = rng
         bpy.ops.wm.save_as_mainfile(filepath=outputs.stage(args.out), copy=True)
@@ -226,16 +305,6 @@ def run(args, log, outputs) -> dict:
         import importlib
         bridge = importlib.import_module(f"{MODULE}.reconform_addon.bridge")
         _open_scene(args, bpy, bridge, log)
-        src = _resolve(args.source, "source", args.source_armature, bridge, log)
-        tgt = _resolve(args.target, "target", args.target_armature, bridge, log)
-        if src == tgt:
-            raise bridge.BridgeError(f"Source and target are the same armature '{src.name}': pick two characters.")
-        action = None
-        if args.action:
-            action = bpy.data.actions.get(args.action)
-            if action is None:
-                raise bridge.BridgeError(f"No Action named '{args.action}' (available: "
-                                         f"{', '.join(sorted(a.name for a in bpy.data.actions)) or 'none'}).")
         log("loading the retarget pipeline (PyTorch)")
         pipeline = importlib.import_module(f"{MODULE}.reconform_addon.pipeline")   # torch: after the files
         setup = pipeline.load_setup(args.setup) if args.setup else {}
@@ -243,14 +312,30 @@ def run(args, log, outputs) -> dict:
         settings = dict(setup.get("settings") or {})
         if args.quality:
             settings["quality"] = args.quality
+        specs = pair_specs(args, setup)
+        imported, pairs = {}, []
+        for spec in specs:
+            src = _resolve(spec["source"], "source", spec["source_armature"], bridge, log, imported)
+            tgt = _resolve(spec["target"], "target", spec["target_armature"], bridge, log, imported)
+            if src == tgt:
+                raise bridge.BridgeError(f"Source and target are the same armature '{src.name}': pick two "
+                                         "characters.")
+            action = None
+            if spec["action"]:
+                action = bpy.data.actions.get(spec["action"])
+                if action is None:
+                    raise bridge.BridgeError(f"No Action named '{spec['action']}' (available: "
+                                             f"{', '.join(sorted(a.name for a in bpy.data.actions)) or 'none'}).")
+            pairs.append((src, tgt, action))
         start, end = args.frames if args.frames else (None, None)
         ground_entry = pipeline.setup_ground(setup)
         if args.ground or args.ground_file:   # the command line wins over the set-up
             ground_entry = dict(ground_entry, object=args.ground, file=args.ground_file)
             setup["ground"] = ground_entry
         ground = pipeline.resolve_ground(ground_entry, report=log) if ground_entry else None
-        log(f"retarget '{src.name}' -> '{tgt.name}' with {method}"
-            + (f" on ground '{ground.name}'" if ground is not None else ""))
+        if ground is not None and len(pairs) > 1:
+            raise UserError("A ground object is for one character: several characters retargeted together stand on "
+                            "the floor z = 0.")
         last = [0.0]
 
         def progress(f):
@@ -258,10 +343,24 @@ def run(args, log, outputs) -> dict:
                 last[0] = f
                 log(f"progress {100 * f:.0f}%")
 
-        result = pipeline.retarget(src, tgt, method=method, action=action, frame_start=start, frame_end=end,
-                                   settings=settings or None, setup=setup, name=args.name, report=log,
-                                   progress=progress, ground=ground)
-        _write_outputs(args, outputs, result, tgt, log)
+        if len(pairs) == 1:
+            (src, tgt, action), = pairs
+            log(f"retarget '{src.name}' -> '{tgt.name}' with {method}"
+                + (f" on ground '{ground.name}'" if ground is not None else ""))
+            result = pipeline.retarget(src, tgt, method=method, action=action, frame_start=start, frame_end=end,
+                                       settings=settings or None, setup=setup, name=specs[0]["name"], report=log,
+                                       progress=progress, ground=ground)
+        else:
+            group = importlib.import_module(f"{MODULE}.reconform_addon.pipeline_group")
+            bone_maps = [(_pair_bone_map(pipeline, setup, spec, "source", s.name),
+                          _pair_bone_map(pipeline, setup, spec, "target", t.name))
+                         for spec, (s, t, _) in zip(specs, pairs)]
+            log(f"retarget {len(pairs)} characters together with {method}: "
+                + ", ".join(f"'{s.name}' -> '{t.name}'" for s, t, _ in pairs))
+            result = group.retarget_group(pairs, method=method, frame_start=start, frame_end=end,
+                                          settings=settings or None, setup=setup, names=[s["name"] for s in specs],
+                                          bone_maps=bone_maps, report=log, progress=progress)
+        _write_outputs(args, outputs, result.report, [t for _, t, _ in pairs], log)
         return result.report
     finally:
         extension.disable_addon(REPO_NAME, repo)

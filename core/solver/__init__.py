@@ -7,12 +7,15 @@ at once, on key-vertex descriptors of source and target.
 - ``footing``: the foot model (contact and lock);
 - ``terrain_start``: on a terrain (ReConForM §6.2), the solve's start put onto it (footings, hips, leg IK);
 - ``optim``: Adam and its learning-rate schedule;
-- ``job``: one solve as a generator (``SolveJob``).
+- ``job``: one solve as a generator (``SolveJob``);
+- ``partners``: the terms between characters solved together (pairs of two characters, gaze);
+- ``group``: a joint solve of several pairs as one generator (``GroupSolveJob``, ReConForM §6.1).
 """
 
+from .group import GroupSolveJob
 from .job import SolveJob, keyvert_order, sole_points
 from .parametrisation import bspline_basis
 from .settings import CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, SEMANTIC_TERMS, TERMS, Progress, SolverSettings
 
-__all__ = ["SolveJob", "SolverSettings", "Progress", "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order",
+__all__ = ["GroupSolveJob", "SolveJob", "SolverSettings", "Progress", "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order",
            "sole_points", "CONTACT_MIN", "CONTACT_MAX", "LOCK_MIN", "LOCK_MAX"]

@@ -180,9 +180,7 @@ class SolveJob:
                 if self._cancel.is_set():
                     return
                 yield self._adam_step()
-            self._done = True
-            self.stats["solve_s"] = time.perf_counter() - t0
-            self.stats["frames_per_s"] = self.num_frames / max(self.stats["solve_s"], 1e-9)
+            self.finish(time.perf_counter() - t0)
 
     @contextlib.contextmanager
     def _threads(self):
@@ -195,6 +193,20 @@ class SolveJob:
         finally:
             if n:
                 torch.set_num_threads(prev)
+
+    def setup(self):
+        """Build everything the steps need (once; ``steps()`` calls it, a ``GroupSolveJob`` calls it for each of
+        its members)."""
+        for _ in self.prepare():
+            pass
+
+    def finish(self, seconds: float, steps: int = None):
+        """Mark the solve done after ``seconds`` of steps (``steps``: the count a group took for this member)."""
+        if steps is not None:
+            self._step = int(steps)
+        self._done = True
+        self.stats["solve_s"] = seconds
+        self.stats["frames_per_s"] = self.num_frames / max(seconds, 1e-9)
 
     def run(self) -> Motion:
         """Run every step synchronously and return the result."""
@@ -414,6 +426,11 @@ class SolveJob:
         ``residuals`` = (per-frame 6D (T, Jo, 6), root offset (T, 3)) when given)."""
         alpha = self._alpha() if alpha is None else alpha
         p, n, sole = self._forward(residuals)
+        return self.terms_at(p, n, sole, alpha, pairset)
+
+    def terms_at(self, p, n, sole, alpha: float, pairset=None) -> dict:
+        """{term: weight · raw / scale} at key-vertex positions p (T, N, 3), normals n and sole points ``sole``
+        from ``_forward`` (its hips offset included); ``pairset``: the active pair set (computed when None)."""
         if pairset is None:
             pairset = self.objective.pairs.active(p, alpha)
             self._last_entries = len(pairset)

@@ -22,6 +22,29 @@ from ..weights import MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, fl
 from .settings import TERMS
 
 
+def pair_terms(p, n, alpha: float, pairset, scale: dict) -> dict:
+    """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
+    vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
+    the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}."""
+    if not len(pairset):
+        zero = p.sum() * 0.0
+        return {"dist": zero, "dir": zero, "pen": zero}
+    d = pair_descriptors(p, n, pairset.t, pairset.i, pairset.j)
+    N = p.shape[1]
+    n_j = n.reshape(-1, 3).index_select(0, pairset.t * N + pairset.j)
+    pen_ji = -(n_j * d.dir).sum(-1)
+    w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
+    out = {"dist": dist_loss(d.dist, pairset.src_dist, w, scale["dist"])}
+    # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
+    # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
+    fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
+    fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
+    out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, scale["dir"])
+    ps = scale["pen"]
+    out["pen"] = pen_loss(d.pen, pairset.src_pen_ij, w, ps) + pen_loss(pen_ji, pairset.src_pen_ji, w, ps)
+    return out
+
+
 class Objective:
     """The terms of one solve.
 
@@ -172,28 +195,12 @@ class Objective:
 
     def _pair_terms(self, p, n, alpha: float, pairset) -> dict:
         """L_dist, L_dir, L_pen on the sparse active set of (frame, i, j) entries (``weights.ActivePairs``)."""
-        if not len(pairset):
-            zero = p.sum() * 0.0
-            return {"dist": zero, "dir": zero, "pen": zero}
         vs = self.vertex_scale
-        d = pair_descriptors(p, n, pairset.t, pairset.i, pairset.j)
-        N = p.shape[1]
-        n_j = n.reshape(-1, 3).index_select(0, pairset.t * N + pairset.j)
-        pen_ji = -(n_j * d.dir).sum(-1)
-        w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
 
         def pscale(term):
             m = vs[term]
             return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
-        out = {"dist": dist_loss(d.dist, pairset.src_dist, w, pscale("dist"))}
-        # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
-        # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
-        fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
-        fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
-        out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, pscale("dir"))
-        ps = pscale("pen")
-        out["pen"] = pen_loss(d.pen, pairset.src_pen_ij, w, ps) + pen_loss(pen_ji, pairset.src_pen_ji, w, ps)
-        return out
+        return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")})
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier is reported inside 'height', the foot lock inside

@@ -329,10 +329,14 @@ class _SolveModalBase:
         s = settings_of(context)
         s.progress = 1.0
         took = time.perf_counter() - (self._runner_started or time.perf_counter())
-        s.status = f"Wrote '{act.name}' in {took:.1f} s"
+        s.status = f"Wrote {self._written(act)} in {took:.1f} s"
         self.report({'INFO'}, s.status)
 
     _runner_started = None
+
+    def _written(self, act) -> str:
+        """What the run wrote, for the status line."""
+        return f"'{act.name}'"
 
     def run_sync(self, context):
         """The whole run on this thread (execute path)."""
@@ -366,16 +370,33 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
     def execute(self, context):
         return self.run_sync(context)
 
+    _group = None
+
     def _start(self, context):
+        from . import partners
+
         self._runner_started = time.perf_counter()
-        self._req = req = request_from_panel(settings_of(context))
-        self._inputs, job = start_retarget(req)
+        s = settings_of(context)
+        self._group = None
+        if partners.group_requested(s):     # the partner pairs solved together with this one (ReConForM §6.1)
+            self._group = req = partners.request_from_panel(s)
+            self._inputs, job = partners.start_group(req)
+        else:
+            self._req = req = request_from_panel(s)
+            self._inputs, job = start_retarget(req)
         self._options = job.options
         return SolveRunner(job, lambda j: j.outcome)   # copy-rotations too: its metrics take a while on long clips
 
     def _apply(self, context, outcome):
-        return apply_result(context, self._req, self._inputs, outcome, options=self._options,
-                            report=lambda msg: self.report({'WARNING'}, msg))
+        report = lambda msg: self.report({'WARNING'}, msg)       # noqa: E731
+        if self._group is not None:
+            return partners.apply_group(context, self._group, self._inputs, outcome, report=report)
+        return apply_result(context, self._req, self._inputs, outcome, options=self._options, report=report)
+
+    def _written(self, act) -> str:
+        if self._group is None:
+            return super()._written(act)
+        return f"{len(self._group.partners) + 1} Actions ('{act.name}', …)"
 
 
 class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):

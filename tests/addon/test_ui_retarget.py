@@ -187,7 +187,7 @@ def _driver(addon, op_name="RECONFORM_OT_retarget"):
     """The operator's modal logic on a plain object (Operators can't be instantiated headless)."""
     retarget = ui(addon, "operators.retarget")
     op_cls = getattr(retarget, op_name)
-    ns = {k: v for k, v in op_cls.__dict__.items() if k in ("_start", "_apply", "execute")}
+    ns = {k: v for k, v in op_cls.__dict__.items() if k in ("_start", "_apply", "execute", "_written", "_group")}
     ns["reports"] = []
     ns["report"] = lambda self, kind, msg: self.reports.append((set(kind), msg))
     return type("Driver", (retarget._SolveModalBase,), ns)()

@@ -193,3 +193,63 @@ def walk_motion(character, frames=60, fps=30.0, stride=0.5, clap=False, seed=0, 
     m.locations[:, hips] = world @ Rrest
     del rng
     return m
+
+
+def with_face(character):
+    """``character`` with three more key vertices on its head named like the template's (``face_center`` in
+    front, ``head_back``, ``head_top``), so that it has an eye and a gaze (core.gaze)."""
+    from dataclasses import replace
+
+    sk, mesh, kv = character.skeleton, character.mesh, character.keyverts
+    head = sk.index(character.bone_map["head"])
+    ids = np.nonzero((mesh.weight_bones[:, 0] == head) & (mesh.weight_values[:, 0] == 1.0))[0]   # head only
+    v = mesh.rest_verts[ids]
+    picks = [ids[np.argmin(v[:, 1])], ids[np.argmax(v[:, 1])], ids[np.argmax(v[:, 2])]]
+    new = KeyVertexSet(kv.names + ("face_center", "head_back", "head_top"), kv.limbs + ("head",) * 3,
+                       np.concatenate([kv.vertex_ids, picks]))
+    return replace(character, keyverts=new)
+
+
+def facing(angle: float, x: float = 0.0, y: float = 0.0) -> np.ndarray:
+    """(4, 4) object matrix: a turn of ``angle`` radians about +Z, then a move to (x, y, 0)."""
+    c, s = np.cos(angle), np.sin(angle)
+    m = np.eye(4)
+    m[:2, :2] = [[c, -s], [s, c]]
+    m[:2, 3] = (x, y)
+    return m
+
+
+def reach_motion(character, frames=40, fps=30.0):
+    """Standing still, both arms swing from the T-pose to straight ahead (horizontal), hold, and back."""
+    m = walk_motion(character, frames=frames, fps=fps, stride=0.0, arms_down=0.0)
+    idx = {c: character.skeleton.index(b) for c, b in character.bone_map.items()}
+    t = np.arange(frames) / max(frames - 1, 1)
+    w = np.clip(np.sin(np.pi * t) * 1.6, 0.0, 1.0)                   # 0 -> 1, held, -> 0
+    G = character.skeleton.rest_global
+    for side, sgn in (("left", 1.0), ("right", -1.0)):
+        # a turn about the world's up axis swings the arm forward (-Y); in the bone's own rest frame G (its
+        # parent stays at rest) that turn is about Gᵀ·up
+        j = idx[f"{side}_upper_arm"]
+        m.rotations[:, j] = _axis_quat(G[j, :3, :3].T @ np.array([0.0, 0.0, 1.0]), -sgn * 0.5 * np.pi * w)
+    return m
+
+
+def couple(frames=40, scale_a=1.0, scale_b=1.0, name_a="lead", name_b="follow", gap=None, fps=30.0):
+    """Two synthetic humanoids facing each other who join hands (a two-character contact scene in one world
+    frame): (A, motion A, B, motion B).
+
+    A stands at the origin facing -Y; B is turned by 180° about Z and stands ``gap`` metres away along -Y (by
+    default where, arms straight ahead, its hands stop 3 cm from A's). Both stand still and raise their arms
+    straight ahead (``reach_motion``): A's left hand meets B's right hand and A's right hand B's left.
+    """
+    a = with_face(make_humanoid(scale=scale_a, name=name_a))
+    ma = reach_motion(a, frames=frames, fps=fps)
+    if gap is None:
+        from core.track import ClipTrack
+        kv = ClipTrack(a, ma).keyverts[0]
+        hand = [a.keyverts.names.index(f"{s}_hand_{k}") for s in ("left", "right") for k in "ab"]
+        reach_a = -kv[:, hand, 1].min()                       # how far in front of A its hands go
+        gap = reach_a * (1.0 + scale_b / scale_a) + 0.03      # the hands stop 3 cm apart
+    b = with_face(make_humanoid(scale=scale_b, name=name_b, object_matrix=facing(np.pi, 0.0, -gap)))
+    mb = reach_motion(b, frames=frames, fps=fps)
+    return a, ma, b, mb

@@ -1,0 +1,174 @@
+"""Key-vertex pairs between characters (ReConForM §6.1): the sparse entries of W_interaction that join two
+stacked characters, for the joint solve of several characters.
+
+The paper stacks the key vertices of all characters, so W_interaction becomes (K·N) × (K·N) and a hand holding
+a partner's hand is an ordinary entry, like a self-contact. Evaluated densely that costs (K·N)² per frame;
+``PartnerPairs`` keeps, per frame, only the entries whose mixed weight ``W_src + α·W_tgt`` is non-zero, and finds
+them through a broad phase per character pair: the bounding boxes of the two characters' key vertices at that
+frame. When the boxes are farther apart than the pair's d_max no entry of that (frame, character pair) can be
+active and its N_a·N_b distances are never computed, so the cost follows the characters that come close, not
+(K·N)². Thresholds are those of ``weights.pair_thresholds``: 5 % and 15 % of the mean height of the two
+characters (source heights for the source weight, target heights for the target's).
+
+Indices are global over the stacked key vertices (character c's key vertex i is ``offsets[c] + i``); entries
+are ordered by (frame, pair), every pair (i, j) with i in the lower-numbered character.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .descriptors import pair_descriptors
+from .weights import MAX_FRACTION, MIN_FRACTION, PairSet, interaction_weight
+
+#: frames per chunk of the narrow-phase distance test (bounds its temporary memory)
+CHUNK = 1024
+
+
+def box_distance(lo_a: torch.Tensor, hi_a: torch.Tensor, lo_b: torch.Tensor, hi_b: torch.Tensor) -> torch.Tensor:
+    """Euclidean distance between axis-aligned boxes, (..., 3) corners -> (...); 0 where they overlap."""
+    gap = torch.maximum(lo_b - hi_a, lo_a - hi_b).clamp(min=0.0)
+    return gap.norm(dim=-1)
+
+
+class PartnerPairs:
+    """The active (t, i, j) entries between key vertices of different characters.
+
+    Args:
+        src_p, src_n: per character, (T, N_c, 3) source key-vertex positions and unit normals (world, fixed).
+        src_heights, tgt_heights: (K,) h_c of each character's source and target.
+        margin: extra distance (share of the pair's mean target height) of the candidate test, as
+            ``weights.ActivePairs``: candidates are refreshed once a key vertex has moved half of it.
+    Attributes:
+        offsets: (K + 1,) start of each character in the stacked key vertices.
+        blocks: [(a, b)] character pairs a < b, in order; an entry's ``block`` indexes this list.
+    """
+
+    def __init__(self, src_p, src_n, src_heights, tgt_heights, margin: float = 0.05):
+        K = len(src_p)
+        self.num_characters = K
+        self.sizes = [int(p.shape[1]) for p in src_p]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        dev, dt = src_p[0].device, src_p[0].dtype
+        self.device, self.dtype = dev, dt
+        self.src_p = torch.cat([p.detach() for p in src_p], 1)                   # (T, Ntot, 3)
+        self.src_n = torch.cat([n.detach() for n in src_n], 1)
+        self.num_frames = int(self.src_p.shape[0])
+        self.blocks = [(a, b) for a in range(K) for b in range(a + 1, K)]
+        hs, ht = np.asarray(src_heights, float), np.asarray(tgt_heights, float)
+        mean_s = np.asarray([0.5 * (hs[a] + hs[b]) for a, b in self.blocks])
+        mean_t = np.asarray([0.5 * (ht[a] + ht[b]) for a, b in self.blocks])
+        as_t = lambda x: torch.as_tensor(x, dtype=dt, device=dev)  # noqa: E731
+        self.s_min, self.s_max = as_t(MIN_FRACTION * mean_s), as_t(MAX_FRACTION * mean_s)   # (B,)
+        self.t_min, self.t_max = as_t(MIN_FRACTION * mean_t), as_t(MAX_FRACTION * mean_t)
+        self.t_limit = self.t_max + margin * as_t(mean_t)
+        # global pair index k = pair_start[block] + i_local · N_b + j_local
+        counts = [self.sizes[a] * self.sizes[b] for a, b in self.blocks]
+        self.pair_start = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)]), dtype=torch.long, device=dev)
+        self.num_pairs = int(sum(counts))
+        self._slack = float((self.t_limit - self.t_max).min()) if self.blocks else 0.0
+        self.broad_tests = 0        #: (frame, character pair) box tests run
+        self.narrow_blocks = 0      #: (frame, character pair) blocks whose N_a·N_b distances were computed
+        if self.blocks:
+            self.src_keys = self._close_keys(self.src_p, self.s_max)
+        else:
+            self.src_keys = torch.zeros(0, dtype=torch.long, device=dev)
+        self._src_set = None
+        self._ref = None
+        self._cand = None
+        self._cand_src = None
+        self.refreshes = 0
+
+    # -- the broad and narrow phases -----------------------------------------------------------------------------
+
+    def _boxes(self, p: torch.Tensor):
+        """Per character, (lo, hi) (T, 3) corners of its key vertices' bounding box at every frame."""
+        out = []
+        for c in range(self.num_characters):
+            q = p[:, self.offsets[c]:self.offsets[c + 1]]
+            out.append((q.amin(1), q.amax(1)))
+        return out
+
+    def _close_keys(self, p: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
+        """Sorted keys t · P + k of the entries closer than ``limit[block]`` at positions p (T, Ntot, 3)."""
+        boxes = self._boxes(p)
+        keys = []
+        for bi, (a, b) in enumerate(self.blocks):
+            lim = limit[bi]
+            near = torch.nonzero(box_distance(*boxes[a], *boxes[b]) < lim, as_tuple=True)[0]
+            self.broad_tests += self.num_frames
+            self.narrow_blocks += int(near.numel())
+            if not near.numel():
+                continue
+            pa = p[:, self.offsets[a]:self.offsets[a + 1]]
+            pb = p[:, self.offsets[b]:self.offsets[b + 1]]
+            Nb = self.sizes[b]
+            for s in range(0, near.numel(), CHUNK):
+                fr = near[s:s + CHUNK]
+                d2 = (pa[fr][:, :, None, :] - pb[fr][:, None, :, :]).square().sum(-1)    # (F, N_a, N_b)
+                f, i, j = torch.nonzero(d2 < lim * lim, as_tuple=True)
+                keys.append(fr[f] * self.num_pairs + self.pair_start[bi] + i * Nb + j)
+        if not keys:
+            return torch.zeros(0, dtype=torch.long, device=self.device)
+        return torch.sort(torch.cat(keys)).values
+
+    def _pairset(self, keys: torch.Tensor):
+        """(PairSet, block (E,)) of entries ``keys`` (global indices i < j, source descriptors)."""
+        t = torch.div(keys, self.num_pairs, rounding_mode="floor")
+        k = keys - t * self.num_pairs
+        block = torch.searchsorted(self.pair_start, k, right=True) - 1
+        local = k - self.pair_start[block]
+        blocks = torch.as_tensor(self.blocks, dtype=torch.long, device=self.device).reshape(-1, 2)
+        sizes = torch.as_tensor(self.sizes, dtype=torch.long, device=self.device)
+        offsets = torch.as_tensor(self.offsets, dtype=torch.long, device=self.device)
+        a, b = blocks[block, 0], blocks[block, 1]
+        nb = sizes[b]
+        i = offsets[a] + torch.div(local, nb, rounding_mode="floor")
+        j = offsets[b] + local % nb
+        d = pair_descriptors(self.src_p, self.src_n, t, i, j)
+        N = self.src_p.shape[1]
+        n_j = self.src_n.reshape(-1, 3).index_select(0, t * N + j)
+        pen_ji = -(n_j * d.dir).sum(-1)
+        w = interaction_weight(d.dist, self.s_min[block], self.s_max[block])
+        ps = PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[block], self.t_min[block],
+                     self.t_max[block])
+        return ps, block
+
+    # -- the active set --------------------------------------------------------------------------------------------
+
+    @property
+    def num_source_entries(self) -> int:
+        return int(self.src_keys.numel())
+
+    def active(self, tgt_p: torch.Tensor, alpha: float):
+        """(PairSet, block (E,)): exactly the entries whose mixed weight ``W_src + α·W_tgt`` is non-zero at the
+        stacked target positions ``tgt_p`` (T, Ntot, 3) (read without gradient; source entries only when α is
+        0 or ``tgt_p`` is None). Same refresh rule as ``weights.ActivePairs.active``: the target test runs on
+        candidates (source entries and pairs within t_limit at the last refresh), refreshed once a key vertex
+        has moved by half the margin since, so no other pair can have come within t_max."""
+        if alpha <= 0 or tgt_p is None or not self.blocks:
+            if self._src_set is None:
+                self._src_set = self._pairset(self.src_keys)
+            return self._src_set
+        p = tgt_p.detach()
+        if self._ref is None or 2.0 * float((p - self._ref).norm(dim=-1).max()) >= self._slack:
+            self._ref = p.clone()
+            keys = torch.unique(torch.cat([self.src_keys, self._close_keys(p, self.t_limit)]))
+            self._cand = self._pairset(keys)
+            pos = torch.searchsorted(self.src_keys, keys).clamp(max=max(self.src_keys.numel() - 1, 0))
+            self._cand_src = (self.src_keys[pos] == keys) if self.src_keys.numel() else torch.zeros_like(keys,
+                                                                                                       dtype=torch.bool)
+            c = self._cand[0]
+            N = p.shape[1]
+            self._cand_flat = (c.t * N + c.i, c.t * N + c.j)
+            self.refreshes += 1
+        c, block = self._cand
+        flat = p.reshape(-1, 3)
+        fi, fj = self._cand_flat
+        d2 = (flat.index_select(0, fj) - flat.index_select(0, fi)).square().sum(-1)
+        keep = torch.nonzero(self._cand_src | (d2 < c.tgt_dmax.square()), as_tuple=True)[0]
+        return PairSet(*(f.index_select(0, keep) for f in c)), block.index_select(0, keep)
+
+
+__all__ = ["PartnerPairs", "box_distance"]

@@ -1,0 +1,215 @@
+"""A joint solve of several source→target pairs (ReConForM §6.1): the characters are optimised together, each
+with every term of its own solve, joined by the terms between them (``partners.PartnerObjective``).
+
+    members = [SolveJob(src_k, motion_k, tgt_k, init_k, settings) for k in range(K)]   # same frames and fps
+    job = GroupSolveJob(members, settings)
+    for progress in job.steps():          # Progress of the whole group; job.cancel() stops between steps
+        ...
+    motions = job.results()               # one core.Motion per target, in the members' order
+
+Each member is set up as a single solve (its key vertices and sole points, foot model, adaptive weights,
+variables: the rotations and the root position of its target). A step evaluates every member's terms at its
+own variables, the partner terms at the stacked key vertices of all of them, adds everything and takes one
+Adam step over all the variables: rotations and root positions of every target move together, so a tall lead
+and a short follow reach for each other's hands (paper Fig. 7). With one member there is no partner term and
+the step is exactly the single solve's (tests/core/test_group.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import torch
+
+from ..errors import CoreError
+from ..weights import alpha_ramp
+from .optim import Adam, learning_rates
+from .partners import PartnerObjective
+from .settings import Progress
+
+
+class GroupSolveJob:
+    """One joint solve of K ≥ 1 ``SolveJob`` members (not started; their own ``steps()`` are never driven).
+
+    Args:
+        members: SolveJobs of the pairs, one per target, all over the same frames at the same fps, all first
+            solves or all warm-started re-solves.
+        settings: the group's SolverSettings for the schedule and the partner terms (default: the first
+            member's).
+    """
+
+    def __init__(self, members, settings=None):
+        members = list(members)
+        if not members:
+            raise CoreError("A joint solve needs at least one source→target pair.")
+        m0 = members[0]
+        self.settings = settings or m0.settings
+        for m in members[1:]:
+            if m.num_frames != m0.num_frames or abs(m.fps - m0.fps) > 1e-6:
+                raise CoreError(f"'{m.source.name}' has {m.num_frames} frames at {m.fps:g} fps but "
+                                f"'{m0.source.name}' has {m0.num_frames} at {m0.fps:g}: characters solved "
+                                "together must play the same frame range at the same frame rate.")
+            if m.total != m0.total or (m.warm_start is None) != (m0.warm_start is None):
+                raise CoreError("The characters of a joint solve must share their solver schedule.")
+        targets = [m.target for m in members]
+        if len(set(map(id, targets))) != len(targets):
+            raise CoreError("A target character appears twice in the joint solve: give each pair its own target.")
+        self.members = members
+        self.total = m0.total
+        self.fps = m0.fps
+        self.partners = None
+        self.optim = None
+        self._cancel = threading.Event()
+        self._ready = False
+        self._done = False
+        self._step = 0
+        self.history = []
+        self.stats = {}
+        self.notes = []      #: lines for the user (a character without face key vertices does not look)
+
+    # -- public API -------------------------------------------------------------------------------------------
+
+    def cancel(self):
+        """Ask the solve to stop before its next step (thread-safe)."""
+        self._cancel.set()
+        for m in self.members:
+            m.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def num_frames(self) -> int:
+        return self.members[0].num_frames
+
+    def steps(self):
+        """Generator: sets every member up (first call), then yields one Progress per Adam step of the group."""
+        s = self.settings
+        prev_threads = torch.get_num_threads()
+        if s.num_threads:
+            torch.set_num_threads(int(s.num_threads))
+        try:
+            if not self._ready:
+                t0 = time.perf_counter()
+                self._setup()
+                self.stats["setup_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            while self._step < self.total:
+                if self._cancel.is_set():
+                    return
+                yield self._adam_step()
+            seconds = time.perf_counter() - t0
+            for m in self.members:
+                m.finish(seconds, self._step)
+            self._done = True
+            self.stats["solve_s"] = seconds
+            self.stats["frames_per_s"] = self.num_frames / max(seconds, 1e-9)
+        finally:
+            if s.num_threads:
+                torch.set_num_threads(prev_threads)
+
+    def run(self) -> list:
+        """Run every step synchronously and return the results."""
+        for _ in self.steps():
+            pass
+        return self.results()
+
+    def results(self) -> list:
+        """The retargeted Motion of every member's target, in the members' order."""
+        if not self._done:
+            raise CoreError("The joint solve was cancelled or has not finished: nothing was produced.")
+        return [m.result() for m in self.members]
+
+    @property
+    def metrics(self) -> dict:
+        """Statistics of the joint solve (timings, frames/s, partner and gaze entries, reference scales)."""
+        out = dict(self.stats)
+        out["steps"] = self._step
+        if self.history:
+            out["final_terms"] = dict(self.history[-1])
+        return out
+
+    # -- set-up and steps -------------------------------------------------------------------------------------
+
+    def _setup(self):
+        for m in self.members:
+            m.setup()
+        if len(self.members) > 1:
+            self.partners = PartnerObjective(self.settings, self.members)
+            with torch.no_grad():
+                p = torch.cat([m.p_init for m in self.members], 1)
+                n = torch.cat([m.n_init for m in self.members], 1)
+                raw = self.partners.set_initial(p, n)
+            pp = self.partners.pairs
+            self.stats["partner_pairs"] = pp.num_pairs
+            self.stats["partner_source_entries"] = pp.num_source_entries
+            self.stats["partner_initial_raw"] = {k: v.tolist() for k, v in raw.items()}
+            self.stats["partner_scales"] = {k: v.tolist() for k, v in self.partners.scales.items()}
+            self.stats["gaze_source_entries"] = int((self.partners.look_src > 0).sum())
+            self.notes.extend(self.partners.notes)
+        params, lrs = [], []
+        for m in self.members:
+            params += m.param.params
+            lrs += m.base_lrs
+        s = self.members[0].settings
+        self.base_lrs = lrs
+        self.optim = Adam(params, lrs, eps=s.adam_eps)
+        self._ready = True
+
+    def _alpha(self) -> float:
+        return 1.0 if self.members[0].warm_start is not None else alpha_ramp(self._step, self.total)
+
+    def _adam_step(self) -> Progress:
+        s = self.members[0].settings
+        step = self._step
+        self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
+        alpha = self._alpha()
+        prev = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            for p in self.optim.params:
+                p.grad = None
+            member_terms, ps, ns = [], [], []
+            for m in self.members:
+                p, n, sole = m._forward()
+                member_terms.append(m.terms_at(p, n, sole, alpha))
+                ps.append(p)
+                ns.append(n)
+            loss = sum(sum(t.values()) for t in member_terms)
+            partner = {}
+            if self.partners is not None:
+                partner = self.partners.weighted(torch.cat(ps, 1), torch.cat(ns, 1), alpha)
+                loss = loss + sum(partner.values())
+            # as the single solve: gradients per control point are O(1 / controls)
+            (loss * self.members[0].param.num_controls).backward()
+            self.optim.step()
+        finally:
+            torch.use_deterministic_algorithms(prev)
+        vals = {}
+        for m, terms in zip(self.members, member_terms):
+            mv = {k: float(v.detach()) for k, v in terms.items()}
+            m.history.append(mv)
+            m.stats["pair_entries_last"] = m._last_entries
+            for k, v in mv.items():
+                vals[k] = vals.get(k, 0.0) + v
+        vals.update({k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in partner.items()})
+        self.history.append(vals)
+        if self.partners is not None:
+            self.stats["partner_entries_last"] = self.partners.last_entries
+            self.stats["gaze_entries_last"] = self.partners.last_gaze_entries
+            self.stats["partner_refreshes"] = self.partners.pairs.refreshes
+            self.stats["partner_narrow_blocks"] = self.partners.pairs.narrow_blocks
+            self.stats["partner_broad_tests"] = self.partners.pairs.broad_tests
+        self._step += 1
+        for m in self.members:
+            m._step = self._step
+        return Progress(self._step / self.total, step, self.total, float(loss.detach()), vals)
+
+
+__all__ = ["GroupSolveJob"]

@@ -1,0 +1,224 @@
+"""Partners (several characters retargeted together, ReConForM §6.1) on a generated scene (no shared assets):
+the panel's list and its Retarget (one new Action per target, partner metrics in the panel), Esc mid-solve,
+bad input, all-or-nothing writing, and the batch command with two pairs.
+
+The scene: two generated bodies (core.body, low resolution) face each other and raise their arms straight
+ahead until their hands meet (tests/core/synth.py ``reach_motion``); two more, of other sizes, receive them.
+"""
+
+import dataclasses
+import importlib
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body
+from core.types import Character
+from tests.addon.test_batch import run_tool
+from tests.core.synth import reach_motion
+from tools.make_demo_scene import build_character
+
+from .bridge_helpers import make_rig
+from .test_ui_retarget import _driver
+from .ui_helpers import draw_panel, quick_transfer, scene_fingerprint, ui
+
+bpy = pytest.importorskip("bpy")
+
+FRAMES = 10
+ITERATIONS = 4
+
+
+@pytest.fixture(scope="module")
+def couple_blend(addon, tmp_path_factory):
+    """The generated couple and its two targets, saved once (a module's slow tests share it)."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    bridge = importlib.import_module(addon.__name__ + ".reconform_addon.bridge")
+    res = 0.03
+    for name, params, loc, turn in (("Lead", BodyParams(name="lead", resolution=res), (0.0, 0.0), 0.0),
+                                    ("Follow", BodyParams(name="follow", resolution=res), (0.0, -1.5), math.pi),
+                                    ("Tall", dataclasses.replace(TALL_THIN, resolution=res), (3.0, 0.0), 0.0),
+                                    ("Short", dataclasses.replace(SHORT_HEAVY, resolution=res), (4.5, 0.0), 0.0)):
+        sk, mesh, bone_map = make_body(params, pose="T")
+        arm = build_character(name, sk, mesh, loc[0])
+        arm.location.y = loc[1]
+        arm.rotation_euler.z = turn
+        if name in ("Lead", "Follow"):
+            motion = reach_motion(Character(sk, mesh, bone_map), frames=FRAMES)
+            bridge.write_motion(arm, bridge.read_skeleton(arm), motion, f"{name}Reach")
+    path = tmp_path_factory.mktemp("partners") / "couple.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def quick_keyverts(addon):
+    kv = importlib.import_module(addon.__name__ + ".core.keyverts")
+    with pytest.MonkeyPatch.context() as mp:
+        for mod in (kv, importlib.import_module(addon.__name__ + ".core.character")):
+            mp.setattr(mod, "transfer_keyverts", quick_transfer(kv))
+        yield
+
+
+def open_couple(path, iterations=ITERATIONS):
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    s = bpy.context.scene.reconform
+    o = bpy.data.objects
+    s.source, s.target, s.action = o["Lead"], o["Tall"], bpy.data.actions["LeadReach"]
+    s.method, s.quality, s.use_advanced, s.iterations = 'RECONFORM', 'FAST', True, iterations
+    assert bpy.ops.reconform.partner_add() == {'FINISHED'}
+    pair = s.partners[0]
+    pair.source, pair.target, pair.action = o["Follow"], o["Short"], bpy.data.actions["FollowReach"]
+    assert s.use_partners
+    return s
+
+
+@pytest.mark.slow
+def test_panel_retargets_the_partners_together(addon, couple_blend, quick_keyverts):
+    s = open_couple(couple_blend)
+    before_acts, before_objs = scene_fingerprint(bpy)
+    assert bpy.ops.reconform.retarget() == {'FINISHED'}
+    after_acts, after_objs = scene_fingerprint(bpy)
+    new = set(after_acts) - set(before_acts)
+    assert new == {"LeadReach to Tall", "FollowReach to Short"}
+    assert after_objs["Tall"][0] == "LeadReach to Tall" and after_objs["Short"][0] == "FollowReach to Short"
+    for clip in ("LeadReach", "FollowReach"):
+        assert after_acts[clip] == before_acts[clip]
+    assert s.last_action.name == "LeadReach to Tall" and s.status.startswith("Wrote 2 Actions")
+    metrics = {m.name: m for m in s.metrics}
+    assert {"partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean", "gaze_angle_error_mean"} <= set(metrics)
+    assert metrics["hand_partner_error_mean"].has_reference                 # copy-rotations beside it
+    assert "Tall: grounded_f1" in metrics and "Short: grounded_f1" in metrics
+    assert ui(addon, "session").last_solve(bpy.context.scene) is None      # no Re-solve of a group
+    labels = ui(addon, "panels").metric_label
+    assert labels("Short: grounded_f1") == "Short: Grounded feet (F1)"
+    assert labels("partner_contact_f1") == "Contact with partners (F1)"
+
+
+@pytest.fixture
+def four_rigs(addon):
+    """Four plain armatures (the list, the panel and the checks need no humanoid)."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rigs = {n: make_rig(n)[0] for n in ("Lead", "Follow", "Tall", "Short")}
+    s = bpy.context.scene.reconform
+    s.source, s.target = rigs["Lead"], rigs["Tall"]
+    assert bpy.ops.reconform.partner_add() == {'FINISHED'}
+    s.partners[0].source, s.partners[0].target = rigs["Follow"], rigs["Short"]
+    return s, rigs
+
+
+def test_partners_list_and_panel(addon, four_rigs):
+    s, rigs = four_rigs
+    assert s.use_partners and s.partners_index == 0
+    panels = ui(addon, "panels")
+    layout = draw_panel(panels.VIEW3D_PT_reconform_partners, bpy.context)
+    assert "reconform.partner_add" in layout.operators() and "reconform.partner_remove" in layout.operators()
+    assert any("2 characters together" in t for t in layout.texts())
+    s.partners[0].target = None
+    layout = draw_panel(panels.VIEW3D_PT_reconform_partners, bpy.context)
+    assert any("lack a source or a target" in t for t in layout.texts())
+    # bad input: one line, nothing changes
+    before = scene_fingerprint(bpy)
+    with pytest.raises(RuntimeError, match="Partner pair 1 has no target"):
+        bpy.ops.reconform.retarget()
+    assert scene_fingerprint(bpy) == before
+    s.use_partners = False
+    layout = draw_panel(panels.VIEW3D_PT_reconform_partners, bpy.context)
+    assert any("solves Source -> Target alone" in t for t in layout.texts())
+    assert bpy.ops.reconform.partner_remove() == {'FINISHED'} and len(s.partners) == 0
+    assert bpy.ops.reconform.partner_remove.poll() is False
+
+
+def test_a_target_in_two_pairs_is_refused(addon, four_rigs):
+    s, rigs = four_rigs
+    group = ui(addon, "pipeline_group")
+    with pytest.raises(Exception, match="target of two pairs"):
+        group.check_pairs([(rigs["Lead"], rigs["Tall"], None), (rigs["Follow"], rigs["Tall"], None)])
+    with pytest.raises(Exception, match="both a source and a target"):
+        group.check_pairs([(rigs["Lead"], rigs["Tall"], None), (rigs["Tall"], rigs["Short"], None)])
+    group.check_pairs([(rigs["Lead"], rigs["Tall"], None), (rigs["Follow"], rigs["Short"], None)])
+
+
+@pytest.mark.slow
+def test_cancel_mid_group_solve_leaves_the_scene_exactly_as_before(addon, couple_blend, quick_keyverts):
+    session = ui(addon, "session")
+    session.forget()
+    s = open_couple(couple_blend, iterations=400)
+    s.status, s.progress = "previous status", 0.0
+    before = scene_fingerprint(bpy)
+    drv = _driver(addon)
+    drv._save_state(bpy.context)
+    runner = drv._start(bpy.context)
+    drv._runner = runner
+    session.track(bpy.context.scene, runner)
+    runner.start()
+    t0 = time.perf_counter()
+    while not s.status.startswith("Solving 2 characters together") and time.perf_counter() - t0 < 120:
+        ret = drv.handle_events(bpy.context, runner.events())
+        assert ret == {'RUNNING_MODAL'}
+        time.sleep(0.02)
+    assert s.status.startswith("Solving 2 characters together") and s.progress > 0.0
+    drv.cancel_run(bpy.context)                   # what Esc does
+    runner.thread.join(30.0)
+    assert not runner.thread.is_alive() and runner.job.cancelled and not runner.job.done
+    assert scene_fingerprint(bpy) == before
+    assert (s.status, s.progress) == ("previous status", 0.0)
+    events = runner.events()
+    assert drv.handle_events(bpy.context, events) == {'CANCELLED'}
+    assert scene_fingerprint(bpy) == before
+
+
+@pytest.mark.slow
+def test_writing_is_all_or_nothing(addon, couple_blend, quick_keyverts):
+    s = open_couple(couple_blend)
+    partners = ui(addon, "operators.partners")
+    group = ui(addon, "pipeline_group")
+    req = partners.request_from_panel(s)
+    inputs, job = partners.start_group(req)
+    outcome = importlib.import_module(addon.__name__ + ".core.retarget_group").run_group(job)
+    before = scene_fingerprint(bpy)
+    calls = []
+    real = group.write_motion
+
+    def failing(arm, *a, **k):
+        calls.append(arm.name)
+        if len(calls) == 2:
+            raise RuntimeError("disk full")
+        return real(arm, *a, **k)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(group, "write_motion", failing)
+        with pytest.raises(RuntimeError, match="disk full"):
+            partners.apply_group(bpy.context, req, inputs, outcome)
+    assert calls == ["Tall", "Short"]
+    assert scene_fingerprint(bpy) == before
+
+
+@pytest.mark.slow
+def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_path):
+    out, rep = tmp_path / "out.blend", tmp_path / "report.json"
+    setup = tmp_path / "setup.json"
+    setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": ITERATIONS}}))
+    rc, so, se = run_tool("--blend", couple_blend, "--method", "reconform", "--setup", setup,
+                          "--source", "Lead", "--target", "Tall", "--action", "LeadReach",
+                          "--source", "Follow", "--target", "Short", "--action", "FollowReach",
+                          "--out", out, "--report", rep, timeout=900)
+    assert rc == 0, se
+    report = json.loads(rep.read_text())
+    assert report["characters"] == 2 and [p["target"]["armature"] for p in report["pairs"]] == ["Tall", "Short"]
+    assert [p["action"] for p in report["pairs"]] == ["LeadReach to Tall", "FollowReach to Short"]
+    pm = report["partner_metrics"]
+    assert {"partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean"} <= set(pm)
+    assert report["partner_reference_metrics"] is not None
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    for tgt, act in (("Tall", "LeadReach to Tall"), ("Short", "FollowReach to Short")):
+        assert bpy.data.objects[tgt].animation_data.action.name == act
+    # one target per source, or the pairs come in the set-up's 'characters' list
+    rc, so, se = run_tool("--blend", couple_blend, "--source", "Lead", "--source", "Follow", "--target", "Tall")
+    assert rc == 2 and "give one target per source" in se
+    setup.write_text(json.dumps({"characters": [{"source": "Lead", "target": "Tall", "action": "LeadReach"},
+                                                {"source": "Follow", "target": "Tall"}]}))
+    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "copy_rotations")
+    assert rc == 1 and se.strip().splitlines()[-1].startswith("error: ") and "two pairs" in se
+    np.testing.assert_equal(len(se.strip().splitlines()), 1)

@@ -1,0 +1,234 @@
+"""Several characters retargeted together (ReConForM §6.1): placement of copy-rotations, the joint solve
+(core.solver.GroupSolveJob) and the group generator (core.retarget_group.RetargetGroup)."""
+
+import math
+import threading
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from core.copy_rotations import copy_rotations, place_together
+from core.errors import CoreError
+from core.metrics_partners import evaluate_partners
+from core.retarget import Retarget, RetargetOptions, run
+from core.retarget_group import RetargetGroup, run_group
+from core.solver import GroupSolveJob, SolveJob, SolverSettings
+from core.track import ClipTrack
+from core.types import Motion
+from tests.core.synth import couple, facing, make_humanoid, walk_motion, with_face
+
+FAST = dict(iterations=12, num_threads=1)
+
+
+def _hips(character, motion):
+    return ClipTrack(character, motion).world_positions[:, character.skeleton.index(character.bone_map["hips"])]
+
+
+def _forward(character, motion, t=0):
+    wp = ClipTrack(character, motion).world_positions[t]
+    bm = character.bone_map
+    left = wp[character.skeleton.index(bm["left_upper_arm"])] - wp[character.skeleton.index(bm["right_upper_arm"])]
+    left[2] = 0.0
+    left /= np.linalg.norm(left)
+    return np.cross(left, [0.0, 0.0, 1.0])
+
+
+@pytest.fixture(scope="module")
+def scene():
+    """A couple clapping into each other's hands, and partners of other sizes placed elsewhere in the world."""
+    a, ma, b, mb = couple(frames=30)
+    ta = with_face(make_humanoid(scale=1.25, girth=1.3, name="tall"))
+    tb = with_face(make_humanoid(scale=0.8, name="short", object_matrix=facing(0.5 * np.pi, 3.0, 1.0)))
+    return a, ma, b, mb, ta, tb
+
+
+def test_place_together_keeps_one_pair_and_the_partners_relative_places(scene):
+    a, ma, b, mb, ta, tb = scene
+    tra, trb = ClipTrack(a, ma), ClipTrack(b, mb)
+    ia, ib = copy_rotations(a, ma, ta, tra), copy_rotations(b, mb, tb, trb)
+    (only,) = place_together([(a, ma, tra, ta, ia)])
+    assert only is ia
+    pa, pb = place_together([(a, ma, tra, ta, ia), (b, mb, trb, tb, ib)])
+    assert pa is ia
+    # tb was turned by 90° and stands elsewhere: placed, it faces the way its source does, relative to the anchor
+    assert _forward(tb, pb) == pytest.approx(_forward(b, mb), abs=1e-6)
+    assert not np.allclose(_forward(tb, ib), _forward(b, mb), atol=1e-3)
+    # its hips follow the anchor's, offset as the sources' are, scaled by the mean hip-height ratio
+    off_src = (_hips(b, mb) - _hips(a, ma))[:, :2]
+    off_tgt = (_hips(tb, pb) - _hips(ta, pa))[:, :2]
+    ratio = np.linalg.norm(off_tgt, axis=1) / np.linalg.norm(off_src, axis=1)
+    assert np.ptp(ratio) < 1e-6 and 0.8 < ratio[0] < 1.25
+    # its own height stays (its feet on the floor as copy-rotations put them), its limbs are untouched
+    assert _hips(tb, pb)[:, 2] == pytest.approx(_hips(tb, ib)[:, 2], abs=1e-9)
+    hips = tb.skeleton.index(tb.bone_map["hips"])
+    others = [j for j in range(tb.skeleton.num_bones) if j != hips]
+    assert np.array_equal(pb.rotations[:, others], ib.rotations[:, others])
+
+
+def test_a_joint_solve_of_one_pair_is_the_single_solve(scene):
+    a, ma, _, _, ta, _ = scene
+    init = copy_rotations(a, ma, ta)
+    s = SolverSettings(**FAST)
+    single = SolveJob(a, ma, ta, init, s).run()
+    (joint,) = GroupSolveJob([SolveJob(a, ma, ta, init, s)]).run()
+    assert np.array_equal(single.rotations, joint.rotations)
+    assert np.array_equal(single.locations, joint.locations)
+
+
+def test_a_group_of_one_pair_is_the_single_retarget(scene):
+    a, ma, _, _, ta, _ = scene
+    opts = RetargetOptions(settings=SolverSettings(**FAST), conflicts=False)
+    single = run(Retarget(a, ma, ta, opts))
+    group = run_group(RetargetGroup([(a, ma, ta)], opts))
+    (member,) = group.members
+    assert np.array_equal(single.motion.rotations, member.motion.rotations)
+    assert np.array_equal(single.motion.locations, member.motion.locations)
+    assert np.array_equal(single.init_motion.rotations, member.init_motion.rotations)
+    for k, v in single.metrics.items():
+        assert member.metrics[k] == pytest.approx(v, nan_ok=True), k
+    assert group.partner_metrics is None
+
+
+@pytest.mark.slow
+def test_a_couple_retargeted_onto_itself_comes_back_as_the_source(scene):
+    # every term is 0 at the start; the jerk term's smoothed norm (|x| near 0) makes the first steps wander a
+    # little before the solve settles back (the single solve does the same), hence the default iterations
+    a, ma, b, mb, _, _ = scene
+    a2, b2 = replace(a, skeleton=replace(a.skeleton, name="lead copy")), replace(b, skeleton=replace(b.skeleton,
+                                                                                                     name="follow copy"))
+    out = run_group(RetargetGroup([(a, ma, a2), (b, mb, b2)],
+                                  RetargetOptions(settings=SolverSettings(num_threads=1), conflicts=False)))
+    for member, src, mo in zip(out.members, (a, b), (ma, mb)):
+        got = ClipTrack(member.target, member.motion).keyverts[0]
+        want = ClipTrack(src, mo).keyverts[0]
+        err = np.linalg.norm(got - want, axis=-1)
+        assert err.max() < 3e-3 and err.mean() < 5e-4         # metres
+    pm = out.partner_metrics
+    assert pm["partner_contact_f1"] == pytest.approx(1.0)
+    assert pm["hand_partner_error_mean"] < 1e-3
+    assert pm["partner_pen_mean"] == pytest.approx(pm["source_partner_pen_mean"], abs=1e-3)
+
+
+@pytest.fixture
+def group_job(scene):
+    """The couple's joint solve onto the partners, set up (not stepped)."""
+    a, ma, b, mb, ta, tb = scene
+    s = SolverSettings(**FAST)
+    tra, trb = ClipTrack(a, ma), ClipTrack(b, mb)
+    inits = place_together([(a, ma, tra, ta, copy_rotations(a, ma, ta, tra)),
+                            (b, mb, trb, tb, copy_rotations(b, mb, tb, trb))])
+    job = GroupSolveJob([SolveJob(a, ma, ta, inits[0], s, source_track=tra),
+                         SolveJob(b, mb, tb, inits[1], s, source_track=trb)])
+    job._setup()
+    return job
+
+
+def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):
+    job = group_job
+    po = job.partners
+    assert len(po.lookers) == 2
+    with torch.no_grad():
+        p = torch.cat([m.p_init for m in job.members], 1).clone()
+        n = torch.cat([m.n_init for m in job.members], 1)
+    # the target's cone weights are read from a copy of the state: its gradient must stay empty, the state's not
+    p.requires_grad_(True)
+    q = p.detach().clone().requires_grad_(True)
+    e, _ = po._gaze(p, q, 1.0)
+    assert e.numel() > 0
+    e.sum().backward()
+    assert q.grad is None and torch.count_nonzero(p.grad) > 0
+    # and the solve hands it a detached copy: the gradient is that of the weights held constant
+    p.grad = None
+    t, c, m, w = po._gaze_entries(p.detach(), 1.0)
+    N = p.shape[1]
+    flat = p.reshape(-1, 3)
+    d = flat[t * N + po.others[c, m]] - flat[t * N + po.tgt_eyes[c]]
+    held = (w * (1 - torch.nn.functional.cosine_similarity(po.look_dir[t, c, m], d, dim=-1))).square().sum()
+    (g_held,) = torch.autograd.grad(held, p)
+    e, _ = po._gaze(p, p.detach(), 1.0)
+    (g,) = torch.autograd.grad(e.sum(), p)
+    assert torch.allclose(g, g_held, atol=1e-5)
+    out = po.weighted(p, n, 1.0)
+    assert set(out) == {"partner_dist", "partner_dir", "partner_pen", "gaze"}
+
+
+@pytest.mark.slow
+def test_the_joint_solve_joins_the_hands_that_solving_alone_loses(scene):
+    a, ma, b, mb, ta, tb = scene
+    s = SolverSettings(iterations=60, num_threads=1)
+    tra, trb = ClipTrack(a, ma), ClipTrack(b, mb)
+    inits = place_together([(a, ma, tra, ta, copy_rotations(a, ma, ta, tra)),
+                            (b, mb, trb, tb, copy_rotations(b, mb, tb, trb))])
+    alone = [SolveJob(a, ma, ta, inits[0], s, source_track=tra).run(),
+             SolveJob(b, mb, tb, inits[1], s, source_track=trb).run()]
+    joint = GroupSolveJob([SolveJob(a, ma, ta, inits[0], s, source_track=tra),
+                           SolveJob(b, mb, tb, inits[1], s, source_track=trb)]).run()
+    res = {name: evaluate_partners([tra, trb], [(ta, m0), (tb, m1)])
+           for name, (m0, m1) in (("copy", inits), ("alone", alone), ("joint", joint))}
+    assert res["joint"]["partner_contact_f1"] > max(res["alone"]["partner_contact_f1"],
+                                                      res["copy"]["partner_contact_f1"]) + 0.2
+    assert res["joint"]["hand_partner_error_mean"] < 0.5 * min(res["alone"]["hand_partner_error_mean"],
+                                                              res["copy"]["hand_partner_error_mean"])
+
+
+def test_group_checks_its_pairs(scene):
+    a, ma, b, mb, ta, tb = scene
+    with pytest.raises(CoreError, match="same frame range"):
+        RetargetGroup([(a, ma, ta), (b, mb.slice(0, 10), tb)])
+    with pytest.raises(CoreError, match="appears in two pairs"):
+        RetargetGroup([(a, ma, ta), (b, mb, ta)])
+    with pytest.raises(CoreError, match="at least one"):
+        RetargetGroup([])
+
+
+def test_cancelling_a_group_produces_nothing(scene):
+    a, ma, b, mb, ta, tb = scene
+    job = RetargetGroup([(a, ma, ta), (b, mb, tb)], RetargetOptions(settings=SolverSettings(**FAST)))
+    phases = []
+    for step in job.steps():
+        phases.append(step.phase)
+        if step.phase == "solve" and step.solver is not None and step.solver.step == 2:
+            job.cancel()
+    assert job.cancelled and job.outcome is None and not job.job.done
+    assert "metrics" not in phases
+    with pytest.raises(CoreError, match="cancelled"):
+        job.job.results()
+
+
+def test_gaze_candidates_hold_every_nonzero_cone_weight(group_job):
+    job = group_job
+    po = job.partners
+    with torch.no_grad():
+        p = torch.cat([m.p_init for m in job.members], 1).clone()
+    rng = np.random.default_rng(0)
+    for step in range(15):
+        p = p + torch.as_tensor(rng.normal(scale=0.001, size=p.shape), dtype=p.dtype)
+        t, c, m, w = po._gaze_entries(p, 0.8)
+        dense = po.look_src + 0.8 * po._look(p, po.tgt_eyes, po.target_gaze(p))
+        want = torch.nonzero(dense > 0, as_tuple=True)
+        got = set(zip(t.tolist(), c.tolist(), m.tolist()))
+        assert got == set(zip(*(x.tolist() for x in want)))
+        assert torch.allclose(w, dense[t, c, m], atol=1e-6)
+    assert 1 <= po.gaze_refreshes < 15
+
+
+def test_three_characters_one_far_away(scene):
+    # a third pair 25 m away: it joins the solve, yet its character pairs never reach the narrow phase
+    a, ma, b, mb, ta, tb = scene
+    far_src = replace(a, skeleton=replace(a.skeleton, name="far", object_matrix=facing(0.0, 25.0, 0.0)))
+    far_tgt = with_face(make_humanoid(scale=0.9, name="far target"))
+    out = run_group(RetargetGroup([(a, ma, ta), (b, mb, tb), (far_src, ma, far_tgt)],
+                                  RetargetOptions(settings=SolverSettings(iterations=4, num_threads=1), metrics=False,
+                                                  conflicts=False)))
+    assert len(out.members) == 3 and all(np.isfinite(m.motion.rotations).all() for m in out.members)
+    pp = out.job.partners.pairs
+    assert pp.blocks == [(0, 1), (0, 2), (1, 2)]
+    assert pp.broad_tests >= 3 * ma.num_frames
+    ps, block = pp.active(None, 0.0)
+    assert set(block.tolist()) <= {0}                  # source entries only between the couple
+    assert out.solver_stats["partner_narrow_blocks"] <= pp.refreshes * ma.num_frames + ma.num_frames
+    # the far target stays far: its hips about 25 m · r̄ from the lead's
+    d = np.linalg.norm((_hips(far_tgt, out.members[2].motion) - _hips(ta, out.members[0].motion))[:, :2], axis=1)
+    assert d.min() > 20.0
