@@ -55,6 +55,8 @@ def parse_args(argv):
     p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
                    "repeatable")
     p.add_argument("--report", help="write a report (.json or .txt)")
+    p.add_argument("--series", help="write per-frame series (each foot's height: source, copy-rotations, result) "
+                   "as .json, for the library report (tools/library.py)")
     p.add_argument("--quiet", action="store_true", help="print errors only")
     args = p.parse_args(argv)
     for path in args.export:
@@ -62,6 +64,8 @@ def parse_args(argv):
             p.error(f"--export {path}: use a .fbx, .glb, .gltf or .bvh path")
     if args.report and os.path.splitext(args.report)[1].lower() not in (".json", ".txt"):
         p.error(f"--report {args.report}: use a .json or .txt path")
+    if args.series and not args.series.lower().endswith(".json"):
+        p.error(f"--series {args.series}: use a .json path")
     if args.out and not args.out.lower().endswith(".blend"):
         p.error(f"--out {args.out}: use a .blend path")
     return args
@@ -199,6 +203,11 @@ def run(args, log) -> dict:
                 else:
                     f.write(_text_report(rep))
             log(f"report {args.report}")
+        if args.series:
+            os.makedirs(os.path.dirname(os.path.abspath(args.series)), exist_ok=True)
+            with open(args.series, "w", encoding="utf-8") as f:
+                json.dump(pipeline.frame_series(result.outcome), f)
+            log(f"series {args.series}")
         return rep
     finally:
         extension.disable_addon(REPO_NAME, repo)
