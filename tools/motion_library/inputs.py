@@ -185,7 +185,11 @@ def parse_frames(value, where: str):
     """(start, end) from "1-20", "1 20", "1:20" or [1, 20]; None when empty."""
     if value is None or value == "" or value == []:
         return None
-    parts = value if isinstance(value, (list, tuple)) else re.split(r"\s*[-:\s]\s*", str(value).strip(), 1)
+    if isinstance(value, (list, tuple)):
+        parts = value
+    else:
+        m = re.fullmatch(r"\s*(-?\d+)\s*(?:-|:|\s)\s*(-?\d+)\s*", str(value))
+        parts = m.groups() if m else ()
     try:
         start, end = (int(p) for p in parts)
     except (TypeError, ValueError):
