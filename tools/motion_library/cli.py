@@ -85,9 +85,12 @@ def parse_args(argv):
 
 
 def workers_and_threads(args) -> tuple:
-    """(workers, threads per job): workers = cores and threads = cores // workers unless given."""
+    """(workers, threads per job). Pool: workers = cores and threads = cores // workers unless given. Ray: one
+    thread per job unless given (the cluster's CPUs / threads set how many run at once)."""
     n = cores()
-    workers = args.workers or (1 if args.engine == "ray" else n)
+    if args.engine == "ray":
+        return 0, args.threads or 1
+    workers = args.workers or n
     threads = args.threads or max(1, n // workers)
     return workers, threads
 
@@ -168,7 +171,7 @@ def main(argv=None, stream=None, tty=None) -> int:
             return write_report(args, None, err)
         jobs = load_jobs(args)
         workers, threads = workers_and_threads(args)
-        if workers * threads > cores():
+        if args.engine == "pool" and workers * threads > cores():
             print(f"note: {workers} workers x {threads} threads > {cores()} cores: oversubscribed "
                   "(docs/library.md measures what that costs)", file=err)
         runner = Runner(args.out, jobs, Options(args.formats, threads, args.python, args.blender, args.job_timeout,

@@ -8,7 +8,9 @@
 ``RayEngine``: each job a Ray task (``ray.remote`` with its resources declared: CPUs = the job's torch threads,
 memory, GPUs when the job's solver runs on CUDA), on an existing cluster (``address``: 'auto' or HOST:PORT) or
 on a local Ray instance; the code reaches the workers as Ray's ``working_dir`` runtime environment. Ray is
-optional: it is imported only here, only when asked for.
+optional: it is imported only here, only when asked for. When the caller has already connected to Ray
+(``ray.init`` in a test or a notebook), that connection is used as it is: its runtime environment must give the
+workers this checkout (a local instance does: its workers get the driver's ``sys.path``).
 """
 
 from __future__ import annotations
@@ -100,13 +102,14 @@ class RayEngine:
         self.gpus_per_job = float(gpus_per_job)
         self._owns = not ray.is_initialized()
         if self._owns:
-            kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            # the code reaches every worker as the job's working_dir (Ray uploads it once per run)
+            kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
+                      runtime_env=runtime_env())
             if address:
                 ray.init(address=address, **kw)
             else:
                 ray.init(num_cpus=local_cpus, **kw)
         self._remote = ray.remote(_ray_job)
-        self._env = runtime_env()
         self._running = {}
         self._capacity = None
 
@@ -129,7 +132,7 @@ class RayEngine:
     def submit(self, task):
         gpus = self.gpus_per_job if task.extra.get("cuda") else 0
         ref = self._remote.options(num_cpus=self.threads, memory=self.memory, num_gpus=gpus, max_retries=0,
-                                   runtime_env=self._env, name=f"reconform {task.key}").remote(task)
+                                   name=f"reconform {task.key}").remote(task)
         self._running[ref] = task
 
     def wait(self, timeout: float) -> list:
