@@ -176,7 +176,7 @@ def main(argv=None, stream=None, tty=None) -> int:
                   "(docs/library.md measures what that costs)", file=err)
         runner = Runner(args.out, jobs, Options(args.formats, threads, args.python, args.blender, args.job_timeout,
                                                 args.retry_failed), stream=err, tty=tty)
-        plan = runner.plan()
+        plan = runner.plan(save_hashes=not args.dry_run)
         if args.dry_run:
             print_plan(plan, sys.stdout if stream is None else stream)
             return EXIT_OK
@@ -190,7 +190,7 @@ def main(argv=None, stream=None, tty=None) -> int:
     except InputError as ex:
         print(f"error: {ex}", file=err)
         return EXIT_INPUT
-    if not args.no_report:
+    if not args.no_report and not summary.interrupted:
         write_report(args, plan, err)
     return finish(summary, args, err)
 

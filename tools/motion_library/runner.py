@@ -76,8 +76,9 @@ class Runner:
         self._lock = None
 
     # -------------------------------------------------------------------------------------------- plan
-    def plan(self) -> list:
-        """[Planned] in job order: each job's task and why it would (not) run. Reads the output folder only."""
+    def plan(self, save_hashes: bool = True) -> list:
+        """[Planned] in job order: each job's task and why it would (not) run. Reads the output folder; writes
+        only the input-file hash cache (not with ``save_hashes=False``: --dry-run)."""
         o = self.options
         hashes = FileHashes(os.path.join(self.out_dir, STATE, "hashes.json"))
         code = code_version(blender=o.blender)
@@ -94,7 +95,7 @@ class Runner:
                         o.timeout, 1, {"cuda": cuda})
             runs = status in ("new", "changed") or (status == "failed" and o.retry_failed)
             out.append(Planned(job, task, status, reason, runs))
-        if os.path.isdir(self.out_dir):
+        if save_hashes and os.path.isdir(self.out_dir):
             hashes.save()
         return out
 
