@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.library.helpers import LIBRARY, character, clip, events, stand_in_python
 
 
@@ -61,6 +63,10 @@ def test_bad_manifest_exits_1_with_one_line_and_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists()
     rc, _, se = cli("--manifest", tmp_path / "lib.csv", "--motions", "x.bvh", "--out", tmp_path / "out")
     assert rc == 2 and "not both" in se
+
+
+@pytest.mark.slow
+def test_unknown_solver_setting_is_refused_before_any_job(tmp_path):
     (tmp_path / "setup.json").write_text(json.dumps({"settings": {"iterationz": 5}}))
     rc, _, se = cli("--motions", tmp_path / "lib.csv", "--characters", "x", "--setup", tmp_path / "setup.json",
                     "--out", tmp_path / "out")
@@ -105,6 +111,7 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     assert events(out, "run_end")[-1]["interrupted"] is True
 
 
+@pytest.mark.slow
 def test_second_run_after_the_runner_was_killed_finishes_the_rest(tmp_path):
     py = stand_in_python(tmp_path)
     src, out = tmp_path / "in", tmp_path / "out"
@@ -129,6 +136,7 @@ def test_second_run_after_the_runner_was_killed_finishes_the_rest(tmp_path):
     assert os.listdir(out / ".partial") == [] and (out / "hero" / "c" / "job.json").exists()
 
 
+@pytest.mark.slow
 def test_the_parent_never_imports_bpy_or_torch(tmp_path):
     py = stand_in_python(tmp_path)
     src, out = tmp_path / "in", tmp_path / "out"

@@ -193,6 +193,7 @@ def test_progress_line_in_a_terminal_and_plain_lines_elsewhere():
         assert ("\r" in text) == tty
 
 
+@pytest.mark.slow
 def test_report_lists_failures_then_worst_jobs_with_figures(tmp_path, py):
     src = tmp_path / "in"
     clips = [clip(src, "good.bvh", score=0.95), clip(src, "poor.bvh", score=0.2), clip(src, "mid.bvh", score=0.6),
