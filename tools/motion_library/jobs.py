@@ -224,9 +224,13 @@ def _die_with_parent():
 
 
 def _signal(proc, sig):
-    """Send ``sig`` to the job's process group (its process and anything it started)."""
+    """Send ``sig`` to the job's process group (its process and anything it started; the process alone where
+    there are no process groups)."""
     try:
-        os.killpg(proc.pid, sig)
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         pass
 

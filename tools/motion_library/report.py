@@ -74,7 +74,7 @@ def _fmt(key: str, v) -> str:
     if v is None:
         return "–"
     if "pen" in key:
-        return f"{100 * v:.2f}"
+        return f"{100 * v:.2f}" if v >= 0.01 else f"{100 * v:.3f}"
     if key.startswith("jerk"):
         return f"{v:.0f}"
     return f"{v:.2f}"
@@ -164,7 +164,8 @@ def _row(n: int, r: dict, out_dir: str, report_dir: str) -> str:
         return (f'<tr><td>{n}</td><td>{e(r["status"])}</td><td>{e(r["character"])}</td><td>{e(r["clip"])}</td>'
                 f'<td colspan="{5 + len(METRICS)}"></td></tr>')
     folder = os.path.relpath(os.path.join(out_dir, r["key"]), report_dir)
-    clip = r["clip"] + (f' <span class="small">{e(r["action"])}</span>' if r.get("action") else "")
+    shown = r.get("action") and r["action"] != os.path.splitext(r["clip"])[0]
+    clip = e(r["clip"]) + (f' <span class="small">{e(r["action"])}</span>' if shown else "")
     fr = r.get("frame_range") or (None, None)
     sc = "–" if r["score"] is None else f"{r['score']:.2f}"
     cells = "".join(_cell(k, higher, r) for k, _, higher, _ in METRICS)

@@ -95,7 +95,7 @@ class Runner:
                         o.timeout, 1, {"cuda": cuda})
             runs = status in ("new", "changed") or (status == "failed" and o.retry_failed)
             out.append(Planned(job, task, status, reason, runs))
-        if save_hashes and os.path.isdir(self.out_dir):
+        if save_hashes:
             hashes.save()
         return out
 
