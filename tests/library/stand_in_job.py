@@ -42,6 +42,7 @@ def main(argv):
     with open(args["setup"], encoding="utf-8") as f:
         setup = json.load(f)
     print(f"threads {os.environ.get('OMP_NUM_THREADS')} setup {json.dumps(setup)}", flush=True)
+    print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}", flush=True)
     time.sleep(spec.get("sleep", 0))
     if spec.get("kill_always") or (spec.get("kill_once") and not os.path.exists(spec["kill_once"])):
         if spec.get("kill_once"):

@@ -148,3 +148,17 @@ def test_the_parent_never_imports_bpy_or_torch(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert (out / "hero" / "a" / "job.json").exists() and (out / "report" / "index.html").exists()
+
+
+def test_default_workers_fit_the_cores_and_the_memory(monkeypatch):
+    from tools.motion_library import cli as c
+    monkeypatch.setattr(c, "cores", lambda: 8)
+    monkeypatch.setattr(c, "memory_mb", lambda: 10000.0)
+    args = c.parse_args(["--motions", "a.bvh", "--characters", "b.glb", "--out", "o"])
+    assert c.workers_and_threads(args) == (5, 1)           # 10 000 MB hold five jobs of 2 000 MB
+    args.job_memory = 500.0
+    assert c.workers_and_threads(args) == (8, 1)
+    args.workers = 2
+    assert c.workers_and_threads(args) == (2, 4)           # workers x threads = cores
+    args.engine, args.threads = "ray", None
+    assert c.workers_and_threads(args) == (0, 1)

@@ -27,6 +27,21 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def memory_mb() -> float:
+    """Memory available to new processes on this machine (MB), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="library.py", description="Retarget a whole motion library: many clips onto "
                                 "many characters, resumable, on this machine or a Ray cluster (docs/library.md).")
@@ -50,11 +65,13 @@ def parse_args(argv):
     out.add_argument("--worst", type=int, default=6, help="foot-height plots for this many worst jobs (default 6)")
     run = p.add_argument_group("running")
     run.add_argument("--engine", choices=("pool", "ray"), default="pool", help="local process pool (default) or Ray")
-    run.add_argument("--workers", type=int, help=f"pool: jobs at a time (default: the cores, {cores()} here)")
+    run.add_argument("--workers", type=int, help=f"pool: jobs at a time (default: the cores, {cores()} here, fewer "
+                     "when the available memory holds fewer jobs of --job-memory)")
     run.add_argument("--threads", type=int, help="torch threads per job (default: cores / workers, at least 1)")
     run.add_argument("--address", help="ray: an existing cluster ('auto', or HOST:PORT); default: a local instance")
-    run.add_argument("--job-memory", type=float, default=3000.0, metavar="MB",
-                     help="ray: memory each job declares (default 3000 MB; docs/library.md has the measured peak)")
+    run.add_argument("--job-memory", type=float, default=2000.0, metavar="MB",
+                     help="memory a job is taken to need: Ray tasks declare it, the pool's default workers fit "
+                     "in the available memory (default 2000 MB; docs/library.md has the measured peak)")
     run.add_argument("--gpus-per-job", type=float, default=1.0, help="ray: GPUs a job whose solver runs on CUDA "
                      "declares (settings.device 'cuda'; a fraction shares a GPU; default 1)")
     run.add_argument("--blender", metavar="PATH", help="run each job in this Blender binary (blender -b "
@@ -85,12 +102,15 @@ def parse_args(argv):
 
 
 def workers_and_threads(args) -> tuple:
-    """(workers, threads per job). Pool: workers = cores and threads = cores // workers unless given. Ray: one
-    thread per job unless given (the cluster's CPUs / threads set how many run at once)."""
+    """(workers, threads per job). Pool: workers = cores (fewer when the available memory holds fewer jobs of
+    --job-memory) and threads = cores // workers unless given. Ray: one thread per job unless given (the
+    cluster's CPUs / threads and its memory set how many run at once)."""
     n = cores()
     if args.engine == "ray":
         return 0, args.threads or 1
-    workers = args.workers or n
+    mem = memory_mb()
+    fit = n if mem is None else max(1, int(mem // args.job_memory))
+    workers = args.workers or min(n, fit)
     threads = args.threads or max(1, n // workers)
     return workers, threads
 

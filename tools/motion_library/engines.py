@@ -92,7 +92,7 @@ class RayEngine:
 
     name = "ray"
 
-    def __init__(self, address: str = None, threads: int = 1, memory_mb: float = 3000.0, gpus_per_job: float = 1.0,
+    def __init__(self, address: str = None, threads: int = 1, memory_mb: float = 2000.0, gpus_per_job: float = 1.0,
                  local_cpus: int = None):
         import ray
 
