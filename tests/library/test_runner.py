@@ -216,3 +216,18 @@ def test_report_lists_failures_then_worst_jobs_with_figures(tmp_path, py):
         assert f'src="{n}"' in page
     # the report alone, from the folder (no plan): the same rows
     assert [r["key"] for r in report.collect(str(out))] == [r["key"] for r in rows]
+
+
+def test_one_run_at_a_time_per_output_folder(tmp_path, py):
+    from tools.motion_library.engines import LocalPool
+    from tools.motion_library.inputs import InputError
+    from tools.motion_library.runner import Runner
+    src, out = tmp_path / "in", tmp_path / "out"
+    jobs = jobs_for([clip(src, "w.bvh")], [character(src, "hero.glb")])
+    first = Runner(str(out), jobs, Options(python=py), stream=io.StringIO(), tty=False)
+    first._take_lock()
+    second = Runner(str(out), jobs, Options(python=py), stream=io.StringIO(), tty=False)
+    with pytest.raises(InputError, match=f"Another library run is writing .* \\(process {os.getpid()}\\)"):
+        second.run(second.plan(), LocalPool(1))
+    first._release_lock()
+    assert second.run(second.plan(), LocalPool(1)).ok == 1

@@ -128,7 +128,11 @@ class Runner:
 
     def run(self, plan: list, engine, describe: str = "") -> Summary:
         """Run every planned job that must run on ``engine``; returns the Summary (Ctrl+C included)."""
-        self._take_lock()
+        try:
+            self._take_lock()
+        except BaseException:
+            engine.close()
+            raise
         self._clear_partial()
         todo = [p for p in plan if p.runs]
         s = Summary(total=len(plan), skipped=sum(p.status == "done" for p in plan),
@@ -163,7 +167,13 @@ class Runner:
             log.event("run_end", ok=s.ok, failed=s.failed, cancelled=s.cancelled, not_started=s.not_started,
                       interrupted=s.interrupted, seconds=round(s.seconds, 3), frames=s.frames)
             log.close()
+            self._release_lock()
         return s
+
+    def _release_lock(self):
+        if self._lock is not None:
+            self._lock.close()           # closing the file releases its lock
+            self._lock = None
 
     def _ended(self, task, result, queue, log, progress, s: Summary):
         """Record one finished job; a crashed first attempt goes back to the front of the queue."""
