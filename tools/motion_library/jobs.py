@@ -14,6 +14,7 @@ reconform_addon/, tools/retarget.py, tools/extension.py, and the bpy / torch ver
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.metadata
 import json
@@ -214,13 +215,22 @@ def command(task: Task, tmp: str) -> list:
     return [task.python or sys.executable, str(RETARGET), *args]
 
 
+def _libc_prctl():
+    """libc's prctl on Linux (loaded here, in the parent: a forked child must not load libraries), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()
+
+
 def _die_with_parent():
     """In the job's process before exec: a job never outlives the worker that runs it (Linux)."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    _PRCTL(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
 
 
 def _signal(proc, sig):
@@ -323,7 +333,7 @@ def run_job(task: Task, cancel=None) -> dict:
         with open(os.path.join(tmp, "job.log"), "wb") as out, open(os.path.join(tmp, "job.err"), "wb") as err:
             proc = subprocess.Popen(command(task, tmp), stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
                                     cwd=str(ROOT), start_new_session=True,
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
             result["pid"] = proc.pid
             deadline = time.monotonic() + task.timeout if task.timeout else None
             rc, result["peak_rss_mb"], stop = _wait(proc, deadline, cancel)
