@@ -58,11 +58,13 @@ def run_config(name, jobs, base, log):
         log(f"  {name}: {s.failed} jobs failed: {s.failures[:2]}")
     job_s = [r["seconds"] for r in _ends(out) if r.get("outcome") == "ok"]
     rss = [r["peak_rss_mb"] for r in _ends(out) if r.get("peak_rss_mb")]
+    cpu = [r["cpu_s"] for r in _ends(out) if r.get("outcome") == "ok" and r.get("cpu_s")]
     row = dict(name=name, engine=kind, workers=workers, threads=threads, ok=s.ok, failed=s.failed, wall=wall,
                frames=s.frames, jobs_min=60.0 * s.ok / wall, fps=s.frames / wall, start_s=t_engine,
-               job_mean=sum(job_s) / max(len(job_s), 1), rss_max=max(rss or [0]), load=f"{before} -> {after}")
+               job_mean=sum(job_s) / max(len(job_s), 1), cpu_mean=sum(cpu) / max(len(cpu), 1),
+               rss_max=max(rss or [0]), load=f"{before} -> {after}")
     log(f"  {name}: {s.ok} ok in {wall:.1f} s, {row['jobs_min']:.2f} jobs/min, {row['fps']:.1f} frames/s, "
-        f"mean job {row['job_mean']:.1f} s, peak memory {row['rss_max']:.0f} MB (load {row['load']})")
+        f"mean job {row['job_mean']:.1f} s ({row['cpu_mean']:.1f} CPU s), peak memory {row['rss_max']:.0f} MB (load {row['load']})")
     return row
 
 
@@ -90,13 +92,14 @@ def ray_task_cost(n=200) -> tuple:
     return start, per
 
 
-def fixed_cost(base) -> float:
-    """Wall seconds of a 2-frame copy-rotations job (process start, imports, file reads, outputs)."""
+def fixed_cost(base) -> tuple:
+    """(wall s, CPU s) of a 2-frame copy-rotations job (process start, imports, file reads, outputs)."""
     jobs = inputs.glob_jobs([str(ASSETS / CLIPS[0])], [str(ASSETS / CHARACTERS[2])], {}, frames=(1, 2))
     out = os.path.join(base, "fixed")
     runner = Runner(out, jobs, Options(("blend",), 1), stream=io.StringIO(), tty=False)
     runner.run(runner.plan(), engines.LocalPool(1))
-    return _ends(out)[-1]["seconds"]
+    end = _ends(out)[-1]
+    return end["seconds"], end["cpu_s"]
 
 
 def main(argv=None):
@@ -121,18 +124,20 @@ def main(argv=None):
     log(f"# Library bench ({time.strftime('%Y-%m-%d %H:%M %Z')})")
     log(f"{len(jobs)} jobs ({len(clips)} clips x {len(chars)} characters, {frames} frames each, reconform "
         f"'{args.quality}'); {cores()} cores, {platform.processor() or platform.machine()}; load {load()}")
-    fixed = fixed_cost(base)
+    fixed, fixed_cpu = fixed_cost(base)
     log(f"fixed cost of one job (2-frame copy-rotations: process, bpy + torch imports, file imports, outputs): "
-        f"{fixed:.1f} s")
+        f"{fixed:.1f} s wall, {fixed_cpu:.1f} s CPU")
     rows = [run_config(name, jobs, base, log) for name in args.configs.split(",")]
     start, per = ray_task_cost()
     log(f"Ray alone: local instance start {start:.1f} s; a no-op task round trip {1000 * per:.1f} ms")
     log("")
-    log("| run | workers x threads | jobs ok | wall s | jobs/min | frames/s | mean job s | peak MB | load 1/5/15 |")
-    log("|---|---|---|---|---|---|---|---|---|")
+    log("| run | workers x threads | jobs ok | wall s | jobs/min | frames/s | mean job s | mean job CPU s | peak MB "
+        "| load 1/5/15 |")
+    log("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         log(f"| {r['name']} ({r['engine']}) | {r['workers']} x {r['threads']} | {r['ok']}/{len(jobs)} | "
-            f"{r['wall']:.1f} | {r['jobs_min']:.2f} | {r['fps']:.1f} | {r['job_mean']:.1f} | {r['rss_max']:.0f} | "
+            f"{r['wall']:.1f} | {r['jobs_min']:.2f} | {r['fps']:.1f} | {r['job_mean']:.1f} | {r['cpu_mean']:.1f} | "
+            f"{r['rss_max']:.0f} | "
             f"{r['load']} |")
     by = {r["name"]: r for r in rows}
     if "pool2" in by and "ray2" in by:

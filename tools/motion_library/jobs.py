@@ -246,18 +246,19 @@ def _signal(proc, sig):
 
 
 def _reaped(proc):
-    """(exit status, peak memory in MB or None) once the job's process ended, else None (never blocks)."""
+    """(exit status, peak memory in MB, CPU seconds; both None where unknown) once the job's process ended,
+    else None (never blocks)."""
     if hasattr(os, "wait4"):
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if not pid:
             return None
         proc.returncode = os.waitstatus_to_exitcode(status)
-        return proc.returncode, round(usage.ru_maxrss / 1024.0, 1)
-    return None if proc.poll() is None else (proc.returncode, None)
+        return proc.returncode, round(usage.ru_maxrss / 1024.0, 1), round(usage.ru_utime + usage.ru_stime, 2)
+    return None if proc.poll() is None else (proc.returncode, None, None)
 
 
 def _wait(proc, deadline, cancel):
-    """Wait for the job's process: (exit status, peak memory in MB or None, why it was stopped or None).
+    """Wait for the job's process: (exit status, peak memory MB, CPU s, why it was stopped or None).
     A cancelled or timed-out job gets SIGTERM, then SIGKILL after TERM_GRACE_S."""
     stop, term_at = None, None
     while True:
@@ -321,7 +322,7 @@ def run_job(task: Task, cancel=None) -> dict:
     tmp = os.path.join(task.out_dir, PARTIAL, f"{task.key.replace('/', '__')}.{uuid.uuid4().hex[:10]}")
     os.makedirs(tmp)
     result = {"key": task.key, "attempt": task.attempt, "hash": task.hash, "host": socket.gethostname(),
-              "pid": None, "rc": None, "frames": None, "peak_rss_mb": None, "error": None}
+              "pid": None, "rc": None, "frames": None, "peak_rss_mb": None, "cpu_s": None, "error": None}
     proc = None
     try:
         setup = dict(task.setup)
@@ -336,7 +337,7 @@ def run_job(task: Task, cancel=None) -> dict:
                                     preexec_fn=_die_with_parent if _PRCTL is not None else None)
             result["pid"] = proc.pid
             deadline = time.monotonic() + task.timeout if task.timeout else None
-            rc, result["peak_rss_mb"], stop = _wait(proc, deadline, cancel)
+            rc, result["peak_rss_mb"], result["cpu_s"], stop = _wait(proc, deadline, cancel)
         result["rc"] = rc
         with open(os.path.join(tmp, "job.err"), encoding="utf-8", errors="replace") as f:
             err_text = f.read()
@@ -372,7 +373,7 @@ def _finish(task: Task, tmp: str, result: dict, t0: float):
     record = {"key": task.key, "hash": task.hash, "parts": task.parts, "clip": task.clip,
               "character": task.character, "action": task.action, "frames": task.frames, "formats": task.formats,
               "threads": task.threads, "attempt": task.attempt, "host": result["host"],
-              "seconds": round(time.time() - t0, 3), "peak_rss_mb": result["peak_rss_mb"],
+              "seconds": round(time.time() - t0, 3), "cpu_s": result["cpu_s"], "peak_rss_mb": result["peak_rss_mb"],
               "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     write_json_atomic(os.path.join(tmp, "job.json"), record, indent=2)
     publish(tmp, os.path.join(task.out_dir, task.key), task.out_dir)

@@ -56,6 +56,7 @@ def collect(out_dir: str, plan=None) -> list:
             row.update(status="done", clip=os.path.basename(job.get("clip") or row["clip"]),
                        action=rep.get("source_action"), method=rep.get("method"), frames=rep.get("frames"),
                        frame_range=(rep.get("frame_start"), rep.get("frame_end")), seconds=job.get("seconds"),
+                       cpu_s=job.get("cpu_s"),
                        peak_rss_mb=job.get("peak_rss_mb"), metrics=rep.get("metrics"),
                        reference=rep.get("reference_metrics"), notes=rep.get("notes") or [],
                        series=os.path.join(folder, "series.json"))
@@ -97,8 +98,9 @@ def _summary(rows: list) -> str:
     counts = {s: sum(r["status"] == s for r in rows) for s in ("done", "failed", "outdated", "not run")}
     frames = sum(r.get("frames") or 0 for r in done)
     secs = sum(r.get("seconds") or 0 for r in done)
+    cpu = sum(r.get("cpu_s") or 0 for r in done)
     lines = [f"<p>{len(rows)} jobs: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-             + f". {frames} frames retargeted in {secs / 60:.1f} job-minutes"
+             + f". {frames} frames retargeted in {secs / 60:.1f} job-minutes ({cpu / 60:.1f} CPU-minutes)"
              + (f" (peak memory per job up to {max(r.get('peak_rss_mb') or 0 for r in done):.0f} MB)" if done else "")
              + ".</p>"]
     pairs = [r for r in done if r.get("metrics") and r.get("reference")]
