@@ -22,8 +22,10 @@ import numpy as np
 
 from ..core.character import CharacterSpec
 from ..core.errors import CoreError
+from ..core.metrics import GROUNDED_FRACTION, foot_heights
 from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
 from ..core.solver import SolverSettings
+from ..core.track import ClipTrack
 from ..core.types import Character, Motion
 from .bridge import BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh, write_motion
 from .bridge import keyverts as kv_storage
@@ -260,9 +262,6 @@ def frame_series(outcome: Outcome) -> dict:
     """Per-frame series of a retarget for plots (the library report, docs/library.md): each foot's lowest point
     above its ground, (2, T) left/right as shares of the character's height h_c, for the source (above the floor
     the solve used; absent for a skeleton-only source under copy-rotations), copy-rotations and the result."""
-    from ..core.metrics import GROUNDED_FRACTION, foot_heights
-    from ..core.track import ClipTrack
-
     mo, src, tgt = outcome.motion, outcome.source, outcome.target
     feet = {}
     if src.mesh is not None and src.height and outcome.source_track is not None:
