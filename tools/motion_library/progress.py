@@ -117,7 +117,8 @@ class Progress:
             self.done += 1
             self.frames += result.get("frames") or 0
             if not self.tty:
-                self.say(f"[library] ok      {key} ({result.get('frames')} frames, {result.get('seconds', 0):.1f} s)")
+                self.say(f"[library] ok      {key} ({result.get('frames')} frames, {result.get('seconds', 0):.1f} s)"
+                         f" [{self.done + self.failed}/{self.total}]")
         elif outcome in ("failed", "crashed"):
             if final:
                 self.failed += 1
