@@ -189,7 +189,7 @@ def test_progress_line_in_a_terminal_and_plain_lines_elsewhere():
         p.close()
         text = buf.getvalue()
         assert "hero/run: no such file" in text
-        assert "2/3 · done 1 · failed 1 · running 0" in text and "frames/s" in text and "ETA" in text
+        assert "2/3 | done 1 | failed 1 | running 0" in text and "frames/s" in text and "ETA" in text
         assert ("\r" in text) == tty
 
 

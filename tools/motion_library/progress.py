@@ -82,8 +82,8 @@ class Progress:
         finished = self.done + self.failed
         fps = self.frames / elapsed if elapsed > 0 else 0.0
         eta = "--:--" if not finished else _clock((self.total - finished) * elapsed / finished)
-        return (f"[library] {finished}/{self.total} · done {self.done} · failed {self.failed} · running "
-                f"{self.running} · {fps:.0f} frames/s · elapsed {_clock(elapsed)} · ETA {eta}")
+        return (f"[library] {finished}/{self.total} | done {self.done} | failed {self.failed} | running "
+                f"{self.running} | {fps:.0f} frames/s | elapsed {_clock(elapsed)} | ETA {eta}")
 
     def _draw(self):
         text = self.line()
