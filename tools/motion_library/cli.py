@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from . import inputs
+from . import engines, inputs
 from .inputs import InputError
 from .jobs import FORMATS
 from .runner import Options, Runner
@@ -174,7 +174,6 @@ def print_plan(plan, stream=sys.stdout):
 
 
 def make_engine(args, threads: int, workers: int):
-    from . import engines
     if args.engine == "ray":
         try:
             return engines.RayEngine(args.address, threads, args.job_memory, args.gpus_per_job)
@@ -200,9 +199,9 @@ def main(argv=None, stream=None, tty=None) -> int:
         if args.dry_run:
             print_plan(plan, sys.stdout if stream is None else stream)
             return EXIT_OK
-        engine = make_engine(args, threads, workers)
-        describe = engine.describe()
         todo = sum(p.runs for p in plan)
+        engine = make_engine(args, threads, workers) if todo else engines.LocalPool(1)   # nothing to start
+        describe = engine.describe() if todo else "nothing to run"
         print(f"[library] {len(plan)} jobs: {todo} to run, {sum(p.status == 'done' for p in plan)} done before, "
               f"{sum(p.status == 'failed' and not p.runs for p in plan)} failed before; {describe}, "
               f"{threads} thread{'s' * (threads > 1)} per job", file=err)
