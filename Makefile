@@ -8,12 +8,12 @@ PYTEST  := $(PYTHON) -m pytest -p no:pytest-blender
 BLEXT    = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','..','addons_core','bl_pkg','cli','blender_ext.py')))")
 BLTAGS   = $(shell $(PYTHON) -c "import bpy,os;print(os.path.normpath(os.path.join(os.path.dirname(bpy.__file__),'..','_bpy_internal','extensions','tags.py')))")
 
-.PHONY: install demo test test-fast test-core test-core-numpy2 bench extension clean test-bpy5
+.PHONY: install demo test test-fast test-core test-core-numpy2 bench bench-library extension clean test-bpy5
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-library.txt requirements-ray.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q -r requirements.txt -r requirements-library.txt -r requirements-ray.txt
 	touch $@
 
 install: $(STAMP)
@@ -39,8 +39,14 @@ test-core-numpy2:
 	  $(VENV_NP2)/bin/pip install -q "torch==2.13.0" pot "numpy>=2" pytest)
 	$(VENV_NP2)/bin/python -m pytest -q tests/core
 
+# the solver's bench, then the library runner's (12 jobs x 4 configurations: the better part of an hour on 2
+# cores; `make bench-library` alone)
 bench: $(STAMP)
 	$(PYTHON) tools/bench.py
+	$(PYTHON) tools/bench_library.py
+
+bench-library: $(STAMP)
+	$(PYTHON) tools/bench_library.py
 
 # Bridge tests on Blender 5.x (bpy 5.0 wheel, Python 3.11) in a second venv; not part of `make test`.
 VENV5   ?= .venv-bpy5
@@ -62,4 +68,4 @@ extension: $(STAMP)
 	$(PYTHON) $(BLEXT) validate dist/reconform-$$(sed -n 's/^version = "\(.*\)"/\1/p' blender_manifest.toml).zip
 
 clean:
-	rm -rf dist build demo_output .pytest_cache
+	rm -rf dist build demo_output bench_output library_output .pytest_cache

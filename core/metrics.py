@@ -240,6 +240,13 @@ def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
     return drive(measuring(track, ground, keyvert_ids))
 
 
+def foot_heights(track: ClipTrack, ground=0.0) -> np.ndarray:
+    """(2, T) lowest point of each foot (left, right) above ``ground`` (a level, (T,) levels per frame or a
+    HeightField) on every frame of ``track``, in metres: the feet of docs/metrics.md, without the whole-mesh
+    measures (the library report's foot-height plots)."""
+    return _feet(track, ground)[0]
+
+
 def foot_speed_windowed(measures: Measures, fps: float, window_s: float = LOCK_WINDOW_S) -> np.ndarray:
     """(2, T) horizontal speed of each foot by a central difference over ``window_s`` (docs/metrics.md).
 

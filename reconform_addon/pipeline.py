@@ -24,8 +24,10 @@ import numpy as np
 from ..core import report
 from ..core.character import CharacterSpec, check_character
 from ..core.errors import CoreError
+from ..core.metrics import GROUNDED_FRACTION, foot_heights
 from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
 from ..core.solver import SolverSettings
+from ..core.track import ClipTrack
 from ..core.types import Character, Motion
 from .bridge import (BridgeError, find_meshes, import_file, read_motion, read_skeleton, read_skinned_mesh,
                      write_motion)
@@ -384,6 +386,27 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
     return rep
 
 
+def frame_series(outcome: Outcome) -> dict:
+    """Per-frame series of a retarget for plots (the library report, docs/library.md): each foot's lowest point
+    above its ground, (2, T) left/right as shares of the character's height h_c, for the source (above the floor
+    the solve used; absent for a skeleton-only source under copy-rotations), copy-rotations and the result."""
+    mo, src, tgt = outcome.motion, outcome.source, outcome.target
+    feet = {}
+    if src.mesh is not None and src.height and outcome.source_track is not None:
+        feet["source"] = foot_heights(outcome.source_track, outcome.source_ground) / float(src.height)
+    if tgt.mesh is not None and tgt.height:
+        terrain = getattr(getattr(outcome.job, "settings", None), "terrain", None)
+        ground = 0.0 if terrain is None else terrain
+        runs = {"copy_rotations": outcome.init_motion, "result": mo} if outcome.method == "reconform" \
+            else {"result": mo}
+        for name, motion in runs.items():
+            feet[name] = foot_heights(ClipTrack(tgt, motion), ground) / float(tgt.height)
+    return {"fps": float(mo.fps), "frame_start": int(mo.frame_start), "frames": int(mo.num_frames),
+            "method": outcome.method, "grounded_fraction": GROUNDED_FRACTION,
+            "height_m": {"source": plain(src.height), "target": plain(tgt.height)},
+            "foot_height": {k: np.round(v, 5).tolist() for k, v in feet.items()}}
+
+
 # ------------------------------------------------------------------------------------------------ all three
 
 def step_reporter(say, tick):
@@ -488,7 +511,7 @@ def plain(value):
     return str(value)
 
 
-__all__ = ["Inputs", "RetargetResult", "conflict_rows", "ground_report", "load_setup", "make_job", "make_report",
+__all__ = ["Inputs", "RetargetResult", "conflict_rows", "frame_series", "ground_report", "load_setup", "make_job", "make_report",
            "plain", "prepare_character", "read_character", "read_inputs", "result_action_name", "resolve_ground",
            "retarget", "setup_bone_map", "setup_ground", "solver_settings", "step_reporter", "write_outcome",
            "CoreError"]

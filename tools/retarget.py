@@ -75,6 +75,8 @@ def parse_args(argv):
     p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
                    "repeatable")
     p.add_argument("--report", help="write a report (.json or .txt)")
+    p.add_argument("--series", help="write per-frame series (each foot's height: source, copy-rotations, result) "
+                   "as .json, for the library report (tools/library.py); one pair only")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("--quiet", action="store_true", help="print errors only")
     talk.add_argument("--verbose", action="store_true", help="also show Blender's and the importers' messages")
@@ -84,6 +86,10 @@ def parse_args(argv):
             p.error(f"--export {path}: use a .fbx, .glb, .gltf or .bvh path")
     if args.report and os.path.splitext(args.report)[1].lower() not in (".json", ".txt"):
         p.error(f"--report {args.report}: use a .json or .txt path")
+    if args.series and not args.series.lower().endswith(".json"):
+        p.error(f"--series {args.series}: use a .json path")
+    if args.series and len(args.source) > 1:
+        p.error("--series is for one pair: leave it out when retargeting several characters together")
     if args.out and not args.out.lower().endswith(".blend"):
         p.error(f"--out {args.out}: use a .blend path")
     if args.out and args.blend and os.path.abspath(args.out) == os.path.abspath(args.blend):
@@ -101,7 +107,7 @@ def parse_args(argv):
 def output_paths(args) -> list:
     """(option, path) of every output the run writes."""
     return ([("--out", args.out)] if args.out else []) + [("--export", p) for p in args.export] + \
-        ([("--report", args.report)] if args.report else [])
+        ([("--report", args.report)] if args.report else []) + ([("--series", args.series)] if args.series else [])
 
 
 def enable_addon(repo_name: str = REPO_NAME):
@@ -267,9 +273,10 @@ def _pair_bone_map(pipeline, setup, spec, role, arm_name):
     return pipeline.setup_bone_map(setup, role, arm_name)
 
 
-def _write_outputs(args, outputs, rep, targets, log):
+def _write_outputs(args, outputs, rep, targets, log, series=None):
     """Every output staged beside its final place, then all renamed into place (``batch_io.Outputs``).
-    ``rep``: the report (a group's has one per pair); ``targets``: the target armatures to export."""
+    ``rep``: the report (a group's has one per pair); ``targets``: the target armatures to export; ``series``:
+    ``pipeline.frame_series`` for --series."""
     import bpy
 
     first = rep["pairs"][0] if "pairs" in rep else rep
@@ -290,6 +297,9 @@ def _write_outputs(args, outputs, rep, targets, log):
                 json.dump(rep, f, indent=2)
             else:
                 f.write(_text_report(rep))
+    if args.series:
+        with open(outputs.stage(args.series), "w", encoding="utf-8") as f:
+            json.dump(series, f)
     outputs.commit()
     for opt, path in output_paths(args):
         if opt != "--export":
@@ -360,7 +370,8 @@ def run(args, log, outputs) -> dict:
             result = group.retarget_group(pairs, method=method, frame_start=start, frame_end=end,
                                           settings=settings or None, setup=setup, names=[s["name"] for s in specs],
                                           bone_maps=bone_maps, report=log, progress=progress)
-        _write_outputs(args, outputs, result.report, [t for _, t, _ in pairs], log)
+        series = pipeline.frame_series(result.outcome) if args.series else None
+        _write_outputs(args, outputs, result.report, [t for _, t, _ in pairs], log, series)
         return result.report
     finally:
         extension.disable_addon(REPO_NAME, repo)

@@ -127,3 +127,17 @@ def test_capsule_test_equals_the_distance_to_each_axis_segment():
     margin = (d - r).abs() > 1e-9
     assert got.shape == d.shape and bool(((got == (d < r)) | ~margin).all())
     assert 0 < int((d < r).sum()) < d.numel()
+
+
+def test_foot_heights_are_the_measures_feet_and_follow_the_body(clip):
+    from core.metrics import foot_heights, measure
+    from core.track import ClipTrack
+    ch, m = clip
+    h = foot_heights(ClipTrack(ch, m))
+    assert h.shape == (2, m.num_frames)
+    np.testing.assert_allclose(h, measure(ClipTrack(ch, m)).foot_height)
+    lifted = Motion(m.rotations, m.locations.copy(), m.fps)
+    hips = ch.skeleton.index("hips")
+    lifted.locations[:, hips] += np.array([0, 0, 0.05]) @ ch.skeleton.rest_local[hips, :3, :3]
+    np.testing.assert_allclose(foot_heights(ClipTrack(ch, lifted)), h + 0.05, atol=1e-6)
+    np.testing.assert_allclose(foot_heights(ClipTrack(ch, m), ground=0.02), h - 0.02, atol=1e-9)
