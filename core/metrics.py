@@ -100,6 +100,15 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
     return _Capsules(np.asarray(bone_ids), a, b, r, excl)
 
 
+def point_segment_distance(p, a, b):
+    """Distance of points p (..., V, 1, 3) to segments a, b (..., 1, B, 3) -> (..., V, B) (the partner
+    penetration pass, ``core.metrics_partners``)."""
+    ab = b - a
+    t = ((p - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-12)
+    t = t.clamp(0, 1)
+    return (p - (a + t[..., None] * ab)).norm(dim=-1)
+
+
 def _inside_capsules(p, P, U, lo, hi, r2):
     """(..., S, C) bool: points p (..., S, 3) inside capsules whose axes run along the unit vectors U (..., C, 3)
     from P + lo·U to P + hi·U (P (..., C, 3); lo, hi, r2 = radius² (C,)). Squared distance to the axis segment
@@ -401,4 +410,3 @@ def evaluation(source: Character, source_motion: Motion, target: Character, targ
 #: the per-segment capsules and the point-to-segment distance of the self-penetration measure, for the partner
 #: metrics (``core.metrics_partners``)
 segment_capsules = _capsules
-point_segment_distance = _point_segment_dist

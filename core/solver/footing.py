@@ -18,8 +18,37 @@ import numpy as np
 import torch
 
 from ..descriptors import height
-from ..feet import LOCK_WINDOW_S, SOFT_LOW, soft_lowest, window_bounds
+from ..feet import LOCK_WINDOW_S, SOFT_LOW, SOLE_BAND, soft_lowest, spread_sole_points, window_bounds
+from ..track import ClipTrack
 from ..weights import MAX_FRACTION
+
+
+#: frames sampled to choose the target's sole points
+SOLE_FRAMES = 400
+
+
+def sole_points(track: ClipTrack, count: int, max_frames: int = None) -> tuple:
+    """Up to ``count`` sole points per foot of a clip's character (``core.feet.spread_sole_points`` on at most
+    ``max_frames`` evenly sampled frames): (vertex ids (S,), foot (S,) 0 left / 1 right, index of each point
+    among its foot's vertices (S,))."""
+    ch = track.character
+    band = SOLE_BAND * float(ch.height) if ch.height else SOLE_BAND * 1.7
+    T = track.num_frames
+    frames = None
+    if max_frames is not None and T > max_frames:
+        frames = np.unique(np.linspace(0, T - 1, max_frames).round().astype(np.int64))
+    ids, sides, local = [], [], []
+    for k, fid in enumerate(track.foot_ids):
+        if not len(fid):
+            continue
+        z = (track.foot_points[k] if frames is None else track.foot_points[k][frames])[..., 2]
+        keep = spread_sole_points(z, ch.mesh.rest_verts[fid], band, count)
+        ids.append(fid[keep])
+        sides.append(np.full(len(keep), k, np.int64))
+        local.append(keep)
+    if not ids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(ids), np.concatenate(sides), np.concatenate(local)
 
 
 class FootModel:

@@ -22,7 +22,7 @@ import torch
 
 from ..descriptors import sliding
 from ..errors import CoreError
-from ..feet import SOLE_BAND, SOFT_LOW, foot_lows_and_velocity, foot_side, spread_sole_points
+from ..feet import SOFT_LOW, foot_lows_and_velocity, foot_side
 from ..ground import ground_levels
 from ..humanoid import CORE_BONES, FINGER_BONES, limb_of
 from ..rig import VariableChain, VertexChain
@@ -30,15 +30,13 @@ from ..rotations import quat_to_matrix
 from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
-from .footing import FootModel
+from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective
 from .optim import Adam, learning_rates
 from .parametrisation import Parametrisation, root_jacobian_inverse
 from .settings import Progress, SolverSettings
 from .terrain_start import onto_terrain, terrain_lift
 
-#: frames sampled to choose the target's sole points
-SOLE_FRAMES = 400
 
 
 def _check_motion(character: Character, motion: Motion, what: str):
@@ -60,30 +58,6 @@ def keyvert_order(source: Character, target: Character) -> np.ndarray:
         raise CoreError(f"Key vertices of '{source.name}' and '{target.name}' differ ({', '.join(missing[:4])}"
                         f"...): transfer both from the same template size.")
     return np.asarray([tn.index(n) for n in sn])
-
-
-def sole_points(track: ClipTrack, count: int, max_frames: int = None) -> tuple:
-    """Up to ``count`` sole points per foot of a clip's character (``core.feet.spread_sole_points`` on at most
-    ``max_frames`` evenly sampled frames): (vertex ids (S,), foot (S,) 0 left / 1 right, index of each point
-    among its foot's vertices (S,))."""
-    ch = track.character
-    band = SOLE_BAND * float(ch.height) if ch.height else SOLE_BAND * 1.7
-    T = track.num_frames
-    frames = None
-    if max_frames is not None and T > max_frames:
-        frames = np.unique(np.linspace(0, T - 1, max_frames).round().astype(np.int64))
-    ids, sides, local = [], [], []
-    for k, fid in enumerate(track.foot_ids):
-        if not len(fid):
-            continue
-        z = (track.foot_points[k] if frames is None else track.foot_points[k][frames])[..., 2]
-        keep = spread_sole_points(z, ch.mesh.rest_verts[fid], band, count)
-        ids.append(fid[keep])
-        sides.append(np.full(len(keep), k, np.int64))
-        local.append(keep)
-    if not ids:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(ids), np.concatenate(sides), np.concatenate(local)
 
 
 class SolveJob:

@@ -390,12 +390,13 @@ class RECONFORM_OT_retarget(_SolveModalBase, bpy.types.Operator):
     def _apply(self, context, outcome):
         report = lambda msg: self.report({'WARNING'}, msg)       # noqa: E731
         if self._group is not None:
+            from . import partners
             return partners.apply_group(context, self._group, self._inputs, outcome, report=report)
         return apply_result(context, self._req, self._inputs, outcome, options=self._options, report=report)
 
     def _written(self, act) -> str:
         if self._group is None:
-            return super()._written(act)
+            return _SolveModalBase._written(self, act)
         return f"{len(self._group.partners) + 1} Actions ('{act.name}', …)"
 
 

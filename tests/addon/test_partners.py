@@ -93,8 +93,8 @@ def test_panel_retargets_the_partners_together(addon, couple_blend, quick_keyver
     assert "Tall: grounded_f1" in metrics and "Short: grounded_f1" in metrics
     assert ui(addon, "session").last_solve(bpy.context.scene) is None      # no Re-solve of a group
     labels = ui(addon, "panels").metric_label
-    assert labels("Short: grounded_f1") == "Short: Grounded feet (F1)"
-    assert labels("partner_contact_f1") == "Contact with partners (F1)"
+    assert labels("Short: grounded_f1") == "Short: Grounded feet F1"        # core.report's label, prefixed
+    assert labels("partner_contact_f1") == "Contacts with partners F1"
 
 
 @pytest.fixture
@@ -174,13 +174,13 @@ def test_cancel_mid_group_solve_leaves_the_scene_exactly_as_before(addon, couple
 def test_writing_is_all_or_nothing(addon, couple_blend, quick_keyverts):
     s = open_couple(couple_blend)
     partners = ui(addon, "operators.partners")
-    group = ui(addon, "pipeline_group")
+    pipe = ui(addon, "pipeline")        # pipeline_group writes each pair through pipeline.write_outcome
     req = partners.request_from_panel(s)
     inputs, job = partners.start_group(req)
     outcome = importlib.import_module(addon.__name__ + ".core.retarget_group").run_group(job)
     before = scene_fingerprint(bpy)
     calls = []
-    real = group.write_motion
+    real = pipe.write_motion
 
     def failing(arm, *a, **k):
         calls.append(arm.name)
@@ -188,7 +188,7 @@ def test_writing_is_all_or_nothing(addon, couple_blend, quick_keyverts):
             raise RuntimeError("disk full")
         return real(arm, *a, **k)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(group, "write_motion", failing)
+        mp.setattr(pipe, "write_motion", failing)
         with pytest.raises(RuntimeError, match="disk full"):
             partners.apply_group(bpy.context, req, inputs, outcome)
     assert calls == ["Tall", "Short"]

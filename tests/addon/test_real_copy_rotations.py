@@ -66,7 +66,9 @@ def test_copy_rotations_on_real_assets(addon, assets, clean_scene, motion, char)
     assert_same_snapshot(before, action_snapshot(src_action))
     assert tgt_obj.animation_data.action == res.action and src_obj.animation_data.action == src_action
 
-    src = pipeline.prepare_character(src_obj, keyvert_count=0)
+    # the source as the retarget completed it: a skeleton-only source gets a fitted body (its soles then define the
+    # hip height, as the target's mesh does; the metrics need that body too)
+    src = res.outcome.built["source"].character
     tgt = pipeline.prepare_character(tgt_obj, keyvert_count=0)
     # new Action: a key on every frame for every mapped bone
     from bpy_extras import anim_utils

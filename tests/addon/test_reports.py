@@ -92,7 +92,7 @@ def test_demo_writes_the_baselines_it_names_and_a_readable_report(tmp_path):
     text = (out / "report.txt").read_text()
     for name in ("TallThin", "ShortHeavy"):
         assert f"'DemoMotion to {name} (copy rotations)' (the copy-rotations baseline" in text
-    assert text.count("  Verdict: ReConForM beats copy-rotations on") == 2
+    assert text.count("  Verdict: ReConForM beats copy-rotations on") == 4     # two bodies, two grounds
     assert "% of the surface" in text and "m/s³" in text and not LONG_FLOAT.search(text)
     with bpy.data.libraries.load(str(out / "output.blend")) as (src, _):
         actions = set(src.actions)

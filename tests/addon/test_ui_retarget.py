@@ -170,7 +170,9 @@ def test_push_to_nla_moves_the_result_onto_a_track(addon, pair_blend, quick_keyv
     assert ad.action is None
     strip = ad.nla_tracks[-1].strips[0]
     assert strip.action == s.last_action and strip.action_slot is not None
-    assert len(s.metrics) == 0  # copy rotations: nothing solved, no stale metrics
+    # copy rotations: measured on its own (no copy-rotations reference beside it), no conflicts
+    assert {m.name for m in s.metrics} >= {"grounded_f1", "floor_pen_mean"} and len(s.conflicts) == 0
+    assert not any(m.has_reference for m in s.metrics)
 
 
 def test_bad_input_is_one_line_and_changes_nothing(addon, pair_blend):
