@@ -28,6 +28,11 @@ from .optim import Adam, learning_rates
 from .partners import PartnerObjective
 from .settings import Progress
 
+#: share of its single-solve learning rates each member of a group of K ≥ 2 steps with (docs/solver.md
+#: "Multi-character", "Step size"): a term between two characters is corrected by both of them at once, so at
+#: the single solve's rates their relative position moves twice as far per step as one character's limbs
+PARTNER_STEP = 0.5
+
 
 class GroupSolveJob:
     """One joint solve of K ≥ 1 ``SolveJob`` members (not started; their own ``steps()`` are never driven).
@@ -154,9 +159,10 @@ class GroupSolveJob:
             self.stats["gaze_source_entries"] = int((self.partners.look_src > 0).sum())
             self.notes.extend(self.partners.notes)
         params, lrs = [], []
+        step = 1.0 if len(self.members) == 1 else PARTNER_STEP
         for m in self.members:
             params += m.param.params
-            lrs += m.base_lrs
+            lrs += [lr * step for lr in m.base_lrs]
         s = self.members[0].settings
         self.base_lrs = lrs
         self.optim = Adam(params, lrs, eps=s.adam_eps)

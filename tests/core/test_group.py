@@ -93,22 +93,30 @@ def test_a_group_of_one_pair_is_the_single_retarget(scene):
 
 @pytest.mark.slow
 def test_a_couple_retargeted_onto_itself_comes_back_as_the_source(scene):
-    # every term is 0 at the start; the jerk term's smoothed norm (|x| near 0) makes the first steps wander a
-    # little before the solve settles back (the single solve does the same), hence the default iterations
+    # every term is ~0 at the start, yet Adam's first steps move the pose a little before the terms bring it
+    # back: the single solve of the same identity pair does not come back exactly either. The group must come
+    # back as closely as each pair solved alone (measured here), and within a few millimetres
     a, ma, b, mb, _, _ = scene
     a2, b2 = replace(a, skeleton=replace(a.skeleton, name="lead copy")), replace(b, skeleton=replace(b.skeleton,
                                                                                                      name="follow copy"))
-    out = run_group(RetargetGroup([(a, ma, a2), (b, mb, b2)],
-                                  RetargetOptions(settings=SolverSettings(num_threads=1), conflicts=False)))
-    for member, src, mo in zip(out.members, (a, b), (ma, mb)):
-        got = ClipTrack(member.target, member.motion).keyverts[0]
+    opts = RetargetOptions(settings=SolverSettings(num_threads=1), conflicts=False)
+    out = run_group(RetargetGroup([(a, ma, a2), (b, mb, b2)], opts))
+    alone = [run(Retarget(src, mo, tgt, opts)).motion for src, mo, tgt in ((a, ma, a2), (b, mb, b2))]
+    for member, single, src, mo in zip(out.members, alone, (a, b), (ma, mb)):
         want = ClipTrack(src, mo).keyverts[0]
-        err = np.linalg.norm(got - want, axis=-1)
+        err = np.linalg.norm(ClipTrack(member.target, member.motion).keyverts[0] - want, axis=-1)
+        err_alone = np.linalg.norm(ClipTrack(member.target, single).keyverts[0] - want, axis=-1)
         assert err.max() < 3e-3 and err.mean() < 5e-4         # metres
+        assert err.max() <= 1.25 * err_alone.max() and err.mean() <= 1.25 * err_alone.mean()
     pm = out.partner_metrics
+    pm_alone = evaluate_partners([ClipTrack(a, ma), ClipTrack(b, mb)], [(a2, alone[0]), (b2, alone[1])])
     assert pm["partner_contact_f1"] == pytest.approx(1.0)
     assert pm["hand_partner_error_mean"] < 1e-3
-    assert pm["partner_pen_mean"] == pytest.approx(pm["source_partner_pen_mean"], abs=1e-3)
+    assert pm["hand_partner_error_mean"] <= max(pm_alone["hand_partner_error_mean"], 1e-4)
+    # penetration between the characters: the source's (the synthetic hands clap into each other), as closely
+    # as the pairs solved alone keep it
+    off = abs(pm["partner_pen_mean"] - pm["source_partner_pen_mean"])
+    assert off <= max(abs(pm_alone["partner_pen_mean"] - pm["source_partner_pen_mean"]), 1e-3)
 
 
 @pytest.fixture
