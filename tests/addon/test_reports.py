@@ -97,3 +97,9 @@ def test_demo_writes_the_baselines_it_names_and_a_readable_report(tmp_path):
     with bpy.data.libraries.load(str(out / "output.blend")) as (src, _):
         actions = set(src.actions)
     assert {f"DemoMotion to {n}{s}" for n in ("TallThin", "ShortHeavy") for s in ("", " (copy rotations)")} <= actions
+    # the couple, retargeted together onto partners of very different sizes, with the partner metrics
+    assert "Lead -> Giant and Follow -> Child, together (2 characters, reconform):" in text
+    assert "Between the characters" in text and "Contacts with partners F1" in text
+    assert "Hand-to-partner distance error, mean" in text
+    assert {f"{c} to {t}{s}" for c, t in (("LeadDance", "Giant"), ("FollowDance", "Child"))
+            for s in ("", " (copy rotations)")} <= actions

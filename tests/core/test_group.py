@@ -240,3 +240,31 @@ def test_three_characters_one_far_away(scene):
     # the far target stays far: its hips about 25 m · r̄ from the lead's
     d = np.linalg.norm((_hips(far_tgt, out.members[2].motion) - _hips(ta, out.members[0].motion))[:, :2], axis=1)
     assert d.min() > 20.0
+
+
+def _moved(character, name, dx):
+    m = character.skeleton.object_matrix.copy()
+    m[0, 3] += dx
+    return replace(character, skeleton=replace(character.skeleton, name=name, object_matrix=m))
+
+
+@pytest.mark.slow
+def test_five_characters_two_couples_and_a_solo_dancer(scene):
+    # the K = 5: two couples 4 m apart and a solo dancer, one generator with one progress bar
+    a, ma, b, mb, ta, tb = scene
+    pairs = [(a, ma, ta), (b, mb, tb),
+             (_moved(a, "lead 2", 4.0), ma, with_face(make_humanoid(scale=1.1, name="tall 2"))),
+             (_moved(b, "follow 2", 4.0), mb, with_face(make_humanoid(scale=0.9, name="short 2"))),
+             (_moved(a, "solo", -4.0), ma, with_face(make_humanoid(scale=1.0, girth=1.2, name="solo target")))]
+    job = RetargetGroup(pairs, RetargetOptions(settings=SolverSettings(iterations=4, num_threads=1), metrics=False,
+                                               conflicts=False))
+    fractions = [step.fraction for step in job.steps()]
+    out = job.outcome
+    assert len(out.members) == 5 and all(np.isfinite(m.motion.rotations).all() for m in out.members)
+    assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
+    assert out.solver_stats["steps"] == 4
+    pp = out.job.partners.pairs
+    assert len(pp.blocks) == 10
+    _, block = pp.active(None, 0.0)
+    # source contacts only inside each couple: (0, 1) and (2, 3)
+    assert {pp.blocks[k] for k in set(block.tolist())} == {(0, 1), (2, 3)}
