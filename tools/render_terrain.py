@@ -87,8 +87,8 @@ def render_pair(ground, frame, out_dir, cam):
         cam.rotation_euler = Euler((math.radians(84), 0.0, math.radians(-90)))
         cam.location = Vector((c[0], c[1], c[2] + 0.55)) + cam.rotation_euler.to_matrix() @ Vector((0, 0, 8))
         for ob in _body(arm):
-            ob.color = (0.85, 0.45, 0.3, 1) if label == "copy_rotations" else (0.3, 0.55, 0.85, 1)
-        path = out_dir / f"_{ground}_{frame}_{label}.png"
+            ob.color = (0.85, 0.45, 0.3, 1) if suffix else (0.3, 0.55, 0.85, 1)
+        path = out_dir / f"_{ground}_{frame}_{'copy' if suffix else 'reconform'}.png"
         sc.render.filepath = str(path)
         bpy.ops.render.render(write_still=True)
         paths.append(path)
