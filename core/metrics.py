@@ -274,6 +274,16 @@ def foot_speed_windowed(measures: Measures, fps: float, window_s: float = LOCK_W
     return out
 
 
+def _closer(points: np.ndarray, ii: np.ndarray, jj: np.ndarray, d: float, chunk: int = 1024) -> np.ndarray:
+    """(T, P) bool: |points[:, jj] − points[:, ii]| < d for the P pairs (ii, jj) of (T, N, 3) ``points``, in
+    chunks of frames (a 10 000-frame clip's (T, P, 3) differences would be hundreds of MB at once)."""
+    out = np.empty((len(points), len(ii)), bool)
+    for a in range(0, len(points), chunk):
+        p = points[a:a + chunk]
+        out[a:a + chunk] = np.linalg.norm(p[:, jj] - p[:, ii], axis=-1) < d
+    return out
+
+
 def jerk_magnitude(positions: np.ndarray, fps: float) -> np.ndarray:
     """|third forward difference| · fps³ of (T, ..., 3) positions -> (T − 3, ...) in m/s³."""
     if len(positions) < 4:
@@ -395,10 +405,8 @@ def evaluation(source: Character, source_motion: Motion, target: Character, targ
     # key-vertex contacts
     if kv:
         ii, jj = np.nonzero(allowed_pairs(source.keyverts.limbs, None, True))
-        ds = np.linalg.norm(s_tr.keyverts[:, jj] - s_tr.keyverts[:, ii], axis=-1)
-        dt_ = np.linalg.norm(t_tr.keyverts[:, jj] - t_tr.keyverts[:, ii], axis=-1)
-        c_true = ds < CONTACT_FRACTION * hs
-        c_pred = dt_ < CONTACT_FRACTION * ht
+        c_true = _closer(s_tr.keyverts, ii, jj, CONTACT_FRACTION * hs)
+        c_pred = _closer(t_tr.keyverts, ii, jj, CONTACT_FRACTION * ht)
         tp = np.sum(c_true & c_pred)
         out["contact_f1"] = f1_score(c_true, c_pred)
         out["contact_precision"] = float(tp / max(c_pred.sum(), 1)) if c_pred.any() else float("nan")

@@ -184,6 +184,7 @@ def measuring(source: Character, source_motion: Motion, target: Character, motio
     share = 0.5 if both else 1.0
     metrics = yield from scaled(evaluation(source, source_motion, target, motion, terrain, ground,
                                            source_track=track, target_track=target_track), 0.0, share)
+    target_track = None        # freed before copy-rotations' track is built (a long clip's foot points are large)
     reference = None
     if both:
         reference = yield from scaled(evaluation(source, source_motion, target, init, terrain, ground,
@@ -327,26 +328,30 @@ class Retarget(Cancellable):
         if not (np.isfinite(motion.rotations).all() and np.isfinite(motion.locations).all()):
             raise CoreError(f"Retarget '{src.name}' -> '{tgt.name}' produced non-finite values; nothing written.")
 
-        # 5. metrics (the source's labels above the floor the solve used; the target's above its own)
-        metrics = reference = None
-        result_track = ClipTrack(tgt, motion)
-        if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
-            t3 = time.perf_counter()
-            metrics, reference = yield from _progress(
-                measuring(src, source_motion, tgt, motion, init, o, ground, track, notes, terrain=terrain,
-                          target_track=result_track), "metrics", _PHASE_END["solve"], _PHASE_END["metrics"],
-                "Measuring the result" + (" and copy-rotations" if reconform and o.baseline_metrics else ""))
-            timings["metrics_s"] = time.perf_counter() - t3
-        elif o.metrics:
-            notes.append("no metrics: " + ("the source has no body (skeleton only)" if src.mesh is None
-                                           else "the target has no body"))
-
+        # 5. the ground's report, then the metrics (the source's labels above the floor the solve used; the
+        # target's above its own). The result's ClipTrack is built once and handed on, not kept: on a long clip its
+        # foot points are hundreds of MB, and copy-rotations' track is built while the metrics run
         report = None if terrain is None else getattr(terrain, "report", None)
+        result_track = ClipTrack(tgt, motion)
         if report is not None and tgt.mesh is not None:   # where the field clamps, heights are the border's
             report = replace(report, outside_frames=feet_outside(terrain, result_track))
             if report.outside_frames:
                 notes.append(f"ground '{report.name}': the result's feet leave the sampled region on "
                              f"{report.outside_frames} frames (heights there are the border's)")
+        metrics = reference = None
+        if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
+            t3 = time.perf_counter()
+            gen = measuring(src, source_motion, tgt, motion, init, o, ground, track, notes, terrain=terrain,
+                            target_track=result_track)
+            result_track = None
+            metrics, reference = yield from _progress(
+                gen, "metrics", _PHASE_END["solve"], _PHASE_END["metrics"],
+                "Measuring the result" + (" and copy-rotations" if reconform and o.baseline_metrics else ""))
+            timings["metrics_s"] = time.perf_counter() - t3
+        elif o.metrics:
+            notes.append("no metrics: " + ("the source has no body (skeleton only)" if src.mesh is None
+                                           else "the target has no body"))
+        result_track = None
 
         # 6. conflicts (advice: a failure here never loses the result)
         conflicts = []

@@ -1,12 +1,14 @@
 """Terrain cases of `make bench` (ReConForM §6.2): a walk captured on flat ground, retargeted onto a target
 walking up and down stairs, up a ramp and over bumpy ground; copy-rotations and ReConForM side by side.
 
-    .venv/bin/python tools/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3]
+    .venv/bin/python tools/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3] [--flat]
 
 Each ground (``core.terrain.shapes``) is laid along the target's copy-rotations path (its hips from the first
 to the last frame), starting 1.5 m before the first foot; the retarget runs the one path (``core.retarget``
 with ``RetargetOptions(ground=...)``, as the panel's Ground picker and the batch command's --ground do).
 Metrics are read above the terrain for the target and above its own floor for the source (docs/metrics.md).
+A "source" row gives the source's own jerk (the reference for the root's smoothness); ``--flat`` adds the same
+retarget on the floor z = 0 (what the terrain itself adds to the jerk).
 Called by tools/bench.py (after the flat cases); also runnable alone.
 """
 
@@ -40,8 +42,9 @@ def lay_ground(shapes, kind: str, start, direction, length: float):
     return shapes.bumps(start, direction, width=3.0, length=length + 1.0, amplitude=0.04, wavelength=0.7).surface
 
 
-def terrain_case(core, src, motion, tgt, kind: str, settings):
-    """One terrain retarget: (outcome, the ground's GroundSurface, seconds)."""
+def terrain_case(core, src, motion, tgt, kind: str, settings, flat: bool = False):
+    """One terrain retarget: (outcome, the ground's GroundSurface, seconds); ``flat``: also the same retarget
+    on the floor z = 0, (outcome, ground, seconds, flat outcome)."""
     import numpy as np
 
     rt, cr, tr, shapes = (core(n) for n in ("core.retarget", "core.copy_rotations", "core.track",
@@ -59,7 +62,11 @@ def terrain_case(core, src, motion, tgt, kind: str, settings):
     t = time.perf_counter()
     out = rt.run(rt.Retarget(src, motion, tgt, rt.RetargetOptions(settings=settings, ground=surface,
                                                                  conflicts=False)))
-    return out, surface, time.perf_counter() - t
+    secs = time.perf_counter() - t
+    if not flat:
+        return out, surface, secs
+    return out, surface, secs, rt.run(rt.Retarget(src, motion, tgt, rt.RetargetOptions(settings=settings,
+                                                                                         conflicts=False)))
 
 
 def fmt(v, k):
@@ -70,10 +77,11 @@ def fmt(v, k):
     return f"{v:.1f}" if "jerk" in k else f"{v:.3f}"
 
 
-def bench_terrain(core, loader, settings, cases=None, out=print, log=print):
-    """Run the terrain section: one table row per method and case, and a line per ground. ``core(name)`` returns
-    a core module; ``loader`` has ``source(rel)`` -> (Character, Motion, s) and ``character(rel)`` -> (arm,
-    Character, s) (tools/bench.py's Loader)."""
+def bench_terrain(core, loader, settings, cases=None, out=print, log=print, flat: bool = False):
+    """Run the terrain section: one table row per method and case (and the source's jerk), and a line per
+    ground. ``core(name)`` returns a core module; ``loader`` has ``source(rel)`` -> (Character, Motion, s) and
+    ``character(rel)`` -> (arm, Character, s) (tools/bench.py's Loader); ``flat``: a row more per case, the
+    same retarget on the floor z = 0."""
     import numpy as np
 
     out("")
@@ -87,22 +95,32 @@ def bench_terrain(core, loader, settings, cases=None, out=print, log=print):
         src, smo, _ = loader.source(clip)
         _, tgt, _ = loader.character(target)
         log(f"terrain case {clip} -> {target} on {kind}")
-        o, surface, secs = terrain_case(core, src, smo, tgt, kind, settings)
+        o, surface, secs, *on_floor = terrain_case(core, src, smo, tgt, kind, settings, flat)
         name = f"{pathlib.Path(clip).stem} → {pathlib.Path(target).stem}, {kind}"
         shift = o.solver_stats.get("terrain_footing_shift_max_m", float("nan"))
+        m = o.metrics
+        out(f"| {name} | source (its flat floor) | " + " | ".join(
+            fmt(m["source_" + k], k) if "jerk" in k else "" for k in COLUMNS) + " | | |")
         for label, m in (("copy-rot", o.reference), ("ReConForM", o.metrics)):
             out(f"| {name} | {label} | " + " | ".join(fmt(m[k], k) for k in COLUMNS)
                 + (f" | {100 * shift:.1f} cm | {secs:.0f} |" if label == "ReConForM" else " | | |"))
+        if on_floor:
+            out(f"| {name} | ReConForM on z = 0 (no terrain) | "
+                + " | ".join(fmt(on_floor[0].metrics[k], k) for k in COLUMNS) + " | | |")
         g = o.ground
         out(f"|   ground: {g.line()}, heights {g.height_range[0]:.2f} to {g.height_range[1]:.2f} m, built in "
             f"{g.seconds:.2f} s, result's feet outside it on {g.outside_frames} frames |" + " |" * (len(COLUMNS) + 3))
-        rows.append((o.reference, o.metrics))
+        rows.append((o.reference, o.metrics) + tuple(f.metrics for f in on_floor))
     if rows:
         out("")
-        for k in ("floor_pen_mean", "grounded_f1", "locked_f1", "root_jerk_mean"):
+        for k in ("floor_pen_mean", "grounded_f1", "locked_f1", "jerk_mean", "root_jerk_mean"):
             a = np.mean([r[0][k] for r in rows])
             b = np.mean([r[1][k] for r in rows])
-            out(f"- {k}: copy-rotations {fmt(a, k)} → ReConForM {fmt(b, k)} (mean over the {len(rows)} grounds)")
+            extra = f", source {fmt(np.mean([r[1]['source_' + k] for r in rows]), k)}" if "jerk" in k else ""
+            if flat:
+                extra += f", ReConForM on z = 0 {fmt(np.mean([r[2][k] for r in rows]), k)}"
+            out(f"- {k}: copy-rotations {fmt(a, k)} → ReConForM {fmt(b, k)}{extra} (mean over the {len(rows)} "
+                "grounds)")
     return rows
 
 
@@ -111,6 +129,7 @@ def main(argv=None):
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cases", type=int, default=None, help="only the first N cases")
+    ap.add_argument("--flat", action="store_true", help="also each retarget on the floor z = 0 (a row more per case)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
     import importlib
@@ -122,7 +141,8 @@ def main(argv=None):
     core = lambda name: importlib.import_module(f"{bench.MODULE}.{name}")  # noqa: E731
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     settings = core("core.solver").SolverSettings.preset(args.quality, num_threads=args.threads)
-    bench_terrain(core, bench.Loader(mods, log), settings, CASES[:args.cases] if args.cases else CASES, log=log)
+    bench_terrain(core, bench.Loader(mods, log), settings, CASES[:args.cases] if args.cases else CASES, log=log,
+                  flat=args.flat)
     return 0
 
 

@@ -4,8 +4,9 @@
         [--frames 60 100 140]
 
 For each walker of the demo's grounds ('StairsClimber' on 'Stairs', 'RampWalker' on 'Ramp'), the same frames
-are rendered from the side with copy-rotations' Action (`DemoWalk to <walker> (copy rotations)`, which walks on at
-flat height) and with the ReConForM result (`DemoWalk to <walker>`), one PNG per walker and frame pair:
+are rendered from the side, the walker and its ground alone, with copy-rotations' Action (`DemoWalk to <walker>
+(copy rotations)`, which walks on at flat height) and with the ReConForM result (`DemoWalk to <walker>`), one PNG
+per walker and frame pair:
 `terrain_<ground>_<frame>.png` (left copy-rotations, right ReConForM; Workbench, orthographic).
 """
 
@@ -67,11 +68,16 @@ def _feet_centre(arm):
 
 
 def render_pair(ground, frame, out_dir, cam):
-    """Left: copy-rotations; right: ReConForM; both from the walker's left side."""
+    """Left: copy-rotations; right: ReConForM; both from the side (the camera looks along +X). Only the walker,
+    its body and its ground are rendered: the demo's other characters and grounds stand between the camera and
+    some walkers."""
     from mathutils import Euler, Vector
 
     arm = bpy.data.objects[WALKERS[ground]]
     sc = bpy.context.scene
+    keep = {arm.name, ground, cam.name} | {o.name for o in _body(arm)}
+    for ob in bpy.data.objects:
+        ob.hide_render = ob.name not in keep
     paths = []
     for suffix in (" (copy rotations)", ""):      # the demo's names: pipeline.result_action_name
         name = f"DemoWalk to {arm.name}{suffix}"

@@ -32,7 +32,7 @@ from ..types import Character, Motion
 from ..weights import alpha_ramp
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective
-from .optim import Adam, learning_rates
+from .optim import Adam, deterministic, learning_rates
 from .parametrisation import Parametrisation, root_jacobian_inverse
 from .settings import Progress, SolverSettings
 from .terrain_start import onto_terrain, terrain_lift
@@ -415,9 +415,7 @@ class SolveJob:
         s = self.settings
         step = self._step
         self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
-        prev = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        try:
+        with deterministic(self.device):
             for p in self.param.params:
                 p.grad = None
             terms = self.weighted_terms()
@@ -426,8 +424,6 @@ class SolveJob:
             # thing for every clip length
             (loss * self.param.num_controls).backward()
             self.optim.step()
-        finally:
-            torch.use_deterministic_algorithms(prev)
         vals = {k: float(v.detach()) for k, v in terms.items()}
         self.history.append(vals)
         self.stats["pair_entries_last"] = self._last_entries

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import contextlib
+
 import torch
 
 
@@ -46,3 +48,19 @@ def learning_rates(base_lrs, step: int, total: int, warmup: float, lr_final: flo
     c = 0.5 * (1 + math.cos(math.pi * step / max(total - 1, 1)))
     warm = min(1.0, (step + 1) / max(1.0, warmup * total))
     return [base * warm * (lr_final + (1 - lr_final) * c) for base in base_lrs]
+
+
+@contextlib.contextmanager
+def deterministic(device):
+    """torch's deterministic algorithms for the block when ``device`` is a GPU (``index_add_`` and scatters are
+    not deterministic there otherwise). On the CPU those ops already are, and the switch is left alone: its first
+    use in a process imports ``torch._dynamo`` (2-3 s, measured on the first solver step of every process)."""
+    if torch.device(device).type == "cpu":
+        yield
+        return
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(prev)
