@@ -24,7 +24,7 @@ import torch
 
 from ..errors import CoreError
 from ..weights import alpha_ramp
-from .optim import Adam, learning_rates
+from .optim import Adam, deterministic, learning_rates
 from .partners import PartnerObjective
 from .settings import Progress
 
@@ -176,9 +176,7 @@ class GroupSolveJob:
         step = self._step
         self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
         alpha = self._alpha()
-        prev = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        try:
+        with deterministic(self.members[0].device):     # as SolveJob._adam_step: the switch only on a GPU
             for p in self.optim.params:
                 p.grad = None
             member_terms, ps, ns = [], [], []
@@ -195,8 +193,6 @@ class GroupSolveJob:
             # as the single solve: gradients per control point are O(1 / controls)
             (loss * self.members[0].param.num_controls).backward()
             self.optim.step()
-        finally:
-            torch.use_deterministic_algorithms(prev)
         vals = {}
         for m, terms in zip(self.members, member_terms):
             mv = {k: float(v.detach()) for k, v in terms.items()}
