@@ -314,6 +314,7 @@ class Retarget(Cancellable):
             if self._cancel.is_set():
                 job.cancel()
             a, b = _PHASE_END["copy_rotations"], _PHASE_END["solve"]
+            yield Step("solve", a, f"Solving 0/{job.total}: the first step…")   # set-up done: a line before step 1
             for p in job.steps():     # the objective relative to copy-rotations' at the same α (docs/solver.md)
                 yield Step("solve", a + (b - a) * p.fraction,
                            f"Solving {p.step + 1}/{p.total}: objective {100 * p.relative:.0f} % of copy-rotations'",

@@ -352,11 +352,11 @@ def main(argv=None):
         rows = bench_terrain(lambda name: importlib.import_module(f"{MODULE}.{name}"), loader, settings, out=out,
                              log=log)
         targets["terrain: floor penetration lower than copy-rot on every ground (mean over frames)"] = (
-            ", ".join(f"{100 * b['floor_pen_mean']:.2f} % vs {100 * a['floor_pen_mean']:.1f} %" for a, b in rows),
-            all(b["floor_pen_mean"] < a["floor_pen_mean"] for a, b in rows))
+            ", ".join(f"{100 * b['floor_pen_mean']:.2f} % vs {100 * a['floor_pen_mean']:.1f} %" for a, b, *_ in rows),
+            all(b["floor_pen_mean"] < a["floor_pen_mean"] for a, b, *_ in rows))
         targets["terrain: grounded-feet F1 higher than copy-rot on every ground"] = (
-            ", ".join(f"{b['grounded_f1']:.3f} vs {a['grounded_f1']:.3f}" for a, b in rows),
-            all(b["grounded_f1"] > a["grounded_f1"] for a, b in rows))
+            ", ".join(f"{b['grounded_f1']:.3f} vs {a['grounded_f1']:.3f}" for a, b, *_ in rows),
+            all(b["grounded_f1"] > a["grounded_f1"] for a, b, *_ in rows))
     if not args.quick and not args.no_scaling:
         src, smo, _ = loader.source(SCALING[0])
         _, tgt, _ = loader.character(SCALING[1])

@@ -168,7 +168,8 @@ def _report(info, method, quality, results, t_scene, t_total, report) -> str:
         g = rep.get("ground") or {}
         if g.get("grid"):
             lines.append(f"  ground '{g['object']}': {g['grid'][0]} x {g['grid'][1]} samples every "
-                         f"{100 * g['spacing_m']:.3g} cm, {g['holes']} holes, {g['overhangs']} overhangs, heights "
+                         f"{100 * g['spacing_m']:.3g} cm, {g['holes']} holes, {g['beyond_edge']} beyond its edge, "
+                         f"{g['overhangs']} overhangs, heights "
                          f"{g['height_range_m'][0]:.2f} to {g['height_range_m'][1]:.2f} m")
         written = [f"'{rep['action']}' ({report.METHOD_LABELS[method]}, assigned to '{rep['target']['armature']}')"]
         if "copy_rotations" in e and method != "copy_rotations":

@@ -83,9 +83,9 @@ class TerrainReport:
     """How a GroundSurface was sampled (the batch report and the panel show it).
 
     ``grid`` (nx, ny) samples every ``spacing`` metres from ``origin`` (x, y); ``capped``: the spacing was
-    coarsened to stay within MAX_SAMPLES; ``holes``: samples within the object's extent (seen from above) with
-    no surface under them, ``beyond``: samples outside that extent (both filled from their
-    neighbours), ``overhangs``: samples with at least OVERHANG_CLEARANCE of free space under the surface used;
+    coarsened to stay within MAX_SAMPLES; ``holes``: samples within the object's outline seen from above (the convex
+    hull of its vertices near the region) with no surface under them, ``beyond``: samples outside that outline
+    (both filled from their neighbours), ``overhangs``: samples with at least OVERHANG_CLEARANCE of free space under the surface used;
     ``hole_frames``: frames on which a probe (copy-rotations' feet) lies over a hole; ``height_range`` (min,
     max) of the field; ``seconds`` to build it; ``triangles``: those near the region; ``outside_frames``: frames
     of the result whose feet left the sampled region (filled in after the solve, -1 until then).
@@ -294,8 +294,7 @@ def sample_ground(surface: GroundSurface, region, dilate: bool = True, max_sampl
     top, over = _top_surface(cells, z, up, nx * ny, surface.ceiling)
     H = top.reshape(nx, ny)
     missing = np.isnan(H)
-    bx0, bx1, by0, by1 = surface.bounds[:4]
-    inside = ((xs >= bx0 - 1e-9) & (xs <= bx1 + 1e-9))[:, None] & ((ys >= by0 - 1e-9) & (ys <= by1 + 1e-9))[None]
+    inside = _outline_mask(v[np.unique(f[near])][:, :2] if near.any() else v[:, :2], xs, ys)
     holes, beyond = int((missing & inside).sum()), int((missing & ~inside).sum())
     if missing.all():
         raise CoreError(f"Ground '{surface.name}' has no surface under the clip's footprint (x {xmin:.2f} to "
@@ -319,6 +318,60 @@ def sample_ground(surface: GroundSurface, region, dilate: bool = True, max_sampl
     report = TerrainReport(surface.name, (nx, ny), s, (xmin, ymin), capped, holes, beyond, int(over.sum()),
                            (float(H.min()), float(H.max())), time.perf_counter() - t0, int(near.sum()), hole_frames)
     return HeightField((xmin, ymin), (s, s), H, name=surface.name, report=report), report
+
+
+def _convex_hull(p: np.ndarray) -> np.ndarray:
+    """(H, 2) counter-clockwise convex hull of 2D points ``p`` (N, 2) (Andrew's monotone chain)."""
+    p = np.unique(np.round(p, 9), axis=0)
+    if len(p) < 3:
+        return p
+
+    def half(points):
+        out = []
+        for q in points:
+            while len(out) >= 2 and np.cross(out[-1] - out[-2], q - out[-2]) <= 0:
+                out.pop()
+            out.append(q)
+        return out
+    lower, upper = half(p), half(p[::-1])
+    return np.asarray(lower[:-1] + upper[:-1])
+
+
+def _hull_candidates(p: np.ndarray, bins: int = 1024) -> np.ndarray:
+    """The points of ``p`` (N, 2) that can be on its convex hull, at most 2 per band of y (``bins`` bands): the
+    leftmost and the rightmost of each band (the hull of a million-vertex terrain from a few thousand points)."""
+    if len(p) <= 2 * bins:
+        return p
+    lo, hi = p[:, 1].min(), p[:, 1].max()
+    band = np.minimum(((p[:, 1] - lo) / max(hi - lo, 1e-12) * bins).astype(np.int64), bins - 1)
+    order = np.lexsort((p[:, 0], band))
+    first = np.unique(band[order], return_index=True)[1]
+    last = np.r_[first[1:], len(order)] - 1
+    return p[np.unique(np.r_[order[first], order[last]])]
+
+
+def _outline_mask(points_xy: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """(nx, ny) bool: grid samples inside the object's outline seen from above, the convex hull of its
+    vertices ``points_xy`` (N, 2) (its x / y bounds when the hull is degenerate). A ground turned off the world
+    axes thus gets no false holes in the corners of its bounding box; a gap inside its outline stays a hole."""
+    eps = 1e-9
+    hull = _convex_hull(_hull_candidates(points_xy))
+    lo, hi = points_xy.min(0), points_xy.max(0)
+    if len(hull) < 3:
+        return (((xs >= lo[0] - eps) & (xs <= hi[0] + eps))[:, None]
+                & ((ys >= lo[1] - eps) & (ys <= hi[1] + eps))[None])
+    a, b = hull, np.roll(hull, -1, axis=0)                                    # edges a -> b
+    y = ys[:, None]
+    crosses = (np.minimum(a[:, 1], b[:, 1]) - eps <= y) & (y <= np.maximum(a[:, 1], b[:, 1]) + eps)
+    dy = b[:, 1] - a[:, 1]
+    t = np.where(np.abs(dy) > eps, (y - a[:, 1]) / np.where(np.abs(dy) > eps, dy, 1.0), 0.0)
+    x = a[:, 0] + np.clip(t, 0.0, 1.0) * (b[:, 0] - a[:, 0])                  # (ny, H)
+    flat = np.abs(dy) <= eps                                                  # a horizontal edge: both ends
+    xl = np.minimum(np.where(crosses, x, np.inf).min(1),
+                    np.where(crosses & flat, np.minimum(a[:, 0], b[:, 0]), np.inf).min(1))
+    xr = np.maximum(np.where(crosses, x, -np.inf).max(1),
+                    np.where(crosses & flat, np.maximum(a[:, 0], b[:, 0]), -np.inf).max(1))
+    return (xs[:, None] >= xl[None] - eps) & (xs[:, None] <= xr[None] + eps)
 
 
 def clip_footprint(points_xy: np.ndarray, margin: float) -> tuple:

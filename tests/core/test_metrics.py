@@ -75,6 +75,34 @@ def test_sinking_the_clip_raises_floor_penetration_and_breaks_grounding(clip):
     assert e["contact_f1"] == 1.0
 
 
+@pytest.mark.slow
+def test_the_target_is_read_above_its_terrain(clip):
+    """Issue 13 item 4: with a terrain, the target's floor penetration and grounded / locked labels are read above
+    f(x, y), the source's above its own floor. A clip raised onto a plateau measured over that plateau scores as
+    the clip on the floor; over a plateau higher than its feet it sinks; on a slope, lifted along the slope, it
+    stands on it."""
+    from core.terrain import HeightField
+    ch, m = clip
+    hips = ch.skeleton.index("hips")
+
+    def lifted(dz):
+        out = Motion(m.rotations, m.locations.copy(), m.fps)
+        out.locations[:, hips] += np.asarray(dz)[..., None] * (np.array([0, 0, 1.0]) @ ch.skeleton.rest_local[hips, :3, :3])
+        return out
+    flat = evaluate(ch, m, ch, m)
+    plateau = HeightField((-5.0, -5.0), (0.5, 0.5), np.full((21, 21), 0.3), name="Plateau")
+    on = evaluate(ch, m, ch, lifted(0.3), terrain=plateau)
+    for k in ("floor_pen_mean", "grounded_f1", "grounded_auc", "locked_auc", "contact_f1"):
+        np.testing.assert_allclose(on[k], flat[k], atol=1e-6, err_msg=k)
+    assert on["source_floor_pen_mean"] == flat["source_floor_pen_mean"]        # the source stays on its floor
+    high = HeightField((-5.0, -5.0), (0.5, 0.5), np.full((21, 21), 0.6), name="Higher")
+    under = evaluate(ch, m, ch, lifted(0.3), terrain=high)
+    assert under["floor_pen_mean"] > 0.1 and under["grounded_f1"] < 0.5
+    # the same lifted clip over z = 0 floats: no penetration, but its feet are not grounded
+    floating = evaluate(ch, m, ch, lifted(0.3))
+    assert floating["floor_pen_mean"] == 0.0 and floating["grounded_f1"] < 0.5
+
+
 def test_arms_through_the_body_raise_self_penetration(clip):
     ch, m = clip
     from core.rotations import quat_multiply

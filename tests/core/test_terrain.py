@@ -198,3 +198,29 @@ def test_a_huge_ground_is_sampled_within_the_cap_over_the_footprint_only():
     hf, rep = sample_ground(surf, (-400, 400, -400, 400), max_samples=100_000)
     assert rep.capped and rep.samples <= 100_000 and rep.spacing > 2.0
     assert hf.heights.nbytes <= 8 * 100_000
+
+
+def test_a_ground_turned_off_the_axes_has_no_false_holes_in_its_bounding_box_corners():
+    """Holes are counted inside the object's outline seen from above (its convex hull), not its bounding box: a
+    square turned 45° leaves the corners of its box empty, and those are beyond its edge, not holes. A gap cut
+    inside the same outline is still a hole."""
+    def square(turn, cut=False):
+        n = 41
+        u, w = np.meshgrid(np.linspace(-1, 1, n), np.linspace(-1, 1, n), indexing="ij")
+        c, s_ = np.cos(turn), np.sin(turn)
+        V = np.stack([c * u - s_ * w, s_ * u + c * w, np.zeros_like(u)], -1).reshape(-1, 3)
+        F = []
+        for i in range(n - 1):
+            for j in range(n - 1):
+                if cut and abs(u[i, j] + 0.025) < 0.2 and abs(w[i, j] + 0.025) < 0.2:
+                    continue
+                a = i * n + j
+                F += [(a, a + n, a + n + 1), (a, a + n + 1, a + 1)]
+        return GroundSurface("Turned", V, np.asarray(F))
+    region = (-1.4, 1.4, -1.4, 1.4)
+    _, rep = sample_ground(square(np.pi / 4), region, dilate=False)
+    assert rep.holes == 0 and rep.beyond > 0
+    _, rep = sample_ground(square(np.pi / 4, cut=True), region, dilate=False)
+    assert rep.holes > 0 and rep.holes < 0.05 * rep.samples
+    _, rep = sample_ground(square(0.0), region, dilate=False)           # axis-aligned: as before
+    assert rep.holes == 0 and rep.beyond > 0
