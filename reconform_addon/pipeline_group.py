@@ -21,7 +21,7 @@ from ..core.retarget import RetargetOptions
 from ..core.retarget_group import GroupOutcome, RetargetGroup, run_group
 from ..core.solver import SolverSettings
 from . import pipeline
-from .bridge import BridgeError
+from .bridge import BridgeError, bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge import library
 from .bridge.write import assignment_state, remove_action
@@ -70,15 +70,21 @@ def check_pairs(pairs) -> None:
 
 
 def read_group_inputs(pairs, *, method: str = "reconform", frame_start=None, frame_end=None,
-                      bone_maps=None) -> GroupInputs:
+                      bone_maps=None, keyvert_count: int = 41, setup=None) -> GroupInputs:
     """Read every pair (main thread; reads only). ``pairs``: sequence of (source armature, target armature,
-    source Action or None); ``bone_maps``: optional sequence of (source bone map, target bone map) per pair."""
+    source Action or None); ``bone_maps``: optional sequence of (source bone map, target bone map) per pair;
+    ``setup``: a set-up (``pipeline.load_setup``) whose "source" / "target" entries choose the meshes of each
+    body ("meshes", "exclude_meshes"), as for a single retarget."""
     check_pairs(pairs)
+    setup = setup or {}
     out = []
     for k, (src, tgt, action) in enumerate(pairs):
         sbm, tbm = (bone_maps[k] if bone_maps is not None else (None, None))
         out.append(pipeline.read_inputs(src, tgt, method=method, action=action, frame_start=frame_start,
-                                        frame_end=frame_end, source_bone_map=sbm, target_bone_map=tbm))
+                                        frame_end=frame_end, source_bone_map=sbm, target_bone_map=tbm,
+                                        keyvert_count=keyvert_count,
+                                        source_meshes=bodyparts.setup_choice(setup.get("source"), src),
+                                        target_meshes=bodyparts.setup_choice(setup.get("target"), tgt)))
     first = out[0].source_motion
     for inp in out[1:]:
         mo = inp.source_motion
@@ -171,7 +177,7 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
                      for s, t, _ in pairs]
     say("reading " + ", ".join(f"'{s.name}' -> '{t.name}'" for s, t, _ in pairs))
     inputs = read_group_inputs(pairs, method=method, frame_start=frame_start, frame_end=frame_end,
-                               bone_maps=bone_maps)
+                               bone_maps=bone_maps, keyvert_count=int(setup.get("keyvert_count", 41)), setup=setup)
     mo = inputs.pairs[0].source_motion
     say(f"{len(pairs)} characters together: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}

@@ -80,7 +80,8 @@ def start_group(req: GroupRequest):
     m = req.main
     bone_maps = [(m.source_bone_map, m.target_bone_map)] + [(None, None)] * len(req.partners)
     inputs = pipeline_group.read_group_inputs(pairs, method=m.method, frame_start=m.frame_start,
-                                              frame_end=m.frame_end, bone_maps=bone_maps)
+                                              frame_end=m.frame_end, bone_maps=bone_maps,
+                                              keyvert_count=m.keyvert_count)
     options = RetargetOptions(method=m.method, keyvert_count=m.keyvert_count, settings=m.settings)
     return inputs, pipeline_group.make_group_job(inputs, options)
 
