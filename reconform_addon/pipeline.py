@@ -409,6 +409,15 @@ def frame_series(outcome: Outcome) -> dict:
 
 # ------------------------------------------------------------------------------------------------ all three
 
+def setup_options(method: str, settings, setup: dict) -> RetargetOptions:
+    """The RetargetOptions of a batch, demo or bench retarget: ``settings`` (a dict or SolverSettings; default the
+    set-up's ``"settings"``) for 'reconform', the set-up's ``keyvert_count`` (41 by default)."""
+    if settings is None and setup.get("settings"):
+        settings = dict(setup["settings"])
+    return RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
+                           settings=solver_settings(settings) if method == "reconform" else SolverSettings())
+
+
 def step_reporter(say, tick):
     """``on_step(step)`` for a retarget generator (single or group): every Step's fraction to ``tick``, one line to
     ``say`` per new kind of step (each phase, each part of the solver's set-up), and within one kind (solver steps,
@@ -447,8 +456,6 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     say = report or (lambda msg: None)
     tick = progress or (lambda f: None)
     setup = setup or {}
-    if settings is None and setup.get("settings"):
-        settings = dict(setup["settings"])
     t0 = time.perf_counter()
     say(f"reading '{source_obj.name}' and '{target_obj.name}'")
     ground_entry = setup_ground(setup)
@@ -468,9 +475,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         say(n)
     say(f"source motion: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}
-    options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
-                              settings=solver_settings(settings) if method == "reconform" else SolverSettings())
-    job = make_job(inputs, options)
+    job = make_job(inputs, setup_options(method, settings, setup))
     outcome = run(job, step_reporter(say, tick))
     for n in outcome.notes:
         say(n)
@@ -513,5 +518,5 @@ def plain(value):
 
 __all__ = ["Inputs", "RetargetResult", "conflict_rows", "frame_series", "ground_report", "load_setup", "make_job", "make_report",
            "plain", "prepare_character", "read_character", "read_inputs", "result_action_name", "resolve_ground",
-           "retarget", "setup_bone_map", "setup_ground", "solver_settings", "step_reporter", "write_outcome",
+           "retarget", "setup_bone_map", "setup_ground", "setup_options", "solver_settings", "step_reporter", "write_outcome",
            "CoreError"]

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from ..core.retarget import RetargetOptions
 from ..core.retarget_group import GroupOutcome, RetargetGroup, run_group
-from ..core.solver import SolverSettings
 from . import pipeline
 from .bridge import BridgeError, bodyparts
 from .bridge import keyverts as kv_storage
@@ -168,8 +167,6 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
     say = report or (lambda msg: None)
     tick = progress or (lambda f: None)
     setup = setup or {}
-    if settings is None and setup.get("settings"):
-        settings = dict(setup["settings"])
     t0 = time.perf_counter()
     check_pairs(pairs)
     if bone_maps is None:
@@ -181,10 +178,7 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
     mo = inputs.pairs[0].source_motion
     say(f"{len(pairs)} characters together: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}
-    options = RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
-                              settings=pipeline.solver_settings(settings) if method == "reconform"
-                              else SolverSettings())
-    job = make_group_job(inputs, options)
+    job = make_group_job(inputs, pipeline.setup_options(method, settings, setup))
     outcome = run_group(job, pipeline.step_reporter(say, tick))
     for n in outcome.notes:
         say(n)
