@@ -1,6 +1,6 @@
-"""A long clip retargeted as overlapping windows (the paper's online mode, ReConForM §5 "Performance", put to a
-batch use): the same retarget on each window, the windows stitched, so the solver's memory follows the window's
-length, not the clip's.
+"""A long clip retargeted as overlapping windows (the paper's three-second batches for online use, ReConForM
+§5.3.1, put to a batch use): the same retarget on each window, the windows stitched, so the solver's memory
+follows the window's length, not the clip's.
 
     job = WindowedRetarget(source_spec, clip, target_spec, RetargetOptions(), WindowPlan(300, 60))
     outcome = core.retarget.run(job)       # the same Steps and Outcome as core.retarget.Retarget
