@@ -149,8 +149,8 @@ class VariableChain:
     operations per level, not per bone.
 
     Transforms are world-space from the start (the armature's object matrix is folded into the tree roots), and
-    skinning works on 3×4 [R | t] matrices: one (Jv, 3T, 3) @ (Jv, 3, 4) product for the skinning matrices, one
-    (V, Jv) @ (Jv, 12T) weight product, one (V, 3T, 4) @ (V, 4, 2) product for positions and normals together.
+    skinning works on 3×4 [R | t] matrices: one (Jv, 3T, 4) @ (Jv, 4, 4) product for the skinning matrices, one
+    (V, Jv) @ (Jv, 12T) weight product, one (V, 2, 4) @ (V, 4, 3T) product for positions and normals together.
     Small products over large batches: far fewer operations (and autograd nodes) than per-element forms.
 
     Args:
@@ -236,10 +236,11 @@ class VariableChain:
         # normals: the reference is normalize(R n) with R the object matrix's columns normalised; transformed
         # by A they are A n, so M = R A⁻¹ maps them back (a multiple of I when A is a rotation and a uniform
         # scale: then normalising is enough)
-        M = chain.R @ torch.linalg.inv(A)
-        s = M.diagonal().mean()
-        self.normal_map = None if bool(((M - s * torch.eye(3, dtype=dt, device=dev)).abs() < 1e-9 * s.abs()).all()) \
-            else M
+        A64 = np.asarray(chain.character.skeleton.object_matrix, dtype=np.float64)[:3, :3]
+        M = (A64 / np.linalg.norm(A64, axis=0)) @ np.linalg.inv(A64)
+        s = np.trace(M) / 3.0
+        self.normal_map = None if np.allclose(M, s * np.eye(3), rtol=0.0, atol=1e-9 * abs(s)) \
+            else torch.as_tensor(M, dtype=dt, device=dev)
 
     def __call__(self, local_opt: torch.Tensor, root_loc: torch.Tensor):
         """World positions and unit normals of the chosen vertices, each (T, V, 3).
