@@ -188,6 +188,9 @@ class WindowedRetarget(Cancellable):
                 return None
             res = job.outcome.motion
             stats["window_solve_s"].append(job.outcome.timings.get("solve_s", 0.0))
+            if prev is not None:           # each bone's quaternions on the stitched clip's side (sign-continuous)
+                flip = np.where((rot[a] * res.rotations[0]).sum(-1) < 0.0, -1.0, 1.0)[:, None]
+                res = Motion(res.rotations * flip, res.locations, fps, res.frame_start)
             if prev is None:
                 rot[a:b], loc[a:b] = res.rotations, res.locations
             else:                          # crossfade over the frames both windows cover

@@ -75,6 +75,7 @@ def test_a_windowed_retarget_covers_the_clip_without_a_seam(walk_pair, windowed)
     assert out.solver_stats["windows"] == n == 4
     fractions = [s.fraction for s in steps]
     assert fractions == sorted(fractions) and any(f"Window {n}/{n}" in s.message for s in steps)
+    assert ((m.rotations[1:] * m.rotations[:-1]).sum(-1) > 0).all()      # sign-continuous across the seams
     # every window was solved: the result is not copy-rotations anywhere
     moved = np.abs(m.locations - out.init_motion.locations).max(-1).max(-1)
     for a, b in plan.ranges(clip.num_frames):
