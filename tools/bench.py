@@ -180,18 +180,21 @@ def memory_child(frames, threads, window=None):
         job = win.WindowedRetarget(src, smo, tgt, rt.RetargetOptions(settings=settings), win.WindowPlan(*window))
     t = last = time.perf_counter()
     gap = (0.0, "")
+    phase_rss = {}              # the largest RSS seen at a step of each phase (MB)
     for step in job.steps():
         now = time.perf_counter()
         if now - last > gap[0]:
             gap = (now - last, step.message)
         last = now
+        phase_rss[step.phase] = max(phase_rss.get(step.phase, 0.0), _rss_kb() / 1024)
     dt = time.perf_counter() - t
     _, peak_py = tracemalloc.get_traced_memory()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print("MEMORY " + json.dumps(dict(frames=frames, base_rss_mb=base_rss / 1024, peak_rss_mb=peak_rss / 1024,
                                       tracemalloc_peak_mb=peak_py / 2 ** 20, seconds=dt,
                                       phases_s={k: round(v, 1) for k, v in job.outcome.timings.items()},
-                                      longest_silence_s=gap[0], before=gap[1])))
+                                      longest_silence_s=gap[0], before=gap[1],
+                                      phase_rss_mb={k: round(v) for k, v in phase_rss.items()})))
 
 
 def _rss_kb():

@@ -66,6 +66,7 @@ def windowed(walk_pair):
     return whole, out, plan, steps
 
 
+@pytest.mark.slow
 def test_a_windowed_retarget_covers_the_clip_without_a_seam(walk_pair, windowed):
     src, clip, tgt = walk_pair
     whole, out, plan, steps = windowed
@@ -109,6 +110,7 @@ def test_a_short_clip_or_copy_rotations_is_one_retarget(walk_pair):
         WindowedRetarget(src, clip, tgt, RetargetOptions(method="copy_rotations"), WindowPlan(60, 20))
 
 
+@pytest.mark.slow
 def test_cancelling_a_windowed_retarget_produces_nothing(walk_pair):
     src, clip, tgt = walk_pair
     job = WindowedRetarget(src, clip, tgt, RetargetOptions(settings=SolverSettings.preset("fast", iterations=10),
