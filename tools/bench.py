@@ -2,7 +2,8 @@
 
 Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end
 frames/s), the terrain cases (tools/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling
-line (solver frames/s at 75, 300, 1000 and 3000 frames) and the peak memory of a 10 000-frame retarget with its
+line (solver frames/s at 75, 300, 1000 and 3000 frames), an artist's loop (tools/bench_artist.py: a first solve
+of 300 frames, a re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its
 metrics and conflicts, and its longest stretch without a progress step (measured in a child process), the
 long-clip windows section (tools/bench_windows.py: a clip whole and in windows, seams, memory by length), and
 writes the same text to bench_output/bench.md.
@@ -410,6 +411,10 @@ def main(argv=None):
                 f"{d['longest_silence_s']:.1f} s", d["longest_silence_s"] <= 10.0)
         else:
             out("Memory measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+    # --- an artist's loop: first solve, re-solve, a window (tools/bench_artist.py) ---
+    if not args.quick and not args.no_scaling:
+        import bench_artist
+        targets.update(bench_artist.section(out, mods, loader, args.threads))
     # --- long clips in windows (tools/bench_windows.py) ---
     if not args.quick and not args.no_windows:
         import bench_windows
