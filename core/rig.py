@@ -46,13 +46,16 @@ class VertexChain:
         vertex_ids: (V,) int mesh vertex indices.
         dtype, device: torch dtype / device of the computation.
         extra: bone indices to evaluate besides those the vertices depend on (e.g. the hips).
+        points: optional (bones (P,) int, rest positions (P, 3) armature space): points carried rigidly by one
+            bone each (weight 1, no normal), evaluated after the vertices (the joint solve's body capsules,
+            ``solver.barrier``).
     Attributes:
         needed: (Jn,) int64 skeleton indices of the evaluated bones, topologically sorted.
         position: {skeleton index: position in ``needed``}.
         W: (V, Jn) dense skin weights.
     """
 
-    def __init__(self, character: Character, vertex_ids, dtype, device, extra=()):
+    def __init__(self, character: Character, vertex_ids, dtype, device, extra=(), points=None):
         if character.mesh is None:
             raise CoreError(f"Character '{character.name}' has no mesh: fit a body to it before solving.")
         ids = np.asarray(vertex_ids, dtype=np.int64)
@@ -63,6 +66,13 @@ class VertexChain:
         self.character = character
         self.vertex_ids = ids
         wb, wv = m.weight_bones[ids], m.weight_values[ids]
+        rest_v, rest_n = m.rest_verts[ids], m.rest_normals[ids]
+        if points is not None and len(points[0]):
+            pb = np.asarray(points[0], dtype=wb.dtype).reshape(-1, 1)
+            wb = np.concatenate([wb, np.pad(pb, ((0, 0), (0, wb.shape[1] - 1)))])
+            wv = np.concatenate([wv, np.pad(np.ones((len(pb), 1), wv.dtype), ((0, 0), (0, wv.shape[1] - 1)))])
+            rest_v = np.concatenate([rest_v, np.asarray(points[1], float).reshape(-1, 3)])
+            rest_n = np.concatenate([rest_n, np.zeros((len(pb), 3))])
         seeds = set(int(b) for b in wb[wv > 0].ravel()) | set(int(b) for b in extra)
         needed = set()
         for b in seeds:
@@ -83,15 +93,15 @@ class VertexChain:
         inv = np.linalg.inv(sk.rest_global[self.needed])
         self.inv_rot = torch.as_tensor(inv[:, :3, :3], dtype=dtype, device=device)
         self.inv_trans = torch.as_tensor(inv[:, :3, 3], dtype=dtype, device=device)
-        W = np.zeros((len(ids), len(self.needed)))
-        for v in range(len(ids)):
+        W = np.zeros((len(wb), len(self.needed)))
+        for v in range(len(wb)):
             for b, w in zip(wb[v], wv[v]):
                 if w > 0:
                     W[v, pos[int(b)]] += w
         self.W = torch.as_tensor(W, dtype=dtype, device=device)
         self.needed_t = torch.as_tensor(self.needed, device=device)
-        self.rest_verts = torch.as_tensor(m.rest_verts[ids], dtype=dtype, device=device)
-        self.rest_normals = torch.as_tensor(m.rest_normals[ids], dtype=dtype, device=device)
+        self.rest_verts = torch.as_tensor(rest_v, dtype=dtype, device=device)
+        self.rest_normals = torch.as_tensor(rest_n, dtype=dtype, device=device)
         self.A, self.b, self.R = object_affine(sk.object_matrix, dtype, device)
 
     def global_needed(self, rotations: torch.Tensor, locations: torch.Tensor):

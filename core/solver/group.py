@@ -25,6 +25,7 @@ import torch
 from ..errors import CoreError
 from ..weights import alpha_ramp
 from .optim import Adam, deterministic, learning_rates
+from .barrier import PartnerBarrier, capsule_points
 from .partners import PartnerObjective
 from .settings import Progress
 
@@ -64,6 +65,7 @@ class GroupSolveJob:
         self.total = m0.total
         self.fps = m0.fps
         self.partners = None
+        self.barrier = None
         self.optim = None
         self._cancel = threading.Event()
         self._ready = False
@@ -143,8 +145,16 @@ class GroupSolveJob:
     # -- set-up and steps -------------------------------------------------------------------------------------
 
     def _setup(self):
+        capsules = None
+        if len(self.members) > 1 and self.settings.w_barrier > 0:
+            capsules = []
+            for m in self.members:      # the bodies' capsule ends, evaluated with the key vertices every step
+                caps, m.body_points = capsule_points(m.target)
+                capsules.append(caps)
         for m in self.members:
             m.setup()
+        if capsules is not None:
+            self.barrier = PartnerBarrier(self.settings, self.members, capsules)
         if len(self.members) > 1:
             self.partners = PartnerObjective(self.settings, self.members)
             with torch.no_grad():
@@ -189,6 +199,9 @@ class GroupSolveJob:
             partner = {}
             if self.partners is not None:
                 partner = self.partners.weighted(torch.cat(ps, 1), torch.cat(ns, 1), alpha)
+                if self.barrier is not None:
+                    partner["partner_barrier"] = self.barrier.weighted(
+                        [m.body_positions.unflatten(1, (-1, 2)) for m in self.members])
                 loss = loss + sum(partner.values())
             # as the single solve: gradients per control point are O(1 / controls)
             (loss * self.members[0].param.num_controls).backward()
@@ -208,6 +221,9 @@ class GroupSolveJob:
             self.stats["partner_refreshes"] = self.partners.pairs.refreshes
             self.stats["partner_narrow_blocks"] = self.partners.pairs.narrow_blocks
             self.stats["partner_broad_tests"] = self.partners.pairs.broad_tests
+        if self.barrier is not None:
+            self.stats["barrier_entries_last"] = self.barrier.last_entries
+            self.stats["barrier_refreshes"] = self.barrier.refreshes
         self._step += 1
         for m in self.members:
             m._step = self._step
