@@ -40,12 +40,10 @@ _CHUNK = 256
 
 
 def capsule_points(character):
-    """(capsules, (bones (2B,), rest positions (2B, 3))): a character's capsule cores and their axis ends as
-    points carried by their bones, armature rest space (``SolveJob.body_points``)."""
+    """(capsules, (bones (2B,), (2B, 3) positions in each bone's frame)): a character's capsule cores and their
+    axis ends as points carried by their bones (``SolveJob.body_points``)."""
     caps = body_capsules(character)
-    G = character.skeleton.rest_global[caps.bone]                                # (B, 4, 4)
-    rest = np.einsum("bij,bkj->bki", G[:, :3, :3], caps.ends) + G[:, None, :3, 3]
-    return caps, (np.repeat(caps.bone, 2), rest.reshape(-1, 3))
+    return caps, (np.repeat(caps.bone, 2), caps.ends.reshape(-1, 3))
 
 
 def _spheres(ends: torch.Tensor) -> torch.Tensor:
@@ -112,22 +110,37 @@ class PartnerBarrier:
         self.last_entries = 0
 
     def _candidates(self, ends: list):
-        """Per block, (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends``."""
+        """Per block, (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends``.
+
+        Broad phase per frame on the two bodies' boxes, then per (frame, segment, capsule) on the segment's
+        bounding sphere (its axis' middle, half its length plus its radius): only the pairs that pass have their
+        ``SPHERES`` depths computed."""
+        U = len(SPHERES)
+        u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
         out = []
         for a, b, ratio, _, margin, excl in self.blocks:
-            qa, ea = _spheres(ends[a]), ends[b]
-            pad = float(self.sphere_r[a].max() + self.radius[b].max()) + margin
-            ends_a = ends[a].reshape(self.num_frames, -1, 3)
-            ends_b = ea.reshape(self.num_frames, -1, 3)
-            near = torch.nonzero(box_distance(ends_a.amin(1), ends_a.amax(1), ends_b.amin(1), ends_b.amax(1)) < pad,
+            ea, eb = ends[a], ends[b]
+            mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (T, B, 3)
+            reach_a = 0.5 * (ea[:, :, 1] - ea[:, :, 0]).norm(dim=-1) + self.radius[a]
+            reach_b = 0.5 * (eb[:, :, 1] - eb[:, :, 0]).norm(dim=-1) + self.radius[b]
+            pad = float(reach_a.max() + reach_b.max()) + margin
+            near = torch.nonzero(box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1)) < pad,
                                  as_tuple=True)[0]
             keys = []
-            for s in range(0, near.numel(), _CHUNK):
-                fr = near[s:s + _CHUNK]
-                d = _depth(qa[fr][:, :, None], self.sphere_r[a][:, None], ea[fr][:, None, :, 0],
-                           ea[fr][:, None, :, 1], self.radius[b])                                 # (F, Q, B)
-                f, q, k = torch.nonzero((d > -margin) & ~excl, as_tuple=True)
-                keys.append((fr[f], q, k))
+            for c in range(0, near.numel(), _CHUNK):
+                fr = near[c:c + _CHUNK]
+                gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
+                f, sa, k = torch.nonzero(gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin,
+                                         as_tuple=True)
+                t = fr[f]
+                e = ea[t, sa]                                                            # (E, 2, 3)
+                q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
+                d = _depth(q, self.radius[a][sa, None], eb[t, k, None, 0], eb[t, k, None, 1],
+                           self.radius[b][k, None])                                     # (E, U)
+                qi = sa[:, None] * U + torch.arange(U, device=self.device)
+                hit = (d > -margin) & ~excl[qi, k[:, None]]
+                e_idx, u_idx = torch.nonzero(hit, as_tuple=True)
+                keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx]))
             if keys:
                 t, q, k = (torch.cat(x) for x in zip(*keys))
             else:

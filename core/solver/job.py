@@ -113,9 +113,9 @@ class SolveJob:
         self._step = 0
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
-        #: optional (bones (P,), rest positions (P, 3)): points carried by the target's bones, evaluated with the
-        #: key vertices every step (set by a joint solve before the set-up: ``solver.barrier``); their world
-        #: positions (T, P, 3) of the last ``_forward`` are ``body_positions``
+        #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
+        #: evaluated with the key vertices every step (set by a joint solve before the set-up: ``solver.barrier``);
+        #: their world positions (T, P, 3) at the last ``_forward`` are ``body_positions``
         self.body_points = None
         self.body_positions = None
 
@@ -394,10 +394,7 @@ class SolveJob:
         self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
         p, n = self.vars(self.param.local_rotations(d), self.param.root_location(off))
         N = self.num_keyverts
-        if self.body_points is not None:
-            P = len(self.body_points[0])
-            self.body_positions = p[:, p.shape[1] - P:]
-            p, n = p[:, :p.shape[1] - P], n[:, :n.shape[1] - P]
+        self.body_positions = self.vars.last_points
         if p.shape[1] > N:
             return p[:, :N], n[:, :N], p[:, N:]
         return p, n, None
