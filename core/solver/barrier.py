@@ -34,8 +34,9 @@ from ..partners import box_distance
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: candidate slack, share of the two characters' mean target height
 MARGIN = 0.05
-#: the limbs of a hand (its spheres and its capsule): hand in hand is a hold, not a penetration
-HAND_LIMBS = ("left_hand", "right_hand")
+#: a hold, not a penetration: a hand's spheres in the partner's hand or forearm capsule, and a forearm's spheres
+#: in the partner's hand capsule (hands holding hands or wrists overlap the capsule cores in the capture too)
+HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
 _CHUNK = 256
 
 
@@ -91,7 +92,7 @@ class PartnerBarrier:
         self.src_spheres = [_spheres(e) for e in src_ends]                       # (T, B·U, 3)
         self.src_sphere_r = [r.repeat_interleave(U) for r in src_r]
         self.src_ends, self.src_r = src_ends, src_r
-        hand = [np.asarray([limb_of(n) in HAND_LIMBS for n in c.names]) for c in capsules]
+        kind = [[n.partition("_")[2] if limb_of(n) != "torso" else n for n in c.names] for c in capsules]
         ht = np.asarray([m.h_tgt for m in members])
         hs = np.asarray([m.h_src for m in members])
         #: ordered character pairs (a: spheres, b: capsules), their height ratio, unit and excluded entries
@@ -101,7 +102,8 @@ class PartnerBarrier:
                 if a == b:
                     continue
                 h_t, h_s = 0.5 * (ht[a] + ht[b]), 0.5 * (hs[a] + hs[b])
-                excl = torch.as_tensor(np.repeat(hand[a], U)[:, None] & hand[b][None, :], device=self.device)
+                hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
+                excl = torch.as_tensor(np.repeat(hold, U, 0), device=self.device)
                 self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl))
         self._slack = min(blk[4] for blk in self.blocks)
         self._ref = None

@@ -106,15 +106,15 @@ def test_a_limb_inside_the_partner_where_the_source_is_not_is_penalised_and_push
     assert pen[1.0] < 0.25 * pen[0.0]
 
 
-def test_hands_in_hands_are_a_hold_not_a_penetration():
+def test_hands_in_hands_and_on_wrists_are_holds_not_penetrations():
     a, ma, b, mb = couple(frames=8, gap=0.0)
     # the hands clap into each other in the source and in the target (the source's own start)
     job = _job([(a, ma), (b, mb)], [a, b], [ma, mb])
-    blk = job.barrier.blocks[0]
     names = body_capsules(a).names
-    hand = [k for k, n in enumerate(names) if n.endswith("_hand")]
     U = len(SPHERES)
-    excl = blk[5]
-    for h in hand:
-        assert excl[h * U:(h + 1) * U][:, hand].all()
-        assert not excl[h * U:(h + 1) * U][:, [k for k in range(len(names)) if k not in hand]].any()
+    excl = job.barrier.blocks[0][5]
+    for s, sn in enumerate(names):
+        for k, kn in enumerate(names):
+            hold = (sn.endswith("_hand") and (kn.endswith("_hand") or kn.endswith("_lower_arm"))
+                    or sn.endswith("_lower_arm") and kn.endswith("_hand"))
+            assert bool(excl[s * U:(s + 1) * U, k].all()) == hold and bool(excl[s * U:(s + 1) * U, k].any()) == hold
