@@ -181,6 +181,13 @@ class GroupSolveJob:
     def _alpha(self) -> float:
         return 1.0 if self.members[0].warm_start is not None else alpha_ramp(self._step, self.total)
 
+    @staticmethod
+    def _vertical(member) -> torch.Tensor:
+        """(T, 1, 3) the member's root offset's vertical part minus its detached copy: zero, with the gradient
+        of the key vertices' shared translation (every key vertex moves with the hips) w.r.t. its height."""
+        z = member._root_world[:, None, 2:]
+        return torch.nn.functional.pad(z - z.detach(), (2, 0))
+
     def _adam_step(self) -> Progress:
         s = self.members[0].settings
         step = self._step
@@ -198,6 +205,8 @@ class GroupSolveJob:
             loss = sum(sum(t.values()) for t in member_terms)
             partner = {}
             if self.partners is not None:
+                if not self.settings.partner_lift:    # a partner pulls limbs and moves roots along the floor only
+                    ps = [p - self._vertical(m) for p, m in zip(ps, self.members)]
                 partner = self.partners.weighted(torch.cat(ps, 1), torch.cat(ns, 1), alpha)
                 if self.barrier is not None:
                     partner["partner_barrier"] = self.barrier.weighted(
