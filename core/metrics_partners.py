@@ -20,6 +20,7 @@ truth, all in one world frame) and returns a flat dict of floats:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -64,23 +65,49 @@ def _contacts(kv: list, heights) -> list:
     return out
 
 
+class BodyCapsules(NamedTuple):
+    """The capsule cores of a character's body (the partner-penetration measure's, and the joint solve's barrier,
+    ``solver.barrier``), one per mapped canonical segment with a radius."""
+    names: list          # (B,) canonical segment names
+    bone: np.ndarray     # (B,) skeleton bone index carrying each capsule
+    ends: np.ndarray     # (B, 2, 3) axis ends in that bone's rest frame
+    radius: np.ndarray   # (B,) world metres (the armature object's scale applied)
+
+
+def body_capsules(character) -> BodyCapsules:
+    """A character's capsule cores: ``core.metrics``' self-penetration capsules, radius × PARTNER_PEN_CORE /
+    SELF_PEN_CORE (the full median distance of a segment's vertices to its axis)."""
+    ch = character
+    seg, bones, bone_ids = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    caps = segment_capsules(ch, seg, bones, bone_ids)
+    M = ch.skeleton.object_matrix
+    scale = float(np.cbrt(abs(np.linalg.det(M[:3, :3]))))
+    keep = np.nonzero(caps.radius > 0)[0]
+    return BodyCapsules([bones[k] for k in keep], caps.bone[keep], np.stack([caps.a[keep], caps.b[keep]], 1),
+                        caps.radius[keep] * PARTNER_PEN_CORE / SELF_PEN_CORE * scale)
+
+
+def capsule_paths(track: ClipTrack, caps: BodyCapsules) -> torch.Tensor:
+    """(T, B, 2, 3) float64 world positions of the capsules' axis ends over the track's clip."""
+    M = track.character.skeleton.object_matrix
+    R = track.arm_rotations[:, caps.bone][:, :, None]                            # (T, B, 1, 3, 3) armature
+    P = track.arm_positions[:, caps.bone][:, :, None]
+    ends = (R @ torch.as_tensor(caps.ends, dtype=R.dtype)[..., None])[..., 0] + P
+    return ends @ torch.as_tensor(M[:3, :3], dtype=R.dtype).T + torch.as_tensor(M[:3, 3], dtype=R.dtype)
+
+
 def _body(track: ClipTrack) -> dict:
     """A character's sampled surface and capsules over its clip, world space, float32 (kept on its track):
     verts (T, S, 3), area (S,) summing to 1, capsule ends a, b (T, B, 3), radius (B,), box (lo, hi) (T, 3)."""
     def compute():
         ch = track.character
-        seg, bones, bone_ids = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
-        caps = segment_capsules(ch, seg, bones, bone_ids)
+        caps = body_capsules(ch)
         V = ch.mesh.num_verts
         sample = np.arange(0, V, max(1, int(np.ceil(V / PARTNER_PEN_MAX_VERTICES))))
         area = vertex_areas(ch.mesh)[sample]
         M = ch.skeleton.object_matrix
-        scale = float(np.cbrt(abs(np.linalg.det(M[:3, :3]))))
-        keep = caps.radius > 0
-        R = track.arm_rotations[:, caps.bone[keep]]                               # (T, B, 3, 3) armature
-        P = track.arm_positions[:, caps.bone[keep]]
         A, b = torch.as_tensor(M[:3, :3]), torch.as_tensor(M[:3, 3])
-        ends = [((R @ torch.as_tensor(e[keep])[..., None])[..., 0] + P) @ A.T + b for e in (caps.a, caps.b)]
+        ends = capsule_paths(track, caps)
         verts = torch.empty((track.num_frames, len(sample), 3), dtype=torch.float32)
         rest = torch.as_tensor(ch.mesh.rest_verts[sample], dtype=torch.float32)
         wb, wv = ch.mesh.weight_bones[sample], ch.mesh.weight_values[sample]
@@ -88,10 +115,9 @@ def _body(track: ClipTrack) -> dict:
             for sl, S_rot, S_t in track.skinning_chunks(_CHUNK * 8):
                 v, _ = skin_vertices(S_rot.float(), S_t.float(), rest, wb, wv)
                 verts[sl] = v @ A.T.float() + b.float()
-        radius = caps.radius[keep] * PARTNER_PEN_CORE / SELF_PEN_CORE * scale
         return dict(verts=verts, area=torch.as_tensor(area / area.sum(), dtype=torch.float32),
-                    a=ends[0].float(), b=ends[1].float(), r=torch.as_tensor(radius, dtype=torch.float32),
-                    box=(verts.amin(1), verts.amax(1)))
+                    a=ends[:, :, 0].float(), b=ends[:, :, 1].float(),
+                    r=torch.as_tensor(caps.radius, dtype=torch.float32), box=(verts.amin(1), verts.amax(1)))
     return track.memo(("partner_body", PARTNER_PEN_MAX_VERTICES, PARTNER_PEN_CORE), compute)
 
 
@@ -214,4 +240,4 @@ def evaluate_partners(sources, targets, fps: float = None) -> dict:
     return out
 
 
-__all__ = ["HAND_LIMBS", "PARTNER_PEN_CORE", "evaluate_partners"]
+__all__ = ["BodyCapsules", "HAND_LIMBS", "PARTNER_PEN_CORE", "body_capsules", "capsule_paths", "evaluate_partners"]

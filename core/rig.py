@@ -46,13 +46,16 @@ class VertexChain:
         vertex_ids: (V,) int mesh vertex indices.
         dtype, device: torch dtype / device of the computation.
         extra: bone indices to evaluate besides those the vertices depend on (e.g. the hips).
+        points: optional (bones (P,) skeleton indices, (P, 3) positions in each bone's frame): points carried
+            rigidly by one bone each (the joint solve's body capsules, ``solver.barrier``), evaluated from the
+            bones' transforms, not skinned (``points``; ``VariableChain.last_points``).
     Attributes:
         needed: (Jn,) int64 skeleton indices of the evaluated bones, topologically sorted.
         position: {skeleton index: position in ``needed``}.
         W: (V, Jn) dense skin weights.
     """
 
-    def __init__(self, character: Character, vertex_ids, dtype, device, extra=()):
+    def __init__(self, character: Character, vertex_ids, dtype, device, extra=(), points=None):
         if character.mesh is None:
             raise CoreError(f"Character '{character.name}' has no mesh: fit a body to it before solving.")
         ids = np.asarray(vertex_ids, dtype=np.int64)
@@ -63,7 +66,8 @@ class VertexChain:
         self.character = character
         self.vertex_ids = ids
         wb, wv = m.weight_bones[ids], m.weight_values[ids]
-        seeds = set(int(b) for b in wb[wv > 0].ravel()) | set(int(b) for b in extra)
+        point_bones = [] if points is None else [int(b) for b in points[0]]
+        seeds = set(int(b) for b in wb[wv > 0].ravel()) | set(int(b) for b in extra) | set(point_bones)
         needed = set()
         for b in seeds:
             while b >= 0 and b not in needed:
@@ -93,6 +97,9 @@ class VertexChain:
         self.rest_verts = torch.as_tensor(m.rest_verts[ids], dtype=dtype, device=device)
         self.rest_normals = torch.as_tensor(m.rest_normals[ids], dtype=dtype, device=device)
         self.A, self.b, self.R = object_affine(sk.object_matrix, dtype, device)
+        self.point_pos = [pos[b] for b in point_bones]                    #: (P,) positions in ``needed``
+        self.point_local = torch.as_tensor(np.zeros((0, 3)) if points is None else points[1], dtype=dtype,
+                                           device=device).reshape(-1, 3)
 
     def global_needed(self, rotations: torch.Tensor, locations: torch.Tensor):
         """Armature-space (rot (T, Jn, 3, 3), pos (T, Jn, 3)) of the needed bones from their basis channels."""
@@ -134,6 +141,14 @@ class VertexChain:
         """World positions and unit normals (T, V, 3) from full (T, J, 3, 3) / (T, J, 3) basis channels."""
         return self.vertices_needed(rotations.index_select(-3, self.needed_t),
                                     locations.index_select(-2, self.needed_t))
+
+    def points(self, rotations: torch.Tensor, locations: torch.Tensor) -> torch.Tensor:
+        """World positions (T, P, 3) of the carried points from full (T, J, 3, 3) / (T, J, 3) basis channels."""
+        G_rot, G_pos = self.global_needed(rotations.index_select(-3, self.needed_t),
+                                          locations.index_select(-2, self.needed_t))
+        k = self.point_pos
+        p = (G_rot[:, k] @ self.point_local[..., None])[..., 0] + G_pos[:, k]
+        return p @ self.A.T + self.b
 
 
 class VariableChain:
@@ -241,6 +256,17 @@ class VariableChain:
         s = np.trace(M) / 3.0
         self.normal_map = None if np.allclose(M, s * np.eye(3), rtol=0.0, atol=1e-9 * abs(s)) \
             else torch.as_tensor(M, dtype=dt, device=dev)
+        # carried points: those on a variable bone are read from its transform every call, the others once
+        pp = chain.point_pos
+        self.pt_var = [i for i, k in enumerate(pp) if var[k]]
+        pt_const = [i for i, k in enumerate(pp) if not var[k]]
+        self.pt_slot = torch.as_tensor([order.index(pp[i]) for i in self.pt_var], dtype=torch.long, device=dev)
+        self.pt_local = chain.point_local[self.pt_var][:, None, :, None]      # (Pv, 1, 3, 1)
+        with torch.no_grad():                                                # G_rot0 / G_pos0: world space
+            k = [pp[i] for i in pt_const]
+            self.pt_const = (G_rot0[:, k] @ chain.point_local[pt_const][..., None])[..., 0] + G_pos0[:, k]
+        self.pt_order = torch.as_tensor(np.argsort(self.pt_var + pt_const), dtype=torch.long, device=dev)
+        self.last_points = None     #: (T, P, 3) world positions of the carried points at the last call
 
     def __call__(self, local_opt: torch.Tensor, root_loc: torch.Tensor):
         """World positions and unit normals of the chosen vertices, each (T, V, 3).
@@ -279,6 +305,10 @@ class VariableChain:
             GPs.append(torch.cat([RP, GP]) if n_roots else GP)
         G_rot = GRs[0] if len(GRs) == 1 else torch.cat(GRs)                  # (Jv, T, 3, 3), slot order
         G_pos = GPs[0] if len(GPs) == 1 else torch.cat(GPs)
+        if len(self.pt_order):                                               # world space already
+            pv = (G_rot.index_select(0, self.pt_slot) @ self.pt_local)[..., 0] + G_pos.index_select(0, self.pt_slot)
+            pts = torch.cat([pv.transpose(0, 1), self.pt_const], 1)                                # (T, P, 3)
+            self.last_points = pts.index_select(1, self.pt_order)
         B = self.W_var @ _skinning_matrices(G_rot, G_pos, self.bind)         # (V, 12T) blended [R | t]
         if self.B_const is not None:
             B = B + self.B_const

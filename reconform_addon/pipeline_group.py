@@ -73,17 +73,19 @@ def read_group_inputs(pairs, *, method: str = "reconform", frame_start=None, fra
     """Read every pair (main thread; reads only). ``pairs``: sequence of (source armature, target armature,
     source Action or None); ``bone_maps``: optional sequence of (source bone map, target bone map) per pair;
     ``setup``: a set-up (``pipeline.load_setup``) whose "source" / "target" entries choose the meshes of each
-    body ("meshes", "exclude_meshes"), as for a single retarget."""
+    body ("meshes", "exclude_meshes"), as for a single retarget; a name counts for the armatures of its role that
+    move such a mesh (``bodyparts.setup_choices``)."""
     check_pairs(pairs)
     setup = setup or {}
+    src_meshes = bodyparts.setup_choices(setup.get("source"), [p[0] for p in pairs])
+    tgt_meshes = bodyparts.setup_choices(setup.get("target"), [p[1] for p in pairs])
     out = []
     for k, (src, tgt, action) in enumerate(pairs):
         sbm, tbm = (bone_maps[k] if bone_maps is not None else (None, None))
         out.append(pipeline.read_inputs(src, tgt, method=method, action=action, frame_start=frame_start,
                                         frame_end=frame_end, source_bone_map=sbm, target_bone_map=tbm,
                                         keyvert_count=keyvert_count,
-                                        source_meshes=bodyparts.setup_choice(setup.get("source"), src),
-                                        target_meshes=bodyparts.setup_choice(setup.get("target"), tgt)))
+                                        source_meshes=src_meshes[k], target_meshes=tgt_meshes[k]))
     first = out[0].source_motion
     for inp in out[1:]:
         mo = inp.source_motion

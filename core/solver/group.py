@@ -25,6 +25,7 @@ import torch
 from ..errors import CoreError
 from ..weights import alpha_ramp
 from .optim import Adam, deterministic, learning_rates
+from .barrier import PartnerBarrier, capsule_points
 from .partners import PartnerObjective
 from .settings import Progress
 
@@ -64,6 +65,7 @@ class GroupSolveJob:
         self.total = m0.total
         self.fps = m0.fps
         self.partners = None
+        self.barrier = None
         self.optim = None
         self._cancel = threading.Event()
         self._ready = False
@@ -143,8 +145,16 @@ class GroupSolveJob:
     # -- set-up and steps -------------------------------------------------------------------------------------
 
     def _setup(self):
+        capsules = None
+        if len(self.members) > 1 and self.settings.w_barrier > 0:
+            capsules = []
+            for m in self.members:      # the bodies' capsule ends, evaluated with the key vertices every step
+                caps, m.body_points = capsule_points(m.target)
+                capsules.append(caps)
         for m in self.members:
             m.setup()
+        if capsules is not None:
+            self.barrier = PartnerBarrier(self.settings, self.members, capsules)
         if len(self.members) > 1:
             self.partners = PartnerObjective(self.settings, self.members)
             with torch.no_grad():
@@ -171,6 +181,13 @@ class GroupSolveJob:
     def _alpha(self) -> float:
         return 1.0 if self.members[0].warm_start is not None else alpha_ramp(self._step, self.total)
 
+    @staticmethod
+    def _vertical(member) -> torch.Tensor:
+        """(T, 1, 3) the member's root offset's vertical part minus its detached copy: zero, with the gradient
+        of the key vertices' shared translation (every key vertex moves with the hips) w.r.t. its height."""
+        z = member._root_world[:, None, 2:]
+        return torch.nn.functional.pad(z - z.detach(), (2, 0))
+
     def _adam_step(self) -> Progress:
         s = self.members[0].settings
         step = self._step
@@ -188,7 +205,12 @@ class GroupSolveJob:
             loss = sum(sum(t.values()) for t in member_terms)
             partner = {}
             if self.partners is not None:
+                if not self.settings.partner_lift:    # a partner pulls limbs and moves roots along the floor only
+                    ps = [p - self._vertical(m) for p, m in zip(ps, self.members)]
                 partner = self.partners.weighted(torch.cat(ps, 1), torch.cat(ns, 1), alpha)
+                if self.barrier is not None:
+                    partner["partner_barrier"] = self.barrier.weighted(
+                        [m.body_positions.unflatten(1, (-1, 2)) for m in self.members])
                 loss = loss + sum(partner.values())
             # as the single solve: gradients per control point are O(1 / controls)
             (loss * self.members[0].param.num_controls).backward()
@@ -208,6 +230,9 @@ class GroupSolveJob:
             self.stats["partner_refreshes"] = self.partners.pairs.refreshes
             self.stats["partner_narrow_blocks"] = self.partners.pairs.narrow_blocks
             self.stats["partner_broad_tests"] = self.partners.pairs.broad_tests
+        if self.barrier is not None:
+            self.stats["barrier_entries_last"] = self.barrier.last_entries
+            self.stats["barrier_refreshes"] = self.barrier.refreshes
         self._step += 1
         for m in self.members:
             m._step = self._step

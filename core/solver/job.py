@@ -113,6 +113,11 @@ class SolveJob:
         self._step = 0
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
+        #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
+        #: evaluated with the key vertices every step (set by a joint solve before the set-up: ``solver.barrier``);
+        #: their world positions (T, P, 3) at the last ``_forward`` are ``body_positions``
+        self.body_points = None
+        self.body_positions = None
 
     # -- public API -------------------------------------------------------------------------------------
 
@@ -241,7 +246,8 @@ class SolveJob:
         else:
             self.sole_ids, self.sole_side = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self.stats["sole_points"] = int(len(self.sole_ids))
-        self.chain = VertexChain(tgt, np.concatenate([kv_ids, self.sole_ids]), dt, dev, [self.root_idx])
+        self.chain = VertexChain(tgt, np.concatenate([kv_ids, self.sole_ids]), dt, dev, [self.root_idx],
+                                 self.body_points)
 
         # source: key-vertex paths, floor, feet (from its track)
         yield "Reading the source's key vertices and feet"
@@ -388,6 +394,7 @@ class SolveJob:
         self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
         p, n = self.vars(self.param.local_rotations(d), self.param.root_location(off))
         N = self.num_keyverts
+        self.body_positions = self.vars.last_points
         if p.shape[1] > N:
             return p[:, :N], n[:, :N], p[:, N:]
         return p, n, None

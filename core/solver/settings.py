@@ -46,6 +46,8 @@ class SolverSettings:
     w_sliding: float = 5.0      #: measured: mean foot-locked F1 0.32 -> 0.37 over the bench cases
     w_partner: float = 1.0      #: a joint solve: multiplies dist, dir and pen between characters
     w_gaze: float = 1.0         #: a joint solve: multiplies L_dir on eye -> partner pairs in the gaze cone
+    w_barrier: float = 1.0      #: a joint solve: a body deeper inside the partner's than in the source (barrier.py)
+    partner_lift: bool = True   #: a joint solve: the terms between characters may move a root up or down
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c

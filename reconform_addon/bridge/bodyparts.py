@@ -57,21 +57,35 @@ def stored_choice(arm) -> dict:
 def setup_choice(entry: dict, arm) -> dict:
     """{mesh name: bool} from a set-up entry's ``"meshes"`` (the body: only these) and ``"exclude_meshes"``
     (left out), checked against the meshes ``arm`` moves; {} when it names none."""
+    return setup_choices(entry, [arm])[0]
+
+
+def setup_choices(entry: dict, arms) -> list:
+    """``setup_choice`` for the armatures of one role in a group (several characters together): every name must
+    be a mesh one of them moves; each armature gets the choices of its own meshes (``"meshes"`` leaves out its
+    other meshes when it names one of them, else its body is read as usual)."""
     if not isinstance(entry, dict) or not (entry.get("meshes") or entry.get("exclude_meshes")):
-        return {}
-    names = [m.name for m in find_meshes(arm)]
-    out = {}
+        return [{} for _ in arms]
+    names = [[m.name for m in find_meshes(arm)] for arm in arms]
+    given = {}
     for key, use in (("meshes", True), ("exclude_meshes", False)):
-        given = entry.get(key) or []
-        if isinstance(given, str) or not all(isinstance(n, str) for n in given):
+        listed = entry.get(key) or []
+        if isinstance(listed, str) or not all(isinstance(n, str) for n in listed):
             raise BridgeError(f"Set-up \"{key}\" must be a list of mesh names.")
-        for n in given:
-            if n not in names:
-                raise BridgeError(f"Set-up \"{key}\": armature '{arm.name}' moves no mesh '{n}' (its meshes: "
-                                  f"{', '.join(names) or 'none'}).")
-            out[n] = use
-    if entry.get("meshes"):
-        out.update({n: False for n in names if n not in out})
+        for n in listed:
+            if not any(n in own for own in names):
+                if len(arms) == 1:
+                    raise BridgeError(f"Set-up \"{key}\": armature '{arms[0].name}' moves no mesh '{n}' (its meshes: "
+                                      f"{', '.join(names[0]) or 'none'}).")
+                raise BridgeError(f"Set-up \"{key}\": no armature of the group ("
+                                  + ", ".join(f"'{a.name}'" for a in arms) + f") moves a mesh '{n}'.")
+            given[n] = use
+    out = []
+    for own in names:
+        choice = {n: use for n, use in given.items() if n in own}
+        if any(choice.values()):
+            choice.update({n: False for n in own if n not in choice})
+        out.append(choice)
     return out
 
 

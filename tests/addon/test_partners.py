@@ -21,8 +21,8 @@ from tests.addon.test_batch import run_tool
 from tests.core.synth import reach_motion
 from tools.make_demo_scene import build_character
 
-from .bridge_helpers import make_rig
-from .test_ui_retarget import _driver
+from .bridge_helpers import action_snapshot, make_rig
+from .test_ui_retarget import _driver, _pump
 from .ui_helpers import draw_panel, quick_transfer, scene_fingerprint, ui
 
 bpy = pytest.importorskip("bpy")
@@ -222,3 +222,123 @@ def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_pat
     rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "copy_rotations")
     assert rc == 1 and se.strip().splitlines()[-1].startswith("error: ") and "two pairs" in se
     np.testing.assert_equal(len(se.strip().splitlines()), 1)
+
+
+@pytest.mark.slow
+def test_the_group_is_written_in_one_finished_return_one_undo_step(addon, couple_blend, quick_keyverts):
+    # the panel's Retarget with partners, driven as its modal run: Blender pushes one undo step when the operator
+    # returns FINISHED (bl_options UNDO; undo itself cannot run headless, docs: ../shared/notes/blender.md), so
+    # every new Action must be written in that one return and nothing before it
+    s = open_couple(couple_blend)
+    retarget = ui(addon, "operators.retarget")
+    assert {'REGISTER', 'UNDO'} <= set(retarget.RECONFORM_OT_retarget.bl_options)
+    before = scene_fingerprint(bpy)
+    drv = _driver(addon)
+    drv._save_state(bpy.context)
+    runner = drv._start(bpy.context)
+    drv._runner = runner
+    runner.start()
+    batches = []
+
+    def check(events):
+        batches.append([k for k, _ in events])
+        assert scene_fingerprint(bpy) == before, "written before FINISHED"
+    kinds, ret = _pump(drv, runner, until=lambda k: False, before_handle=check, timeout=600)
+    assert ret == {'FINISHED'} and "done" in kinds and len(batches) > 1
+    after_acts, after_objs = scene_fingerprint(bpy)
+    assert set(after_acts) - set(before[0]) == {"LeadReach to Tall", "FollowReach to Short"}
+    assert after_objs["Tall"][0] == "LeadReach to Tall" and after_objs["Short"][0] == "FollowReach to Short"
+    assert s.status.startswith("Wrote 2 Actions")
+
+
+def _skinned_box(arm, name, bone, size=0.05):
+    """A small box moved by one bone of ``arm`` (an Armature modifier and one vertex group), near that bone."""
+    head = arm.matrix_world @ arm.data.bones[bone].head_local
+    verts = [(head.x + dx, head.y + dy, head.z + dz) for dx in (-size, size) for dy in (-size, size)
+             for dz in (-size, size)]
+    faces = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(verts, [], faces)
+    ob = bpy.data.objects.new(name, me)
+    bpy.context.scene.collection.objects.link(ob)
+    ob.parent = arm
+    ob.matrix_parent_inverse = arm.matrix_world.inverted()
+    ob.vertex_groups.new(name=bone).add(list(range(8)), 1.0, 'REPLACE')
+    ob.modifiers.new("Armature", 'ARMATURE').object = arm
+    return ob
+
+
+@pytest.mark.slow
+def test_a_group_leaves_out_a_mesh_the_setup_excludes(addon, couple_blend, quick_keyverts):
+    open_couple(couple_blend)
+    group = ui(addon, "pipeline_group")
+    o = bpy.data.objects
+    hand = next(b.name for b in o["Tall"].data.bones if "hand" in b.name.lower())
+    _skinned_box(o["Tall"], "TallBox", hand)
+    pairs = [(o["Lead"], o["Tall"], bpy.data.actions["LeadReach"]),
+             (o["Follow"], o["Short"], bpy.data.actions["FollowReach"])]
+    # the set-up's "target" entry serves every target: the box is Tall's only, Short's body is read as usual
+    setup = {"target": {"exclude_meshes": ["TallBox"]}, "settings": {"quality": "fast", "iterations": ITERATIONS}}
+    inputs = group.read_group_inputs(pairs, setup=setup)
+    assert inputs.pairs[0].target.mesh_choice.get("TallBox") is False
+    assert "TallBox" not in (inputs.pairs[1].target.mesh_choice or {})
+    merged = inputs.pairs[0].target.mesh.num_verts
+    # a name no target moves: one line, nothing read further
+    with pytest.raises(Exception, match="no armature of the group .* moves a mesh 'Sword'"):
+        group.read_group_inputs(pairs, setup={"target": {"exclude_meshes": ["Sword"]}})
+    before_acts, _ = scene_fingerprint(bpy)
+    res = group.retarget_group(pairs, setup=setup, settings=setup["settings"])
+    assert [a.name for a in res.actions] == ["LeadReach to Tall", "FollowReach to Short"]
+    tall = res.outcome.members[0].target
+    assert tall.mesh.num_verts == merged - 8                     # the body without the box's 8 vertices
+    assert "TallBox" in ui(addon, "bridge.bodyparts").left_out(o["Tall"])
+
+
+def _keep_only(src, dst, names):
+    """Save ``src`` as ``dst`` with only the armatures ``names`` and their meshes."""
+    bpy.ops.wm.open_mainfile(filepath=str(src))
+    for ob in list(bpy.data.objects):
+        arm = ob if ob.type == 'ARMATURE' else ob.parent
+        if arm is None or arm.name not in names:
+            bpy.data.objects.remove(ob)
+    bpy.ops.wm.save_as_mainfile(filepath=str(dst))
+
+
+def _keys(path, actions):
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    return {name: action_snapshot(bpy.data.actions[name]) for name in actions}
+
+
+@pytest.mark.slow
+def test_batch_pairs_from_two_files_in_one_world_frame(addon, couple_blend, tmp_path):
+    # the lead and the follow saved in two files (each keeps its world placement), the targets in a third opened
+    # with --blend: the same Actions as the couple read from one file
+    lead, follow, targets = tmp_path / "lead.blend", tmp_path / "follow.blend", tmp_path / "targets.blend"
+    _keep_only(couple_blend, lead, {"Lead"})
+    _keep_only(couple_blend, follow, {"Follow"})
+    _keep_only(couple_blend, targets, {"Tall", "Short"})
+    setup = tmp_path / "setup.json"
+    setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": ITERATIONS}}))
+    one, two = tmp_path / "one.blend", tmp_path / "two.blend"
+    rc, so, se = run_tool("--blend", couple_blend, "--method", "reconform", "--setup", setup,
+                          "--source", "Lead", "--target", "Tall", "--action", "LeadReach",
+                          "--source", "Follow", "--target", "Short", "--action", "FollowReach",
+                          "--out", one, "--report", tmp_path / "one.json", timeout=900)
+    assert rc == 0, se
+    rc, so, se = run_tool("--blend", targets, "--method", "reconform", "--setup", setup,
+                          "--source", lead, "--source-armature", "Lead", "--target", "Tall", "--action", "LeadReach",
+                          "--source", follow, "--source-armature", "Follow", "--target", "Short",
+                          "--action", "FollowReach", "--out", two, "--report", tmp_path / "two.json", timeout=900)
+    assert rc == 0, se
+    # the sources' relative placement is the same (it places the targets together: their keys, below, move with
+    # it), and so is every partner metric, the source's and the result's
+    pm = [json.loads((tmp_path / f"{n}.json").read_text())["partner_metrics"] for n in ("one", "two")]
+    assert pm[0].keys() == pm[1].keys()
+    for k, v in pm[0].items():
+        assert (v is None and pm[1][k] is None) or pm[1][k] == pytest.approx(v, rel=1e-4, abs=1e-6), k
+    names = ["LeadReach to Tall", "FollowReach to Short"]
+    a, b = _keys(one, names), _keys(two, names)
+    for name in names:
+        assert a[name].keys() == b[name].keys() and len(a[name]) > 10
+        for key in a[name]:
+            np.testing.assert_allclose(b[name][key], a[name][key], atol=1e-5, err_msg=f"{name} {key}")

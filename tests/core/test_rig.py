@@ -123,3 +123,41 @@ def test_clip_track_matches_the_reference():
 
 def ref_feet(ch, m, ids):
     return _reference(ch, m, ids)[0][..., 2].min(-1)
+
+
+def test_carried_points_follow_their_bones_on_variable_and_constant_bones():
+    ch = _character()
+    m = walk_motion(ch, frames=6)
+    sk = ch.skeleton
+    ids = np.arange(0, ch.mesh.num_verts, 7)
+    hips = sk.index(ch.bone_map["hips"])
+    bones = [sk.index(ch.bone_map[c]) for c in ("left_lower_arm", "head", "right_foot", "left_lower_arm")]
+    local = np.array([[0.0, 0.1, 0.0], [0.02, 0.05, -0.03], [0.0, 0.0, 0.0], [0.01, 0.2, 0.0]])
+    chain = VertexChain(ch, ids, torch.float64, "cpu", [hips], points=(bones, local))
+    R = quat_to_matrix(torch.as_tensor(m.rotations))
+    L = torch.as_tensor(m.locations)
+    # by hand: the bone's world transform applied to the point in its frame
+    pose = forward_kinematics(sk, m.rotations, m.locations)
+    M = sk.object_matrix
+    G = pose.rotations.numpy()[:, bones], pose.positions.numpy()[:, bones]
+    want = (np.einsum("tpij,pj->tpi", G[0], local) + G[1]) @ M[:3, :3].T + M[:3, 3]
+    np.testing.assert_allclose(chain.points(R, L).numpy(), want, atol=1e-9)
+    # the key vertices are unchanged by the points
+    np.testing.assert_allclose(chain.vertices(R, L)[0].numpy(), _reference(ch, m, ids)[0], atol=1e-9)
+    # VariableChain whose only variable bone is the left upper arm (its rotation and its location): the points
+    # on the forearm are read from it every call, those on the head and the foot are constant
+    opt = [chain.position[sk.index(ch.bone_map["left_upper_arm"])]]
+    root = opt[0]
+    Rn, Ln = R[:, chain.needed_t], L[:, chain.needed_t]
+    var = VariableChain(chain, Rn, Ln, opt, root)
+    D = sixd_to_matrix(torch.tensor([1.0, 0.3, 0, -0.2, 1.0, 0.1], dtype=torch.float64)).expand(6, 1, 3, 3)
+    R2 = Rn.clone()
+    R2[:, opt] = Rn[:, opt] @ D
+    local_opt = (chain.rest_rot[opt][:, None] @ R2[:, opt].transpose(0, 1))
+    var(local_opt, Ln[:, root])
+    assert var.pt_var == [0, 3]
+    Rf = R.clone()
+    Rf[:, chain.needed_t] = R2
+    np.testing.assert_allclose(var.last_points.numpy(), chain.points(Rf, L).numpy(), atol=1e-9)
+    assert not np.allclose(var.last_points[:, 0].numpy(), want[:, 0])       # the arm's point moved
+    np.testing.assert_allclose(var.last_points[:, 1:3].numpy(), want[:, 1:3], atol=1e-9)

@@ -1,0 +1,184 @@
+"""A one-sided barrier between the bodies of a joint solve (docs/solver.md "Multi-character", "Barrier").
+
+The partner terms of ReConForM §6.1 (``partners.PartnerObjective``) match the source's key-vertex descriptors:
+their L_pen keeps the sign of a key vertex's side of its partner's surface, it does not stop a limb whose key
+vertices are far from the partner's from going inside the partner's body. This term does, on coarse proxies of
+each target body: the capsule cores of the partner-penetration measure (``metrics_partners.body_capsules``: one
+capsule per mapped segment, axis along its bone, radius the median distance of its vertices to the axis),
+carried by the target's bones (``SolveJob.body_points``). Character a's segment s is a chain of spheres of its
+capsule's radius at ``SPHERES`` along its axis; its depth into character b's capsule k is
+
+    d(t, s, u, k) = r_s + r_k − |q_s,u(t) − closest point of axis k(t)|      (metres; > 0: overlapping)
+
+and the barrier is Σ relu(d_tgt − allow)² over every (t, sphere, capsule) of two different characters, with
+``allow`` = max(d_src, 0) · (h̄_tgt / h̄_src): the same sphere and capsule in the source couple, scaled by the
+two characters' mean heights. So it acts only where the target goes deeper than the captured couple does (a
+hand on the partner's back is as deep as in the capture); a hand's spheres in the partner's hand capsule are
+never penalised (hands that hold hands). Divided by T·(1 % h̄)², weighted by ``w_barrier``.
+
+Sparse as the pair terms: the entries within ``MARGIN`` of touching are found at a refresh (broad phase on the
+two bodies' boxes per frame), and refreshed once a capsule end moved by half of it, so no other entry can have
+come to overlap (exact).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..humanoid import limb_of
+from ..metrics_partners import body_capsules, capsule_paths
+from ..partners import box_distance
+
+#: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
+SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: candidate slack, share of the two characters' mean target height
+MARGIN = 0.05
+#: a hold, not a penetration: a hand's spheres in the partner's hand or forearm capsule, and a forearm's spheres
+#: in the partner's hand capsule (hands holding hands or wrists overlap the capsule cores in the capture too)
+HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
+_CHUNK = 256
+
+
+def capsule_points(character):
+    """(capsules, (bones (2B,), (2B, 3) positions in each bone's frame)): a character's capsule cores and their
+    axis ends as points carried by their bones (``SolveJob.body_points``)."""
+    caps = body_capsules(character)
+    return caps, (np.repeat(caps.bone, 2), caps.ends.reshape(-1, 3))
+
+
+def _spheres(ends: torch.Tensor) -> torch.Tensor:
+    """(T, B·U, 3) sphere centres along capsule axes ends (T, B, 2, 3), segment-major."""
+    u = torch.as_tensor(SPHERES, dtype=ends.dtype, device=ends.device)[:, None]
+    q = ends[:, :, None, 0] + u * (ends[:, :, None, 1] - ends[:, :, None, 0])   # (T, B, U, 3)
+    return q.reshape(ends.shape[0], -1, 3)
+
+
+def _depth(q, r_q, a, b, r_k):
+    """Overlap r_q + r_k − distance of sphere centres q (..., 3) to axis segments a-b (..., 3) -> (...)."""
+    ab = b - a
+    t = (((q - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-12)).clamp(0.0, 1.0)
+    return r_q + r_k - (q - a - t[..., None] * ab).norm(dim=-1)
+
+
+class PartnerBarrier:
+    """The barrier term of a joint solve.
+
+    Args:
+        settings: the group's SolverSettings (``w_barrier``).
+        members: the set-up ``SolveJob``s, whose ``body_points`` were ``capsule_points(target)[1]``.
+        capsules: per member, its target's ``BodyCapsules`` (``capsule_points(target)[0]``).
+    """
+
+    def __init__(self, settings, members, capsules):
+        self.settings = settings
+        m0 = members[0]
+        self.dtype, self.device = m0.dtype, m0.device
+        K = len(members)
+        U = len(SPHERES)
+        T = m0.num_frames
+        self.num_frames = T
+        self.radius = [torch.as_tensor(c.radius, dtype=self.dtype, device=self.device) for c in capsules]
+        self.sphere_r = [r.repeat_interleave(U) for r in self.radius]
+        src_ends, src_r = [], []
+        for m, caps in zip(members, capsules):
+            sc = body_capsules(m.source)
+            where = [sc.names.index(n) if n in sc.names else -1 for n in caps.names]
+            ends = capsule_paths(m.source_track, sc).to(self.dtype)[:, [max(w, 0) for w in where]]
+            r = torch.as_tensor(sc.radius, dtype=self.dtype)[[max(w, 0) for w in where]]
+            missing = torch.as_tensor([w < 0 for w in where])
+            src_ends.append(ends.to(self.device))
+            src_r.append(torch.where(missing, torch.full_like(r, -1e3), r).to(self.device))  # never inside
+        self.src_spheres = [_spheres(e) for e in src_ends]                       # (T, B·U, 3)
+        self.src_sphere_r = [r.repeat_interleave(U) for r in src_r]
+        self.src_ends, self.src_r = src_ends, src_r
+        kind = [[n.partition("_")[2] if limb_of(n) != "torso" else n for n in c.names] for c in capsules]
+        ht = np.asarray([m.h_tgt for m in members])
+        hs = np.asarray([m.h_src for m in members])
+        #: ordered character pairs (a: spheres, b: capsules), their height ratio, unit and excluded entries
+        self.blocks = []
+        for a in range(K):
+            for b in range(K):
+                if a == b:
+                    continue
+                h_t, h_s = 0.5 * (ht[a] + ht[b]), 0.5 * (hs[a] + hs[b])
+                hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
+                excl = torch.as_tensor(np.repeat(hold, U, 0), device=self.device)
+                self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl))
+        self._slack = min(blk[4] for blk in self.blocks)
+        self._ref = None
+        self._cand = None
+        self.refreshes = 0
+        self.last_entries = 0
+
+    def _candidates(self, ends: list):
+        """Per block, (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends``.
+
+        Broad phase per frame on the two bodies' boxes, then per (frame, segment, capsule) on the segment's
+        bounding sphere (its axis' middle, half its length plus its radius): only the pairs that pass have their
+        ``SPHERES`` depths computed."""
+        U = len(SPHERES)
+        u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
+        out = []
+        for a, b, ratio, _, margin, excl in self.blocks:
+            ea, eb = ends[a], ends[b]
+            mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (T, B, 3)
+            reach_a = 0.5 * (ea[:, :, 1] - ea[:, :, 0]).norm(dim=-1) + self.radius[a]
+            reach_b = 0.5 * (eb[:, :, 1] - eb[:, :, 0]).norm(dim=-1) + self.radius[b]
+            pad = float(reach_a.max() + reach_b.max()) + margin
+            near = torch.nonzero(box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1)) < pad,
+                                 as_tuple=True)[0]
+            keys = []
+            for c in range(0, near.numel(), _CHUNK):
+                fr = near[c:c + _CHUNK]
+                gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
+                f, sa, k = torch.nonzero(gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin,
+                                         as_tuple=True)
+                t = fr[f]
+                e = ea[t, sa]                                                            # (E, 2, 3)
+                q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
+                d = _depth(q, self.radius[a][sa, None], eb[t, k, None, 0], eb[t, k, None, 1],
+                           self.radius[b][k, None])                                     # (E, U)
+                qi = sa[:, None] * U + torch.arange(U, device=self.device)
+                hit = (d > -margin) & ~excl[qi, k[:, None]]
+                e_idx, u_idx = torch.nonzero(hit, as_tuple=True)
+                keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx]))
+            if keys:
+                t, q, k = (torch.cat(x) for x in zip(*keys))
+            else:
+                t = q = k = torch.zeros(0, dtype=torch.long, device=self.device)
+            src = self.src_ends[b]
+            d_src = _depth(self.src_spheres[a][t, q], self.src_sphere_r[a][q], src[t, k, 0], src[t, k, 1],
+                           self.src_r[b][k])
+            out.append((t, q, k, d_src.clamp_min(0.0) * ratio))
+        return out
+
+    def weighted(self, ends: list) -> torch.Tensor:
+        """w_barrier · Σ_blocks Σ relu(d − allow)² / (T·(1 % h̄)²) at the capsule ends (T, B_c, 2, 3) of every
+        member (differentiable w.r.t. them)."""
+        det = [e.detach() for e in ends]
+        if self._ref is None or 2.0 * max(float((e - r).norm(dim=-1).max()) for e, r in zip(det, self._ref)) \
+                >= self._slack:
+            with torch.no_grad():
+                self._cand = self._candidates(det)
+            self._ref = [e.clone() for e in det]
+            self.refreshes += 1
+        total = ends[0].new_zeros(())
+        count = 0
+        U = len(SPHERES)
+        u_all = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
+        for (a, b, _, unit, _, _), (t, q, k, allow) in zip(self.blocks, self._cand):
+            if not t.numel():
+                continue
+            ea = ends[a][t, torch.div(q, U, rounding_mode="floor")]                          # (E, 2, 3)
+            qa = ea[:, 0] + u_all[q % U, None] * (ea[:, 1] - ea[:, 0])
+            e = ends[b][t, k]
+            d = _depth(qa, self.sphere_r[a][q], e[:, 0], e[:, 1], self.radius[b][k])
+            excess = (d - allow).clamp_min(0.0)
+            count += int((excess > 0).sum())
+            total = total + excess.square().sum() / (self.num_frames * unit)
+        self.last_entries = count
+        return self.settings.w_barrier * total
+
+
+__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points"]

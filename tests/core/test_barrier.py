@@ -1,0 +1,120 @@
+"""The joint solve's barrier between bodies (core.solver.barrier): its depth by hand, the capsule points the rig
+carries, exact candidates, the source's own overlap allowed, hands in hands excepted, and a limb pushed out of a
+partner's body where the source's is not inside."""
+
+import numpy as np
+import pytest
+import torch
+
+from core.metrics_partners import body_capsules, capsule_paths, evaluate_partners
+from core.solver import GroupSolveJob, SolveJob, SolverSettings
+from core.solver.barrier import SPHERES, _depth, capsule_points
+from core.track import ClipTrack
+from core.types import Motion
+from tests.core.synth import couple, facing, make_humanoid, reach_motion, with_face
+
+
+def test_depth_by_hand():
+    a, b = torch.tensor([0.0, 0.0, 0.0]), torch.tensor([1.0, 0.0, 0.0])
+    # a sphere of radius 0.1 whose centre is 0.15 above the middle of a capsule of radius 0.1: overlap 0.05
+    assert float(_depth(torch.tensor([0.5, 0.15, 0.0]), 0.1, a, b, 0.1)) == pytest.approx(0.05)
+    # beyond the end: distance to the end point (3-4-5), radii 0.5 + 0.5 - 0.5
+    assert float(_depth(torch.tensor([1.3, 0.4, 0.0]), 0.5, a, b, 0.5)) == pytest.approx(0.5)
+    assert float(_depth(torch.tensor([0.5, 2.0, 0.0]), 0.1, a, b, 0.1)) == pytest.approx(-1.8)
+
+
+def test_the_rig_carries_the_capsule_ends_as_the_track_computes_them():
+    ch = with_face(make_humanoid(scale=1.1, object_matrix=facing(0.3, 1.0, 2.0)))
+    mo = reach_motion(ch, frames=12)
+    caps, points = capsule_points(ch)
+    assert len(caps.names) == 21 and points[1].shape == (42, 3)     # one per bone of the synthetic body
+    s = SolverSettings(iterations=1, num_threads=1, dtype="float64")
+    job = SolveJob(ch, mo, ch, mo, s)
+    job.body_points = points
+    job.setup()
+    with torch.no_grad():
+        p, _, _ = job._forward(job.param.zero_residuals())
+    got = job.body_positions.reshape(12, -1, 2, 3)
+    want = capsule_paths(ClipTrack(ch, mo), body_capsules(ch))
+    assert torch.allclose(got, want, atol=1e-9)
+    assert p.shape[1] == len(ch.keyverts)                 # the key vertices are untouched
+
+
+def _still(character, frames=6):
+    J = character.skeleton.num_bones
+    rot = np.zeros((frames, J, 4))
+    rot[..., 0] = 1.0
+    return Motion(rot, np.zeros((frames, J, 3)), 30.0)
+
+
+def _arms_ahead(character, frames=6):
+    """Standing still, both arms straight ahead: reach_motion's held pose on every frame."""
+    m = reach_motion(character, frames=frames + 2)
+    held = m.rotations[(frames + 2) // 2]
+    return Motion(np.repeat(held[None], frames, 0), m.locations[:frames], m.fps)
+
+
+def _job(src, tgt, inits, w_barrier=1.0, iterations=1, **kw):
+    s = SolverSettings(iterations=iterations, num_threads=1, w_barrier=w_barrier, **kw)
+    members = [SolveJob(sc, sm, tc, im, s) for (sc, sm), tc, im in zip(src, tgt, inits)]
+    job = GroupSolveJob(members, s)
+    job._setup()
+    return job
+
+
+def _lead_into_follow(gap):
+    """A lead with his arms straight ahead and a follow standing still ``gap`` metres in front of him, facing him."""
+    a = with_face(make_humanoid(name="lead"))
+    b = with_face(make_humanoid(name="follow", object_matrix=facing(np.pi, 0.0, -gap)))
+    return (a, _arms_ahead(a)), (b, _still(b))
+
+
+def test_a_limb_inside_the_partner_where_the_source_is_not_is_penalised_and_pushed_out():
+    (a, ma), (b, mb) = _lead_into_follow(1.2)         # the source: his hands stop short of her chest
+    (ta, _), (tb, _) = _lead_into_follow(0.55)        # the targets' start: his forearms through her chest
+    job = _job([(a, ma), (b, mb)], [ta, tb], [ma, mb])
+    ends = [m.body_positions.unflatten(1, (-1, 2)) for m in job.members]
+    value = float(job.barrier.weighted(ends))
+    assert value > 0 and job.barrier.last_entries > 0
+    # the candidates hold every overlapping entry: the same sum over every (frame, sphere, capsule), by hand
+    dense = 0.0
+    U = len(SPHERES)
+    for (i, k, _, unit, _, excl), in zip(job.barrier.blocks):
+        q = ends[i][:, :, None, 0] + torch.as_tensor(SPHERES, dtype=ends[i].dtype)[:, None] \
+            * (ends[i][:, :, None, 1] - ends[i][:, :, None, 0])
+        q = q.reshape(q.shape[0], -1, 3)
+        d = _depth(q[:, :, None], job.barrier.sphere_r[i][:, None], ends[k][:, None, :, 0], ends[k][:, None, :, 1],
+                   job.barrier.radius[k])
+        d = torch.where(excl, torch.zeros_like(d), d)          # no source overlap here: nothing allowed
+        dense += float(d.clamp_min(0).square().sum()) / (ends[0].shape[0] * unit)
+        assert excl.shape == (len(job.barrier.radius[i]) * U, len(job.barrier.radius[k]))
+    assert value == pytest.approx(dense, rel=1e-5)
+    # the same start with its source as deep inside: allowed, nothing to pay
+    inside = _job([(ta, ma), (tb, mb)], [ta, tb], [ma, mb])
+    assert float(inside.barrier.weighted([m.body_positions.unflatten(1, (-1, 2)) for m in inside.members])) \
+        == pytest.approx(0.0, abs=1e-9)
+    # solved (the key-vertex terms between the characters off): the barrier takes the forearms out of her chest;
+    # without it they stay in
+    src = [ClipTrack(a, ma), ClipTrack(b, mb)]
+    pen = {"start": evaluate_partners(src, [(ta, ma), (tb, mb)])["partner_pen_mean"]}
+    for w in (0.0, 1.0):
+        out = _job([(a, ma), (b, mb)], [ta, tb], [ma, mb], w_barrier=w, iterations=40, w_partner=0.0)
+        for _ in out.steps():
+            pass
+        pen[w] = evaluate_partners(src, list(zip([ta, tb], out.results())))["partner_pen_mean"]
+    assert pen["start"] > 0.003 and pen[0.0] > 0.5 * pen["start"]
+    assert pen[1.0] < 0.25 * pen[0.0]
+
+
+def test_hands_in_hands_and_on_wrists_are_holds_not_penetrations():
+    a, ma, b, mb = couple(frames=8, gap=0.0)
+    # the hands clap into each other in the source and in the target (the source's own start)
+    job = _job([(a, ma), (b, mb)], [a, b], [ma, mb])
+    names = body_capsules(a).names
+    U = len(SPHERES)
+    excl = job.barrier.blocks[0][5]
+    for s, sn in enumerate(names):
+        for k, kn in enumerate(names):
+            hold = (sn.endswith("_hand") and (kn.endswith("_hand") or kn.endswith("_lower_arm"))
+                    or sn.endswith("_lower_arm") and kn.endswith("_hand"))
+            assert bool(excl[s * U:(s + 1) * U, k].all()) == hold and bool(excl[s * U:(s + 1) * U, k].any()) == hold

@@ -1,0 +1,67 @@
+"""The partner metrics (core.metrics_partners, docs/metrics.md "Partners") on a case computed by hand."""
+
+import math
+
+import numpy as np
+import pytest
+
+from core.metrics_partners import evaluate_partners
+from core.track import ClipTrack
+from core.types import Motion
+from tests.core.synth import facing, make_humanoid, with_face
+
+
+def _still(character, frames=5):
+    J = character.skeleton.num_bones
+    rot = np.zeros((frames, J, 4))
+    rot[..., 0] = 1.0
+    return Motion(rot, np.zeros((frames, J, 3)), 30.0)
+
+
+def _side_by_side(gap):
+    """Two synthetic bodies in their T-pose, both facing -Y, B along +X so that A's left hand and B's right hand
+    key vertices are ``gap`` metres apart along X (hands' key vertices at x = ±0.78, y = ±0.035, z = 1.42)."""
+    a = with_face(make_humanoid(name="a"))
+    b = with_face(make_humanoid(name="b", object_matrix=facing(0.0, 1.56 + gap, 0.0)))
+    return (a, _still(a)), (b, _still(b))
+
+
+def test_partner_contact_f1_and_hand_error_by_hand():
+    src = _side_by_side(0.02)
+    tgt = _side_by_side(0.06)
+    a = src[0][0]
+    kv = ClipTrack(*src[0]).keyverts[0][0]
+    names = a.keyverts.names
+    # the layout the numbers below are computed from
+    assert np.allclose(kv[names.index("left_hand_a")], [0.78, -0.035, 1.42])
+    assert np.allclose(kv[names.index("left_hand_b")], [0.78, 0.035, 1.42])
+    h = a.height
+    d_min = 0.05 * h                                          # 0.0843 m
+    same, cross = 0.02, math.hypot(0.02, 0.07)                # source: 2 pairs at 2 cm, 2 across at 7.3 cm
+    same_t, cross_t = 0.06, math.hypot(0.06, 0.07)            # target: 6 cm, and 9.2 cm (no longer a contact)
+    assert cross < d_min < cross_t and same_t < d_min
+    out = evaluate_partners([ClipTrack(*s) for s in src], list(tgt))
+    # per frame: 4 source contacts (A's left hand × B's right hand), 2 of them kept in the target, none added
+    assert out["source_partner_contacts"] == 4 * 5
+    assert out["partner_contact_precision"] == pytest.approx(1.0)
+    assert out["partner_contact_recall"] == pytest.approx(0.5)
+    assert out["partner_contact_f1"] == pytest.approx(2.0 / 3.0)
+    # at the source's contacts, |target − source distance| / mean height: 4 cm twice, 1.9 cm twice
+    assert out["source_hand_partner_entries"] == 4 * 5
+    want = 0.5 * ((same_t - same) + (cross_t - cross)) / h
+    assert out["hand_partner_error_mean"] == pytest.approx(want, rel=1e-6)
+    assert out["hand_partner_error_p90"] == pytest.approx((same_t - same) / h, rel=1e-6)
+    # nobody looks at the partner (both face -Y, side by side): no gaze entry
+    assert out["source_gaze_frames"] == 0 and math.isnan(out["gaze_angle_error_mean"])
+
+
+def test_the_same_couple_scores_perfectly_and_farther_apart_scores_nothing():
+    src = _side_by_side(0.02)
+    out = evaluate_partners([ClipTrack(*s) for s in src], list(src))
+    assert out["partner_contact_f1"] == pytest.approx(1.0) and out["hand_partner_error_mean"] == pytest.approx(0.0)
+    assert out["partner_pen_mean"] == pytest.approx(out["source_partner_pen_mean"])
+    far = evaluate_partners([ClipTrack(*s) for s in src], list(_side_by_side(1.0)))
+    assert far["partner_contact_f1"] == 0.0 and far["partner_pen_mean"] == 0.0
+    assert far["hand_partner_error_mean"] == pytest.approx(0.5 * ((1.0 - 0.02) + (math.hypot(1.0, 0.07)
+                                                                                  - math.hypot(0.02, 0.07)))
+                                                           / src[0][0].height, rel=1e-6)

@@ -1,0 +1,60 @@
+"""The joint solve of a salsa couple with solver variants side by side (docs/solver.md "Multi-character",
+"Barrier"): its partner metrics, the mean of the two targets' own metrics, and its solve time.
+
+    .venv/bin/python tools/experiments/barrier_weights.py --case 15 "[{'w_barrier': 0}, {}]" [--frames 720]
+
+Each variant is a dict of SolverSettings overrides on the 'balanced' preset (1 thread); every variant starts
+from the same copy-rotations placed together (``bench_partners``' cases and clip range).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import pathlib
+import sys
+import time
+
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import bench  # noqa: E402  (the bench's loader; enables the add-on)
+import bench_partners as bp  # noqa: E402  (the partner bench's cases and formatting)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("variants", help="Python list of dicts of SolverSettings overrides")
+    ap.add_argument("--case", default="15", choices=("01", "05", "15"))
+    ap.add_argument("--frames", type=int, default=bp.FRAMES)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    mods = bp.modules()
+    rt, grp = mods["core.retarget"], mods["core.retarget_group"]
+    loader = bench.Loader(mods, lambda s: None)
+    label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
+    pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, args.frames)
+    cols = bp.PARTNER + tuple(f"own {k}" for k in bp.OWN)
+    print(f"{label}: {pathlib.Path(t_lead).stem} & {pathlib.Path(t_follow).stem}, {args.frames} frames, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("| variant | " + " | ".join(cols) + " | solve s |")
+    for variant in ast.literal_eval(args.variants):
+        settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1, **variant)
+        t0 = time.perf_counter()
+        out = grp.run_group(grp.RetargetGroup(pairs, rt.RetargetOptions(settings=settings, conflicts=False)))
+        stats = out.solver_stats
+        p = out.partner_metrics
+        row = [bp.fmt(p[k], k) for k in bp.PARTNER]
+        row += [bp.fmt(bp.mean([m.metrics[k] for m in out.members]), k) for k in bp.OWN]
+        print(f"| {variant} | " + " | ".join(row) + f" | {stats.get('solve_s', time.perf_counter() - t0):.1f} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    sys.stdout.flush()
+    os._exit(rc)
