@@ -54,7 +54,7 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
     The template (``core.keyverts.load_template``) is deformed bone by bone (affine maps taking each template
     bone onto the source bone in the shared T-pose: axial scale = bone length ratio, radial scale = body
     scale), skinned to the source bones through the bone map (canonical bones it lacks fall back to the nearest
-    mapped ancestor), then brought from the T-pose back to the source's rest pose by inverse LBS.
+    mapped ancestor) and bound in that T-pose (``SkinnedMesh.bind_global``).
     The mesh keeps the template's topology, so the template key vertices are valid on it as they are.
 
     Args:
@@ -65,7 +65,8 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
             the T-pose from, for skeletons whose rest pose is not a standing humanoid (Bandai-Namco BVH);
             without it such a rest pose is only turned upright (``standing_skeleton``).
     Returns:
-        SkinnedMesh in the skeleton's armature space (rest pose), named '<armature>_fitted_body'.
+        SkinnedMesh in the skeleton's armature space, bound in the T-pose (its ``rest_verts`` are the T-pose's),
+        named '<armature>_fitted_body'.
     """
     if template is None:
         template = load_template(41)
@@ -152,13 +153,13 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
     nb = np.argsort(-W, axis=1, kind="stable")[:, :K]
     nv = np.take_along_axis(W, nb, 1)
     nv /= nv.sum(1, keepdims=True)
-    # inverse LBS: T-pose -> rest pose
-    S = G_T @ np.linalg.inv(skeleton.rest_global)                               # (J,4,4)
-    Sb = (nv[..., None, None] * S[nb]).sum(1)
-    v_rest = np.linalg.solve(Sb[:, :3, :3], (v_T - Sb[:, :3, 3])[..., None])[..., 0]
+    # bound in the T-pose it was fitted in (``SkinnedMesh.bind_global``), not brought back to the rest pose by
+    # inverse LBS: a rest pose far from a body pose (a Bandai BVH's rest has its legs along its spine, 180° from
+    # standing) blends bones whose skinning rotations differ by up to 180°, the blend is near singular, and the
+    # inverse put vertices metres away (docs/metrics.md "Fitted bodies")
     fi, fo = t_mesh.face_indices, t_mesh.face_offsets
-    return SkinnedMesh(f"{skeleton.name}_fitted_body", v_rest, vertex_normals(v_rest, fi, fo), fi.copy(), fo.copy(),
-                       nb.astype(np.int64), nv)
+    return SkinnedMesh(f"{skeleton.name}_fitted_body", v_T, vertex_normals(v_T, fi, fo), fi.copy(), fo.copy(),
+                       nb.astype(np.int64), nv, bind_global=G_T)
 
 def stretch_limbs(template, scales: dict) -> Character:
     """A copy of ``template`` (core.keyverts.Template) with arm / leg bones stretched along their axis.

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from .real_assets import import_armature, mod
+from .real_assets import MOTIONS, import_armature, mod
 
 pytestmark = pytest.mark.assets
 
@@ -61,3 +61,45 @@ def test_reference_frame_of_a_lying_rest_pose_has_both_feet_flat(addon, assets, 
             zz = z[:, idx(bm[f"{side}_{part}"])]
             # at the reference frame each foot and toe joint is within 1.5 % of the body's size of its lowest
             assert zz[k] - zz.min() < 0.015 * (z.max() - z.min()), (side, part, zz[k] - zz.min())
+
+
+def _distance_to_skeleton(points, heads, parents):
+    """(..., V) distance of each point (..., V, 3) to the nearest parent-to-child bone segment of ``heads``
+    (..., J, 3)."""
+    kids = np.nonzero(parents >= 0)[0]
+    a, b = heads[..., parents[kids], None, :], heads[..., kids, None, :]                  # (..., S, 1, 3)
+    p = points[..., None, :, :]                                                           # (..., 1, V, 3)
+    ab = b - a
+    t = np.clip(((p - a) * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-12), 0.0, 1.0)
+    return np.linalg.norm(p - (a + t[..., None] * ab), axis=-1).min(-2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("motion", MOTIONS)
+def test_fitted_body_stays_on_its_skeleton_over_the_whole_clip(addon, assets, clean_scene, motion):
+    """No vertex of the body fitted to a skeleton-only clip leaves the body: on every frame, each vertex is at
+    most 3 % of h_c farther from the nearest bone segment than in the T-pose the body was fitted in (where the
+    farthest, the top of the head, is about 11 % h_c from the neck-to-head segment). Until 2026-11-23 the body
+    was brought back to the Bandai rest pose by inverse LBS, whose legs lie along the spine: vertices blending
+    the hips and a thigh (skinning rotations 180° apart) were flung up to 2 m away."""
+    pipeline = mod(addon, "reconform_addon.pipeline")
+    track_mod, skinning = mod(addon, "core.track"), mod(addon, "core.skinning")
+    arm = import_armature(addon, assets, motion)
+    ch = pipeline.prepare_character(arm, keyvert_count=41)
+    assert ch.mesh.bind_global is not None        # a fitted body, bound in its T-pose
+    clip = pipeline.read_motion(arm, ch.skeleton)
+    track = track_mod.ClipTrack(ch, clip)
+    sk, h = ch.skeleton, float(ch.height)
+    M = sk.object_matrix
+    bind = skinning.bind_matrices(sk, ch.mesh)
+    d_bind = _distance_to_skeleton(ch.mesh.rest_verts @ M[:3, :3].T + M[:3, 3],
+                                   bind[:, :3, 3] @ M[:3, :3].T + M[:3, 3], sk.parents)
+    assert d_bind.max() < 0.15 * h, d_bind.max() / h
+    ids = np.arange(ch.mesh.num_verts)
+    worst = np.zeros(len(ids))
+    for s in range(0, clip.num_frames, 64):
+        frames = np.arange(s, min(clip.num_frames, s + 64))
+        d = _distance_to_skeleton(track.vertices(ids, frames=frames), track.world_positions[frames], sk.parents)
+        worst = np.maximum(worst, d.max(0))
+    excess = (worst - d_bind) / h
+    assert excess.max() < 0.03, (motion, float(excess.max()), int(excess.argmax()))
