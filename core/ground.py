@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import CoreError
+from .feet import SIDES, window_bounds
 from .track import ClipTrack
 
 #: one level for the clip: this percentile over frames of the lowest foot point (the inventory uses 3 %)
@@ -30,6 +31,12 @@ TRACK_PERCENTILE = 5.0
 TRACK_BAND_M = 0.02
 #: ``track_ground``'s contact band as a share of the character's height h_c (2 cm at 1.7 m)
 TRACK_BAND = 0.012
+#: a foot slower than this share of h_c per second is still (the foot-locked metric's threshold)
+LOCKED_SPEED = 0.01
+#: ``planted_soles``: a planted foot's lowest vertex within PLANT_BAND of h_c of its 5th percentile, moving slower
+#: than 1 % h_c/s (the foot-locked speed of docs/metrics.md); its soles are lifted when their heights over those
+#: frames spread less than PLANT_SPREAD of h_c and stand within PLANT_MAX of h_c of z = 0
+PLANT_BAND, PLANT_SPREAD, PLANT_MAX = 0.01, 0.005, 0.02
 #: the values ``SolverSettings.source_ground`` accepts as text
 GROUND_MODES = ("zero", "estimate", "track")
 
@@ -110,6 +117,35 @@ def track_ground(track: ClipTrack, window_s: float = TRACK_WINDOW_S,
     h = track.character.height
     band = TRACK_BAND * float(h) if h else TRACK_BAND_M
     return running_ground(track.lowest_foot, track.fps, window_s, percentile, band)
+
+
+def planted_soles(track: ClipTrack) -> dict:
+    """{side: metres}: how far above z = 0 each foot's sole stands where the clip plants it, for the sides whose
+    planted sole stands on one level near z = 0 (a fitted body's soles are moved down by it, ``core.character``).
+
+    Planted frames: the foot's lowest vertex (``core.feet``) within ``PLANT_BAND`` of h_c of its 5th percentile
+    and slower than 1 % h_c/s (centred over ``core.feet.window_bounds``, the foot-locked metric's estimator).
+    A side is kept when it has 5 such frames or more, their heights spread (10th to 90th percentile) less than
+    ``PLANT_SPREAD`` of h_c (a floor that drifts, or a foot that does not stand flat, is not a body's error) and
+    their median is within ``PLANT_MAX`` of h_c of z = 0 (a clip floating or sunk as a whole is read by
+    ``source_ground``, not fitted away).
+    """
+    h = float(track.character.height)
+    lo, hi = window_bounds(track.num_frames, track.fps)
+    out = {}
+    for side, P in zip(SIDES, track.foot_points):
+        if P.shape[1] == 0:
+            continue
+        k = P[..., 2].argmin(1)
+        low = P[np.arange(len(k)), k, 2]
+        speed = np.linalg.norm(P[hi, k, :2] - P[lo, k, :2], axis=1) / np.maximum(hi - lo, 1) * track.fps
+        planted = (low <= np.percentile(low, 5) + PLANT_BAND * h) & (speed < LOCKED_SPEED * h)
+        if planted.sum() < 5:
+            continue
+        p10, p50, p90 = np.percentile(low[planted], [10, 50, 90])
+        if p90 - p10 < PLANT_SPREAD * h and abs(p50) < PLANT_MAX * h:
+            out[side] = float(p50)
+    return out
 
 
 def ground_levels(track: ClipTrack, ground) -> float | np.ndarray:

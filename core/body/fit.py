@@ -48,7 +48,25 @@ def _axial_map(h_t, t_t, h_s, t_s, s, clamp=(0.35, 3.0)):
     A[:3, 3] = h_s - A[:3, :3] @ h_t
     return A
 
-def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base=None) -> SkinnedMesh:
+def _lower_soles(v: np.ndarray, dominant: np.ndarray, names: tuple, src: dict, lift: dict) -> np.ndarray:
+    """``v`` (V, 3) template-axes T-pose vertices (z up, metres) with each foot's sole moved down by ``lift[side]``
+    metres (up where negative): a foot vertex (dominant bone the foot or toes) moves by ``lift`` times its depth
+    under the ankle joint ``src[side_foot]`` over the sole's (0 at the ankle, 1 at the sole), so the instep
+    stays and the sole moves evenly, heel and ball alike."""
+    v = v.copy()
+    for side, d in lift.items():
+        ids = [names.index(f"{side}_{c}") for c in ("foot", "toes") if f"{side}_{c}" in names]
+        foot = np.isin(dominant, ids)
+        if not d or not foot.any():
+            continue
+        za = src[f"{side}_foot"][2]
+        share = np.clip((za - v[foot, 2]) / max(za - v[foot, 2].min(), 1e-9), 0.0, 1.0)
+        v[foot, 2] -= share * d
+    return v
+
+
+def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base=None,
+                         sole_lift: dict = None) -> SkinnedMesh:
     """Give a skeleton-only character a body: the template fitted to its proportions and skinned to it.
 
     The template (``core.keyverts.load_template``) is deformed bone by bone (affine maps taking each template
@@ -64,6 +82,8 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
         base: optional (J, 4) WXYZ basis rotations of a standing frame (e.g. the clip's first frame) to build
             the T-pose from, for skeletons whose rest pose is not a standing humanoid (Bandai-Namco BVH);
             without it such a rest pose is only turned upright (``standing_skeleton``).
+        sole_lift: optional {side: metres} to move each sole down (``_lower_soles``): how far the soles of the
+            body fitted without it stand above the clip's floor where planted (``core.ground.planted_soles``).
     Returns:
         SkinnedMesh in the skeleton's armature space, bound in the T-pose (its ``rest_verts`` are the T-pose's),
         named '<armature>_fitted_body'.
@@ -134,6 +154,9 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
     wb, wv = t_mesh.weight_bones, t_mesh.weight_values
     blend = (wv[..., None, None] * Ms[wb]).sum(1)                              # (V,4,4)
     v = np.einsum("vij,vj->vi", blend[:, :3, :3], t_mesh.rest_verts) + blend[:, :3, 3]
+    if sole_lift:
+        dominant = wb[np.arange(len(wb)), np.argmax(wv, axis=1)]
+        v = _lower_soles(v, dominant, tuple(t_skel.names), src, sole_lift)
     # template axes -> world -> armature space (T-pose)
     p_world = v @ Rc.T
     inv_obj = np.linalg.inv(stood.object_matrix)

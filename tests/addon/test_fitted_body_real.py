@@ -63,10 +63,10 @@ def test_reference_frame_of_a_lying_rest_pose_has_both_feet_flat(addon, assets, 
             assert zz[k] - zz.min() < 0.015 * (z.max() - z.min()), (side, part, zz[k] - zz.min())
 
 
-def _distance_to_skeleton(points, heads, parents):
-    """(..., V) distance of each point (..., V, 3) to the nearest parent-to-child bone segment of ``heads``
-    (..., J, 3)."""
-    kids = np.nonzero(parents >= 0)[0]
+def _distance_to_skeleton(points, heads, parents, bones):
+    """(..., V) distance of each point (..., V, 3) to the nearest segment from a bone of ``bones`` to its parent,
+    bone heads ``heads`` (..., J, 3)."""
+    kids = np.asarray([j for j in bones if parents[j] >= 0])
     a, b = heads[..., parents[kids], None, :], heads[..., kids, None, :]                  # (..., S, 1, 3)
     p = points[..., None, :, :]                                                           # (..., 1, V, 3)
     ab = b - a
@@ -77,11 +77,12 @@ def _distance_to_skeleton(points, heads, parents):
 @pytest.mark.slow
 @pytest.mark.parametrize("motion", MOTIONS)
 def test_fitted_body_stays_on_its_skeleton_over_the_whole_clip(addon, assets, clean_scene, motion):
-    """No vertex of the body fitted to a skeleton-only clip leaves the body: on every frame, each vertex is at
-    most 3 % of h_c farther from the nearest bone segment than in the T-pose the body was fitted in (where the
-    farthest, the top of the head, is about 11 % h_c from the neck-to-head segment). Until 2026-11-23 the body
-    was brought back to the Bandai rest pose by inverse LBS, whose legs lie along the spine: vertices blending
-    the hips and a thigh (skinning rotations 180° apart) were flung up to 2 m away."""
+    """No vertex of the body fitted to a skeleton-only clip leaves the body: on every frame of the clip, no
+    vertex is farther from the nearest segment between two mapped bones' heads than the body's farthest vertex
+    in the T-pose it was fitted in (11-15 % of h_c: the top of the head above the neck-to-head segment, the
+    finger tips beyond the wrist) plus 3 % of h_c (the bulge of a bent joint). Until 2026-11-23 the body was
+    brought back to the Bandai rest pose by inverse LBS: that rest pose has its legs along its spine, so
+    vertices blending the hips and a thigh (skinning rotations 180° apart) were flung 0.5-1.3 h_c away."""
     pipeline = mod(addon, "reconform_addon.pipeline")
     track_mod, skinning = mod(addon, "core.track"), mod(addon, "core.skinning")
     arm = import_armature(addon, assets, motion)
@@ -90,16 +91,31 @@ def test_fitted_body_stays_on_its_skeleton_over_the_whole_clip(addon, assets, cl
     clip = pipeline.read_motion(arm, ch.skeleton)
     track = track_mod.ClipTrack(ch, clip)
     sk, h = ch.skeleton, float(ch.height)
+    bones = sorted({sk.index(b) for b in ch.bone_map.values()})
     M = sk.object_matrix
     bind = skinning.bind_matrices(sk, ch.mesh)
     d_bind = _distance_to_skeleton(ch.mesh.rest_verts @ M[:3, :3].T + M[:3, 3],
-                                   bind[:, :3, 3] @ M[:3, :3].T + M[:3, 3], sk.parents)
-    assert d_bind.max() < 0.15 * h, d_bind.max() / h
+                                   bind[:, :3, 3] @ M[:3, :3].T + M[:3, 3], sk.parents, bones)
+    assert d_bind.max() < 0.2 * h, d_bind.max() / h
     ids = np.arange(ch.mesh.num_verts)
-    worst = np.zeros(len(ids))
-    for s in range(0, clip.num_frames, 64):
-        frames = np.arange(s, min(clip.num_frames, s + 64))
-        d = _distance_to_skeleton(track.vertices(ids, frames=frames), track.world_positions[frames], sk.parents)
-        worst = np.maximum(worst, d.max(0))
-    excess = (worst - d_bind) / h
-    assert excess.max() < 0.03, (motion, float(excess.max()), int(excess.argmax()))
+    worst = 0.0
+    for s in range(0, clip.num_frames, 32):
+        frames = np.arange(s, min(clip.num_frames, s + 32))
+        d = _distance_to_skeleton(track.vertices(ids, frames=frames).astype(np.float32),
+                                  track.world_positions[frames].astype(np.float32), sk.parents, bones)
+        worst = max(worst, float(d.max()))
+    assert worst < d_bind.max() + 0.03 * h, (motion, worst / h, d_bind.max() / h)
+
+
+@pytest.mark.parametrize("motion", ["NC_bandai_walk_normal_001.bvh", "NC_bandai_kick_normal_001.bvh",
+                                    "NC_bandai_slash_normal_001.bvh"])
+def test_fitted_soles_rest_on_the_floor_where_the_clip_plants_them(addon, assets, clean_scene, motion):
+    """The Bandai clips' planted feet stand on z = 0: the fitted body's soles rest there (within 2 mm), not at
+    the template's foot depth under the ankle, which left them 1.0-1.3 cm above it until 2026-11-23."""
+    pipeline = mod(addon, "reconform_addon.pipeline")
+    track_mod, ground = mod(addon, "core.track"), mod(addon, "core.ground")
+    arm = import_armature(addon, assets, motion)
+    ch = pipeline.prepare_character(arm, keyvert_count=41)
+    soles = ground.planted_soles(track_mod.ClipTrack(ch, pipeline.read_motion(arm, ch.skeleton)))
+    assert set(soles) == {"left", "right"}, soles
+    assert max(abs(v) for v in soles.values()) < 0.002, soles
