@@ -3,11 +3,13 @@
 The target stands on world z = 0 (or a ``terrain.HeightField``). A source clip may float above z = 0,
 stand sunk into it, or drift vertically over the clip (inertial capture, video capture, clips re-rooted by
 hand). The solver reads the source's heights above its ground, so a wrong ground turns planted feet into
-lifted ones or the reverse. Three readings, all from the lowest foot point per frame:
+lifted ones or the reverse. Readings, all from the lowest foot point per frame:
 
 - ``estimate_ground``: one level for the whole clip (a low percentile of the per-frame lowest foot point);
 - ``track_ground``: one level per frame, following a slow drift (a running low percentile over a window of
   a few seconds picks the frames where a foot is down, then a local line through their lowest points);
+- ``auto_ground``: z = 0 where the clip already stands on it (its estimated level within half the grounded
+  band of 0, its tracked level drifting less than that), else the tracked level (the default, chosen by measurement: docs/solver.md "Ground");
 - a number, or a ``(T,)`` array given by the caller.
 
 ``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array, reading
@@ -37,8 +39,11 @@ LOCKED_SPEED = 0.01
 #: than 1 % h_c/s (the foot-locked speed of docs/metrics.md); its soles are lifted when their heights over those
 #: frames spread less than PLANT_SPREAD of h_c and stand within PLANT_MAX of h_c of z = 0
 PLANT_BAND, PLANT_SPREAD, PLANT_MAX = 0.01, 0.005, 0.02
+#: ``auto_ground``: the clip stands on z = 0 when its tracked floor stays within AUTO_TOLERANCE of h_c of it
+#: (half the grounded band of docs/metrics.md, 1 %)
+AUTO_TOLERANCE = 0.005
 #: the values ``SolverSettings.source_ground`` accepts as text
-GROUND_MODES = ("zero", "estimate", "track")
+GROUND_MODES = ("auto", "zero", "estimate", "track")
 
 
 def estimate_ground(track: ClipTrack, percentile: float = ESTIMATE_PERCENTILE) -> float:
@@ -119,6 +124,21 @@ def track_ground(track: ClipTrack, window_s: float = TRACK_WINDOW_S,
     return running_ground(track.lowest_foot, track.fps, window_s, percentile, band)
 
 
+def auto_ground(track: ClipTrack) -> float | np.ndarray:
+    """The source's own floor (docs/metrics.md "Whose floor"): 0.0 where the clip already stands on z = 0, else
+    its ``track_ground`` level (T,): a clip floating, sunk or drifting is read above the floor its feet stand on.
+
+    Standing on z = 0: its ``estimate_ground`` level and the range of its tracked level both within
+    ``AUTO_TOLERANCE`` of h_c (not the tracked level itself: averaging the lowest points of a rolling foot, it
+    reads a walk on z = 0 up to 1 % h_c above it).
+    """
+    level = track_ground(track)
+    h = track.character.height
+    tolerance = AUTO_TOLERANCE * (float(h) if h else 1.7)
+    on_zero = abs(estimate_ground(track)) <= tolerance and float(np.ptp(level)) <= tolerance
+    return 0.0 if on_zero else level
+
+
 def planted_soles(track: ClipTrack) -> dict:
     """{side: metres}: how far above z = 0 each foot's sole stands where the clip plants it, for the sides whose
     planted sole stands on one level near z = 0 (a fitted body's soles are moved down by it, ``core.character``).
@@ -152,10 +172,13 @@ def ground_levels(track: ClipTrack, ground) -> float | np.ndarray:
     """A ``SolverSettings.source_ground`` value read on a clip: a float (one level, metres) or a ``(T,)``
     float64 array (one level per frame).
 
-    ``ground``: "zero" (z = 0), "estimate" (``estimate_ground``), "track" (``track_ground``), a number, or a
-    sequence of T numbers (a level per frame of the clip).
+    ``ground``: "auto" (``auto_ground``: z = 0 where the clip stands on it, else "track"), "zero" (z = 0),
+    "estimate" (``estimate_ground``), "track" (``track_ground``), a number, or a sequence of T numbers (a level
+    per frame of the clip).
     """
     if isinstance(ground, str):
+        if ground == "auto":
+            return auto_ground(track)
         if ground == "zero":
             return 0.0
         if ground == "estimate":

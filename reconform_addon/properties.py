@@ -38,6 +38,8 @@ DEVICE_ITEMS = (
 )
 #: where the source's floor is (core.ground; docs/solver.md "Ground"): item -> SolverSettings.source_ground
 SOURCE_GROUND_ITEMS = (
+    ('AUTO', "Automatic", "The source's own floor: z = 0 where the clip stands on it, else a level per frame "
+     "tracked from its lowest foot contacts (a clip that floats, sinks or drifts)"),
     ('ZERO', "World Floor", "The source clip stands on z = 0"),
     ('ESTIMATE', "Estimate Level", "One floor level for the whole clip, from the source's lowest foot contacts "
      "(a clip that floats above or sinks into z = 0)"),
@@ -45,7 +47,7 @@ SOURCE_GROUND_ITEMS = (
      "seconds (a clip whose floor drifts up or down, as inertial or video capture often does)"),
     ('CUSTOM', "Custom Level", "The floor level given below"),
 )
-SOURCE_GROUND_MODES = {'ZERO': "zero", 'ESTIMATE': "estimate", 'TRACK': "track"}
+SOURCE_GROUND_MODES = {'AUTO': "auto", 'ZERO': "zero", 'ESTIMATE': "estimate", 'TRACK': "track"}
 #: what the target walks on (ReConForM §6.2; docs/solver.md "Terrain")
 GROUND_ITEMS = (
     ('WORLD', "World Floor", "The target stands on z = 0"),

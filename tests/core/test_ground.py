@@ -153,3 +153,18 @@ def test_planted_soles_reads_a_body_standing_above_its_floor_and_not_a_drift(wal
     assert planted_soles(ClipTrack(ch, _shifted(ch, m, np.full(m.num_frames, 0.03 * ch.height)))) == {}
     drift = 0.05 * np.arange(m.num_frames) / m.num_frames
     assert planted_soles(ClipTrack(ch, _shifted(ch, m, drift))) == {}
+
+
+def test_auto_ground_keeps_z0_for_a_clip_standing_on_it_and_tracks_one_that_does_not(walk):
+    """``source_ground="auto"`` (the default): the synthetic walk stands on z = 0 and is read there, exactly (a
+    level within half the grounded band of 0 is not replaced by its own noise); lifted 3 cm, or sinking 5 cm over
+    the clip, it is read above its tracked floor, and its heights above it are the upright walk's above its own."""
+    ch, m = walk
+    assert ground_levels(ClipTrack(ch, m), "auto") == 0.0
+    upright = ClipTrack(ch, m).lowest_foot - track_ground(ClipTrack(ch, m))
+    for dz in (np.full(m.num_frames, 0.03), -0.05 * np.arange(m.num_frames) / m.num_frames):
+        tr = ClipTrack(ch, _shifted(ch, m, dz))
+        level = ground_levels(tr, "auto")
+        assert np.shape(level) == (m.num_frames,)
+        np.testing.assert_array_equal(level, track_ground(tr))
+        assert np.abs((tr.lowest_foot - level) - upright).max() < 0.006
