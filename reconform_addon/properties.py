@@ -240,7 +240,7 @@ class ReconformSettings(PropertyGroup):
     use_advanced: BoolProperty(name="Override Weights", default=False,
                                description="Use the advanced values below instead of the preset's")
     device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='DEFAULT')
-    source_ground: EnumProperty(name="Source Floor", items=SOURCE_GROUND_ITEMS, default='ZERO',
+    source_ground: EnumProperty(name="Source Floor", items=SOURCE_GROUND_ITEMS, default='AUTO',
                                 description="Where the source clip's floor is (the target stands on the Ground "
                                             "below)")
     source_ground_level: FloatProperty(name="Floor Level", default=0.0, unit='LENGTH', soft_min=-1.0, soft_max=1.0,

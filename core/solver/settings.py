@@ -66,9 +66,10 @@ class SolverSettings:
     contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
     lock_band: tuple = (LOCK_MIN, LOCK_MAX)           #: source foot speed (share of h_c per s): locked 1 -> 0
     optimise_fingers: bool = False
-    #: the source's floor: "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one
-    #: level per frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
-    source_ground: object = "zero"
+    #: the source's floor: "auto" (its own: z = 0 where it stands on it, else tracked; docs/metrics.md "Whose
+    #: floor"), "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one level per
+    #: frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
+    source_ground: object = "auto"
     #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.terrain.HeightField, or any
     #: differentiable callable f(x, y); core.retarget sets it from RetargetOptions.ground (docs/solver.md)
     terrain: object = None
