@@ -76,7 +76,7 @@ ADVANCED_FLOATS = (
     ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 5.0, 0.0,
      1000.0),
     ("foot_lock", "Foot Lock", "Where the source foot stands still on the floor, the target's sole must not "
-     "slide (a factor on the sliding weight; 0 turns it off)", 1.0, 0.0, 1000.0),
+     "slide (a factor on the sliding weight; 0 turns it off)", 2.0, 0.0, 1000.0),
     ("lr_rot", "Rotation Step", "Adam step on the rotation residual (about radians)", 0.02, 1e-5, 1.0),
     ("lr_root", "Root Step", "Adam step on the root offset, in target heights", 0.01, 1e-5, 1.0),
 )
