@@ -86,7 +86,7 @@ def test_fitted_body_stays_on_its_skeleton_over_the_whole_clip(addon, assets, cl
     pipeline = mod(addon, "reconform_addon.pipeline")
     track_mod, skinning = mod(addon, "core.track"), mod(addon, "core.skinning")
     arm = import_armature(addon, assets, motion)
-    ch = pipeline.prepare_character(arm, keyvert_count=41)
+    ch = pipeline.prepare_character(arm, keyvert_count=0, fit_body=True)
     assert ch.mesh.bind_global is not None        # a fitted body, bound in its T-pose
     clip = pipeline.read_motion(arm, ch.skeleton)
     track = track_mod.ClipTrack(ch, clip)
@@ -115,7 +115,7 @@ def test_fitted_soles_rest_on_the_floor_where_the_clip_plants_them(addon, assets
     pipeline = mod(addon, "reconform_addon.pipeline")
     track_mod, ground = mod(addon, "core.track"), mod(addon, "core.ground")
     arm = import_armature(addon, assets, motion)
-    ch = pipeline.prepare_character(arm, keyvert_count=41)
+    ch = pipeline.prepare_character(arm, keyvert_count=0, fit_body=True)
     soles = ground.planted_soles(track_mod.ClipTrack(ch, pipeline.read_motion(arm, ch.skeleton)))
     assert set(soles) == {"left", "right"}, soles
     assert max(abs(v) for v in soles.values()) < 0.002, soles
