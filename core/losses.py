@@ -49,17 +49,22 @@ def dist_loss(tgt_dist, src_dist, weight, scale=None) -> torch.Tensor:
     return _scaled((weight * (src_dist - tgt_dist)).square(), scale).sum()
 
 
-def cosine(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:
-    """Element-wise cosine similarity over the last axis; (..., 3), (..., 3) -> (...)."""
-    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
+def cosine(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-9, a_norm=None, b_norm=None) -> torch.Tensor:
+    """Element-wise cosine similarity over the last axis; (..., 3), (..., 3) -> (...). ``a_norm``, ``b_norm``:
+    the vectors' lengths (...) when the caller already has them (pair distances)."""
+    a_norm = a.norm(dim=-1) if a_norm is None else a_norm
+    b_norm = b.norm(dim=-1) if b_norm is None else b_norm
+    return (a * b).sum(-1) / (a_norm * b_norm).clamp_min(eps)
 
 
-def dir_loss(tgt_dir, src_dir, weight, scale=None) -> torch.Tensor:
+def dir_loss(tgt_dir, src_dir, weight, scale=None, tgt_norm=None, src_norm=None) -> torch.Tensor:
     """L_dir = Σ (W ∘ (1 − S_cos(M_dir^src, M_dir^tgt)))² (the printed S_cos is a sign typo: minimising the cosine would push directions apart).
 
-    tgt_dir, src_dir (E, 3); weight (E,).
+    tgt_dir, src_dir (E, 3); weight (E,); tgt_norm, src_norm: optional (E,) lengths of the directions (the
+    pair distances M_dist), so that they are not computed twice.
     """
-    return _scaled((weight * (1.0 - cosine(src_dir, tgt_dir))).square(), scale).sum()
+    return _scaled((weight * (1.0 - cosine(src_dir, tgt_dir, a_norm=src_norm, b_norm=tgt_norm))).square(),
+                   scale).sum()
 
 
 def pen_loss(tgt_pen, src_pen, weight, scale=None) -> torch.Tensor:

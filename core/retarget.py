@@ -345,7 +345,7 @@ class Retarget(Cancellable):
             gen = measuring(src, source_motion, tgt, motion, init, o, ground, track, notes, terrain=terrain,
                             target_track=result_track)
             result_track = None
-            metrics, reference = yield from _progress(
+            metrics, reference = yield from phase_steps(
                 gen, "metrics", _PHASE_END["solve"], _PHASE_END["metrics"],
                 "Measuring the result" + (" and copy-rotations" if reconform and o.baseline_metrics else ""))
             timings["metrics_s"] = time.perf_counter() - t3
@@ -359,7 +359,7 @@ class Retarget(Cancellable):
         if reconform and o.conflicts and not self._cancel.is_set():
             t4 = time.perf_counter()
             try:
-                conflicts = yield from _progress(detecting(job), "conflicts", _PHASE_END["metrics"],
+                conflicts = yield from phase_steps(detecting(job), "conflicts", _PHASE_END["metrics"],
                                                  _PHASE_END["conflicts"], "Looking for conflicting terms")
             except CoreError as ex:   # advice only: the result stands, the user is told why the list is empty
                 notes.append(f"conflicts not measured: {ex}")
@@ -371,7 +371,7 @@ class Retarget(Cancellable):
         return self.outcome
 
 
-def _progress(gen, phase: str, a: float, b: float, message: str):
+def phase_steps(gen, phase: str, a: float, b: float, message: str):
     """Steps of ``phase`` from a generator of fractions in [0, 1] (mapped onto [a, b] of the whole retarget), one
     at least every ``_REPORT_S`` seconds and at the start; returns the generator's value."""
     yield Step(phase, a, f"{message}…")
@@ -422,4 +422,5 @@ def run(job: Retarget, on_step=None) -> Outcome:
 
 
 __all__ = ["METHODS", "Cancellable", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step",
-           "check_spec", "clip_terrain", "complete_character", "feet_outside", "measure", "measuring", "run"]
+           "check_spec", "clip_terrain", "complete_character", "feet_outside", "measure", "measuring", "phase_steps",
+           "run"]

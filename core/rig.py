@@ -128,8 +128,8 @@ class VertexChain:
         Rb = B[..., :9].unflatten(-1, (3, 3))
         p = (Rb * self.rest_verts[:, None, :]).sum(-1) + B[..., 9:]
         n = (Rb * self.rest_normals[:, None, :]).sum(-1)
-        n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        return p @ self.A.T + self.b, n @ self.R.T
+        n = n @ self.R.T     # R is orthogonal unless the object is scaled non-uniformly: then normalise again
+        return p @ self.A.T + self.b, n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
     def vertices(self, rotations: torch.Tensor, locations: torch.Tensor):
         """World positions and unit normals (T, V, 3) from full (T, J, 3, 3) / (T, J, 3) basis channels."""
@@ -144,10 +144,15 @@ class VariableChain:
     Everything that does not depend on the variables is computed once: global transforms of bones with no
     variable ancestor, local transforms of the other bones, and the skinning contribution of constant bones.
     Per call only the "variable" bones (optimised, or below an optimised bone, or the hips) are evaluated, one
-    tree level at a time on bone-major (J, T, 3, 3) tensors: each level gathers its local transforms and its
-    parents' global ones with a few ``index_select`` (bones of a level are grouped by where their parent's
-    transform comes from), so the graph has a handful of operations per level, not per bone. Skinning is one
-    (V, Jv) @ (Jv, T·12) matmul.
+    tree level at a time on bone-major (J, T, 3, 3) tensors: the local transforms are put in level order once
+    and split per level; each level gathers its parents' global transforms with a few ``index_select`` (bones
+    of a level are grouped by where their parent's transform comes from), so the graph has a handful of
+    operations per level, not per bone.
+
+    Transforms are world-space from the start (the armature's object matrix is folded into the tree roots), and
+    skinning works on 3×4 [R | t] matrices: one (Jv, 3T, 4) @ (Jv, 4, 4) product for the skinning matrices, one
+    (V, Jv) @ (Jv, 12T) weight product, one (V, 2, 4) @ (V, 4, 3T) product for positions and normals together.
+    Small products over large batches: far fewer operations (and autograd nodes) than per-element forms.
 
     Args:
         chain: the VertexChain of the character's chosen vertices (its ``extra`` bones include the hips).
@@ -163,21 +168,25 @@ class VariableChain:
         var = [False] * Jn
         for k in range(Jn):          # needed bones are topologically sorted
             var[k] = k in opt_of or k == root_pos or (par[k] >= 0 and var[par[k]])
-        dev = R_n.device
+        dev, dt = R_n.device, R_n.dtype
+        A, b = chain.A, chain.b
+        self.A, self.b = A, b
+        T = R_n.shape[0]
+        V = chain.W.shape[0]
+        bind = torch.zeros((Jn, 4, 4), dtype=dt, device=dev)                          # (Jn, 4, 4) bind⁻¹
+        bind[:, :3, :3], bind[:, :3, 3], bind[:, 3, 3] = chain.inv_rot, chain.inv_trans, 1.0
         with torch.no_grad():
-            G_rot0, G_pos0 = chain.global_needed(R_n, L_n)
+            G_rot0, G_pos0 = chain.global_needed(R_n, L_n)                         # armature space
+            G_rot0 = A @ G_rot0                                                    # world space
+            G_pos0 = G_pos0 @ A.T + b
             loc_rot0 = (chain.rest_rot @ R_n).transpose(0, 1)                # (Jn, T, 3, 3) bone-major
             loc_pos0 = ((chain.rest_rot @ L_n[..., None])[..., 0] + chain.rest_trans).transpose(0, 1)
             self.Gc_rot = G_rot0.transpose(0, 1).contiguous()               # (Jn, T, 3, 3)
             self.Gc_pos = G_pos0.transpose(0, 1).contiguous()
-            S_rot = G_rot0 @ chain.inv_rot
-            S_t = (G_rot0 @ chain.inv_trans[..., None])[..., 0] + G_pos0
-            S = torch.cat([S_rot.flatten(-2), S_t], -1).transpose(0, 1)     # (Jn, T, 12)
             const = [k for k in range(Jn) if not var[k]]
-            T = R_n.shape[0]
-            V = chain.W.shape[0]
             if const:
-                self.B_const = (chain.W[:, const] @ S[const].reshape(len(const), -1)).reshape(V, T, 12)
+                S = _skinning_matrices(self.Gc_rot[const], self.Gc_pos[const], bind[const])   # (Jc, 12T)
+                self.B_const = chain.W[:, const] @ S                                           # (V, 12T)
             else:
                 self.B_const = None
         # levels of the variable bones (depth among variable bones); within a level, bones are grouped by the
@@ -191,7 +200,7 @@ class VariableChain:
         fixed = [k for k in vk if k not in opt_of]                           # variable bones, constant local
         fixed_slot = {k: i for i, k in enumerate(fixed)}
         self.levels = []
-        order = []
+        order, lr_order, lp_order = [], [], []
         for d in range(max(depth.values()) + 1):
             def source(k):
                 p = par[k]
@@ -204,21 +213,35 @@ class VariableChain:
                 members = [k for k in ks if source(k) == src]
                 idx = [par[k] if src == -1 else slot[par[k]][1] for k in members] if src != -2 else []
                 groups.append((src, len(members), torch.as_tensor(idx, dtype=torch.long, device=dev)))
-            lr = [opt_of[k] if k in opt_of else len(opt_pos) + fixed_slot[k] for k in ks]
-            lp = [0 if k == root_pos else 1 + vk.index(k) for k in ks]
-            self.levels.append((torch.as_tensor(lr, device=dev), torch.as_tensor(lp, device=dev), groups))
+            lr_order += [opt_of[k] if k in opt_of else len(opt_pos) + fixed_slot[k] for k in ks]
+            lp_order += [0 if k == root_pos else 1 + vk.index(k) for k in ks]
+            self.levels.append((len(ks), groups))
             order.extend(ks)
+        self.lr_order = torch.as_tensor(lr_order, device=dev)
+        self.lp_order = torch.as_tensor(lp_order, device=dev)
+        self.level_sizes = [n for n, _ in self.levels]
         self.vk = order                                                      # variable bones in slot order
         self.Lc_rot = loc_rot0[fixed].contiguous() if fixed else None        # (Jf, T, 3, 3)
         self.Lc_pos = loc_pos0[vk].contiguous()                              # (Jv, T, 3)
         self.root_rest_rot = chain.rest_rot[root_pos]
         self.root_rest_trans = chain.rest_trans[root_pos]
         self.W_var = chain.W[:, order].contiguous()                          # (V, Jv)
-        self.inv_rot = chain.inv_rot[order]                                  # (Jv, 3, 3)
-        self.inv_trans = chain.inv_trans[order]
-        self.rest_verts = chain.rest_verts[:, None, :]                       # (V, 1, 3)
-        self.rest_normals = chain.rest_normals[:, None, :]
-        self.A, self.b, self.R = chain.A, chain.b, chain.R
+        self.bind = bind[order].contiguous()                                 # (Jv, 4, 4)
+        # each vertex's [rest position, 1] and [rest normal, 0] as the two rows of a (2, 4) matrix
+        self.rest = torch.cat([torch.stack([chain.rest_verts, chain.rest_normals], 1),
+                               torch.as_tensor([1.0, 0.0], dtype=dt, device=dev).expand(V, 2)[..., None]], -1)
+        # the object's translation b enters every skinning matrix: a vertex whose weights do not sum to 1
+        # gets wsum · b; this puts it back to b (None when every row sums to 1 within round-off)
+        wsum = chain.W.sum(-1)
+        self.b_fix = None if bool(((wsum - 1.0).abs() < 1e-9).all()) else ((1.0 - wsum)[:, None, None] * b)
+        # normals: the reference is normalize(R n) with R the object matrix's columns normalised; transformed
+        # by A they are A n, so M = R A⁻¹ maps them back (a multiple of I when A is a rotation and a uniform
+        # scale: then normalising is enough)
+        A64 = np.asarray(chain.character.skeleton.object_matrix, dtype=np.float64)[:3, :3]
+        M = (A64 / np.linalg.norm(A64, axis=0)) @ np.linalg.inv(A64)
+        s = np.trace(M) / 3.0
+        self.normal_map = None if np.allclose(M, s * np.eye(3), rtol=0.0, atol=1e-9 * abs(s)) \
+            else torch.as_tensor(M, dtype=dt, device=dev)
 
     def __call__(self, local_opt: torch.Tensor, root_loc: torch.Tensor):
         """World positions and unit normals of the chosen vertices, each (T, V, 3).
@@ -229,10 +252,10 @@ class VariableChain:
         root_lp = root_loc @ self.root_rest_rot.T + self.root_rest_trans    # (T, 3)
         LR_all = local_opt if self.Lc_rot is None else torch.cat([local_opt, self.Lc_rot])
         LP_all = torch.cat([root_lp[None], self.Lc_pos])
+        LRs = LR_all.index_select(0, self.lr_order).split(self.level_sizes)
+        LPs = LP_all.index_select(0, self.lp_order).split(self.level_sizes)
         GRs, GPs = [], []
-        for lr_idx, lp_idx, groups in self.levels:
-            LR = LR_all.index_select(0, lr_idx)
-            LP = LP_all.index_select(0, lp_idx)
+        for LR, LP, (_, groups) in zip(LRs, LPs, self.levels):
             n_roots = groups[0][1] if groups[0][0] == -2 else 0
             PR, PP = [], []
             for src, _, idx in groups:
@@ -242,32 +265,41 @@ class VariableChain:
                 elif src >= 0:
                     PR.append(GRs[src].index_select(0, idx))
                     PP.append(GPs[src].index_select(0, idx))
-            if not PR:                                                       # tree roots: global = local
-                GRs.append(LR)
-                GPs.append(LP)
+            if n_roots:                                                      # tree roots: world = object · local
+                RR = self.A @ LR[:n_roots]
+                RP = LP[:n_roots] @ self.A.T + self.b
+            if not PR:
+                GRs.append(RR)
+                GPs.append(RP)
                 continue
             PR = PR[0] if len(PR) == 1 else torch.cat(PR)
             PP = PP[0] if len(PP) == 1 else torch.cat(PP)
             GR = PR @ LR[n_roots:]
             GP = (PR @ LP[n_roots:, ..., None])[..., 0] + PP
-            GRs.append(torch.cat([LR[:n_roots], GR]) if n_roots else GR)
-            GPs.append(torch.cat([LP[:n_roots], GP]) if n_roots else GP)
+            GRs.append(torch.cat([RR, GR]) if n_roots else GR)
+            GPs.append(torch.cat([RP, GP]) if n_roots else GP)
         G_rot = GRs[0] if len(GRs) == 1 else torch.cat(GRs)                  # (Jv, T, 3, 3), slot order
         G_pos = GPs[0] if len(GPs) == 1 else torch.cat(GPs)
-        S_rot = G_rot @ self.inv_rot[:, None]
-        S_t = (G_rot @ self.inv_trans[:, None, :, None])[..., 0] + G_pos
-        S = torch.cat([S_rot.flatten(-2), S_t], -1)                          # (Jv, T, 12)
-        Jv, T = S.shape[:2]
-        B = (self.W_var @ S.reshape(Jv, T * 12)).reshape(-1, T, 12)          # (V, T, 12)
+        B = self.W_var @ _skinning_matrices(G_rot, G_pos, self.bind)         # (V, 12T) blended [R | t]
         if self.B_const is not None:
             B = B + self.B_const
-        Rb = B[..., :9].unflatten(-1, (3, 3))
-        p = (Rb * self.rest_verts[..., None, :]).sum(-1) + B[..., 9:]
-        n = (Rb * self.rest_normals[..., None, :]).sum(-1)
+        V, T = B.shape[0], G_rot.shape[1]
+        Y = self.rest @ B.view(V, 3 * T, 4).transpose(1, 2)                  # (V, 2, 3T): positions, normals
+        p, n = Y[:, 0].view(V, T, 3), Y[:, 1].view(V, T, 3)
+        if self.b_fix is not None:
+            p = p + self.b_fix
+        if self.normal_map is not None:
+            n = n @ self.normal_map.T
         n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        p = (p @ self.A.T + self.b).transpose(0, 1).contiguous()
-        n = (n @ self.R.T).transpose(0, 1).contiguous()
-        return p, n
+        return p.transpose(0, 1).contiguous(), n.transpose(0, 1).contiguous()
+
+
+def _skinning_matrices(G_rot: torch.Tensor, G_pos: torch.Tensor, bind: torch.Tensor) -> torch.Tensor:
+    """(J, 12T) skinning matrices G · bind⁻¹ as row-major 3×4 [R | t] per frame, from global transforms
+    G_rot (J, T, 3, 3), G_pos (J, T, 3) and inverse bind matrices ``bind`` (J, 4, 4)."""
+    J, T = G_rot.shape[:2]
+    G = torch.cat([G_rot, G_pos[..., None]], -1).view(J, 3 * T, 4)           # rows of [R | t], frame-major
+    return (G @ bind).view(J, 12 * T)                                        # [R B_R | R B_t + t]
 
 
 class KeyVertexRig:

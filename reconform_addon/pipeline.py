@@ -3,7 +3,7 @@ the outcome. The panel's modal operator, the batch command (tools/retarget.py), 
 all go through here, so a set-up tuned in the panel gives the same result headless.
 
     specs = read_inputs(source_obj, target_obj, action=..., setup=...)        # main thread: bpy -> arrays
-    job = make_job(specs, options)                                          # core.retarget.Retarget
+    job = make_job(specs, options, window)                                  # core.retarget.Retarget (or .windows)
     for step in job.steps(): ...                                            # any thread (the panel: a worker)
     action = write_outcome(target_obj, job.outcome, name, ...)              # main thread: arrays -> bpy
 
@@ -25,10 +25,11 @@ from ..core import report
 from ..core.character import CharacterSpec, check_character
 from ..core.errors import CoreError
 from ..core.metrics import GROUNDED_FRACTION, foot_heights
-from ..core.retarget import METHODS, Outcome, Retarget, RetargetOptions, run
+from ..core.retarget import METHODS, Outcome, RetargetOptions, run
 from ..core.solver import SolverSettings
 from ..core.track import ClipTrack
 from ..core.types import Character, Motion
+from ..core.windows import WindowPlan, retarget_job
 from .bridge import (BridgeError, find_meshes, import_file, read_motion, read_skeleton, read_skinned_mesh,
                      write_motion)
 from .bridge import bodyparts
@@ -154,6 +155,28 @@ def setup_ground(setup: dict) -> dict:
     return dict(entry)
 
 
+def setup_window(setup: dict):
+    """The set-up's windows (a long clip retargeted as overlapping windows, ``core.windows``) as a WindowPlan, or
+    None: ``"window": 300`` (frames; a fifth of it shared at each seam) or ``"window": {"frames": 300,
+    "overlap": 60}``."""
+    entry = (setup or {}).get("window")
+    if entry is None or entry is False or entry == 0:
+        return None
+    if isinstance(entry, bool) or not isinstance(entry, (int, dict)):
+        raise BridgeError("Set-up entry 'window' must be a number of frames or {\"frames\": ..., \"overlap\": ...}.")
+    entry = {"frames": entry} if isinstance(entry, int) else dict(entry)
+    unknown = set(entry) - {"frames", "overlap"}
+    if unknown or not isinstance(entry.get("frames"), int) or not isinstance(entry.get("overlap", 0), int):
+        raise BridgeError("Set-up entry 'window': give whole numbers of frames as {\"frames\": 300, \"overlap\": 60}"
+                          + (f" (unknown key(s) {', '.join(sorted(unknown))})" if unknown else "") + ".")
+    plan = WindowPlan(entry["frames"], entry.get("overlap") or max(2, entry["frames"] // 5))
+    try:
+        plan.check()
+    except CoreError as ex:
+        raise BridgeError(f"Set-up entry 'window': {ex}") from None
+    return plan
+
+
 def resolve_ground(entry: dict, report=None):
     """The ground object of a ``setup_ground`` entry: imported from ``entry['file']`` when given (then named by
     ``entry['object']``, or the file's only mesh), else the object ``entry['object']`` of the open file."""
@@ -276,12 +299,13 @@ def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=Non
                   notes=tuple(notes), ground=surface)
 
 
-def make_job(inputs: Inputs, options: RetargetOptions) -> Retarget:
-    """The core retarget of ``inputs`` (pure core: drive it in any thread); the ground object read with them
-    becomes the options' ground."""
+def make_job(inputs: Inputs, options: RetargetOptions, window: WindowPlan = None):
+    """The core retarget of ``inputs`` (pure core: drive it in any thread): ``core.retarget.Retarget``, or with a
+    ``window`` plan and a clip longer than one window ``core.windows.WindowedRetarget``; the ground object read
+    with them becomes the options' ground."""
     if inputs.ground is not None and options.ground is None:
         options = replace(options, ground=inputs.ground)
-    return Retarget(inputs.source, inputs.source_motion, inputs.target, options)
+    return retarget_job(inputs.source, inputs.source_motion, inputs.target, options, window)
 
 
 # ------------------------------------------------------------------------------------------------ write
@@ -380,7 +404,7 @@ def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dic
         "ground": plain(ground_report(outcome)),
         "notes": list(inputs.notes) + list(outcome.notes),
     }
-    if outcome.job is not None:
+    if outcome.job is not None or "windows" in outcome.solver_stats:
         rep["metrics_solver"] = plain(outcome.solver_stats)
     json.dumps(rep, allow_nan=False)  # must stay strict JSON for --report
     return rep
@@ -445,7 +469,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
             target needs a mesh, a skeleton-only source gets a fitted body).
         action: source Action (default: the one playing); frame_start/frame_end: inclusive scene frames.
         settings: core.solver.SolverSettings or a dict of its fields (+ 'quality'); 'reconform' only.
-        setup: dict from ``load_setup`` (bone maps per role/armature, settings, keyvert_count).
+        setup: dict from ``load_setup`` (bone maps per role/armature, settings, keyvert_count, ground, window).
         name: name of the new Action (default '<source clip> to <target>').
         report: callable taking one line of progress text; progress: callable taking a fraction in [0, 1].
         store_keyverts: store the key vertices the retarget transferred on the characters' meshes.
@@ -475,7 +499,7 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
         say(n)
     say(f"source motion: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}
-    job = make_job(inputs, setup_options(method, settings, setup))
+    job = make_job(inputs, setup_options(method, settings, setup), setup_window(setup))
     outcome = run(job, step_reporter(say, tick))
     for n in outcome.notes:
         say(n)
@@ -516,7 +540,7 @@ def plain(value):
     return str(value)
 
 
-__all__ = ["Inputs", "RetargetResult", "conflict_rows", "frame_series", "ground_report", "load_setup", "make_job", "make_report",
-           "plain", "prepare_character", "read_character", "read_inputs", "result_action_name", "resolve_ground",
-           "retarget", "setup_bone_map", "setup_ground", "setup_options", "solver_settings", "step_reporter", "write_outcome",
-           "CoreError"]
+__all__ = ["Inputs", "RetargetResult", "conflict_rows", "frame_series", "ground_report", "load_setup", "make_job",
+           "make_report", "plain", "prepare_character", "read_character", "read_inputs", "result_action_name",
+           "resolve_ground", "retarget", "setup_bone_map", "setup_ground", "setup_options", "setup_window",
+           "solver_settings", "step_reporter", "write_outcome", "CoreError"]

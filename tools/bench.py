@@ -2,12 +2,14 @@
 
 Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end
 frames/s), the terrain cases (tools/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling
-line (solver frames/s at 75, 300, 1000 and 3000 frames) and the peak memory of a 10 000-frame retarget with its
-metrics and conflicts, and its longest stretch without a progress step (measured in a child process), and writes
-the same text to bench_output/bench.md.
+line (solver frames/s at 75, 300, 1000 and 3000 frames), an artist's loop (tools/bench_artist.py: a first solve
+of 300 frames, a re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its
+metrics and conflicts, and its longest stretch without a progress step (measured in a child process), the
+long-clip windows section (tools/bench_windows.py: a clip whole and in windows, seams, memory by length), and
+writes the same text to bench_output/bench.md.
 
     .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
-        [--threads 2]
+        [--no-windows] [--threads 2]
     .venv/bin/python tools/bench.py --partners-only      # only the partners section (tools/bench_partners.py)
 
 The partners section (several characters retargeted together, ReConForM §6.1: tools/bench_partners.py) runs after
@@ -59,7 +61,8 @@ def enable_addon():
     import retarget
     retarget.enable_addon(REPO_NAME)
     return {name: importlib.import_module(f"{MODULE}.{name}") for name in (
-        "reconform_addon.bridge", "reconform_addon.pipeline", "core.retarget", "core.solver", "core.types")}
+        "reconform_addon.bridge", "reconform_addon.pipeline", "core.retarget", "core.solver", "core.types",
+        "core.windows", "core.track")}
 
 
 class Loader:
@@ -210,10 +213,11 @@ def cuda_line(mods, src, motion, tgt, settings, cpu_result, device: str = "cuda"
             f"bone-rotation difference from the CPU result {angle:.3f}°")
 
 
-def memory_child(frames, threads):
+def memory_child(frames, threads, window=None):
     """Run in a child process: retarget a tiled clip of ``frames`` frames as the panel and the batch command do (10
-    solver steps, then the metrics of the result and of copy-rotations, then the conflicts), print peak memory and
-    the longest stretch without a progress step as JSON."""
+    solver steps, then the metrics of the result and of copy-rotations, then the conflicts; with ``window`` =
+    (frames, overlap): as overlapping windows, 10 steps each, no conflicts), print peak memory and the longest
+    stretch without a progress step as JSON."""
     import torch
     torch.set_num_threads(threads)
     mods = enable_addon()
@@ -226,20 +230,26 @@ def memory_child(frames, threads):
     settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=threads)
     rt = mods["core.retarget"]
     job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings))     # metrics and conflicts included
+    if window:
+        win = mods["core.windows"]
+        job = win.WindowedRetarget(src, smo, tgt, rt.RetargetOptions(settings=settings), win.WindowPlan(*window))
     t = last = time.perf_counter()
     gap = (0.0, "")
+    phase_rss = {}              # the largest RSS seen at a step of each phase (MB)
     for step in job.steps():
         now = time.perf_counter()
         if now - last > gap[0]:
             gap = (now - last, step.message)
         last = now
+        phase_rss[step.phase] = max(phase_rss.get(step.phase, 0.0), _rss_kb() / 1024)
     dt = time.perf_counter() - t
     _, peak_py = tracemalloc.get_traced_memory()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print("MEMORY " + json.dumps(dict(frames=frames, base_rss_mb=base_rss / 1024, peak_rss_mb=peak_rss / 1024,
                                       tracemalloc_peak_mb=peak_py / 2 ** 20, seconds=dt,
                                       phases_s={k: round(v, 1) for k, v in job.outcome.timings.items()},
-                                      longest_silence_s=gap[0], before=gap[1])))
+                                      longest_silence_s=gap[0], before=gap[1],
+                                      phase_rss_mb={k: round(v) for k, v in phase_rss.items()})))
 
 
 def _rss_kb():
@@ -261,12 +271,14 @@ def main(argv=None):
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--memory-window", type=int, nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--no-windows", action="store_true", help="skip the long-clip windows section (bench_windows.py)")
     ap.add_argument("--partners-only", action="store_true", help="only the partners section (bench_partners.py)")
     ap.add_argument("--no-partners", action="store_true", help="leave the partners section out")
     ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench.md"))
     args = ap.parse_args(argv)
     if args.memory_child:
-        memory_child(args.memory_child, args.threads)
+        memory_child(args.memory_child, args.threads, args.memory_window)
         return 0
     if args.partners_only:
         import bench_partners
@@ -440,6 +452,16 @@ def main(argv=None):
                 f"{d['longest_silence_s']:.1f} s", d["longest_silence_s"] <= 10.0)
         else:
             out("Memory measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+    # --- an artist's loop: first solve, re-solve, a window (tools/bench_artist.py) ---
+    if not args.quick and not args.no_scaling:
+        import bench_artist
+        targets.update(bench_artist.section(out, mods, loader, args.threads))
+    # --- long clips in windows (tools/bench_windows.py) ---
+    if not args.quick and not args.no_windows:
+        import bench_windows
+        w_args = argparse.Namespace(frames=1000, window=300, overlap=60, threads=args.threads,
+                                    memory=[] if args.no_memory else [3000, 10000])
+        targets.update(bench_windows.section(out, log, mods, loader, settings, w_args, SCALING))
     # --- key-vertex transfer speed (tools/bench_keyverts.py) ---
     from bench_keyverts import bench_keyverts
     bench_keyverts(lambda name: importlib.import_module(f"{MODULE}.{name}"), out=out)

@@ -70,6 +70,12 @@ def parse_args(argv):
                         "target's file or --ground-file (default: the set-up's 'ground', else the floor z = 0)")
     p.add_argument("--ground-file", metavar="PATH",
                    help="file to import the ground object from (.blend, .fbx, .glb, .gltf, .obj)")
+    p.add_argument("--window", type=int, metavar="FRAMES",
+                   help="retarget a long clip as overlapping windows of FRAMES frames (reconform, one pair): the "
+                        "solver's memory follows the window, not the clip (default: the set-up's 'window', else "
+                        "the whole clip at once)")
+    p.add_argument("--window-overlap", type=int, metavar="FRAMES",
+                   help="frames shared (crossfaded) by consecutive windows (default: a fifth of --window)")
     p.add_argument("--name", action="append", default=[], help="name of the new Action (one per target, or none)")
     p.add_argument("--out", help="write the result .blend here")
     p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
@@ -90,6 +96,10 @@ def parse_args(argv):
         p.error(f"--series {args.series}: use a .json path")
     if args.series and len(args.source) > 1:
         p.error("--series is for one pair: leave it out when retargeting several characters together")
+    if args.window_overlap is not None and args.window is None:
+        p.error("--window-overlap needs --window FRAMES")
+    if args.window is not None and len(args.source) > 1:
+        p.error("--window is for one pair: characters retargeted together are solved over the whole clip")
     if args.out and not args.out.lower().endswith(".blend"):
         p.error(f"--out {args.out}: use a .blend path")
     if args.out and args.blend and os.path.abspath(args.out) == os.path.abspath(args.blend):
@@ -343,6 +353,14 @@ def run(args, log, outputs) -> dict:
             ground_entry = dict(ground_entry, object=args.ground, file=args.ground_file)
             setup["ground"] = ground_entry
         ground = pipeline.resolve_ground(ground_entry, report=log) if ground_entry else None
+        if args.window is not None:           # the command line wins over the set-up
+            setup["window"] = {"frames": args.window, "overlap": args.window_overlap or max(2, args.window // 5)}
+        if setup.get("window") and len(pairs) > 1:
+            raise UserError("A 'window' set-up is for one pair: characters retargeted together are solved over the "
+                            "whole clip.")
+        window = pipeline.setup_window(setup)
+        if window is not None and method != "reconform":
+            log("note: 'window' applies to the reconform method; copy_rotations runs over the whole clip")
         if ground is not None and len(pairs) > 1:
             raise UserError("A ground object is for one character: several characters retargeted together stand on "
                             "the floor z = 0.")
@@ -356,7 +374,9 @@ def run(args, log, outputs) -> dict:
         if len(pairs) == 1:
             (src, tgt, action), = pairs
             log(f"retarget '{src.name}' -> '{tgt.name}' with {method}"
-                + (f" on ground '{ground.name}'" if ground is not None else ""))
+                + (f" on ground '{ground.name}'" if ground is not None else "")
+                + (f" in windows of {window.length} frames sharing {window.overlap}"
+                   if window is not None and method == "reconform" else ""))
             result = pipeline.retarget(src, tgt, method=method, action=action, frame_start=start, frame_end=end,
                                        settings=settings or None, setup=setup, name=specs[0]["name"], report=log,
                                        progress=progress, ground=ground)

@@ -39,7 +39,7 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict) -> dict:
     # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
     fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
     fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
-    out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, scale["dir"])
+    out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, scale["dir"], tgt_norm=d.dist, src_norm=pairset.src_dist)
     ps = scale["pen"]
     out["pen"] = pen_loss(d.pen, pairset.src_pen_ij, w, ps) + pen_loss(pen_ji, pairset.src_pen_ji, w, ps)
     return out

@@ -2,6 +2,7 @@
 input (one-line message, non-zero exit, nothing written, input .blend unchanged)."""
 
 import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -140,3 +141,39 @@ def test_batch_unreadable_and_missing_files(assets, tmp_path):
 def test_batch_bad_arguments(tmp_path):
     rc, so, se = run_tool("--source", "a", "--target", "b", "--export", tmp_path / "x.obj")
     assert rc == 2 and "use a .fbx, .glb, .gltf or .bvh path" in se
+
+
+def test_the_set_up_window_entry(addon):
+    pl = importlib.import_module(addon.__name__ + ".reconform_addon.pipeline")
+    plan = pl.setup_window({"window": 300})
+    assert (plan.length, plan.overlap) == (300, 60)
+    plan = pl.setup_window({"window": {"frames": 90, "overlap": 20}})
+    assert (plan.length, plan.overlap) == (90, 20)
+    assert pl.setup_window({}) is None and pl.setup_window({"window": 0}) is None
+    for bad, says in (({"window": "long"}, "number of frames"), ({"window": {"frames": 90, "step": 3}}, "step"),
+                      ({"window": 4}, "too short"), ({"window": {"frames": 90, "overlap": 60}}, "overlap"),
+                      ({"window": 90.5}, "number of frames")):
+        with pytest.raises(pl.BridgeError, match=says):
+            pl.setup_window(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.assets
+def test_batch_retargets_a_long_clip_in_windows(scene_blend, tmp_path):
+    """--window: the clip solved as overlapping windows, one Action for the whole range, the windows and the
+    metrics of the stitched clip in the report; a window too short is refused before anything is written."""
+    out, rep = tmp_path / "w.blend", tmp_path / "w.json"
+    rc, so, se = run_tool("--blend", scene_blend, "--source", "NC_bandai_walk_normal_001",
+                          "--target", "mh_teen_girl_rig", "--method", "reconform", "--quality", "fast",
+                          "--frames", 1, 120, "--window", 50, "--window-overlap", 10, "--out", out, "--report", rep)
+    assert rc == 0, se
+    assert "in windows of 50 frames sharing 10" in so and "Window 3/3" in so
+    report = json.loads(rep.read_text())
+    assert report["frames"] == 120 and report["metrics_solver"]["windows"] == 3
+    assert any("3 windows of 50 frames" in n for n in report["notes"])
+    m, ref = report["metrics"], report["reference_metrics"]
+    assert m["frames"] == 120 and m["floor_pen_mean"] < ref["floor_pen_mean"]
+    _bad(["--blend", scene_blend, "--source", "NC_bandai_walk_normal_001", "--target", "mh_teen_girl_rig",
+          "--method", "reconform", "--window", 4], "too short", tmp_path, scene_blend)
+    rc, so, se = run_tool("--source", "a", "--target", "b", "--window-overlap", 10)
+    assert rc == 2 and "--window-overlap needs --window" in se

@@ -2,6 +2,7 @@
 implementation: core.kinematics.ForwardKinematics + core.skinning.skin_mesh."""
 
 import numpy as np
+import pytest
 import torch
 
 from core.feet import foot_vertices
@@ -52,8 +53,21 @@ def test_stacked_rig_concatenates_its_characters():
     assert rig.character.tolist() == [0] * len(a.keyverts) + [1] * len(b.keyverts)
 
 
-def test_vertex_chain_and_variable_chain_match_the_reference():
-    ch = _character()
+def _turned_character():
+    """An armature object turned about a tilted axis and scaled non-uniformly: its normals' matrix R (the
+    columns of the object matrix normalised) is not a multiple of the identity, nor orthogonal."""
+    c, s = np.cos(0.7), np.sin(0.7)
+    turn = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ np.array([[1.0, 0.0, 0.0], [0.0, c, -s],
+                                                                               [0.0, s, c]])
+    obj = np.eye(4)
+    obj[:3, :3] = turn @ np.diag([0.9, 1.3, 0.6]) @ turn.T
+    obj[:3, 3] = (0.4, 1.0, -0.2)
+    return make_humanoid(object_matrix=obj)
+
+
+@pytest.mark.parametrize("make", [_character, _turned_character, make_humanoid])
+def test_vertex_chain_and_variable_chain_match_the_reference(make):
+    ch = make()
     m = walk_motion(ch, frames=6)
     sk = ch.skeleton
     ids = np.arange(0, ch.mesh.num_verts, 7)
