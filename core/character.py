@@ -178,7 +178,7 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
         if clip is not None and not rest_is_standing(skeleton, bone_map):
             base = reference_basis(Character(skeleton, None, bone_map), clip)
         mesh, fitted = fit_body_to_skeleton(skeleton, bone_map, base=base), True
-        if clip is not None:    # its soles put on the clip's floor where it plants them (the template's foot depth is not)
+        if clip is not None:    # soles onto the clip's floor where it plants them, not the template's depth
             body = Character(skeleton, mesh, bone_map)
             lift = planted_soles(ClipTrack(replace(body, height=float(character_height(body))), clip))
             if lift:

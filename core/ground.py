@@ -9,7 +9,8 @@ lifted ones or the reverse. Readings, all from the lowest foot point per frame:
 - ``track_ground``: one level per frame, following a slow drift (a running low percentile over a window of
   a few seconds picks the frames where a foot is down, then a local line through their lowest points);
 - ``auto_ground``: z = 0 where the clip already stands on it (its estimated level within half the grounded
-  band of 0, its tracked level drifting less than that), else the tracked level (the default, chosen by measurement: docs/solver.md "Ground");
+  band of 0, its tracked level drifting less than that), else the tracked level (the default, chosen by
+  measurement: docs/solver.md "Ground");
 - a number, or a ``(T,)`` array given by the caller.
 
 ``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array, reading
@@ -39,8 +40,8 @@ LOCKED_SPEED = 0.01
 #: than 1 % h_c/s (the foot-locked speed of docs/metrics.md); its soles are lifted when their heights over those
 #: frames spread less than PLANT_SPREAD of h_c and stand within PLANT_MAX of h_c of z = 0
 PLANT_BAND, PLANT_SPREAD, PLANT_MAX = 0.01, 0.005, 0.02
-#: ``auto_ground``: the clip stands on z = 0 when its tracked floor stays within AUTO_TOLERANCE of h_c of it
-#: (half the grounded band of docs/metrics.md, 1 %)
+#: ``auto_ground``: the clip stands on z = 0 when its estimated level lies within AUTO_TOLERANCE of h_c of it and
+#: its tracked level drifts less than that (half the grounded band of docs/metrics.md, 1 %)
 AUTO_TOLERANCE = 0.005
 #: the values ``SolverSettings.source_ground`` accepts as text
 GROUND_MODES = ("auto", "zero", "estimate", "track")

@@ -64,4 +64,5 @@ def mean_targets(inits: list, ours: list) -> list:
     ci, co = mean(inits, "contact_f1"), mean(ours, "contact_f1")
     return [(f"self-penetration mean ≤ {SELF_PEN_MEAN} × copy-rot's", f"{_pct(so)} vs {_pct(si)}",
              so <= SELF_PEN_MEAN * si),
-            (f"key-vertex contact F1 mean ≥ {CONTACT_F1_MEAN}", f"{co:.3f} (copy-rot {ci:.3f})", co >= CONTACT_F1_MEAN)]
+            (f"key-vertex contact F1 mean ≥ {CONTACT_F1_MEAN}", f"{co:.3f} (copy-rot {ci:.3f})",
+             co >= CONTACT_F1_MEAN)]
