@@ -17,10 +17,12 @@ from .body import fit_body_to_skeleton
 from .bonemap import apply_bone_map, detect_bone_map, validate_bone_map
 from .copy_rotations import check_bone_map, reference_basis
 from .errors import CoreError
+from .ground import planted_soles
 from .keyverts import character_height, check_skinned_limbs, transfer_keyverts
 from .meshparts import choose_body, remap_keyverts, submesh
 from .rehang import rehang
 from .tpose import lying_rest_message, rest_is_standing
+from .track import ClipTrack
 from .types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
 KEYVERT_COUNTS = (41, 96)
@@ -36,7 +38,8 @@ class CharacterSpec:
         bone_map: {canonical: bone name}, or None to detect it from names and topology.
         stored_keyverts: key vertices stored on the character (``locked`` where placed by hand), or None.
         clip: the clip it plays in this retarget, when it is the source (a skeleton-only source whose rest pose
-            lies down stands its fitted body up from the clip's frame with both feet flat).
+            lies down stands its fitted body up from the clip's frame with both feet flat; a fitted body's soles
+            are moved onto z = 0 where the clip plants them: ``core.ground.planted_soles``).
         mesh_choice: {mesh object name: True to use it as the body, False to leave it out}; meshes not named are
             read automatically (``core.meshparts``: clothing, eyes and props are left out).
     """
@@ -175,6 +178,11 @@ def build_character(spec: CharacterSpec, *, keyvert_count: int = 41, fit_body: b
         if clip is not None and not rest_is_standing(skeleton, bone_map):
             base = reference_basis(Character(skeleton, None, bone_map), clip)
         mesh, fitted = fit_body_to_skeleton(skeleton, bone_map, base=base), True
+        if clip is not None:    # soles onto the clip's floor where it plants them, not the template's depth
+            body = Character(skeleton, mesh, bone_map)
+            lift = planted_soles(ClipTrack(replace(body, height=float(character_height(body))), clip))
+            if lift:
+                mesh = fit_body_to_skeleton(skeleton, bone_map, base=base, sole_lift=lift)
         notes.append(f"'{name}' deforms no mesh: fitted a template body to its skeleton.")
     character = Character(skeleton, mesh, bone_map, rig=rig)
     origin = ""

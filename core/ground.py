@@ -3,11 +3,14 @@
 The target stands on world z = 0 (or a ``terrain.HeightField``). A source clip may float above z = 0,
 stand sunk into it, or drift vertically over the clip (inertial capture, video capture, clips re-rooted by
 hand). The solver reads the source's heights above its ground, so a wrong ground turns planted feet into
-lifted ones or the reverse. Three readings, all from the lowest foot point per frame:
+lifted ones or the reverse. Readings, all from the lowest foot point per frame:
 
 - ``estimate_ground``: one level for the whole clip (a low percentile of the per-frame lowest foot point);
 - ``track_ground``: one level per frame, following a slow drift (a running low percentile over a window of
   a few seconds picks the frames where a foot is down, then a local line through their lowest points);
+- ``auto_ground``: z = 0 where the clip already stands on it (its estimated level within half the grounded
+  band of 0, its tracked level drifting less than that), else the tracked level (the default, chosen by
+  measurement: docs/solver.md "Ground");
 - a number, or a ``(T,)`` array given by the caller.
 
 ``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array, reading
@@ -20,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import CoreError
+from .feet import SIDES, window_bounds
 from .track import ClipTrack
 
 #: one level for the clip: this percentile over frames of the lowest foot point (the inventory uses 3 %)
@@ -30,8 +34,17 @@ TRACK_PERCENTILE = 5.0
 TRACK_BAND_M = 0.02
 #: ``track_ground``'s contact band as a share of the character's height h_c (2 cm at 1.7 m)
 TRACK_BAND = 0.012
+#: a foot slower than this share of h_c per second is still (the foot-locked metric's threshold)
+LOCKED_SPEED = 0.01
+#: ``planted_soles``: a planted foot's lowest vertex within PLANT_BAND of h_c of its 5th percentile, moving slower
+#: than 1 % h_c/s (the foot-locked speed of docs/metrics.md); its soles are lifted when their heights over those
+#: frames spread less than PLANT_SPREAD of h_c and stand within PLANT_MAX of h_c of z = 0
+PLANT_BAND, PLANT_SPREAD, PLANT_MAX = 0.01, 0.005, 0.02
+#: ``auto_ground``: the clip stands on z = 0 when its estimated level lies within AUTO_TOLERANCE of h_c of it and
+#: its tracked level drifts less than that (half the grounded band of docs/metrics.md, 1 %)
+AUTO_TOLERANCE = 0.005
 #: the values ``SolverSettings.source_ground`` accepts as text
-GROUND_MODES = ("zero", "estimate", "track")
+GROUND_MODES = ("auto", "zero", "estimate", "track")
 
 
 def estimate_ground(track: ClipTrack, percentile: float = ESTIMATE_PERCENTILE) -> float:
@@ -112,14 +125,61 @@ def track_ground(track: ClipTrack, window_s: float = TRACK_WINDOW_S,
     return running_ground(track.lowest_foot, track.fps, window_s, percentile, band)
 
 
+def auto_ground(track: ClipTrack) -> float | np.ndarray:
+    """The source's own floor (docs/metrics.md "Whose floor"): 0.0 where the clip already stands on z = 0, else
+    its ``track_ground`` level (T,): a clip floating, sunk or drifting is read above the floor its feet stand on.
+
+    Standing on z = 0: its ``estimate_ground`` level and the range of its tracked level both within
+    ``AUTO_TOLERANCE`` of h_c (not the tracked level itself: averaging the lowest points of a rolling foot, it
+    reads a walk on z = 0 up to 1 % h_c above it).
+    """
+    level = track_ground(track)
+    h = track.character.height
+    tolerance = AUTO_TOLERANCE * (float(h) if h else 1.7)
+    on_zero = abs(estimate_ground(track)) <= tolerance and float(np.ptp(level)) <= tolerance
+    return 0.0 if on_zero else level
+
+
+def planted_soles(track: ClipTrack) -> dict:
+    """{side: metres}: how far above z = 0 each foot's sole stands where the clip plants it, for the sides whose
+    planted sole stands on one level near z = 0 (a fitted body's soles are moved down by it, ``core.character``).
+
+    Planted frames: the foot's lowest vertex (``core.feet``) within ``PLANT_BAND`` of h_c of its 5th percentile
+    and slower than 1 % h_c/s (centred over ``core.feet.window_bounds``, the foot-locked metric's estimator).
+    A side is kept when it has 5 such frames or more, their heights spread (10th to 90th percentile) less than
+    ``PLANT_SPREAD`` of h_c (a floor that drifts, or a foot that does not stand flat, is not a body's error) and
+    their median is within ``PLANT_MAX`` of h_c of z = 0 (a clip floating or sunk as a whole is read by
+    ``source_ground``, not fitted away).
+    """
+    h = float(track.character.height)
+    lo, hi = window_bounds(track.num_frames, track.fps)
+    out = {}
+    for side, P in zip(SIDES, track.foot_points):
+        if P.shape[1] == 0:
+            continue
+        k = P[..., 2].argmin(1)
+        low = P[np.arange(len(k)), k, 2]
+        speed = np.linalg.norm(P[hi, k, :2] - P[lo, k, :2], axis=1) / np.maximum(hi - lo, 1) * track.fps
+        planted = (low <= np.percentile(low, 5) + PLANT_BAND * h) & (speed < LOCKED_SPEED * h)
+        if planted.sum() < 5:
+            continue
+        p10, p50, p90 = np.percentile(low[planted], [10, 50, 90])
+        if p90 - p10 < PLANT_SPREAD * h and abs(p50) < PLANT_MAX * h:
+            out[side] = float(p50)
+    return out
+
+
 def ground_levels(track: ClipTrack, ground) -> float | np.ndarray:
     """A ``SolverSettings.source_ground`` value read on a clip: a float (one level, metres) or a ``(T,)``
     float64 array (one level per frame).
 
-    ``ground``: "zero" (z = 0), "estimate" (``estimate_ground``), "track" (``track_ground``), a number, or a
-    sequence of T numbers (a level per frame of the clip).
+    ``ground``: "auto" (``auto_ground``: z = 0 where the clip stands on it, else "track"), "zero" (z = 0),
+    "estimate" (``estimate_ground``), "track" (``track_ground``), a number, or a sequence of T numbers (a level
+    per frame of the clip).
     """
     if isinstance(ground, str):
+        if ground == "auto":
+            return auto_ground(track)
         if ground == "zero":
             return 0.0
         if ground == "estimate":

@@ -21,6 +21,7 @@ from .humanoid import CANONICAL_PARENT
 from .keyverts import area_weights
 from .parts import vertex_segments
 from .progress import drive, scaled
+from .skinning import bind_matrices
 from .terrain import ground_height
 from .track import ClipTrack
 from .types import Character, Motion
@@ -62,7 +63,7 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
     not tested against each other.
     """
     sk, mesh = character.skeleton, character.mesh
-    G = sk.rest_global
+    G = bind_matrices(sk, mesh)
     B = len(bones)
     a = np.zeros((B, 3))
     b = np.zeros((B, 3))
@@ -161,7 +162,7 @@ def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids):
     valid = torch.as_tensor(caps.radius > 0)
     test = ~torch.as_tensor(caps.excluded[s_seg]) & valid[None, :]  # (S, B)
     # vertices already inside a foreign capsule at rest are not counted (modelled contact, not penetration)
-    Grest = torch.as_tensor(sk.rest_global, dtype=dt)
+    Grest = torch.as_tensor(bind_matrices(sk, mesh), dtype=dt)
     cbone = torch.as_tensor(caps.bone)
     lo, hi = torch.as_tensor(caps.a[:, 1], dtype=dt), torch.as_tensor(caps.b[:, 1], dtype=dt)
     r2 = torch.as_tensor(caps.radius, dtype=dt) ** 2

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .errors import CoreError
+from .skinning import bind_matrices
 from .types import Character
 
 
@@ -84,7 +85,7 @@ class VertexChain:
                        for d in range(int(depth.max()) + 1)] if len(self.needed) else []
         rl = torch.as_tensor(sk.rest_local[self.needed], dtype=dtype, device=device)
         self.rest_rot, self.rest_trans = rl[:, :3, :3], rl[:, :3, 3]
-        inv = np.linalg.inv(sk.rest_global[self.needed])
+        inv = np.linalg.inv(bind_matrices(sk, m)[self.needed])
         self.inv_rot = torch.as_tensor(inv[:, :3, :3], dtype=dtype, device=device)
         self.inv_trans = torch.as_tensor(inv[:, :3, 3], dtype=dtype, device=device)
         W = np.zeros((len(ids), len(self.needed)))

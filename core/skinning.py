@@ -9,14 +9,23 @@ from .kinematics import Pose
 from .types import Skeleton, SkinnedMesh
 
 
-class SkinningMatrices:
-    """Per-bone skinning transforms ``S_j = G_j @ rest_global_j^-1`` for a skeleton.
+def bind_matrices(skeleton: Skeleton, mesh: SkinnedMesh = None) -> np.ndarray:
+    """(J, 4, 4) armature-space bone matrices of the pose ``mesh``'s rest vertices are bound in: its
+    ``bind_global`` (a fitted body's T-pose), else the skeleton's rest pose."""
+    if mesh is not None and mesh.bind_global is not None:
+        return mesh.bind_global
+    return skeleton.rest_global
 
-    Precompute the inverse rest matrices once; call with a Pose.
+
+class SkinningMatrices:
+    """Per-bone skinning transforms ``S_j = G_j @ B_j^-1`` for a skeleton, B the bind matrices
+    (``bind_matrices``: the rest pose, or the pose ``mesh`` is bound in).
+
+    Precompute the inverse bind matrices once; call with a Pose.
     """
 
-    def __init__(self, skeleton: Skeleton, dtype=torch.float32, device="cpu"):
-        inv = np.linalg.inv(skeleton.rest_global)
+    def __init__(self, skeleton: Skeleton, dtype=torch.float32, device="cpu", mesh: SkinnedMesh = None):
+        inv = np.linalg.inv(bind_matrices(skeleton, mesh))
         self.inv_rot = torch.as_tensor(inv[:, :3, :3], dtype=dtype, device=device)
         self.inv_trans = torch.as_tensor(inv[:, :3, 3], dtype=dtype, device=device)
 
@@ -69,8 +78,18 @@ def skin_mesh(skeleton: Skeleton, mesh: SkinnedMesh, pose: Pose, vertex_ids=None
         positions (..., K, 3) and unit normals (..., K, 3), armature space.
     """
     dtype, device = pose.positions.dtype, pose.positions.device
-    sm = SkinningMatrices(skeleton, dtype, device)
+    sm = SkinningMatrices(skeleton, dtype, device, mesh)
     rot, trans = sm(pose)
     ids = np.arange(mesh.num_verts) if vertex_ids is None else np.asarray(vertex_ids, dtype=np.int64)
     return skin_vertices(rot, trans, mesh.rest_verts[ids], mesh.weight_bones[ids], mesh.weight_values[ids],
                          mesh.rest_normals[ids])
+
+
+def rest_pose_vertices(skeleton: Skeleton, mesh: SkinnedMesh) -> np.ndarray:
+    """(V, 3) float64 armature-space vertices of ``mesh`` in the skeleton's rest pose: its ``rest_verts`` when it
+    is bound there, else skinned from the pose it is bound in (a fitted body's T-pose, ``bind_matrices``)."""
+    if mesh.bind_global is None:
+        return mesh.rest_verts
+    G = torch.as_tensor(skeleton.rest_global)
+    pos, _ = skin_mesh(skeleton, mesh, Pose(G[:, :3, :3], G[:, :3, 3]))
+    return pos.numpy()

@@ -21,7 +21,7 @@ from .errors import CoreError
 from .feet import foot_vertices
 from .kinematics import ForwardKinematics
 from .rotations import quat_to_matrix
-from .skinning import skin_vertices
+from .skinning import bind_matrices, skin_vertices
 from .types import Character, Motion
 
 #: frames per chunk of the forward-kinematics and skinning passes (bounds their temporary memory)
@@ -111,8 +111,9 @@ class ClipTrack:
 
     @functools.cached_property
     def _skin(self):
-        """Armature-space skinning transforms S_j = G_j · rest_global_j⁻¹: (T, J, 3, 3), (T, J, 3)."""
-        inv = np.linalg.inv(self.character.skeleton.rest_global)
+        """Armature-space skinning transforms S_j = G_j · B_j⁻¹ (B: ``core.skinning.bind_matrices``, the rest pose
+        or the pose the mesh is bound in): (T, J, 3, 3), (T, J, 3)."""
+        inv = np.linalg.inv(bind_matrices(self.character.skeleton, self.character.mesh))
         inv_rot, inv_trans = torch.as_tensor(inv[:, :3, :3]), torch.as_tensor(inv[:, :3, 3])
         rot, pos = self._fk
         return rot @ inv_rot, (rot @ inv_trans[..., None])[..., 0] + pos

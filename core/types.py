@@ -94,6 +94,9 @@ class SkinnedMesh:
         weight_values: (V, K) float64 skin weights, rows sum to 1 (rows of unweighted vertices are 0).
         part: (V,) int64 index of the source mesh object of each vertex (0 when there is one object).
         part_names: names of the mesh objects, indexed by ``part``.
+        bind_global: (J, 4, 4) armature-space bone matrices of the pose the mesh is bound in (``rest_verts`` and
+            ``rest_normals`` are that pose's); None: the skeleton's rest pose (``core.skinning.bind_matrices``).
+            A body fitted to a skeleton-only character is bound in its T-pose (``core.body.fit``).
     """
 
     name: str
@@ -105,6 +108,7 @@ class SkinnedMesh:
     weight_values: np.ndarray
     part: np.ndarray = None
     part_names: tuple = ()
+    bind_global: np.ndarray = None
 
     def __post_init__(self):
         V = len(self.rest_verts)

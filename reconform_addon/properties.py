@@ -38,6 +38,8 @@ DEVICE_ITEMS = (
 )
 #: where the source's floor is (core.ground; docs/solver.md "Ground"): item -> SolverSettings.source_ground
 SOURCE_GROUND_ITEMS = (
+    ('AUTO', "Automatic", "The source's own floor: z = 0 where the clip stands on it, else a level per frame "
+     "tracked from its lowest foot contacts (a clip that floats, sinks or drifts)"),
     ('ZERO', "World Floor", "The source clip stands on z = 0"),
     ('ESTIMATE', "Estimate Level", "One floor level for the whole clip, from the source's lowest foot contacts "
      "(a clip that floats above or sinks into z = 0)"),
@@ -45,7 +47,7 @@ SOURCE_GROUND_ITEMS = (
      "seconds (a clip whose floor drifts up or down, as inertial or video capture often does)"),
     ('CUSTOM', "Custom Level", "The floor level given below"),
 )
-SOURCE_GROUND_MODES = {'ZERO': "zero", 'ESTIMATE': "estimate", 'TRACK': "track"}
+SOURCE_GROUND_MODES = {'AUTO': "auto", 'ZERO': "zero", 'ESTIMATE': "estimate", 'TRACK': "track"}
 #: what the target walks on (ReConForM §6.2; docs/solver.md "Terrain")
 GROUND_ITEMS = (
     ('WORLD', "World Floor", "The target stands on z = 0"),
@@ -74,7 +76,7 @@ ADVANCED_FLOATS = (
     ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 5.0, 0.0,
      1000.0),
     ("foot_lock", "Foot Lock", "Where the source foot stands still on the floor, the target's sole must not "
-     "slide (a factor on the sliding weight; 0 turns it off)", 1.0, 0.0, 1000.0),
+     "slide (a factor on the sliding weight; 0 turns it off)", 2.0, 0.0, 1000.0),
     ("lr_rot", "Rotation Step", "Adam step on the rotation residual (about radians)", 0.02, 1e-5, 1.0),
     ("lr_root", "Root Step", "Adam step on the root offset, in target heights", 0.01, 1e-5, 1.0),
 )
@@ -238,7 +240,7 @@ class ReconformSettings(PropertyGroup):
     use_advanced: BoolProperty(name="Override Weights", default=False,
                                description="Use the advanced values below instead of the preset's")
     device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='DEFAULT')
-    source_ground: EnumProperty(name="Source Floor", items=SOURCE_GROUND_ITEMS, default='ZERO',
+    source_ground: EnumProperty(name="Source Floor", items=SOURCE_GROUND_ITEMS, default='AUTO',
                                 description="Where the source clip's floor is (the target stands on the Ground "
                                             "below)")
     source_ground_level: FloatProperty(name="Floor Level", default=0.0, unit='LENGTH', soft_min=-1.0, soft_max=1.0,

@@ -48,13 +48,31 @@ def _axial_map(h_t, t_t, h_s, t_s, s, clamp=(0.35, 3.0)):
     A[:3, 3] = h_s - A[:3, :3] @ h_t
     return A
 
-def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base=None) -> SkinnedMesh:
+def _lower_soles(v: np.ndarray, dominant: np.ndarray, names: tuple, src: dict, lift: dict) -> np.ndarray:
+    """``v`` (V, 3) template-axes T-pose vertices (z up, metres) with each foot's sole moved down by ``lift[side]``
+    metres (up where negative): a foot vertex (dominant bone the foot or toes) moves by ``lift`` times its depth
+    under the ankle joint ``src[side_foot]`` over the sole's (0 at the ankle, 1 at the sole), so the instep
+    stays and the sole moves evenly, heel and ball alike."""
+    v = v.copy()
+    for side, d in lift.items():
+        ids = [names.index(f"{side}_{c}") for c in ("foot", "toes") if f"{side}_{c}" in names]
+        foot = np.isin(dominant, ids)
+        if not d or not foot.any():
+            continue
+        za = src[f"{side}_foot"][2]
+        share = np.clip((za - v[foot, 2]) / max(za - v[foot, 2].min(), 1e-9), 0.0, 1.0)
+        v[foot, 2] -= share * d
+    return v
+
+
+def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base=None,
+                         sole_lift: dict = None) -> SkinnedMesh:
     """Give a skeleton-only character a body: the template fitted to its proportions and skinned to it.
 
     The template (``core.keyverts.load_template``) is deformed bone by bone (affine maps taking each template
     bone onto the source bone in the shared T-pose: axial scale = bone length ratio, radial scale = body
     scale), skinned to the source bones through the bone map (canonical bones it lacks fall back to the nearest
-    mapped ancestor), then brought from the T-pose back to the source's rest pose by inverse LBS.
+    mapped ancestor) and bound in that T-pose (``SkinnedMesh.bind_global``).
     The mesh keeps the template's topology, so the template key vertices are valid on it as they are.
 
     Args:
@@ -64,8 +82,11 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
         base: optional (J, 4) WXYZ basis rotations of a standing frame (e.g. the clip's first frame) to build
             the T-pose from, for skeletons whose rest pose is not a standing humanoid (Bandai-Namco BVH);
             without it such a rest pose is only turned upright (``standing_skeleton``).
+        sole_lift: optional {side: metres} to move each sole down (``_lower_soles``): how far the soles of the
+            body fitted without it stand above the clip's floor where planted (``core.ground.planted_soles``).
     Returns:
-        SkinnedMesh in the skeleton's armature space (rest pose), named '<armature>_fitted_body'.
+        SkinnedMesh in the skeleton's armature space, bound in the T-pose (its ``rest_verts`` are the T-pose's),
+        named '<armature>_fitted_body'.
     """
     if template is None:
         template = load_template(41)
@@ -133,6 +154,9 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
     wb, wv = t_mesh.weight_bones, t_mesh.weight_values
     blend = (wv[..., None, None] * Ms[wb]).sum(1)                              # (V,4,4)
     v = np.einsum("vij,vj->vi", blend[:, :3, :3], t_mesh.rest_verts) + blend[:, :3, 3]
+    if sole_lift:
+        dominant = wb[np.arange(len(wb)), np.argmax(wv, axis=1)]
+        v = _lower_soles(v, dominant, tuple(t_skel.names), src, sole_lift)
     # template axes -> world -> armature space (T-pose)
     p_world = v @ Rc.T
     inv_obj = np.linalg.inv(stood.object_matrix)
@@ -152,13 +176,13 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
     nb = np.argsort(-W, axis=1, kind="stable")[:, :K]
     nv = np.take_along_axis(W, nb, 1)
     nv /= nv.sum(1, keepdims=True)
-    # inverse LBS: T-pose -> rest pose
-    S = G_T @ np.linalg.inv(skeleton.rest_global)                               # (J,4,4)
-    Sb = (nv[..., None, None] * S[nb]).sum(1)
-    v_rest = np.linalg.solve(Sb[:, :3, :3], (v_T - Sb[:, :3, 3])[..., None])[..., 0]
+    # bound in the T-pose it was fitted in (``SkinnedMesh.bind_global``), not brought back to the rest pose by
+    # inverse LBS: a rest pose far from a body pose (a Bandai BVH's rest has its legs along its spine, 180° from
+    # standing) blends bones whose skinning rotations differ by up to 180°, the blend is near singular, and the
+    # inverse put vertices metres away (docs/metrics.md "Fitted bodies")
     fi, fo = t_mesh.face_indices, t_mesh.face_offsets
-    return SkinnedMesh(f"{skeleton.name}_fitted_body", v_rest, vertex_normals(v_rest, fi, fo), fi.copy(), fo.copy(),
-                       nb.astype(np.int64), nv)
+    return SkinnedMesh(f"{skeleton.name}_fitted_body", v_T, vertex_normals(v_T, fi, fo), fi.copy(), fo.copy(),
+                       nb.astype(np.int64), nv, bind_global=G_T)
 
 def stretch_limbs(template, scales: dict) -> Character:
     """A copy of ``template`` (core.keyverts.Template) with arm / leg bones stretched along their axis.

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..humanoid import CANONICAL_BONES, LIMBS, limb_of, mirror_name
 from ..parts import limb_labels
+from ..skinning import bind_matrices
 
 _T = np.array([1.0, -0.85, -0.35]) / np.linalg.norm([1.0, -0.85, -0.35])  # thumb direction (left)
 
@@ -107,7 +108,7 @@ def apply_rules(skeleton, mesh, bone_map, n, positions=None, normals=None, heigh
     pos = mesh.rest_verts if positions is None else positions
     nrm = mesh.rest_normals if normals is None else normals
     H = float(np.ptp(pos[:, 2])) if height is None else height
-    G = skeleton.rest_global
+    G = bind_matrices(skeleton, mesh)
     lab = limb_labels(skeleton, mesh, bone_map)
     edge = np.median(np.linalg.norm(pos[mesh.face_indices[mesh.face_offsets[:-1]]]
                                     - pos[mesh.face_indices[mesh.face_offsets[:-1] + 1]], axis=1))

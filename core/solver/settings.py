@@ -64,13 +64,14 @@ class SolverSettings:
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
-    foot_lock: float = 1.0           #: where the source foot is locked, the target's sole must not slide (0: off)
+    foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
     contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
     lock_band: tuple = (LOCK_MIN, LOCK_MAX)           #: source foot speed (share of h_c per s): locked 1 -> 0
     optimise_fingers: bool = False
-    #: the source's floor: "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one
-    #: level per frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
-    source_ground: object = "zero"
+    #: the source's floor: "auto" (its own: z = 0 where it stands on it, else tracked; docs/metrics.md "Whose
+    #: floor"), "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one level per
+    #: frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
+    source_ground: object = "auto"
     #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.terrain.HeightField, or any
     #: differentiable callable f(x, y); core.retarget sets it from RetargetOptions.ground (docs/solver.md)
     terrain: object = None

@@ -73,8 +73,8 @@ def test_quality_preset_and_overrides_reach_solver_settings(addon, clean_scene):
 
 def test_source_floor_reaches_solver_settings(addon, clean_scene):
     s = clean_scene.reconform
-    assert s.source_ground == 'ZERO' and s.solver_settings().source_ground == "zero"
-    for item, mode in (('ESTIMATE', "estimate"), ('TRACK', "track")):
+    assert s.source_ground == 'AUTO' and s.solver_settings().source_ground == "auto"
+    for item, mode in (('ZERO', "zero"), ('ESTIMATE', "estimate"), ('TRACK', "track")):
         s.source_ground = item
         assert s.solver_settings().source_ground == mode
     s.source_ground = 'CUSTOM'

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from core.errors import CoreError
-from core.ground import estimate_ground, ground_levels, running_ground, track_ground
+from core.ground import estimate_ground, ground_levels, planted_soles, running_ground, track_ground
 from core.metrics import evaluate
 from core.solver import SolveJob, SolverSettings
 from core.track import ClipTrack
@@ -136,3 +136,35 @@ def test_floor_advice_is_importable_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=pathlib.Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
+
+
+def test_planted_soles_reads_a_body_standing_above_its_floor_and_not_a_drift(walk):
+    """core.ground.planted_soles (a fitted body's soles are put on the floor by it, core.character): a body
+    standing still lifted by 1 cm reads 1 cm more on both feet; lifted 3 % of its height (the whole clip floats:
+    source_ground's business) or drifting 5 cm over the clip (no one level to stand on), it reads nothing."""
+    ch, _ = walk
+    T, J = 60, ch.skeleton.num_bones
+    m = Motion(np.tile([1.0, 0.0, 0.0, 0.0], (T, J, 1)), np.zeros((T, J, 3)), 30.0)     # standing in the rest pose
+    base = planted_soles(ClipTrack(ch, m))
+    assert set(base) == {"left", "right"}, base
+    up = planted_soles(ClipTrack(ch, _shifted(ch, m, np.full(m.num_frames, 0.01))))
+    for side in ("left", "right"):
+        assert up[side] == pytest.approx(base[side] + 0.01, abs=1e-3)
+    assert planted_soles(ClipTrack(ch, _shifted(ch, m, np.full(m.num_frames, 0.03 * ch.height)))) == {}
+    drift = 0.05 * np.arange(m.num_frames) / m.num_frames
+    assert planted_soles(ClipTrack(ch, _shifted(ch, m, drift))) == {}
+
+
+def test_auto_ground_keeps_z0_for_a_clip_standing_on_it_and_tracks_one_that_does_not(walk):
+    """``source_ground="auto"`` (the default): the synthetic walk stands on z = 0 and is read there, exactly (a
+    level within half the grounded band of 0 is not replaced by its own noise); lifted 3 cm, or sinking 5 cm over
+    the clip, it is read above its tracked floor, and its heights above it are the upright walk's above its own."""
+    ch, m = walk
+    assert ground_levels(ClipTrack(ch, m), "auto") == 0.0
+    upright = ClipTrack(ch, m).lowest_foot - track_ground(ClipTrack(ch, m))
+    for dz in (np.full(m.num_frames, 0.03), -0.05 * np.arange(m.num_frames) / m.num_frames):
+        tr = ClipTrack(ch, _shifted(ch, m, dz))
+        level = ground_levels(tr, "auto")
+        assert np.shape(level) == (m.num_frames,)
+        np.testing.assert_array_equal(level, track_ground(tr))
+        assert np.abs((tr.lowest_foot - level) - upright).max() < 0.006

@@ -6,6 +6,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py jerk [CASE] ["{'w_smooth': 1.0}"] [--max-frames 400]
     .venv/bin/python tools/experiments/diagnostics.py progress [CASE] [OVERRIDES] [--every 10]
     .venv/bin/python tools/experiments/diagnostics.py conflicts [CASE] [--max-frames 300]
+    .venv/bin/python tools/experiments/diagnostics.py soles
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
 the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
@@ -20,6 +21,7 @@ between joints it brings closer to the source's jerk and the others.
 weighted sum of the terms, whose meaning changes with α), the objective relative to copy-rotations' at the same α
 (``Progress.relative``, what the panel and the batch print) and each weighted term (docs/solver.md "Reading the
 progress").
+``soles``: per skeleton-only clip, its fitted body's planted soles above z = 0 (docs/metrics.md "Fitted bodies").
 ``conflicts``: for one case (default the Bandai kick), how many conflicts the solve lists (one per body part
 and term pair) and their frame spans in all, and the costliest six (docs/solver.md "Conflicts").
 Every retarget goes through core.retarget, as the product's.
@@ -165,9 +167,48 @@ def conflicts(mods, loader, bench, which, overrides, threads, max_frames):
               + ", ".join(f"{a}-{b}" for a, b in c.spans))
 
 
+#: skeleton-only clips whose fitted bodies' soles ``soles`` reads
+SOLE_CLIPS = ("NC_bandai_walk_normal_001.bvh", "NC_bandai_kick_normal_001.bvh", "NC_bandai_slash_normal_001.bvh",
+              "NC_bandai_walk_giant_001.bvh", "cmu_07_01_walk.fbx", "cmu_salsa_60_15_lead.bvh")
+
+
+def soles(mods, loader, bench, track_cls):
+    """Per skeleton-only clip, its fitted body's lowest foot vertex above z = 0 on the frames where that foot is
+    planted (slower than 1 % h_c/s, within 3 % h_c of the tracked floor), and the ankle joint's height there."""
+    import importlib
+
+    import numpy as np
+    ground = importlib.import_module(f"{bench.MODULE}.core.ground")
+    feet = importlib.import_module(f"{bench.MODULE}.core.feet")
+    print("clip | h_c m | estimated floor cm | tracked floor range cm | per foot: planted frames, lowest foot "
+          "vertex above z = 0 p10 / median cm, ankle joint median cm")
+    for name in SOLE_CLIPS:
+        ch, clip, _ = loader.source("motions/" + name)
+        tr = track_cls(ch, clip)
+        h, P = float(ch.height), tr.world_positions
+        level = ground.track_ground(tr)
+        lo, hi = feet.window_bounds(clip.num_frames, clip.fps)
+        cells = []
+        for k, side in enumerate(feet.SIDES):
+            F = tr.foot_points[k]
+            v = F[..., 2].argmin(1)
+            low = F[np.arange(len(v)), v, 2]
+            speed = np.linalg.norm(F[hi, v, :2] - F[lo, v, :2], axis=1) / np.maximum(hi - lo, 1) * clip.fps
+            planted = (speed < 0.01 * h) & (low - level < 0.03 * h)
+            if not planted.any():
+                cells.append(f"{side}: never planted")
+                continue
+            ankle = P[planted, ch.skeleton.index(ch.bone_map[f"{side}_foot"]), 2]
+            cells.append(f"{side}: {planted.sum()}, {100 * np.percentile(low[planted], 10):.1f} / "
+                         f"{100 * np.median(low[planted]):.1f}, {100 * np.median(ankle):.1f}")
+        print(f"{name} | {h:.3f} | {100 * ground.estimate_ground(tr):.1f} | {100 * np.ptp(level):.1f} | "
+              + "; ".join(cells), flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts"))
+    ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts",
+                                            "soles"))
     ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
     ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
@@ -186,6 +227,8 @@ def main(argv=None):
     overrides = ast.literal_eval(args.overrides)
     if args.mode == "feet-sources":
         feet_sources(mods, loader, bench, met, track_cls)
+    elif args.mode == "soles":
+        soles(mods, loader, bench, track_cls)
     elif args.mode == "progress":
         progress(mods, loader, bench, args.case or "walk_normal", overrides, args.threads, args.every)
     elif args.mode == "feet-planted":

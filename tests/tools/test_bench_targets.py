@@ -1,0 +1,51 @@
+"""tools/bench_targets.py: issue 11's PASS/FAIL lines of `make bench`, on hand-made metrics."""
+
+import math
+
+from tools.bench_targets import case_targets, mean_targets
+
+
+def _metrics(**kw):
+    m = dict(jerk_mean=100.0, source_jerk_mean=100.0, self_pen_mean=0.001, grounded_f1=0.96, locked_f1=0.94,
+             floor_pen_mean=0.0001, contact_f1=0.8)
+    m.update(kw)
+    return m
+
+
+def test_a_case_passes_every_target_and_fails_each_one_alone():
+    init = _metrics(jerk_mean=110.0, self_pen_mean=0.002, floor_pen_mean=0.001)
+    ok = case_targets(init, _metrics(), 1.7, 1.7)
+    assert len(ok) == 6 and all(passed for _, _, passed in ok), ok
+    fails = {
+        "joint jerk ≤ copy-rot": _metrics(jerk_mean=111.0, source_jerk_mean=200.0),
+        "jerk per unit of height ≤ 1.05 × source": _metrics(jerk_mean=106.0, source_jerk_mean=100.0),
+        "self-penetration ≤ copy-rot": _metrics(self_pen_mean=0.0021),
+        "grounded F1 ≥ 0.95": _metrics(grounded_f1=0.949),
+        "foot-locked F1 ≥ 0.93": _metrics(locked_f1=0.929),
+        "floor penetration ≥ 80 % below copy-rot": _metrics(floor_pen_mean=0.00021),
+    }
+    for label, ours in fails.items():
+        got = {lab: passed for lab, _, passed in case_targets(init, ours, 1.7, 1.7)}
+        assert not got[label] and sum(not p for p in got.values()) == 1, (label, got)
+
+
+def test_jerk_is_read_per_unit_of_height_and_nan_f1_passes():
+    # a target twice as tall with twice the source's jerk has the source's jerk per unit of height
+    got = {lab: (m, p) for lab, m, p in case_targets(_metrics(jerk_mean=300.0), _metrics(jerk_mean=200.0), 1.0, 2.0)}
+    assert got["jerk per unit of height ≤ 1.05 × source"][1]
+    assert got["jerk per unit of height ≤ 1.05 × source"][0].startswith("1.000")
+    nan = {lab: (m, p) for lab, m, p in case_targets(_metrics(), _metrics(grounded_f1=math.nan), 1.7, 1.7)}
+    assert nan["grounded F1 ≥ 0.95"] == ("n/a", True)
+    # copy-rotations with no floor penetration: passes only with none
+    zero = _metrics(floor_pen_mean=0.0)
+    assert {lab: p for lab, _, p in case_targets(zero, zero, 1.7, 1.7)}["floor penetration ≥ 80 % below copy-rot"]
+    assert not {lab: p for lab, _, p in case_targets(zero, _metrics(floor_pen_mean=1e-6), 1.7, 1.7)}[
+        "floor penetration ≥ 80 % below copy-rot"]
+
+
+def test_means_over_cases():
+    inits = [_metrics(self_pen_mean=0.002, contact_f1=0.3), _metrics(self_pen_mean=0.004, contact_f1=0.2)]
+    good = [_metrics(self_pen_mean=0.001, contact_f1=0.9), _metrics(self_pen_mean=0.002, contact_f1=0.7)]
+    assert all(p for _, _, p in mean_targets(inits, good))
+    bad = [_metrics(self_pen_mean=0.001, contact_f1=0.9), _metrics(self_pen_mean=0.0021, contact_f1=0.69)]
+    assert [p for _, _, p in mean_targets(inits, bad)] == [False, False]

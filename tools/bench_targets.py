@@ -1,0 +1,68 @@
+"""Issue 11's quality targets, read per case (docs/solver.md "Measured"): the PASS/FAIL lines of `make bench`.
+
+Per case, ReConForM against copy-rotations and the source (the metrics of docs/metrics.md, the source's feet read
+above its own floor, ``core.ground.auto_ground``):
+
+- joint jerk ≤ copy-rotations', and per unit of height ≤ ``JERK_PER_HEIGHT`` × the source's;
+- self-penetration ≤ copy-rotations';
+- grounded-feet F1 ≥ ``GROUNDED_F1``, foot-locked F1 ≥ ``LOCKED_F1``;
+- floor penetration at least ``FLOOR_PEN_CUT`` below copy-rotations' (none where copy-rotations has none).
+
+Over the cases: self-penetration mean ≤ ``SELF_PEN_MEAN`` × copy-rotations' mean, key-vertex contact F1 mean ≥
+``CONTACT_F1_MEAN``. An F1 that is NaN (neither labelling has a positive: nothing to get wrong) passes, shown
+"n/a".
+"""
+
+from __future__ import annotations
+
+import math
+
+JERK_PER_HEIGHT = 1.05
+GROUNDED_F1 = 0.95
+LOCKED_F1 = 0.93
+FLOOR_PEN_CUT = 0.80
+SELF_PEN_MEAN = 0.5
+CONTACT_F1_MEAN = 0.8
+
+
+def jerk_per_height(m: dict, h_src: float, h_tgt: float) -> float:
+    """(jerk / h_tgt) / (source jerk / h_src): jerk is a length per s³, a taller character has more of it."""
+    return m["jerk_mean"] / h_tgt / max(m["source_jerk_mean"] / h_src, 1e-12)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.3f} %"
+
+
+def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
+    """[(target, measured, passed)] of one case: ``init`` copy-rotations' metrics, ``ours`` ReConForM's."""
+    out = []
+    out.append(("joint jerk ≤ copy-rot", f"{ours['jerk_mean']:.1f} vs {init['jerk_mean']:.1f} m/s³",
+                ours["jerk_mean"] <= init["jerk_mean"]))
+    r = jerk_per_height(ours, h_src, h_tgt)
+    out.append((f"jerk per unit of height ≤ {JERK_PER_HEIGHT} × source", f"{r:.3f} × (copy-rot "
+                f"{jerk_per_height(init, h_src, h_tgt):.3f})", r <= JERK_PER_HEIGHT))
+    out.append(("self-penetration ≤ copy-rot", f"{_pct(ours['self_pen_mean'])} vs {_pct(init['self_pen_mean'])}",
+                ours["self_pen_mean"] <= init["self_pen_mean"]))
+    for key, label, thr in (("grounded_f1", "grounded F1", GROUNDED_F1), ("locked_f1", "foot-locked F1", LOCKED_F1)):
+        v = ours[key]
+        out.append((f"{label} ≥ {thr}", "n/a" if math.isnan(v) else f"{v:.3f} (copy-rot {init[key]:.3f})",
+                    math.isnan(v) or v >= thr))
+    a, b = init["floor_pen_mean"], ours["floor_pen_mean"]
+    cut = f"{100 * (1 - b / a):.0f} % below" if a > 0 else "copy-rot has none"
+    out.append((f"floor penetration ≥ {100 * FLOOR_PEN_CUT:.0f} % below copy-rot", f"{_pct(b)} vs {_pct(a)} ({cut})",
+                b <= (1 - FLOOR_PEN_CUT) * a if a > 0 else b <= 0))
+    return out
+
+
+def mean_targets(inits: list, ours: list) -> list:
+    """[(target, measured, passed)] over the cases' metrics (lists of dicts, in the same order)."""
+    def mean(ms, k):
+        v = [m[k] for m in ms if not math.isnan(m[k])]
+        return sum(v) / len(v) if v else math.nan
+    si, so = mean(inits, "self_pen_mean"), mean(ours, "self_pen_mean")
+    ci, co = mean(inits, "contact_f1"), mean(ours, "contact_f1")
+    return [(f"self-penetration mean ≤ {SELF_PEN_MEAN} × copy-rot's", f"{_pct(so)} vs {_pct(si)}",
+             so <= SELF_PEN_MEAN * si),
+            (f"key-vertex contact F1 mean ≥ {CONTACT_F1_MEAN}", f"{co:.3f} (copy-rot {ci:.3f})",
+             co >= CONTACT_F1_MEAN)]
