@@ -134,9 +134,7 @@ class Outcome:
         """(the target's skeleton as the scene has it, ``motion`` (default: the result) in its channels): what a
         caller writes as an Action. Differs from (``target.skeleton``, the core's channels) only on a rig whose
         limb ends the core re-hung (``core.rehang``)."""
-        motion = self.motion if motion is None else motion
-        rig = self.target.rig
-        return (self.target.skeleton, motion) if rig is None else (rig.rig, rig.to_rig(motion))
+        return scene_channels(self.target, self.motion if motion is None else motion)
 
     def keyverts_to_store(self) -> dict:
         """{'source'|'target': KeyVertexSet} of the characters whose key vertices this retarget transferred
@@ -146,6 +144,13 @@ class Outcome:
             if b.transferred and not b.fitted_body:
                 out[role] = b.character.keyverts
         return out
+
+
+def scene_channels(target: Character, motion: Motion) -> tuple:
+    """(``target``'s skeleton as the scene has it, ``motion`` of the core's channels in its channels): the two
+    differ only on a rig whose limb ends the core re-hung (``core.rehang``)."""
+    rig = target.rig
+    return (target.skeleton, motion) if rig is None else (rig.rig, rig.to_rig(motion))
 
 
 def _as_built(c) -> BuiltCharacter:
@@ -423,4 +428,4 @@ def run(job: Retarget, on_step=None) -> Outcome:
 
 __all__ = ["METHODS", "Cancellable", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step",
            "check_spec", "clip_terrain", "complete_character", "feet_outside", "measure", "measuring", "phase_steps",
-           "run"]
+           "run", "scene_channels"]

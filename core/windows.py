@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .character import BuiltCharacter
 from .copy_rotations import copy_rotations
 from .errors import CoreError
 from .ground import ground_levels
@@ -100,6 +101,85 @@ def shifted(target, motion: Motion, offset) -> Motion:
     return Motion(motion.rotations, loc, motion.fps, motion.frame_start)
 
 
+@dataclass
+class ClipSetup:
+    """What every window of one clip shares, computed once on the whole clip (``clip_setup``).
+
+    Attributes:
+        built: {'source'|'target': BuiltCharacter}, the complete characters.
+        track: the source clip's ClipTrack (the core's channels).
+        init: copy-rotations of the whole clip on the target (the source's fps and frames): each window's start.
+        levels: the source's floor (a level, or (T,) levels), ``core.ground.ground_levels``.
+        terrain: the target's HeightField (None: z = 0).
+        notes, timings: lines for the user, seconds per phase ('characters_s', 'copy_rotations_s').
+    """
+
+    built: dict
+    track: ClipTrack
+    init: Motion
+    levels: object
+    terrain: object
+    notes: list
+    timings: dict
+
+    @property
+    def source(self):
+        return self.built["source"].character
+
+    @property
+    def target(self):
+        return self.built["target"].character
+
+
+def clip_setup(source, source_motion: Motion, target, options: RetargetOptions, cancel: threading.Event):
+    """Generator of Steps ('characters', 'copy_rotations'): the characters completed (specs) or taken as they
+    are (complete Characters / BuiltCharacters), the source track, a ground object's height field, copy-rotations
+    and the source's floor; returns the ClipSetup, or None once ``cancel`` is set."""
+    timings, notes = {}, []
+    t0 = time.perf_counter()
+    for role, c in (("Source", source), ("Target", target)):
+        check_spec(c, role, options)
+    built = {}
+    for k, (role, c) in enumerate((("source", source), ("target", target))):
+        name = c.character.name if isinstance(c, BuiltCharacter) else c.name
+        yield Step("characters", _PHASE_END["characters"] * (0.3 + 0.7 * k), f"Preparing {role} '{name}'…")
+        built[role] = complete_character(c, role, options)
+        notes.extend(built[role].notes)
+        if cancel.is_set():
+            return None
+    src, tgt = built["source"].character, built["target"].character
+    timings["characters_s"] = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
+    track = ClipTrack(src, source_motion if src.rig is None else src.rig.to_core(source_motion))
+    terrain = options.settings.terrain if options.ground is None else options.ground
+    if isinstance(terrain, GroundSurface):
+        yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
+        terrain = clip_terrain(terrain, tgt, copy_rotations(src, track.motion, tgt, track))
+        notes.append(f"ground {terrain.report.line()}")
+    init = copy_rotations(src, track.motion, tgt, track, ground=0.0 if terrain is None else terrain)
+    init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
+    levels = ground_levels(track, options.settings.source_ground)
+    timings["copy_rotations_s"] = time.perf_counter() - t1
+    if cancel.is_set():
+        return None
+    return ClipSetup(built, track, init, levels, terrain, notes, timings)
+
+
+def window_job(setup: ClipSetup, source_motion: Motion, options: RetargetOptions, a: int, b: int,
+               init: Motion = None) -> Retarget:
+    """The ``core.retarget.Retarget`` of frames a..b-1 (clip indices) of ``source_motion`` on ``setup``'s
+    characters: started from ``init`` (default: the whole clip's copy-rotations on those frames), above the
+    source's floor levels of those frames and the clip's terrain; no metrics, no conflicts."""
+    levels = setup.levels
+    settings = replace(options.settings, source_ground=levels if np.ndim(levels) == 0 else levels[a:b],
+                       terrain=None)
+    w_opts = replace(options, init_motion=setup.init.slice(a, b) if init is None else init, metrics=False,
+                     conflicts=False, warm_start=None, settings=settings, ground=setup.terrain)
+    return Retarget(setup.source, source_motion.slice(a, b), setup.target, w_opts)
+
+
 class WindowedRetarget(Cancellable):
     """One retarget of a long clip as overlapping windows (see the module docstring): the same arguments, Steps
     and Outcome as ``core.retarget.Retarget``, plus the ``WindowPlan``. Only the 'reconform' method has windows
@@ -126,34 +206,13 @@ class WindowedRetarget(Cancellable):
     def steps(self):
         """Generator of Steps; returns the Outcome (also ``self.outcome``), or None when cancelled."""
         o, plan = self.options, self.plan
-        timings, notes = {}, []
         t0 = time.perf_counter()
-        for role, c in (("Source", self.source), ("Target", self.target)):
-            check_spec(c, role, o)
-        built = {}
-        for k, (role, c) in enumerate((("source", self.source), ("target", self.target))):
-            yield Step("characters", _PHASE_END["characters"] * (0.3 + 0.7 * k), f"Preparing {role} '{c.name}'…")
-            built[role] = complete_character(c, role, o)
-            notes.extend(built[role].notes)
-            if self._cancel.is_set():
-                return None
-        src, tgt = built["source"].character, built["target"].character
-        timings["characters_s"] = time.perf_counter() - t0
-
-        # shared by every window: the source's track and floor, copy-rotations, the ground's height field
-        t1 = time.perf_counter()
-        yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
-        track = ClipTrack(src, self.source_motion if src.rig is None else src.rig.to_core(self.source_motion))
-        terrain = o.settings.terrain if o.ground is None else o.ground
-        if isinstance(terrain, GroundSurface):
-            yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
-            terrain = clip_terrain(terrain, tgt, copy_rotations(src, track.motion, tgt, track))
-            notes.append(f"ground {terrain.report.line()}")
-        init = copy_rotations(src, track.motion, tgt, track, ground=0.0 if terrain is None else terrain)
+        setup = yield from clip_setup(self.source, self.source_motion, self.target, o, self._cancel)
+        if setup is None:
+            return None
+        src, tgt, track, terrain, levels = setup.source, setup.target, setup.track, setup.terrain, setup.levels
+        built, init, notes, timings = setup.built, setup.init, setup.notes, setup.timings
         fps, start = self.source_motion.fps, self.source_motion.frame_start
-        init = Motion(init.rotations, init.locations, fps, start)
-        levels = ground_levels(track, o.settings.source_ground)
-        timings["copy_rotations_s"] = time.perf_counter() - t1
 
         # the windows, one Retarget each, stitched as they come
         t2 = time.perf_counter()
@@ -170,11 +229,7 @@ class WindowedRetarget(Cancellable):
                 off = here - hips_world(tgt, w_init.slice(0, 1))[0]
                 off[2] = 0.0
                 w_init = shifted(tgt, w_init, off)
-            settings = replace(o.settings, source_ground=levels if np.ndim(levels) == 0 else levels[a:b],
-                               terrain=None)
-            w_opts = replace(o, init_motion=w_init, metrics=False, conflicts=False, settings=settings,
-                             ground=terrain)
-            self.job = job = Retarget(src, self.source_motion.slice(a, b), tgt, w_opts)
+            self.job = job = window_job(setup, self.source_motion, o, a, b, w_init)
             lo = a0 + (b0 - a0) * k / len(ranges)
             hi = a0 + (b0 - a0) * (k + 1) / len(ranges)
             for s in job.steps():

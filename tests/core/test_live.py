@@ -1,0 +1,101 @@
+"""core.live: the window around a frame retargeted on a clip set up once."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from core.errors import CoreError
+from core.live import LiveClip, window_around
+from core.retarget import Retarget, RetargetOptions, run
+from core.solver import SolverSettings
+from core.types import Motion
+from core.windows import WindowPlan, WindowedRetarget
+from tests.core.synth import make_humanoid, walk_motion
+
+ITERATIONS = 12
+
+
+def test_the_window_is_centred_and_moved_inward_at_the_ends():
+    assert window_around(50, 20, 100) == (40, 60)
+    assert window_around(0, 20, 100) == (0, 20) and window_around(3, 21, 100) == (0, 21)
+    assert window_around(99, 20, 100) == (80, 100) and window_around(150, 20, 100) == (80, 100)
+    assert window_around(-5, 20, 100) == (0, 20)
+    assert window_around(7, 20, 12) == (0, 12)            # a clip shorter than a window: all of it
+    for i in range(100):                                   # always `length` frames holding the index
+        a, b = window_around(i, 21, 100)
+        assert b - a == 21 and a <= i < b
+
+
+@pytest.fixture(scope="module")
+def live_pair():
+    src = make_humanoid()
+    tgt = make_humanoid(scale=0.8, girth=1.5, leg=0.75, name="tgt")
+    clip = walk_motion(src, frames=90, stride=0.6)
+    clip = Motion(clip.rotations, clip.locations, clip.fps, 11)          # scene frames 11..100
+    opts = RetargetOptions(settings=SolverSettings.preset("fast", iterations=ITERATIONS, num_threads=1))
+    return src, clip, tgt, opts
+
+
+def test_a_live_window_is_the_windowed_retarget_of_those_frames(live_pair):
+    src, clip, tgt, opts = live_pair
+    live = LiveClip(src, clip, tgt, opts, length=30)
+    with pytest.raises(CoreError, match="prepare"):
+        live.solve(50)
+    setup = run(live.prepare())
+    assert live.setup is setup and setup.init.num_frames == clip.num_frames
+    skeleton, base = live.baseline()
+    assert skeleton is tgt.skeleton and base.frame_start == 11
+    np.testing.assert_array_equal(base.rotations, setup.init.rotations)
+
+    steps = []
+    win = run(live.solve(50), steps.append)           # scene frame 50 = clip index 39: frames 24..53
+    assert (win.start, win.stop) == (24, 54) and win.motion.num_frames == 30 and win.motion.frame_start == 35
+    assert win.seconds > 0 and any("Live, frames 35–64" in s.message for s in steps)
+    # the same as a windowed batch retarget's first window, whose start is copy-rotations of the whole clip
+    levels = setup.levels if np.ndim(setup.levels) == 0 else setup.levels[24:54]
+    ref = run(Retarget(src, clip.slice(24, 54), tgt, RetargetOptions(
+        settings=replace(opts.settings, source_ground=levels), metrics=False, conflicts=False,
+        init_motion=setup.init.slice(24, 54))))
+    np.testing.assert_allclose(win.motion.rotations, ref.motion.rotations, atol=1e-6)
+    np.testing.assert_allclose(win.motion.locations, ref.motion.locations, atol=1e-6)
+    assert np.abs(win.motion.locations - setup.init.locations[24:54]).max() > 1e-3     # it was solved
+    batch = WindowedRetarget(src, clip, tgt, RetargetOptions(settings=opts.settings, metrics=False),
+                             WindowPlan(30, 10))
+    first = run(batch).motion
+    win0 = run(live.solve(11))
+    assert (win0.start, win0.stop) == (0, 30)
+    np.testing.assert_allclose(win0.motion.rotations[:20], first.rotations[:20], atol=1e-6)
+
+
+def test_an_edited_clip_keeps_the_characters_and_follows_the_new_motion(live_pair):
+    src, clip, tgt, opts = live_pair
+    live = LiveClip(src, clip, tgt, opts, length=30)
+    run(live.prepare())
+    edited = Motion(clip.rotations, clip.locations + np.array([0.0, 0.0, 0.05]), clip.fps, clip.frame_start)
+    again = live.edited(edited)
+    assert again.setup is None and again.source is live.setup.built["source"]
+    run(again.prepare())
+    assert again.setup.source is live.setup.source and again.setup.target is live.setup.target
+    assert not np.allclose(again.setup.init.locations, live.setup.init.locations)
+    with pytest.raises(CoreError, match="other bones"):
+        live.edited(Motion(clip.rotations[:, 1:], clip.locations[:, 1:], clip.fps, clip.frame_start))
+
+
+def test_a_cancelled_live_window_produces_nothing(live_pair):
+    src, clip, tgt, opts = live_pair
+    live = LiveClip(src, clip, tgt, opts, length=30)
+    run(live.prepare())
+    job = live.solve(40)
+    for s in job.steps():
+        if s.phase == "solve" and s.solver is not None and s.solver.step >= 2:
+            job.cancel()
+    assert job.outcome is None and job.cancelled and job.job.cancelled
+
+
+def test_live_refuses_copy_rotations_and_tiny_windows(live_pair):
+    src, clip, tgt, opts = live_pair
+    with pytest.raises(CoreError, match="copy-rotations"):
+        LiveClip(src, clip, tgt, RetargetOptions(method="copy_rotations"))
+    with pytest.raises(CoreError, match="too short"):
+        LiveClip(src, clip, tgt, opts, length=4)
