@@ -7,7 +7,7 @@ torch is never imported at module level here: enabling the add-on stays fast and
 import importlib
 
 #: Submodules registered in this order (unregistered in reverse).
-MODULES = ("properties", "preferences", "operators", "gizmos", "panels")
+MODULES = ("properties", "preferences", "operators", "live", "gizmos", "panels")
 
 _loaded = []
 

@@ -8,7 +8,7 @@ import textwrap
 
 from bpy.types import Panel, UIList
 
-from . import deps, session
+from . import deps, live, session
 from ..core import report
 from ..core.advice import floor_advice
 from .bridge import bodyparts, find_meshes
@@ -412,6 +412,14 @@ class VIEW3D_PT_reconform_run(_Base, Panel):
         row.scale_y = 1.5
         row.enabled = not running
         row.operator("reconform.retarget", icon='PLAY')
+        if s.method == 'RECONFORM':
+            on = live.is_live(context.scene)
+            row = col.row(align=True)
+            row.enabled = not running
+            row.operator("reconform.live", text="Live", icon='REC' if on else 'PLAY', depress=on)
+            row.prop(s, "live_window", text="Window")
+            if live.status(context.scene):
+                col.label(text=live.status(context.scene), icon='TIME')
         if running:
             col.progress(factor=s.progress, type='BAR', text=s.status or "Solving…")
             col.label(text="Esc cancels (the scene is left unchanged)", icon='CANCEL')

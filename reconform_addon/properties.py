@@ -254,6 +254,10 @@ class ReconformSettings(PropertyGroup):
         name="Re-solve Iterations", default=0.3, min=0.05, max=1.0, subtype='FACTOR',
         description="Share of the first solve's iterations a Re-solve runs, starting from the last result")
 
+    live_window: IntProperty(
+        name="Live Window", default=75, min=8, soft_max=300, max=2000,
+        description="Frames solved around the current frame while Live is on (75 = three seconds at 25 fps)")
+
     # --- run state (written by the operators only) ---------------------------------------------------------
     is_running: BoolProperty(options={'SKIP_SAVE'})
     progress: FloatProperty(name="Progress", min=0.0, max=1.0, subtype='FACTOR', options={'SKIP_SAVE'})

@@ -8,6 +8,7 @@ import numpy as np
 from ...core.rotations_np import quat_make_continuous
 from ...core.types import Motion, Skeleton
 from .errors import BridgeError
+from .read import action_fcurves
 
 HAS_SLOTS = hasattr(bpy.types, "ActionSlot")  # Blender 4.4+
 
@@ -88,6 +89,48 @@ def write_motion(arm_obj, skeleton: Skeleton, motion: Motion, name: str, interpo
     except Exception:
         remove_action(arm_obj, act, old_state)
         raise
+
+
+def overwrite_keys(arm_obj, action, skeleton: Skeleton, motion: Motion):
+    """Set the keys of ``action`` (written by ``write_motion``: a key on every frame) on the frames of ``motion``
+    to its values, in place: the live preview's window. Each bone's quaternions keep the sign of the key just
+    before the window (no flip between neighbouring keys); frames the Action has no key on are left alone.
+    Raises BridgeError when the Action lacks a bone's channels."""
+    T = motion.num_frames
+    names = tuple(pb.name for pb in arm_obj.pose.bones)
+    if names != tuple(skeleton.names) or motion.rotations.shape[:2] != (T, len(names)):
+        raise BridgeError(f"Armature '{arm_obj.name}' does not match the live window's skeleton '{skeleton.name}'.")
+    quats = np.asarray(motion.rotations, dtype=np.float64)
+    quats = quat_make_continuous(quats / np.maximum(np.linalg.norm(quats, axis=-1, keepdims=True), 1e-12), axis=0)
+    locs = np.asarray(motion.locations, dtype=np.float64)
+    curves = {}
+    for fc in action_fcurves(arm_obj, action):
+        curves[(fc.data_path, fc.array_index)] = fc
+    f0 = float(motion.frame_start)
+    for b, name in enumerate(names):
+        base = f'pose.bones["{bpy.utils.escape_identifier(name)}"]'
+        rot = [curves.get((f"{base}.rotation_quaternion", i)) for i in range(4)]
+        loc = [curves.get((f"{base}.location", i)) for i in range(3)]
+        if None in rot or None in loc:
+            raise BridgeError(f"Action '{action.name}' has no rotation or location keys for bone '{name}' of "
+                              f"'{arm_obj.name}': it was not written by ReConForM.")
+        cos = []
+        for fc in rot + loc:
+            co = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
+            fc.keyframe_points.foreach_get("co", co)
+            cos.append(co.reshape(-1, 2))
+        idx = np.rint(cos[0][:, 0] - f0).astype(np.int64)
+        inside = (idx >= 0) & (idx < T) & (np.abs(cos[0][:, 0] - f0 - idx) < 1e-3)
+        before = np.nonzero(idx < 0)[0]
+        q = quats[:, b]
+        if len(before):   # the sign of the key just before the window
+            k = before[np.argmax(cos[0][before, 0])]
+            if sum(float(cos[i][k, 1]) * q[0, i] for i in range(4)) < 0.0:
+                q = -q
+        for fc, co, values in zip(rot + loc, cos, [q[:, i] for i in range(4)] + [locs[:, b, i] for i in range(3)]):
+            co[inside, 1] = values[idx[inside]]
+            fc.keyframe_points.foreach_set("co", co.ravel())
+            fc.update()
 
 
 def assignment_state(arm_obj) -> tuple:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import bpy
 
-from .. import deps, session
+from .. import deps, live, session
 from ..bridge import BridgeError
 from ..session import LastSolve, SolveRunner, is_running, last_solve
 from .common import error_text, settings_of, tag_redraw
@@ -267,6 +267,7 @@ class _SolveModalBase:
             self.report({'ERROR'}, "A retarget is already running in this scene (Esc cancels it).")
             return {'CANCELLED'}
         self._save_state(context)
+        live.stop(context.scene)      # Live's preview goes; the target is put back before the run reads it
         try:
             runner = self._start(context)
         except Exception as ex:  # noqa: BLE001
@@ -342,6 +343,7 @@ class _SolveModalBase:
         """The whole run on this thread (execute path)."""
         self._save_state(context)
         self._runner_started = time.perf_counter()
+        live.stop(context.scene)
         try:
             runner = self._start(context)
             outcome = runner.run_sync()

@@ -3,8 +3,9 @@
 
     .venv/bin/python tools/experiments/barrier_weights.py --case 15 "[{'w_barrier': 0}, {}]" [--frames 720]
 
-Each variant is a dict of SolverSettings overrides on the 'balanced' preset (1 thread); every variant starts
-from the same copy-rotations placed together (``bench_partners``' cases and clip range).
+Each variant is a dict of SolverSettings overrides on the 'balanced' preset (1 thread), plus optionally
+'PARTNER_STEP' (``core.solver.group.PARTNER_STEP``, the members' step scale in a group); every variant starts from
+the same copy-rotations placed together (``bench_partners``' cases and clip range).
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ def main(argv=None) -> int:
     print(f"{label}: {pathlib.Path(t_lead).stem} & {pathlib.Path(t_follow).stem}, {args.frames} frames, "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| variant | " + " | ".join(cols) + " | solve s |")
+    group_mod = mods["core.solver.group"] if "core.solver.group" in mods else __import__(
+        f"{bench.MODULE}.core.solver.group", fromlist=["PARTNER_STEP"])
+    default_step = group_mod.PARTNER_STEP
     for variant in ast.literal_eval(args.variants):
-        settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1, **variant)
+        overrides = dict(variant)
+        group_mod.PARTNER_STEP = overrides.pop("PARTNER_STEP", default_step)   # the group's step scale
+        settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1, **overrides)
         t0 = time.perf_counter()
         out = grp.run_group(grp.RetargetGroup(pairs, rt.RetargetOptions(settings=settings, conflicts=False)))
         stats = out.solver_stats

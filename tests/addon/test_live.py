@@ -1,0 +1,167 @@
+"""Live: the window around the current frame retargeted in the background and shown on the target as a
+temporary preview, on a generated pair (no shared assets). The controller is driven here as the Live operator's
+timer drives it (``tick`` with the current frame; the worker thread is real)."""
+
+import time
+
+import numpy as np
+import pytest
+
+from .ui_helpers import draw_panel, generated_pair, scene_fingerprint, ui
+
+bpy = pytest.importorskip("bpy")
+
+FRAMES = 40
+WINDOW = 16
+ITERATIONS = 4
+
+
+@pytest.fixture(scope="module")
+def live_blend(addon, tmp_path_factory):
+    generated_pair(addon, FRAMES)
+    path = tmp_path_factory.mktemp("live") / "generated.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path
+
+
+def open_scene(path):
+    bpy.ops.wm.open_mainfile(filepath=str(path))
+    s = bpy.context.scene.reconform
+    s.source, s.target, s.action = bpy.data.objects["Walker"], bpy.data.objects["Heavy"], bpy.data.actions["Walk"]
+    s.method, s.quality, s.use_advanced, s.iterations = 'RECONFORM', 'FAST', True, ITERATIONS
+    s.live_window = WINDOW
+    return s
+
+
+def drive(c, frame, until, timeout=180.0):
+    """Tick ``c`` at ``frame`` (as the timer would) until ``until()`` holds."""
+    t0 = time.perf_counter()
+    while not until():
+        assert c.tick(frame), c.status
+        assert time.perf_counter() - t0 < timeout, f"Live did not get there: {c.status}"
+        time.sleep(0.02)
+
+
+def preview_motion(addon, c):
+    """The preview Action's keys as a Motion of the target skeleton (every frame of the clip)."""
+    bridge = ui(addon, "bridge")
+    tgt = bpy.data.objects["Heavy"]
+    act = ui(addon, "bridge.preview").preview_action(tgt)
+    assert act is not None and tgt.animation_data.action == act
+    return bridge.read_motion(tgt, bridge.read_skeleton(tgt), action=act)
+
+
+def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_leaves_nothing(addon, live_blend):
+    live, retarget = ui(addon, "live"), ui(addon, "operators.retarget")
+    run = __import__(addon.__name__ + ".core.retarget", fromlist=["run"]).run
+    s = open_scene(live_blend)
+    scene = bpy.context.scene
+    before = scene_fingerprint(bpy)
+    c = live.start(scene, retarget.request_from_panel(s), int(s.live_window))
+    assert live.is_live(scene) and live.controller(scene) is c
+
+    # the set-up, then the window around frame 20 (frames 1..40: clip index 19 -> frames 12..27)
+    drive(c, 20, lambda: c.shown is not None)
+    assert c.shown == (11, 27) and "solved in" in live.status(scene)
+    skeleton, base = c.baseline
+    shown = preview_motion(addon, c)
+    assert shown.num_frames == FRAMES and shown.frame_start == 1
+    win = run(c.clip.solve(20))                               # the same window, solved again here
+    np.testing.assert_allclose(np.abs((shown.rotations[11:27] * win.motion.rotations).sum(-1)), 1.0, atol=1e-5)
+    np.testing.assert_allclose(shown.locations[11:27], win.motion.locations, atol=1e-5)
+    assert np.abs(shown.locations[11:27] - base.locations[11:27]).max() > 1e-4        # solved, not copied
+    np.testing.assert_allclose(shown.locations[:11], base.locations[:11], atol=1e-6)  # copy-rotations elsewhere
+    np.testing.assert_allclose(shown.locations[27:], base.locations[27:], atol=1e-6)
+    assert scene_fingerprint(bpy)[0]["Walk"] == before[0]["Walk"]                     # the source untouched
+
+    # scrubbed to frame 38: that window is solved, the one before goes back to copy-rotations
+    drive(c, 38, lambda: c.shown == (24, 40))
+    shown = preview_motion(addon, c)
+    np.testing.assert_allclose(shown.locations[:24], base.locations[:24], atol=1e-6)
+    assert np.abs(shown.locations[24:] - base.locations[24:]).max() > 1e-4 and c.solved == 2
+
+    # the source edited (the hips lifted 5 cm on every key): the clip is read again and the window re-solved
+    walk = bpy.data.actions["Walk"]
+    fcs = [fc for fc in ui(addon, "bridge.read").action_fcurves(bpy.data.objects["Walker"], walk)
+           if fc.data_path.endswith(".location") and fc.array_index == 2]
+    hips = next(fc for fc in fcs if any(k.co[1] != 0.0 for k in fc.keyframe_points))
+    for k in hips.keyframe_points:
+        k.co[1] += 0.05
+    hips.update()
+    old_clip = c.clip
+    c.source_edited()
+    drive(c, 38, lambda: c.clip is not old_clip and c.shown == (24, 40))
+    assert c.solved == 3 and not np.allclose(c.baseline[1].locations, base.locations)
+
+    # off: the target as it was, the preview gone, the (edited) source as edited
+    assert live.stop(scene) and not live.is_live(scene) and c.runner is None
+    after = scene_fingerprint(bpy)
+    assert after[1] == before[1]
+    assert set(after[0]) == set(before[0]) and not any("Live preview" in a.name for a in bpy.data.actions)
+    assert not live.stop(scene)
+
+
+def test_a_file_saved_while_live_opens_with_the_target_restored(addon, live_blend, tmp_path):
+    live, retarget = ui(addon, "live"), ui(addon, "operators.retarget")
+    s = open_scene(live_blend)
+    before = scene_fingerprint(bpy)
+    c = live.start(bpy.context.scene, retarget.request_from_panel(s), WINDOW)
+    drive(c, 10, lambda: c.baseline is not None)
+    assert bpy.data.objects["Heavy"].animation_data.action.name == "Heavy Live preview"
+    path = tmp_path / "saved_while_live.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path), copy=True)
+    live.stop(bpy.context.scene)
+    bpy.ops.wm.open_mainfile(filepath=str(path))        # load_pre stops Live, load_post restores the target
+    assert not live.is_live(bpy.context.scene)
+    after = scene_fingerprint(bpy)
+    assert after[1] == before[1] and set(after[0]) == set(before[0])
+    assert "reconform_live_previous" not in bpy.data.objects["Heavy"].keys()
+
+
+def test_retarget_turns_live_off_first_and_the_panel_shows_the_toggle(addon, live_blend):
+    live, retarget, panels = ui(addon, "live"), ui(addon, "operators.retarget"), ui(addon, "panels")
+    s = open_scene(live_blend)
+    scene = bpy.context.scene
+    assert "reconform.live" in draw_panel(panels.VIEW3D_PT_reconform_run, bpy.context).operators()
+    c = live.start(scene, retarget.request_from_panel(s), WINDOW)
+    drive(c, 10, lambda: c.baseline is not None)
+    lay = draw_panel(panels.VIEW3D_PT_reconform_run, bpy.context)
+    assert any(t.startswith("Live:") for t in lay.texts())
+    assert bpy.ops.reconform.retarget() == {'FINISHED'}
+    assert not live.is_live(scene)
+    assert bpy.data.objects["Heavy"].animation_data.action.name == "Walk to Heavy"
+    assert not any("Live preview" in a.name for a in bpy.data.actions)
+    # Live in the background is refused with a reason; copy-rotations has nothing to solve live
+    with pytest.raises(RuntimeError, match="needs the viewport"):
+        bpy.ops.reconform.live()
+    s.method = 'COPY_ROTATIONS'
+    with pytest.raises(Exception, match="ReConForM"):
+        live.start(scene, retarget.request_from_panel(s), WINDOW)
+    assert not live.is_live(scene)
+
+
+def test_a_failing_window_stops_live_and_puts_the_target_back(addon, live_blend, monkeypatch):
+    live, retarget = ui(addon, "live"), ui(addon, "operators.retarget")
+    s = open_scene(live_blend)
+    scene = bpy.context.scene
+    before = scene_fingerprint(bpy)
+    c = live.start(scene, retarget.request_from_panel(s), WINDOW)
+    drive(c, 10, lambda: c.baseline is not None)
+
+    class Exploding:                       # a window whose solve fails in the worker thread
+        outcome, cancelled = None, False
+
+        def steps(self):
+            raise RuntimeError("window exploded")
+            yield
+
+        def cancel(self):
+            pass
+    monkeypatch.setattr(c.clip, "solve", lambda frame: Exploding())
+    t0 = time.perf_counter()
+    while c.tick(30):                      # a frame whose window is not solved yet
+        assert time.perf_counter() - t0 < 30
+        time.sleep(0.02)
+    assert not live.is_live(scene) and "window exploded" in live.status(scene)
+    assert scene_fingerprint(bpy)[1] == before[1]
+    assert not any("Live preview" in a.name for a in bpy.data.actions)
