@@ -193,4 +193,4 @@ def resolve(job: SolveJob, part_weights: dict, fraction: float = None) -> SolveJ
     if fraction is not None:
         settings = replace(settings, resolve_fraction=float(fraction))
     return SolveJob(job.source, job.source_motion, job.target, job.init_motion, settings,
-                    warm_start=job.result())
+                    warm_start=job.result(), warm_sixd=job.result_sixd())

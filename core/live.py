@@ -18,17 +18,29 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from .errors import CoreError
 from .retarget import Cancellable, RetargetOptions, Step, scene_channels
+from .rotations_np import quat_conjugate, quat_multiply, quat_normalize
 from .types import Motion
-from .windows import ClipSetup, clip_setup, window_job
+from .windows import ClipSetup, clip_setup, crossfade_weight, hips_world, shifted, window_job
 
 #: frames of a live window (the paper's three seconds at 25 fps)
 LIVE_WINDOW = 75
 #: the shortest window (the jerk and foot terms need a few frames)
 MIN_WINDOW = 8
+#: a window sharing at least this share of its frames with the last solved one starts from it (warm start)
+WARM_OVERLAP = 0.5
+#: a window started from the last one takes this share of the solver's iterations, at this share of its
+#: learning rates (it starts near its optimum: at full rates Adam's first steps leave it; docs/solver.md "Live
+#: windows")
+WARM_FRACTION, WARM_LR = 0.15, 0.1
+#: frames over which a warm start fades out the last window's offset from copy-rotations (height, locations)
+#: where the new window reaches past the last one
+WARM_BLEND = 8
 
 
 def window_around(index: int, length: int, num_frames: int) -> tuple:
@@ -51,6 +63,11 @@ class LiveWindow:
             ``frame_start`` the scene frame of ``start``.
         skeleton: the target's skeleton as the scene has it (``core.retarget.scene_channels``).
         seconds: wall time of its solve (set-up included).
+        core_motion: the result in the core's channels (what a next window's warm start reads).
+        warm: whether it started from the previous window (``LiveClip.warm_start``).
+        relative: its objective at the last step over copy-rotations' (docs/solver.md "Reading the progress").
+        setup: the ClipSetup it was solved on (a window of an edited clip is not a warm start for the new one).
+        sixd: (T, Jo, 6) its solve's 6D rotation vectors (``SolveJob.result_sixd``: a next window's exact start).
     """
 
     start: int
@@ -58,6 +75,11 @@ class LiveWindow:
     motion: Motion
     skeleton: object
     seconds: float
+    core_motion: Motion = None
+    warm: bool = False
+    relative: float = float("nan")
+    setup: object = field(default=None, repr=False, compare=False)
+    sixd: object = field(default=None, repr=False, compare=False)
 
 
 class _Job(Cancellable):
@@ -124,25 +146,83 @@ class LiveClip:
         self._need_setup()
         return scene_channels(self.setup.target, self.setup.init)
 
-    def solve(self, frame: int) -> Cancellable:
-        """The job that retargets the window around scene frame ``frame``; its outcome is a LiveWindow."""
+    def solve(self, frame: int, previous: LiveWindow = None) -> Cancellable:
+        """The job that retargets the window around scene frame ``frame``; its outcome is a LiveWindow. With the
+        ``previous`` window of this set-up overlapping it by ``WARM_OVERLAP`` or more, the solve starts from it
+        (``warm_start``: α held at 1, ``WARM_FRACTION`` of the steps at ``WARM_LR`` of the learning rates), as
+        Re-solve starts from the last result; else from copy-rotations."""
         self._need_setup()
         a, b = self.window(frame)
+        setup = self.setup
+        warm = self.warm_start(a, b, previous) if previous is not None else None
+        warm_sixd = self._warm_sixd(a, b, previous) if warm is not None else None
 
         def gen(job):
             t0 = time.perf_counter()
             first = self.source_motion.frame_start + a
-            job.job = inner = window_job(self.setup, self.source_motion, self.options, a, b)
+            options = self.options
+            if warm is not None:
+                options = replace(options, settings=replace(options.settings, resolve_fraction=WARM_FRACTION,
+                                                            warm_lr=WARM_LR))
+            job.job = inner = window_job(setup, self.source_motion, options, a, b, warm_start=warm,
+                                         warm_sixd=warm_sixd)
+            relative = float("nan")
             for s in inner.steps():
                 if job.cancelled:
                     inner.cancel()
                     return None
+                if s.solver is not None:
+                    relative = s.solver.relative
                 yield Step(s.phase, s.fraction, f"Live, frames {first}–{first + b - a - 1}: {s.message}", s.solver)
             if inner.outcome is None or job.cancelled:
                 return None
-            skeleton, motion = scene_channels(self.setup.target, inner.outcome.motion)
-            return LiveWindow(a, b, motion, skeleton, time.perf_counter() - t0)
+            skeleton, motion = scene_channels(setup.target, inner.outcome.motion)
+            return LiveWindow(a, b, motion, skeleton, time.perf_counter() - t0, inner.outcome.motion,
+                              warm is not None, relative, setup, inner.outcome.job.result_sixd())
         return _Job(gen)
+
+    def warm_start(self, a: int, b: int, previous: LiveWindow):
+        """The start of window [a, b) from ``previous`` (core channels), or None when it is of another set-up or
+        shares fewer than ``WARM_OVERLAP`` of the frames: the previous result on the shared frames; beyond them,
+        copy-rotations moved horizontally to where the previous result leaves the hips at the shared frames'
+        edge; what is left of the edge's offset (height, other bones' locations) and the solve's correction of
+        each bone's rotation at the edge (copy-rotations' rotation⁻¹ · the result's, in the bone's own frame)
+        carried on and faded out over ``WARM_BLEND`` frames (C²), so the pose goes on from the edge as
+        copy-rotations moves. (Holding the edge pose instead while the hips go on makes planted feet slide;
+        copy-rotations' rotations as they are jump at the edge: both start worse, docs/solver.md "Live
+        windows".)"""
+        pa, pb = previous.start, previous.stop
+        lo, hi = max(a, pa), min(b, pb)
+        if previous.setup is not self.setup or previous.core_motion is None or hi - lo < WARM_OVERLAP * (b - a):
+            return None
+        tgt, fps = self.setup.target, self.source_motion.fps
+        base = self.setup.init.slice(a, b)
+        prev = previous.core_motion
+        rot, loc = base.rotations.copy(), base.locations.copy()
+        rot[lo - a:hi - a], loc[lo - a:hi - a] = prev.rotations[lo - pa:hi - pa], prev.locations[lo - pa:hi - pa]
+        for edge, span in ((hi - 1, range(hi, b)), (lo, range(lo - 1, a - 1, -1))):   # after, then before
+            if not len(span):
+                continue
+            pose = prev.slice(edge - pa, edge - pa + 1)
+            off = hips_world(tgt, pose)[0] - hips_world(tgt, base.slice(edge - a, edge - a + 1))[0]
+            off[2] = 0.0
+            idx = np.asarray(span) - a                                  # outward from the edge
+            part = shifted(tgt, Motion(base.rotations[idx], base.locations[idx], fps), off)
+            gap = pose.locations[0] - shifted(tgt, base.slice(edge - a, edge - a + 1), off).locations[0]
+            n = min(WARM_BLEND, len(idx))
+            fade = 1.0 - crossfade_weight(WARM_BLEND)[:n]              # 1 at the edge -> 0 (over WARM_BLEND frames)
+            rot[idx], loc[idx] = part.rotations, part.locations
+            loc[idx[:n]] += fade[:, None, None] * gap                  # the edge's offset, faded out
+            # the solve's correction of each bone at the edge (copy-rotations' rotation⁻¹ · the result's), carried
+            # on over copy-rotations' next frames and faded out: the pose goes on from the edge without a jump
+            corr = quat_multiply(quat_conjugate(base.rotations[edge - a]), pose.rotations[0])     # (J, 4)
+            corr *= np.where(corr[:, :1] < 0.0, -1.0, 1.0)                                          # shorter arc
+            ident = np.zeros_like(corr)
+            ident[:, 0] = 1.0
+            for k in range(n):
+                q = quat_normalize(fade[k] * corr + (1.0 - fade[k]) * ident)
+                rot[idx[k]] = quat_multiply(rot[idx[k]], q)
+        return Motion(rot, loc, fps, base.frame_start)
 
     def edited(self, source_motion: Motion) -> "LiveClip":
         """A LiveClip of the edited ``source_motion`` on the same complete characters (``prepare`` it again:
@@ -154,9 +234,20 @@ class LiveClip:
         return LiveClip(self.setup.built["source"], source_motion, self.setup.built["target"], self.options,
                         self.length)
 
+    @staticmethod
+    def _warm_sixd(a: int, b: int, previous: LiveWindow):
+        """(b − a, Jo, 6) the previous solve's 6D vectors on the shared frames, NaN elsewhere (or None)."""
+        if previous.sixd is None:
+            return None
+        lo, hi = max(a, previous.start), min(b, previous.stop)
+        out = np.full((b - a,) + previous.sixd.shape[1:], np.nan)
+        out[lo - a:hi - a] = previous.sixd[lo - previous.start:hi - previous.start]
+        return out
+
     def _need_setup(self):
         if self.setup is None:
             raise CoreError("The live clip is not set up: run its prepare() job first.")
 
 
-__all__ = ["LIVE_WINDOW", "LiveClip", "LiveWindow", "window_around"]
+__all__ = ["LIVE_WINDOW", "LiveClip", "LiveWindow", "WARM_BLEND", "WARM_FRACTION", "WARM_LR", "WARM_OVERLAP",
+           "window_around"]

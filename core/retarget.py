@@ -65,6 +65,8 @@ class RetargetOptions:
         init_motion: a copy-rotations result to reuse (a re-solve), else computed.
         warm_start: a previous result on the target to start the solve from (a re-solve: α held at 1,
             ``settings.resolve_fraction`` of the iterations).
+        warm_sixd: the 6D rotation vectors of ``warm_start``'s solve (``SolveJob.result_sixd``), for an exact
+            start; optional.
         ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
             ``core.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or a
             ``core.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
@@ -78,6 +80,7 @@ class RetargetOptions:
     conflicts: bool = True
     init_motion: Motion = None
     warm_start: Motion = None
+    warm_sixd: object = None
     ground: object = None
 
 
@@ -309,7 +312,7 @@ class Retarget(Cancellable):
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
             settings = o.settings if terrain is o.settings.terrain else replace(o.settings, terrain=terrain)
-            self.job = job = SolveJob(src, source_motion, tgt, init, settings, warm_start=o.warm_start,
+            self.job = job = SolveJob(src, source_motion, tgt, init, settings, warm_start=o.warm_start, warm_sixd=o.warm_sixd,
                                       source_track=track)
             for line in job.prepare():
                 if self._cancel.is_set():

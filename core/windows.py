@@ -168,15 +168,18 @@ def clip_setup(source, source_motion: Motion, target, options: RetargetOptions, 
 
 
 def window_job(setup: ClipSetup, source_motion: Motion, options: RetargetOptions, a: int, b: int,
-               init: Motion = None) -> Retarget:
+               init: Motion = None, warm_start: Motion = None, warm_sixd=None) -> Retarget:
     """The ``core.retarget.Retarget`` of frames a..b-1 (clip indices) of ``source_motion`` on ``setup``'s
-    characters: started from ``init`` (default: the whole clip's copy-rotations on those frames), above the
-    source's floor levels of those frames and the clip's terrain; no metrics, no conflicts."""
+    characters: started from ``init`` (default: the whole clip's copy-rotations on those frames), or from a
+    ``warm_start`` result on those frames (α held at 1, ``resolve_fraction`` of the steps; ``warm_sixd`` its 6D
+    rotations, ``SolveJob.result_sixd``), above the source's
+    floor levels of those frames and the clip's terrain; no metrics, no conflicts."""
     levels = setup.levels
     settings = replace(options.settings, source_ground=levels if np.ndim(levels) == 0 else levels[a:b],
                        terrain=None)
     w_opts = replace(options, init_motion=setup.init.slice(a, b) if init is None else init, metrics=False,
-                     conflicts=False, warm_start=None, settings=settings, ground=setup.terrain)
+                     conflicts=False, warm_start=warm_start, warm_sixd=warm_sixd, settings=settings,
+                     ground=setup.terrain)
     return Retarget(setup.source, source_motion.slice(a, b), setup.target, w_opts)
 
 

@@ -71,6 +71,7 @@ class LiveController:
         self.error = None
         self.alive = True
         self.solved = 0                 # windows written
+        self.last_window = None         # the last core.live.LiveWindow written (the next one may start from it)
         self.last_seconds = None        # the last window's solve time
         self._frame, self._frame_at = None, 0.0
         self._edited_at = None
@@ -133,7 +134,7 @@ class LiveController:
                 return True
             if want != self.shown and now - self._frame_at >= DEBOUNCE_S:
                 self.window = want
-                self._run('window', self.clip.solve(frame))
+                self._run('window', self.clip.solve(frame, self.last_window))
         except Exception as ex:  # noqa: BLE001 - Live ends and says why; the target is put back
             self.fail(ex)
             return False
@@ -223,10 +224,11 @@ class LiveController:
         overwrite_keys(tgt, act, win.skeleton, win.motion)
         self.shown, self.window = (win.start, win.stop), None
         self.solved += 1
-        self.last_seconds = win.seconds
+        self.last_window, self.last_seconds = win, win.seconds
         self._refresh(tgt, act)
         f0 = win.motion.frame_start
-        self.status = f"Live: frames {f0}–{f0 + win.motion.num_frames - 1} solved in {win.seconds:.2f} s"
+        how = " (from the last window)" if win.warm else ""
+        self.status = f"Live: frames {f0}–{f0 + win.motion.num_frames - 1} solved in {win.seconds:.2f} s{how}"
 
     def _reread(self):
         """The source clip read again after an edit; the set-up restarts on the same characters."""

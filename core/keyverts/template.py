@@ -124,4 +124,17 @@ def template_labels_areas(tpl: Template):
     return _TCACHE[key]
 
 
-__all__ = ["TEMPLATE_PATH", "Template", "load_template", "template_arrays", "template_labels_areas"]
+def keyvert_order(source: Character, target: Character) -> np.ndarray:
+    """Order of the target's key vertices matching the source's names; raises when they differ."""
+    sn, tn = source.keyverts.names, target.keyverts.names
+    if sn == tn:
+        return np.arange(len(tn))
+    missing = sorted(set(sn) ^ set(tn))
+    if missing:
+        raise CoreError(f"Key vertices of '{source.name}' and '{target.name}' differ ({', '.join(missing[:4])}"
+                        f"...): transfer both from the same template size.")
+    return np.asarray([tn.index(n) for n in sn])
+
+
+__all__ = ["TEMPLATE_PATH", "Template", "keyvert_order", "load_template", "template_arrays",
+           "template_labels_areas"]

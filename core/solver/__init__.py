@@ -12,9 +12,10 @@ at once, on key-vertex descriptors of source and target.
 - ``group``: a joint solve of several pairs as one generator (``GroupSolveJob``, ReConForM §6.1).
 """
 
+from ..keyverts.template import keyvert_order
 from .footing import sole_points
 from .group import GroupSolveJob
-from .job import SolveJob, keyvert_order
+from .job import SolveJob
 from .parametrisation import bspline_basis
 from .settings import CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, SEMANTIC_TERMS, TERMS, Progress, SolverSettings
 

@@ -25,6 +25,7 @@ from ..errors import CoreError
 from ..feet import SOFT_LOW, foot_lows_and_velocity, foot_side
 from ..ground import ground_levels
 from ..humanoid import CORE_BONES, FINGER_BONES, limb_of
+from ..keyverts.template import keyvert_order
 from ..rig import VariableChain, VertexChain
 from ..rotations import quat_to_matrix
 from ..track import ClipTrack
@@ -38,7 +39,6 @@ from .settings import Progress, SolverSettings
 from .terrain_start import onto_terrain, terrain_lift
 
 
-
 def _check_motion(character: Character, motion: Motion, what: str):
     J = character.skeleton.num_bones
     if motion.rotations.shape[1] != J:
@@ -46,18 +46,6 @@ def _check_motion(character: Character, motion: Motion, what: str):
                         f"'{character.name}' has {J} bones: read the motion from that armature.")
     if motion.num_frames < 1:
         raise CoreError(f"{what} has no frames: pick a frame range with at least one frame.")
-
-
-def keyvert_order(source: Character, target: Character) -> np.ndarray:
-    """Order of the target's key vertices matching the source's names; raises when they differ."""
-    sn, tn = source.keyverts.names, target.keyverts.names
-    if sn == tn:
-        return np.arange(len(tn))
-    missing = sorted(set(sn) ^ set(tn))
-    if missing:
-        raise CoreError(f"Key vertices of '{source.name}' and '{target.name}' differ ({', '.join(missing[:4])}"
-                        f"...): transfer both from the same template size.")
-    return np.asarray([tn.index(n) for n in sn])
 
 
 class SolveJob:
@@ -69,12 +57,16 @@ class SolveJob:
         init_motion: the copy-rotations result on the target (Motion of the target skeleton, same frames).
         settings: SolverSettings (default: the 'balanced' preset).
         warm_start: optional previous result (Motion of the target) to start from ('Re-solve'): α is held at 1
-            and ``settings.resolve_fraction · settings.iterations`` steps are taken.
+            and ``settings.resolve_fraction · settings.iterations`` steps are taken, at ``settings.warm_lr`` of
+            the learning rates.
+        warm_sixd: optional (T, Jo, 6) 6D vectors of the optimised bones as the solve that made ``warm_start``
+            had them (``result_sixd``; NaN on frames it did not solve): its fit is then exact there.
         source_track: the source clip's ClipTrack when the caller already has one (``core.retarget``).
     """
 
     def __init__(self, source: Character, source_motion: Motion, target: Character, init_motion: Motion,
-                 settings: SolverSettings = None, warm_start: Motion = None, source_track: ClipTrack = None):
+                 settings: SolverSettings = None, warm_start: Motion = None, source_track: ClipTrack = None,
+                 warm_sixd: np.ndarray = None):
         self.settings = settings or SolverSettings.preset("balanced")
         _check_motion(source, source_motion, f"Source motion of '{source.name}'")
         _check_motion(target, init_motion, f"Initial motion of '{target.name}'")
@@ -104,6 +96,7 @@ class SolveJob:
         self.source_track = source_track
         self.init_motion = init_motion
         self.warm_start = warm_start
+        self.warm_sixd = warm_sixd if warm_start is not None else None
         self.fps = float(source_motion.fps)
         self.total = max(1, int(self.settings.iterations if warm_start is None
                                 else math.ceil(self.settings.iterations * self.settings.resolve_fraction)))
@@ -204,6 +197,12 @@ class SolveJob:
             raise CoreError("The solve has not finished: drive job.steps() to the end first.")
         return self.param.motion(self.init_motion, self.opt_idx, self.root_idx)
 
+    def result_sixd(self) -> np.ndarray:
+        """(T, Jo, 6) the optimised bones' 6D vectors of the result (a later warm start's ``warm_sixd``)."""
+        if not self._done:
+            raise CoreError("The solve has not finished: drive job.steps() to the end first.")
+        return self.param.sixd_frames()
+
     @property
     def metrics(self) -> dict:
         """Statistics of the solve (timings, frames/s, active pair entries, reference scales, last terms).
@@ -299,7 +298,7 @@ class SolveJob:
             R = quat_to_matrix(torch.as_tensor(self.warm_start.rotations, dtype=torch.float64))[:, self.opt_idx]
             dloc = torch.as_tensor(self.warm_start.locations[:, self.root_idx]
                                    - self.init_motion.locations[:, self.root_idx])
-            self.param.fit_to(R, dloc)
+            self.param.fit_to(R, dloc, self.warm_sixd)
         self.param.require_grad()
 
         yield "Measuring copy-rotations' objective"
@@ -322,8 +321,9 @@ class SolveJob:
         self.stats["frames"] = T
         self.stats["initial_raw"] = {k: float(v) for k, v in raw.items()}
         self.stats["scales"] = dict(self.objective.scales)
-        self.optim = Adam(self.param.params, [s.lr_rot, s.lr_root], eps=s.adam_eps)
-        self.base_lrs = [s.lr_rot, s.lr_root]   # the root offset is stored in units of h_tgt
+        lr_scale = s.warm_lr if self.warm_start is not None else 1.0   # near an optimum already: smaller steps
+        self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps)
+        self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         self._ready = True
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:

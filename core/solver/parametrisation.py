@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import CoreError
 from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from ..types import Motion
 
@@ -59,6 +60,37 @@ def root_jacobian_inverse(skeleton, root_idx: int, init_motion: Motion, h_tgt: f
             Gp = Gp @ skeleton.rest_local[a, :3, :3] @ Ra
         Jm = A @ Gp @ rest_rot
     return np.linalg.inv(Jm) * h_tgt
+
+
+#: alternating projections of a warm start's rotation fit (each one linear least-squares solve)
+REFIT_ITERATIONS = 10
+
+
+def refit_rotations(ctrl: torch.Tensor, basis: torch.Tensor, pinv: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+    """6D residual control points (C, Jo, 6) whose B-spline (``basis`` (T, C), its pseudo-inverse ``pinv``), made
+    orthonormal, reproduces the rotations ``rel`` (T, Jo, 3, 3) (float64), starting from ``ctrl``.
+
+    A least-squares fit of the 6D values of ``rel`` (its first two columns, the start) is exact only where the
+    solve's own 6D vectors stayed orthonormal; a solve that bent a joint far (a toe through 60°) leaves vectors
+    of other lengths and angles, and the orthonormal frame of the fitted spline then misses ``rel`` by up to tens
+    of degrees: a warm start (a re-solve, the next Live window) would begin away from the result it starts
+    from. Gram-Schmidt ignores the first vector's length and the second's part along the first, so each
+    iteration keeps those (as the current spline has them), puts the directions of ``rel`` into them, and fits
+    the spline to that again (alternating projections)."""
+    identity = torch.as_tensor(IDENTITY_6D, dtype=torch.float64)
+    c1, c2 = rel[..., :, 0].double(), rel[..., :, 1].double()
+    basis, pinv = basis.double(), pinv.double()
+    C, Jo = ctrl.shape[:2]
+    T = rel.shape[0]
+    x = ctrl.double()
+    for _ in range(REFIT_ITERATIONS):
+        d6 = identity + (basis @ x.reshape(C, Jo * 6)).reshape(T, Jo, 6)
+        a1, a2 = d6[..., :3], d6[..., 3:]
+        along = (a2 * c1).sum(-1, keepdim=True)
+        across = (a2 - along * c1).norm(dim=-1, keepdim=True)
+        target = torch.cat((a1.norm(dim=-1, keepdim=True) * c1, along * c1 + across * c2), -1) - identity
+        x = (pinv @ target.reshape(T, Jo * 6)).reshape(C, Jo, 6)
+    return x
 
 
 class Parametrisation:
@@ -142,20 +174,38 @@ class Parametrisation:
         """(Jo, T, 3, 3) local rotations (rest · basis), bone-major, for residuals ``d`` (T, Jo, 6)."""
         return self.RR @ sixd_to_matrix(self.identity6 + d.transpose(0, 1))
 
-    def fit_to(self, R: torch.Tensor, dloc: torch.Tensor):
+    def fit_to(self, R: torch.Tensor, dloc: torch.Tensor, sixd=None):
         """Set the control points to the least-squares fit of a motion (a warm start): ``R`` (T, Jo, 3, 3) basis
         rotations of the optimised bones, ``dloc`` (T, 3) change of the hips basis location from the initial
-        motion (float64)."""
+        motion (float64). ``sixd``: (T, Jo, 6) the 6D vectors the solve that made the motion had on those
+        frames (``sixd_frames``, NaN on frames it did not solve), fitted as they are where given: the fit is
+        then exact on the same frames, whatever the vectors' lengths (``refit_rotations`` for the rest)."""
         Ri = self.R_init.double().cpu()
         rel = Ri.transpose(-1, -2) @ R.double().cpu()
         d6 = torch.cat((rel[..., :, 0], rel[..., :, 1]), dim=-1) - torch.as_tensor(IDENTITY_6D, dtype=torch.float64)
+        if sixd is not None:
+            given = torch.as_tensor(np.asarray(sixd, dtype=np.float64)) - torch.as_tensor(IDENTITY_6D,
+                                                                                         dtype=torch.float64)
+            if given.shape != d6.shape:
+                raise CoreError(f"The warm start's 6D rotations have shape {tuple(given.shape)}, not "
+                                f"{tuple(d6.shape)}: they belong to another solve.")
+            d6 = torch.where(torch.isfinite(given), given, d6)
         dloc = dloc.double().cpu()
         off = torch.linalg.solve(self.root_jac_inv.double().cpu(), dloc[..., None])[..., 0]
-        pinv = torch.linalg.pinv(torch.as_tensor(self.basis))
+        basis = torch.as_tensor(self.basis)
+        pinv = torch.linalg.pinv(basis)
         T = d6.shape[0]
         dt, dev = self.delta.dtype, self.delta.device
-        self.delta = (pinv @ d6.reshape(T, -1)).reshape(-1, *d6.shape[1:]).to(dt).to(dev)
+        ctrl = (pinv @ d6.reshape(T, -1)).reshape(-1, *d6.shape[1:])
+        ctrl = refit_rotations(ctrl, basis, pinv, rel)
+        self.delta = ctrl.to(dt).to(dev)
         self.root_off = (pinv @ off).to(dt).to(dev).contiguous()
+
+    def sixd_frames(self) -> np.ndarray:
+        """(T, Jo, 6) float64: the 6D vectors (identity + residual, before Gram-Schmidt) of every frame."""
+        with torch.no_grad():
+            d, _ = self.frame_residuals()
+            return (self.identity6 + d).double().cpu().numpy()
 
     def set_root_xy(self, offset: torch.Tensor):
         """Horizontal root offsets ``offset`` (T, 2) in metres -> the root controls' x, y (weighted average

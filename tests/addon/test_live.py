@@ -157,7 +157,7 @@ def test_a_failing_window_stops_live_and_puts_the_target_back(addon, live_blend,
 
         def cancel(self):
             pass
-    monkeypatch.setattr(c.clip, "solve", lambda frame: Exploding())
+    monkeypatch.setattr(c.clip, "solve", lambda frame, previous=None: Exploding())
     t0 = time.perf_counter()
     while c.tick(30):                      # a frame whose window is not solved yet
         assert time.perf_counter() - t0 < 30

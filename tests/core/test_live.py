@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from core.errors import CoreError
-from core.live import LiveClip, window_around
+from core.live import WARM_FRACTION, LiveClip, window_around
 from core.retarget import Retarget, RetargetOptions, run
 from core.solver import SolverSettings
+from core.track import ClipTrack
 from core.types import Motion
 from core.windows import WindowPlan, WindowedRetarget
 from tests.core.synth import make_humanoid, walk_motion
@@ -99,3 +100,38 @@ def test_live_refuses_copy_rotations_and_tiny_windows(live_pair):
         LiveClip(src, clip, tgt, RetargetOptions(method="copy_rotations"))
     with pytest.raises(CoreError, match="too short"):
         LiveClip(src, clip, tgt, opts, length=4)
+
+
+def test_a_window_overlapping_the_last_one_starts_from_it(live_pair):
+    src, clip, tgt, _ = live_pair
+    opts = RetargetOptions(settings=SolverSettings.preset("balanced", num_threads=1))    # converged windows
+    live = LiveClip(src, clip, tgt, opts, length=60)
+    setup = run(live.prepare())
+    first = run(live.solve(50))                          # frames 9..68 (clip indices)
+    assert not first.warm and first.core_motion is not None and (first.start, first.stop) == (9, 69)
+    start = live.warm_start(14, 74, first)               # five frames later: 55 shared
+    assert start is not None and start.num_frames == 60
+    np.testing.assert_array_equal(start.locations[:55], first.core_motion.locations[5:])
+    # past the shared frames: copy-rotations carried on from where the last result leaves the hips, no jump
+    hips = tgt.skeleton.index(tgt.bone_map["hips"])
+    def hips_steps(motion):
+        path = ClipTrack(tgt, motion).world_positions[:, hips]
+        return np.linalg.norm(np.diff(path, axis=0), axis=-1)
+    steps = hips_steps(start)
+    assert steps.max() <= 1.25 * max(hips_steps(first.core_motion).max(), hips_steps(setup.init).max())
+    assert steps[54:].min() >= 0.5 * hips_steps(setup.init.slice(68, 74)).min()       # and no stall
+    steps_seen = []
+    warm = run(live.solve(55, first), steps_seen.append)
+    assert warm.warm and (warm.start, warm.stop) == (14, 74)
+    total = {s.solver.total for s in steps_seen if s.solver is not None}
+    assert total == {int(np.ceil(opts.settings.iterations * WARM_FRACTION))}
+    cold = run(live.solve(55))
+    print(f"relative objective: cold {cold.relative:.3f} in {cold.seconds:.2f} s, warm {warm.relative:.3f} in "
+          f"{warm.seconds:.2f} s")
+    assert not cold.warm and np.isfinite(warm.relative) and warm.relative <= cold.relative + 0.05
+    # too far, or from another set-up: from copy-rotations
+    far = replace(first, start=first.start - 40, stop=first.stop - 40)       # 20 of 60 frames shared
+    assert live.warm_start(14, 74, far) is None and live.warm_start(14, 74, replace(first, setup=None)) is None
+    again = live.edited(clip)
+    run(again.prepare())
+    assert again.warm_start(14, 74, first) is None

@@ -150,9 +150,34 @@ def test_warm_start_reproduces_previous_result(pair, solved):
     with torch.no_grad():
         p_ws, _, _ = job._forward()
         p_prev, _, _ = solved[0]._forward()
-    # the B-spline control fit of the previous residuals is a least-squares fit of the re-orthonormalised 6D
-    # residuals (same basis): within a couple of millimetres
+    # the B-spline control fit of the previous rotations alone (their orthonormal 6D columns, made consistent
+    # with Gram-Schmidt by parametrisation.refit_rotations): within a couple of millimetres
     assert float((p_ws - p_prev).norm(dim=-1).max()) < 2e-3
+    # with the previous solve's own 6D vectors (SolveJob.result_sixd): the same controls, exactly
+    exact = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.2), warm_start=prev,
+                     warm_sixd=solved[0].result_sixd())
+    list(exact.prepare())
+    with torch.no_grad():
+        p_ex, _, _ = exact._forward()
+    assert float((p_ex - p_prev).norm(dim=-1).max()) < 1e-5
+    np.testing.assert_allclose(exact.param.sixd_frames(), solved[0].result_sixd(), atol=1e-6)
+    with pytest.raises(CoreError, match="another solve"):
+        list(SolveJob(src, m, tgt, init, SolverSettings(**FAST), warm_start=prev,
+                      warm_sixd=solved[0].result_sixd()[:, 1:]).prepare())
+
+
+def test_a_warm_start_may_take_smaller_steps(pair, solved):
+    src, m, tgt, init = pair
+    prev = solved[0].result()
+    lrs = {}
+    for scale in (1.0, 0.1):
+        job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, warm_lr=scale), warm_start=prev)
+        list(job.prepare())
+        lrs[scale] = job.base_lrs
+    np.testing.assert_allclose(lrs[0.1], [0.1 * v for v in lrs[1.0]])
+    cold = SolveJob(src, m, tgt, init, SolverSettings(**FAST, warm_lr=0.1))
+    list(cold.prepare())
+    assert cold.base_lrs == lrs[1.0]                     # a solve from copy-rotations keeps its rates
 
 
 def test_source_ground_estimate(pair):
