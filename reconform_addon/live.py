@@ -240,7 +240,9 @@ class LiveController:
         old = self.clip.source_motion
         if (motion.num_frames == old.num_frames and motion.frame_start == old.frame_start
                 and (motion.rotations == old.rotations).all() and (motion.locations == old.locations).all()):
-            return                            # nothing that the retarget reads changed
+            if self.clip.setup is None:       # nothing the retarget reads changed, but the set-up was stopped
+                self._run('prepare', self.clip.prepare())
+            return
         self.clip = self.clip.edited(motion)
         self.shown = None
         self._run('prepare', self.clip.prepare())

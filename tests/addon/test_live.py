@@ -93,6 +93,11 @@ def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_le
     drive(c, 38, lambda: c.clip is not old_clip and c.shown == (24, 40))
     assert c.solved == 3 and not np.allclose(c.baseline[1].locations, base.locations)
 
+    # an update of the source's Action that changed nothing it plays (a false alarm) keeps the window
+    c.source_edited()
+    drive(c, 38, lambda: c._edited_at is None and c.runner is None)
+    assert c.clip.setup is not None and c.shown == (24, 40) and c.solved == 3
+
     # off: the target as it was, the preview gone, the (edited) source as edited
     assert live.stop(scene) and not live.is_live(scene) and c.runner is None
     after = scene_fingerprint(bpy)
@@ -106,6 +111,7 @@ def test_a_file_saved_while_live_opens_with_the_target_restored(addon, live_blen
     s = open_scene(live_blend)
     before = scene_fingerprint(bpy)
     c = live.start(bpy.context.scene, retarget.request_from_panel(s), WINDOW)
+    c.source_edited()            # a false alarm while the set-up runs: it is stopped, and started again
     drive(c, 10, lambda: c.baseline is not None)
     assert bpy.data.objects["Heavy"].animation_data.action.name == "Heavy Live preview"
     path = tmp_path / "saved_while_live.blend"

@@ -3,15 +3,17 @@
 
     .venv/bin/python tools/experiments/barrier_weights.py --case 15 "[{'w_barrier': 0}, {}]" [--frames 720]
 
-Each variant is a dict of SolverSettings overrides on the 'balanced' preset (1 thread), plus optionally
-'PARTNER_STEP' (``core.solver.group.PARTNER_STEP``, the members' step scale in a group); every variant starts from
-the same copy-rotations placed together (``bench_partners``' cases and clip range).
+Each variant is a dict of SolverSettings overrides on the 'balanced' preset (1 thread); upper-case keys set the
+module constants of ``core.solver.group`` and ``core.solver.partners`` of that name for the variant
+('PARTNER_STEP': the members' step scale in a group, 'SCALE_CAP': the partner terms' scale cap). Every variant
+starts from the same copy-rotations placed together (``bench_partners``' cases and clip range).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import os
 import pathlib
 import sys
@@ -42,12 +44,12 @@ def main(argv=None) -> int:
     print(f"{label}: {pathlib.Path(t_lead).stem} & {pathlib.Path(t_follow).stem}, {args.frames} frames, "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| variant | " + " | ".join(cols) + " | solve s |")
-    group_mod = mods["core.solver.group"] if "core.solver.group" in mods else __import__(
-        f"{bench.MODULE}.core.solver.group", fromlist=["PARTNER_STEP"])
-    default_step = group_mod.PARTNER_STEP
+    consts = [importlib.import_module(f"{bench.MODULE}.core.solver.{m}") for m in ("group", "partners")]
+    defaults = {(mod, k): getattr(mod, k) for mod in consts for k in dir(mod) if k.isupper()}
     for variant in ast.literal_eval(args.variants):
-        overrides = dict(variant)
-        group_mod.PARTNER_STEP = overrides.pop("PARTNER_STEP", default_step)   # the group's step scale
+        overrides = {k: v for k, v in variant.items() if not k.isupper()}
+        for (mod, k), v in defaults.items():      # module constants: PARTNER_STEP, SCALE_CAP, ...
+            setattr(mod, k, variant.get(k, v))
         settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1, **overrides)
         t0 = time.perf_counter()
         out = grp.run_group(grp.RetargetGroup(pairs, rt.RetargetOptions(settings=settings, conflicts=False)))
