@@ -16,9 +16,11 @@ two characters' mean heights. So it acts only where the target goes deeper than 
 hand on the partner's back is as deep as in the capture); a hand's spheres in the partner's hand capsule are
 never penalised (hands that hold hands). Divided by T·(1 % h̄)², weighted by ``w_barrier``.
 
-Sparse as the pair terms: the entries within ``MARGIN`` of touching are found at a refresh (broad phase on the
-two bodies' boxes per frame), and refreshed once a capsule end moved by half of it, so no other entry can have
-come to overlap (exact).
+Sparse as the pair terms: per ordered pair of characters (a block), the entries within ``MARGIN`` of touching
+are found at a refresh (broad phase on the two bodies' boxes per frame), and that block is refreshed once its
+two characters' capsule ends have moved, together, by that margin (or, for two characters with no frame near,
+by the margin plus their smallest clearance), so no entry left out can have come to overlap (exact): two
+characters metres apart are not searched again every few steps.
 """
 
 from __future__ import annotations
@@ -105,74 +107,99 @@ class PartnerBarrier:
                 hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
                 excl = torch.as_tensor(np.repeat(hold, U, 0), device=self.device)
                 self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl))
-        self._slack = min(blk[4] for blk in self.blocks)
-        self._ref = None
-        self._cand = None
-        self.refreshes = 0
+        n = len(self.blocks)
+        self._ref = [None] * n          # per block: its two characters' capsule ends at its last refresh
+        self._reach = [0.0] * n         # per block: how far they may move together before it is refreshed
+        self._cand = [None] * n
+        self._rows = [None] * n
+        self.refreshes = 0              # steps that refreshed at least one block
+        self.block_refreshes = 0
         self.last_entries = 0
 
-    def _candidates(self, ends: list):
-        """Per block, (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends``.
+    def _candidates(self, i: int, ends: list) -> tuple:
+        """Block ``i``'s (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends``, and how
+        far its two characters may move together (the sum of their capsule ends' largest moves) before an entry
+        left out can overlap: the margin, or for a block with no frame near (two characters metres apart) the
+        margin plus their smallest clearance over the clip.
 
         Broad phase per frame on the two bodies' boxes, then per (frame, segment, capsule) on the segment's
         bounding sphere (its axis' middle, half its length plus its radius): only the pairs that pass have their
         ``SPHERES`` depths computed."""
         U = len(SPHERES)
         u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
-        out = []
-        for a, b, ratio, _, margin, excl in self.blocks:
-            ea, eb = ends[a], ends[b]
-            mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (T, B, 3)
-            reach_a = 0.5 * (ea[:, :, 1] - ea[:, :, 0]).norm(dim=-1) + self.radius[a]
-            reach_b = 0.5 * (eb[:, :, 1] - eb[:, :, 0]).norm(dim=-1) + self.radius[b]
-            pad = float(reach_a.max() + reach_b.max()) + margin
-            near = torch.nonzero(box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1)) < pad,
-                                 as_tuple=True)[0]
-            keys = []
-            for c in range(0, near.numel(), _CHUNK):
-                fr = near[c:c + _CHUNK]
-                gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
-                f, sa, k = torch.nonzero(gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin,
-                                         as_tuple=True)
-                t = fr[f]
-                e = ea[t, sa]                                                            # (E, 2, 3)
-                q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
-                d = _depth(q, self.radius[a][sa, None], eb[t, k, None, 0], eb[t, k, None, 1],
-                           self.radius[b][k, None])                                     # (E, U)
-                qi = sa[:, None] * U + torch.arange(U, device=self.device)
-                hit = (d > -margin) & ~excl[qi, k[:, None]]
-                e_idx, u_idx = torch.nonzero(hit, as_tuple=True)
-                keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx]))
-            if keys:
-                t, q, k = (torch.cat(x) for x in zip(*keys))
-            else:
-                t = q = k = torch.zeros(0, dtype=torch.long, device=self.device)
-            src = self.src_ends[b]
-            d_src = _depth(self.src_spheres[a][t, q], self.src_sphere_r[a][q], src[t, k, 0], src[t, k, 1],
-                           self.src_r[b][k])
-            out.append((t, q, k, d_src.clamp_min(0.0) * ratio))
-        return out
+        a, b, ratio, _, margin, excl = self.blocks[i]
+        ea, eb = ends[a], ends[b]
+        mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (T, B, 3)
+        reach_a = 0.5 * (ea[:, :, 1] - ea[:, :, 0]).norm(dim=-1) + self.radius[a]
+        reach_b = 0.5 * (eb[:, :, 1] - eb[:, :, 0]).norm(dim=-1) + self.radius[b]
+        pad = float(reach_a.max() + reach_b.max()) + margin
+        box = box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1))          # (T,)
+        near = torch.nonzero(box < pad, as_tuple=True)[0]
+        # a depth is at most pad − margin − box; an entry left out gains at most the two characters' moves
+        reach = margin + (0.0 if near.numel() else float(box.min()) - pad)
+        keys = []
+        for c in range(0, near.numel(), _CHUNK):
+            fr = near[c:c + _CHUNK]
+            gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
+            f, sa, k = torch.nonzero(gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin, as_tuple=True)
+            t = fr[f]
+            e = ea[t, sa]                                                            # (E, 2, 3)
+            q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
+            d = _depth(q, self.radius[a][sa, None], eb[t, k, None, 0], eb[t, k, None, 1],
+                       self.radius[b][k, None])                                     # (E, U)
+            qi = sa[:, None] * U + torch.arange(U, device=self.device)
+            hit = (d > -margin) & ~excl[qi, k[:, None]]
+            e_idx, u_idx = torch.nonzero(hit, as_tuple=True)
+            keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx]))
+        if keys:
+            t, q, k = (torch.cat(x) for x in zip(*keys))
+        else:
+            t = q = k = torch.zeros(0, dtype=torch.long, device=self.device)
+        src = self.src_ends[b]
+        d_src = _depth(self.src_spheres[a][t, q], self.src_sphere_r[a][q], src[t, k, 0], src[t, k, 1],
+                       self.src_r[b][k])
+        return (t, q, k, d_src.clamp_min(0.0) * ratio), reach
+
+    def _refresh(self, det: list):
+        """Refresh the blocks whose two characters moved, together, as far as the block allows (exact: no entry
+        left out can overlap before that)."""
+        U = len(SPHERES)
+        moved = {}
+        any_block = False
+        for i, (a, b, *_rest) in enumerate(self.blocks):
+            ref = self._ref[i]
+            if ref is not None:
+                key = (a, b) if a < b else (b, a)
+                if key not in moved:       # both orders of a pair share their reference
+                    moved[key] = float((det[a] - ref[0]).norm(dim=-1).max()) + \
+                        float((det[b] - ref[1]).norm(dim=-1).max())
+                if moved[key] < self._reach[i]:
+                    continue
+            cand, self._reach[i] = self._candidates(i, det)
+            t, q, k, _ = cand
+            self._cand[i] = cand
+            self._rows[i] = (t * det[a].shape[1] + torch.div(q, U, rounding_mode="floor"), t * det[b].shape[1] + k)
+            self._ref[i] = (det[a].clone(), det[b].clone())
+            self.block_refreshes += 1
+            any_block = True
+        self.refreshes += int(any_block)
 
     def weighted(self, ends: list) -> torch.Tensor:
         """w_barrier · Σ_blocks Σ relu(d − allow)² / (T·(1 % h̄)²) at the capsule ends (T, B_c, 2, 3) of every
         member (differentiable w.r.t. them)."""
-        det = [e.detach() for e in ends]
-        if self._ref is None or 2.0 * max(float((e - r).norm(dim=-1).max()) for e, r in zip(det, self._ref)) \
-                >= self._slack:
-            with torch.no_grad():
-                self._cand = self._candidates(det)
-            self._ref = [e.clone() for e in det]
-            self.refreshes += 1
+        with torch.no_grad():
+            self._refresh([e.detach() for e in ends])
         total = ends[0].new_zeros(())
         count = 0
         U = len(SPHERES)
         u_all = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
-        for (a, b, _, unit, _, _), (t, q, k, allow) in zip(self.blocks, self._cand):
+        flat = [e.reshape(-1, 2, 3) for e in ends]                # (T·B, 2, 3): gathers whose backward is index_add
+        for (a, b, _, unit, _, _), (t, q, k, allow), (ia, ib) in zip(self.blocks, self._cand, self._rows):
             if not t.numel():
                 continue
-            ea = ends[a][t, torch.div(q, U, rounding_mode="floor")]                          # (E, 2, 3)
+            ea = flat[a].index_select(0, ia)                                                    # (E, 2, 3)
             qa = ea[:, 0] + u_all[q % U, None] * (ea[:, 1] - ea[:, 0])
-            e = ends[b][t, k]
+            e = flat[b].index_select(0, ib)
             d = _depth(qa, self.sphere_r[a][q], e[:, 0], e[:, 1], self.radius[b][k])
             excess = (d - allow).clamp_min(0.0)
             count += int((excess > 0).sum())

@@ -233,6 +233,7 @@ class GroupSolveJob:
         if self.barrier is not None:
             self.stats["barrier_entries_last"] = self.barrier.last_entries
             self.stats["barrier_refreshes"] = self.barrier.refreshes
+            self.stats["barrier_block_refreshes"] = self.barrier.block_refreshes
         self._step += 1
         for m in self.members:
             m._step = self._step

@@ -69,6 +69,22 @@ def _lead_into_follow(gap):
     return (a, _arms_ahead(a)), (b, _still(b))
 
 
+def _dense(barrier, ends) -> float:
+    """The barrier by hand over every (frame, sphere, capsule), for a source that overlaps nowhere."""
+    dense = 0.0
+    U = len(SPHERES)
+    for (i, k, _, unit, _, excl), in zip(barrier.blocks):
+        q = ends[i][:, :, None, 0] + torch.as_tensor(SPHERES, dtype=ends[i].dtype)[:, None] \
+            * (ends[i][:, :, None, 1] - ends[i][:, :, None, 0])
+        q = q.reshape(q.shape[0], -1, 3)
+        d = _depth(q[:, :, None], barrier.sphere_r[i][:, None], ends[k][:, None, :, 0], ends[k][:, None, :, 1],
+                   barrier.radius[k])
+        d = torch.where(excl, torch.zeros_like(d), d)          # no source overlap here: nothing allowed
+        dense += float(d.clamp_min(0).square().sum()) / (ends[0].shape[0] * unit)
+        assert excl.shape == (len(barrier.radius[i]) * U, len(barrier.radius[k]))
+    return dense
+
+
 def test_a_limb_inside_the_partner_where_the_source_is_not_is_penalised_and_pushed_out():
     (a, ma), (b, mb) = _lead_into_follow(1.2)         # the source: his hands stop short of her chest
     (ta, _), (tb, _) = _lead_into_follow(0.55)        # the targets' start: his forearms through her chest
@@ -77,18 +93,7 @@ def test_a_limb_inside_the_partner_where_the_source_is_not_is_penalised_and_push
     value = float(job.barrier.weighted(ends))
     assert value > 0 and job.barrier.last_entries > 0
     # the candidates hold every overlapping entry: the same sum over every (frame, sphere, capsule), by hand
-    dense = 0.0
-    U = len(SPHERES)
-    for (i, k, _, unit, _, excl), in zip(job.barrier.blocks):
-        q = ends[i][:, :, None, 0] + torch.as_tensor(SPHERES, dtype=ends[i].dtype)[:, None] \
-            * (ends[i][:, :, None, 1] - ends[i][:, :, None, 0])
-        q = q.reshape(q.shape[0], -1, 3)
-        d = _depth(q[:, :, None], job.barrier.sphere_r[i][:, None], ends[k][:, None, :, 0], ends[k][:, None, :, 1],
-                   job.barrier.radius[k])
-        d = torch.where(excl, torch.zeros_like(d), d)          # no source overlap here: nothing allowed
-        dense += float(d.clamp_min(0).square().sum()) / (ends[0].shape[0] * unit)
-        assert excl.shape == (len(job.barrier.radius[i]) * U, len(job.barrier.radius[k]))
-    assert value == pytest.approx(dense, rel=1e-5)
+    assert value == pytest.approx(_dense(job.barrier, ends), rel=1e-5)
     # the same start with its source as deep inside: allowed, nothing to pay
     inside = _job([(ta, ma), (tb, mb)], [ta, tb], [ma, mb])
     assert float(inside.barrier.weighted([m.body_positions.unflatten(1, (-1, 2)) for m in inside.members])) \
@@ -118,3 +123,26 @@ def test_hands_in_hands_and_on_wrists_are_holds_not_penetrations():
             hold = (sn.endswith("_hand") and (kn.endswith("_hand") or kn.endswith("_lower_arm"))
                     or sn.endswith("_lower_arm") and kn.endswith("_hand"))
             assert bool(excl[s * U:(s + 1) * U, k].all()) == hold and bool(excl[s * U:(s + 1) * U, k].any()) == hold
+
+
+def test_characters_far_apart_are_not_searched_again_until_they_come_near_and_the_sum_stays_exact():
+    (a, ma), (b, mb) = _lead_into_follow(1.2)
+    (ta, _), (tb, _) = _lead_into_follow(3.0)         # the targets start 3 m apart
+    job = _job([(a, ma), (b, mb)], [ta, tb], [ma, mb])
+    bar = job.barrier
+    ends = [m.body_positions.unflatten(1, (-1, 2)).detach() for m in job.members]
+    toward = (ends[0].mean((0, 1, 2)) - ends[1].mean((0, 1, 2)))
+    toward[2] = 0.0
+    toward = toward / toward.norm()
+    values, refreshed = [], []
+    for step in range(30):                             # the follow walks 10 cm a step into the lead's arms
+        moved = [ends[0], ends[1] + 0.1 * step * toward]
+        before = bar.block_refreshes
+        values.append((float(bar.weighted(moved)), _dense(bar, moved)))
+        refreshed.append(bar.block_refreshes > before)
+    for got, want in values:
+        assert got == pytest.approx(want, rel=1e-5, abs=1e-12)
+    assert values[0][1] == 0.0 and values[-1][1] > 0           # from far apart into each other
+    # far apart, a block is searched again only once the two have come a clearance closer, not every step
+    assert refreshed[0] and sum(refreshed) < len(refreshed) // 2
+    assert not any(refreshed[1:8])
