@@ -10,8 +10,10 @@ edits the source (the paper's online use, ReConForM §5.3.1: three-second batche
 computes it); ``solve`` is ``core.windows.window_job`` on the ``length`` frames centred on the frame (moved
 inward at the clip's ends), started from the whole clip's copy-rotations on those frames: the same retarget a
 windowed batch run makes of a window, so the preview is what the batch command gives for those frames (the
-batch run's later windows also start from the previous window's horizontal position). Both are cancellable jobs
-with the ``steps()`` / ``outcome`` of ``core.retarget.Retarget``, so the add-on's worker runner drives them.
+batch run's later windows also start from the previous window's horizontal position). ``solve(frame, previous)``
+starts a window that shares most of its frames with the last one from it (``warm_start``): a fraction of the
+steps, as Re-solve. Both are cancellable jobs with the ``steps()`` / ``outcome`` of ``core.retarget.Retarget``, so
+the add-on's worker runner drives them.
 """
 
 from __future__ import annotations
@@ -132,8 +134,8 @@ class LiveClip:
 
     def prepare(self) -> Cancellable:
         """The job that sets the clip up (``core.windows.clip_setup``); its outcome is the ClipSetup, also kept as
-        ``self.setup``. ``baseline`` of it: the whole clip's copy-rotations in the scene's channels
-        (``baseline()``), what a preview shows outside the solved window."""
+        ``self.setup`` (``baseline()`` then gives the whole clip's copy-rotations, what a preview shows outside
+        the solved window)."""
         def gen(job):
             setup = yield from clip_setup(self.source, self.source_motion, self.target, self.options, job._cancel)
             if setup is not None and not job.cancelled:

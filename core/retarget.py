@@ -312,8 +312,8 @@ class Retarget(Cancellable):
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
             settings = o.settings if terrain is o.settings.terrain else replace(o.settings, terrain=terrain)
-            self.job = job = SolveJob(src, source_motion, tgt, init, settings, warm_start=o.warm_start, warm_sixd=o.warm_sixd,
-                                      source_track=track)
+            self.job = job = SolveJob(src, source_motion, tgt, init, settings, warm_start=o.warm_start,
+                                      source_track=track, warm_sixd=o.warm_sixd)
             for line in job.prepare():
                 if self._cancel.is_set():
                     job.cancel()

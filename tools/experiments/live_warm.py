@@ -3,7 +3,10 @@ after a scrub, started from the last window with several step shares and learnin
 window solved from copy-rotations.
 
     .venv/bin/python tools/experiments/live_warm.py [--at 151 61 231] [--scrub 2 5 15]
-        [--variants "[(0.15, 0.1), (0.15, 0.3), (0.25, 0.1)]"]
+        [--variants "[(0.15, 0.1), (0.15, 0.3), (0.25, 0.1)]"] [--fidelity]
+
+With --fidelity: a window warm-started from its own result (no step moves it), from the result's 6D vectors and
+from its rotations alone: the start's objective and its largest rotation difference from the result.
 
 The case of `make bench`'s artist line (tools/bench_artist.py: the Bandai kick tiled to 300 frames onto
 mh_teen_girl, 'balanced', 75-frame windows, 1 thread). Each variant is (core.live.WARM_FRACTION,
@@ -29,6 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--at", type=int, nargs="+", default=[151, 61, 231])
     ap.add_argument("--scrub", type=int, nargs="+", default=[2, 5, 15])
     ap.add_argument("--variants", default="[(0.15, 0.1), (0.15, 0.3), (0.25, 0.1)]")
+    ap.add_argument("--fidelity", action="store_true",
+                    help="only: a window restarted from its own result, with and without its 6D vectors")
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
@@ -56,6 +61,28 @@ def main(argv=None) -> int:
             if s.solver is not None and not start:
                 start.append(s.solver.relative)
         return start[0], job.outcome
+    if args.fidelity:     # a window started from its own result: how closely the warm start reproduces it
+        import dataclasses
+        import numpy as np
+        live_mod.WARM_LR = 1e-9                  # the steps do not move it: the start is what is measured
+        last = solve(motion.frame_start + args.at[0])[1]
+        names = tgt.skeleton.names
+        param = importlib.import_module(f"{bench.MODULE}.core.solver.parametrisation")
+        refit = param.REFIT_ITERATIONS
+        for how, prev, iterations in (
+                ("the result's 6D vectors (warm_sixd)", last, refit),
+                ("its rotations alone", dataclasses.replace(last, sixd=None), refit),
+                ("its rotations alone, linear fit only (before refit_rotations)", dataclasses.replace(last, sixd=None),
+                 0)):
+            param.REFIT_ITERATIONS = iterations
+            s0, w = solve(motion.frame_start + args.at[0], prev)
+            param.REFIT_ITERATIONS = refit
+            dots = np.abs((w.core_motion.rotations * last.core_motion.rotations).sum(-1)).clip(0.0, 1.0)
+            ang = np.degrees(2.0 * np.arccos(dots))
+            j = np.unravel_index(ang.argmax(), ang.shape)
+            print(f"start from {how}: objective {s0:.3f} (the result's {last.relative:.3f}), largest rotation "
+                  f"difference {ang.max():.2f}° ({names[j[1]]}, frame {j[0]})")
+        return 0
     for at in args.at:
         _, last = solve(motion.frame_start + at)
         print(f"frame {motion.frame_start + at}: cold {last.relative:.3f} in {last.seconds:.2f} s")
