@@ -57,11 +57,13 @@ class RECONFORM_OT_live(bpy.types.Operator):
         return {'RUNNING_MODAL'}
 
     def modal(self, context, event):
-        if event.type != 'TIMER' or event.timer != self._timer:
+        if event.type != 'TIMER':        # any timer of the window (ticking is cheap; Live debounces by time)
             return {'PASS_THROUGH'}
         c = live.controller(context.scene) if context.scene.as_pointer() == self._scene_ptr else None
+        before = (c.status, c.solved) if c is not None else None
         alive = c is not None and c.tick(context.scene.frame_current)
-        tag_redraw(context)
+        if c is None or (c.status, c.solved) != before:
+            tag_redraw(context)            # the panel's Live line and the target's new keys
         if alive:
             return {'PASS_THROUGH'}
         self._end(context)

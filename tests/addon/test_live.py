@@ -171,3 +171,35 @@ def test_a_failing_window_stops_live_and_puts_the_target_back(addon, live_blend,
     assert not live.is_live(scene) and "window exploded" in live.status(scene)
     assert scene_fingerprint(bpy)[1] == before[1]
     assert not any("Live preview" in a.name for a in bpy.data.actions)
+
+
+def test_the_live_operator_ticks_on_timer_events_and_ends_with_live(addon, live_blend):
+    """The modal operator's own code, driven with stand-in events (a background Blender runs no modal
+    operator): every event passes through, a timer event ticks the scene's controller, Live off ends it."""
+    live, retarget, ops = ui(addon, "live"), ui(addon, "operators.retarget"), ui(addon, "operators.live")
+    s = open_scene(live_blend)
+    scene = bpy.context.scene
+    c = live.start(scene, retarget.request_from_panel(s), WINDOW)
+
+    class Event:
+        def __init__(self, kind):
+            self.type, self.value = kind, 'NOTHING'
+
+    class Op:                                  # what the operator instance carries
+        _timer, _scene_ptr = None, scene.as_pointer()
+        reports = []
+
+        def report(self, level, text):
+            self.reports.append((level, text))
+
+        _end = ops.RECONFORM_OT_live._end
+    op = Op()
+    modal = ops.RECONFORM_OT_live.modal
+    assert modal(op, bpy.context, Event('MOUSEMOVE')) == {'PASS_THROUGH'}
+    t0 = time.perf_counter()
+    while c.baseline is None:
+        assert modal(op, bpy.context, Event('TIMER')) == {'PASS_THROUGH'}
+        assert time.perf_counter() - t0 < 120
+        time.sleep(0.02)
+    live.stop(scene)                           # pressed again (or Retarget): the next timer event ends it
+    assert modal(op, bpy.context, Event('TIMER')) == {'FINISHED'} and not op.reports
