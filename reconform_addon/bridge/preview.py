@@ -2,7 +2,7 @@
 
 ``write_preview`` writes a Motion as a new Action (``write.write_motion``) marked as a preview (custom property
 ``PREVIEW_KEY`` = the target's name) and keeps, as JSON on the target (``PREVIOUS_KEY``), what the preview
-replaced: the assigned Action and slot, each pose bone's rotation mode and scale. ``restore`` reads it back,
+replaced: the assigned Action and slot, each pose bone's rotation mode and channels. ``restore`` reads it back,
 reassigns, deletes the preview and clears the property, so a file saved while a preview was shown still opens
 with the target as it was (``restore_all``, which the add-on runs after a file is loaded).
 """
@@ -18,8 +18,11 @@ from .write import assign_action, assignment_state, remove_action, write_motion
 
 #: on a preview Action: the name of the target it previews on
 PREVIEW_KEY = "reconform_live"
-#: on a target showing a preview: JSON {'preview', 'action', 'slot', 'bones': [[mode, [sx, sy, sz]], ...]}
+#: on a target showing a preview: JSON {'preview', 'action', 'slot', 'bones': [[mode, [sx, sy, sz]], ...],
+#: 'pose': [{channel: values}, ...]}
 PREVIOUS_KEY = "reconform_live_previous"
+#: the pose bone channels put back as they were when a preview ends
+POSE_CHANNELS = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
 
 
 def is_preview(action) -> bool:
@@ -47,7 +50,8 @@ def write_preview(arm_obj, skeleton: Skeleton, motion: Motion, name: str):
             "action": assigned[0].name if assigned is not None and assigned[0] is not None else None,
             "had_animation_data": assigned is not None,
             "slot": getattr(slot, "identifier", None),
-            "bones": [[mode, list(scale)] for mode, scale in bones]})
+            "bones": [[mode, list(scale)] for mode, scale in bones],
+            "pose": [pose_values(pb) for pb in arm_obj.pose.bones]})
     else:
         info = json.loads(previous)
         info["preview"] = act.name
@@ -88,8 +92,18 @@ def restore(arm_obj) -> bool:
         remove_action(arm_obj, act, (assigned, bones or []))
     elif assigned is not None and original is not None:      # the preview is gone already (an undo)
         assign_action(arm_obj, original, slot)
+    pose = info.get("pose", ())
+    if len(pose) == len(arm_obj.pose.bones):    # the pose as it was (an unassigned Action leaves the last one)
+        for pb, values in zip(arm_obj.pose.bones, pose):
+            for name, value in values.items():
+                setattr(pb, name, value)
     del arm_obj[PREVIOUS_KEY]
     return True
+
+
+def pose_values(pb) -> dict:
+    """A pose bone's channels as plain lists (its location, rotations in every mode, scale)."""
+    return {name: list(getattr(pb, name)) for name in POSE_CHANNELS}
 
 
 def restore_all() -> list:

@@ -42,6 +42,12 @@ def drive(c, frame, until, timeout=180.0):
         time.sleep(0.02)
 
 
+def pose_of(name):
+    """Every pose channel of an armature, as numbers (what a viewport shows when no Action plays)."""
+    return np.array([list(pb.location) + list(pb.rotation_quaternion) + list(pb.rotation_euler)
+                     + list(pb.rotation_axis_angle) + list(pb.scale) for pb in bpy.data.objects[name].pose.bones])
+
+
 def preview_motion(addon, c):
     """The preview Action's keys as a Motion of the target skeleton (every frame of the clip)."""
     bridge = ui(addon, "bridge")
@@ -56,7 +62,7 @@ def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_le
     run = __import__(addon.__name__ + ".core.retarget", fromlist=["run"]).run
     s = open_scene(live_blend)
     scene = bpy.context.scene
-    before = scene_fingerprint(bpy)
+    before, pose_before = scene_fingerprint(bpy), pose_of("Heavy")
     c = live.start(scene, retarget.request_from_panel(s), int(s.live_window))
     assert live.is_live(scene) and live.controller(scene) is c
 
@@ -99,9 +105,12 @@ def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_le
     assert c.clip.setup is not None and c.shown == (24, 40) and c.solved == 3
 
     # off: the target as it was, the preview gone, the (edited) source as edited
+    scene.frame_set(20)                         # the preview's pose shown, then Live off: the pose as it was
+    assert np.abs(pose_of("Heavy") - pose_before).max() > 1e-3
     assert live.stop(scene) and not live.is_live(scene) and c.runner is None
     after = scene_fingerprint(bpy)
     assert after[1] == before[1]
+    np.testing.assert_allclose(pose_of("Heavy"), pose_before, atol=1e-6)
     assert set(after[0]) == set(before[0]) and not any("Live preview" in a.name for a in bpy.data.actions)
     assert not live.stop(scene)
 
