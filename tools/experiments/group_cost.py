@@ -1,0 +1,82 @@
+"""Where a joint solve's extra time goes (docs/solver.md "Multi-character", "Timing"): one joint solve of K
+characters of `make bench`'s partner timing set (tools/bench_partners.py FIVE, 600 frames), then the same
+members solved separately, with the seconds spent in the barrier (and its candidate refreshes) and in the
+partner terms' forward pass.
+
+    .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120]
+
+One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
+backward pass through the terms between characters. Runs on older checkouts too (it wraps the methods by name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--k", type=int, default=5, choices=range(2, 6))
+    ap.add_argument("--iterations", type=int, default=120)
+    args = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(1)
+    import bench
+    import bench_partners as bp
+    mods = bp.modules()
+    loader = bench.Loader(mods, lambda s: None)
+    pairs = bp.load_pairs(loader, bp.FIVE[:args.k], bp.FIRST, 600)
+    solver, cr = mods["core.solver"], mods["core.copy_rotations"]
+    barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
+    partners = importlib.import_module(f"{bench.MODULE}.core.solver.partners")
+    tracks = [mods["core.track"].ClipTrack(s, m) for s, m, _ in pairs]
+    inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr))
+                               for (s, m, t), tr in zip(pairs, tracks)])
+    spent = {}
+
+    def timed(cls, name):
+        f = getattr(cls, name)
+        key = f"{cls.__name__}.{name}"
+
+        def wrapper(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return f(*a, **kw)
+            finally:
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
+        setattr(cls, name, wrapper)
+    timed(barrier.PartnerBarrier, "weighted")
+    timed(barrier.PartnerBarrier, "_candidates")
+    timed(partners.PartnerObjective, "weighted")
+    settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations)
+    jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
+    group = solver.GroupSolveJob(jobs, settings)
+    t0 = time.perf_counter()
+    group.run()
+    joint = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for (s, m, t), i, tr in zip(pairs, inits, tracks):
+        solver.SolveJob(s, m, t, i, settings, source_track=tr).run()
+    separate = time.perf_counter() - t0
+    bar = group.barrier
+    print(f"K = {args.k}, 600 frames, {args.iterations} steps, load average {os.getloadavg()[0]:.1f}: joint "
+          f"{joint:.1f} s, separate {separate:.1f} s ({joint / separate:.3f}x); barrier "
+          f"{spent.get('PartnerBarrier.weighted', 0.0):.1f} s (candidate searches "
+          f"{spent.get('PartnerBarrier._candidates', 0.0):.1f} s over {getattr(bar, 'refreshes', '?')} steps that "
+          f"refreshed, {getattr(bar, 'block_refreshes', 'every')} pair refreshes of {len(bar.blocks)} pairs); "
+          f"partner terms' forward {spent.get('PartnerObjective.weighted', 0.0):.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    sys.stdout.flush()
+    os._exit(rc)
