@@ -93,11 +93,11 @@ def test_install_enable_retarget_disable(built_zip, assets, tmp_path):
                                for st in l.strips for b in st.channelbags for fc in b.fcurves)
 
         ours = [f for f in bpy.app.handlers.load_pre if (f.__module__ or "").startswith(name)]
-        assert len(ours) == 2, ours      # solves and key-vertex gizmo caches are dropped when a file loads
+        assert len(ours) == 3, ours      # solves, Live previews and key-vertex gizmo caches dropped when a file loads
         addon_utils.disable(name, default_set=True)
         assert not addon_utils.check(name)[1]
         assert not hasattr(bpy.types.Scene, "reconform"), "Scene.reconform left behind"
-        for kind in ("load_pre", "depsgraph_update_post", "frame_change_post"):
+        for kind in ("load_pre", "load_post", "undo_post", "redo_post", "depsgraph_update_post", "frame_change_post"):
             left = [f for f in getattr(bpy.app.handlers, kind) if (f.__module__ or "").startswith(name)]
             assert not left, f"{{kind}} handlers left behind: {{left}}"
         try:
