@@ -17,6 +17,7 @@ import numpy as np
 from bpy.types import Gizmo, GizmoGroup
 from mathutils import Matrix, Vector
 
+from . import handlers
 from .bridge import geometry
 from .bridge import keyverts as kvstore
 
@@ -259,14 +260,10 @@ def _handlers():
 
 
 def register():
-    for lst, fn in _handlers():
-        if fn not in lst:
-            lst.append(fn)
+    handlers.add(_handlers())
 
 
 def unregister():
-    for lst, fn in _handlers():
-        while fn in lst:
-            lst.remove(fn)
+    handlers.remove(_handlers())
     geometry.invalidate()
     _DRAG.clear()

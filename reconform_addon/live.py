@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import bpy
 
-from . import session
+from . import handlers, session
 from .bridge import BridgeError, preview
 from .bridge.read import read_motion, read_skeleton
 from .bridge.write import overwrite_keys
@@ -320,13 +320,9 @@ def _handlers():
 
 
 def register():
-    for lst, fn in _handlers():
-        if fn not in lst:
-            lst.append(fn)
+    handlers.add(_handlers())
 
 
 def unregister():
-    for lst, fn in _handlers():
-        while fn in lst:
-            lst.remove(fn)
+    handlers.remove(_handlers())
     stop_all()

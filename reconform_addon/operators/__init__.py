@@ -17,7 +17,7 @@ are imported inside the functions that run them (as Blender's io_scene_gltf2 imp
 
 import bpy
 
-from .. import session
+from .. import handlers, session
 from . import bone_map, conflicts, keyverts, live, meshes, partners, retarget
 
 #: Registered in this order (the add-on's ``register`` loops over it).
@@ -32,12 +32,10 @@ def _cancel_runs_on_load(*_args):
 
 
 def register():
-    if _cancel_runs_on_load not in bpy.app.handlers.load_pre:
-        bpy.app.handlers.load_pre.append(_cancel_runs_on_load)
+    handlers.add(((bpy.app.handlers.load_pre, _cancel_runs_on_load),))
 
 
 def unregister():
-    while _cancel_runs_on_load in bpy.app.handlers.load_pre:
-        bpy.app.handlers.load_pre.remove(_cancel_runs_on_load)
+    handlers.remove(((bpy.app.handlers.load_pre, _cancel_runs_on_load),))
     session.cancel_all()
     session.forget()
