@@ -33,12 +33,9 @@ def write_preview(arm_obj, skeleton: Skeleton, motion: Motion, name: str):
     """Assign ``motion`` to ``arm_obj`` as a new preview Action named ``name`` (made unique), remembering what it
     replaces on the target; returns the Action. Writing a second preview on the same target keeps the first
     one's memory of the original state (and deletes the first preview)."""
-    previous = arm_obj.get(PREVIOUS_KEY)
-    if previous is not None:          # replace an earlier preview: the original state stays what it was
-        old = bpy.data.actions.get(json.loads(previous)["preview"])
-        state = assignment_state(arm_obj)
-    else:
-        old, state = None, assignment_state(arm_obj)
+    previous = arm_obj.get(PREVIOUS_KEY)      # an earlier preview: the original state stays what it was
+    old = bpy.data.actions.get(json.loads(previous)["preview"]) if previous is not None else None
+    state = assignment_state(arm_obj) if previous is None else None
     act = write_motion(arm_obj, skeleton, motion, name)
     act[PREVIEW_KEY] = arm_obj.name
     act.use_fake_user = False

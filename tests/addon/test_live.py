@@ -212,3 +212,25 @@ def test_the_live_operator_ticks_on_timer_events_and_ends_with_live(addon, live_
         time.sleep(0.02)
     live.stop(scene)                           # pressed again (or Retarget): the next timer event ends it
     assert modal(op, bpy.context, Event('TIMER')) == {'FINISHED'} and not op.reports
+
+
+def test_a_second_preview_replaces_the_first_and_restore_gives_the_original_back(addon, live_blend):
+    bridge, preview = ui(addon, "bridge"), ui(addon, "bridge.preview")
+    open_scene(live_blend)
+    heavy = bpy.data.objects["Heavy"]
+    before, pose_before = scene_fingerprint(bpy), pose_of("Heavy")
+    skeleton = bridge.read_skeleton(heavy)
+    walk = bridge.read_motion(bpy.data.objects["Walker"], bridge.read_skeleton(bpy.data.objects["Walker"]))
+    J = skeleton.num_bones
+    motion = type(walk)(np.tile([1.0, 0.0, 0.0, 0.0], (FRAMES, J, 1)), np.zeros((FRAMES, J, 3)), walk.fps, 1)
+    motion.locations[:, :, 2] = 0.1                               # every bone moved: a pose unlike the rest
+    first = preview.write_preview(heavy, skeleton, motion, "Heavy Live preview")
+    first_name = first.name
+    second = preview.write_preview(heavy, skeleton, motion.slice(0, 20), "Heavy Live preview")
+    assert first_name not in bpy.data.actions and preview.preview_action(heavy) == second
+    assert [a.name for a in bpy.data.actions if preview.is_preview(a)] == [second.name]
+    bpy.context.scene.frame_set(5)
+    assert preview.restore(heavy) and not preview.restore(heavy)
+    after = scene_fingerprint(bpy)
+    assert after == before
+    np.testing.assert_allclose(pose_of("Heavy"), pose_before, atol=1e-6)
