@@ -33,11 +33,12 @@ def floor_weight(height: torch.Tensor, h_min, h_max) -> torch.Tensor:
     return ramp_weight(height, h_min, h_max)
 
 
-def alpha_ramp(step: int, total: int) -> float:
-    """α rises linearly from 0 at the first step to 1 at the last (1 when total <= 1)."""
+def alpha_ramp(step: int, total: int, end: float = 1.0) -> float:
+    """α rises linearly from 0 at the first step to 1 at the share ``end`` of the steps (the last step when
+    ``end`` is 1), then stays at 1 (1 when total <= 1)."""
     if total <= 1:
         return 1.0
-    return float(min(max(step / (total - 1), 0.0), 1.0))
+    return float(min(max(step / max((total - 1) * end, 1e-9), 0.0), 1.0))
 
 
 def mix_weights(w_src: torch.Tensor, w_tgt: torch.Tensor, alpha: float) -> torch.Tensor:

@@ -179,7 +179,8 @@ class GroupSolveJob:
         self._ready = True
 
     def _alpha(self) -> float:
-        return 1.0 if self.members[0].warm_start is not None else alpha_ramp(self._step, self.total)
+        return 1.0 if self.members[0].warm_start is not None else alpha_ramp(self._step, self.total,
+                                                                                  self.settings.alpha_end)
 
     @staticmethod
     def _vertical(member) -> torch.Tensor:

@@ -400,7 +400,7 @@ class SolveJob:
         return p, n, None
 
     def _alpha(self) -> float:
-        return 1.0 if self.warm_start is not None else alpha_ramp(self._step, self.total)
+        return 1.0 if self.warm_start is not None else alpha_ramp(self._step, self.total, self.settings.alpha_end)
 
     def weighted_terms(self, alpha: float = None, pairset=None, residuals=None) -> dict:
         """{term: weight · raw / scale} at the current variables (differentiable w.r.t. them, or w.r.t.

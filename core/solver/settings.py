@@ -54,6 +54,7 @@ class SolverSettings:
     adam_eps: float = 1e-3      #: Adam ε on gradients of the loss × number of control points (damps noise)
     warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
     lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
+    alpha_end: float = 1.0      #: share of the steps at which α (the target's adaptive weights) reaches 1
     smooth_mode: str = "added"  #: "added": jerk added to the initial motion; "absolute": the jerk itself
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
     exclude_same_limb: bool = True

@@ -50,6 +50,8 @@ def test_weights_ramp_clamp_and_mix():
     assert interaction_weight(d, 0.05, 0.15).tolist() == pytest.approx([1, 1, 0.5, 0, 0])
     assert floor_weight(torch.tensor([-0.1, 0.1]), 0.05, 0.15).tolist() == pytest.approx([1, 0.5])
     assert [alpha_ramp(s, 5) for s in range(5)] == pytest.approx([0, 0.25, 0.5, 0.75, 1])
+    assert [alpha_ramp(s, 5, end=0.5) for s in range(5)] == pytest.approx([0, 0.5, 1, 1, 1])   # then held at 1
+    assert alpha_ramp(0, 1) == 1.0
     w_t = torch.tensor([0.5, 1.0], requires_grad=True)
     w_s = torch.tensor([1.0, 0.0], requires_grad=True)
     w = mix_weights(w_s, w_t, 0.5)
