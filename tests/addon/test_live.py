@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from .ui_helpers import draw_panel, generated_pair, scene_fingerprint, ui
+from .ui_helpers import draw_panel, saved_generated_pair, scene_fingerprint, ui
 
 bpy = pytest.importorskip("bpy")
 
@@ -18,10 +18,7 @@ ITERATIONS = 4
 
 @pytest.fixture(scope="module")
 def live_blend(addon, tmp_path_factory):
-    generated_pair(addon, FRAMES)
-    path = tmp_path_factory.mktemp("live") / "generated.blend"
-    bpy.ops.wm.save_as_mainfile(filepath=str(path))
-    return path
+    return saved_generated_pair(addon, FRAMES, tmp_path_factory.mktemp("live"))
 
 
 def open_scene(path):

@@ -9,7 +9,7 @@ meshes, a few solver steps, the new Action written on the target, metrics in the
 import numpy as np
 import pytest
 
-from .ui_helpers import generated_pair, scene_fingerprint, ui
+from .ui_helpers import saved_generated_pair, scene_fingerprint, ui
 
 bpy = pytest.importorskip("bpy")
 
@@ -19,10 +19,7 @@ ITERATIONS = 4
 
 @pytest.fixture(scope="module")
 def generated_blend(addon, tmp_path_factory):
-    generated_pair(addon, FRAMES)
-    path = tmp_path_factory.mktemp("smoke") / "generated.blend"
-    bpy.ops.wm.save_as_mainfile(filepath=str(path))
-    return path
+    return saved_generated_pair(addon, FRAMES, tmp_path_factory.mktemp("smoke"))
 
 
 def test_retarget_and_resolve_a_generated_pair_end_to_end(addon, generated_blend):

@@ -47,6 +47,16 @@ def generated_pair(addon, frames: int, **walk):
             bridge.write_motion(arm, bridge.read_skeleton(arm), motion, "Walk")
 
 
+def saved_generated_pair(addon, frames: int, folder) -> "pathlib.Path":
+    """``generated_pair`` of ``frames`` frames saved as ``folder``/generated.blend (a module fixture's file)."""
+    import bpy
+
+    generated_pair(addon, frames)
+    path = pathlib.Path(folder) / "generated.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path
+
+
 def run_enabled_in_fresh_process(tmp_path, prelude: str, body: str, timeout: float = 120.0):
     """Run ``body`` in a fresh process (Python with the bpy wheel, or a background Blender): ``prelude`` first (e.g. make torch unimportable), then
     the add-on is enabled from this checkout as ``bl_ext.nt.reconform`` (``pkg`` names its ``reconform_addon``;
