@@ -3,7 +3,7 @@ characters of `make bench`'s partner timing set (tools/bench_partners.py FIVE, 6
 members solved separately, with the seconds spent in the barrier (and its candidate refreshes) and in the
 partner terms' forward pass.
 
-    .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120]
+    .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120] [--const GAZE_SLACK_DIST=0.03]
 
 One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
 backward pass through the terms between characters. Runs on older checkouts too (it wraps the methods by name).
@@ -26,6 +26,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=5, choices=range(2, 6))
     ap.add_argument("--iterations", type=int, default=120)
+    ap.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
+                    help="a module constant of core.solver.partners / barrier / core.partners for this run "
+                         "(GAZE_SLACK_DEG, GAZE_SLACK_DIST, MARGIN, ...)")
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
@@ -37,6 +40,14 @@ def main(argv=None) -> int:
     solver, cr = mods["core.solver"], mods["core.copy_rotations"]
     barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
     partners = importlib.import_module(f"{bench.MODULE}.core.solver.partners")
+    for item in args.const:
+        name, _, value = item.partition("=")
+        owners = [m for m in (barrier, partners, importlib.import_module(f"{bench.MODULE}.core.partners"))
+                  if hasattr(m, name)]
+        if not owners:
+            raise SystemExit(f"no module constant {name}")
+        for m in owners:
+            setattr(m, name, float(value))
     tracks = [mods["core.track"].ClipTrack(s, m) for s, m, _ in pairs]
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr))
                                for (s, m, t), tr in zip(pairs, tracks)])
@@ -67,7 +78,7 @@ def main(argv=None) -> int:
         solver.SolveJob(s, m, t, i, settings, source_track=tr).run()
     separate = time.perf_counter() - t0
     bar = group.barrier
-    print(f"K = {args.k}, 600 frames, {args.iterations} steps, load average {os.getloadavg()[0]:.1f}: joint "
+    print(f"{' '.join(args.const) or 'defaults'}: K = {args.k}, 600 frames, {args.iterations} steps, load average {os.getloadavg()[0]:.1f}: joint "
           f"{joint:.1f} s, separate {separate:.1f} s ({joint / separate:.3f}x); barrier "
           f"{spent.get('PartnerBarrier.weighted', 0.0):.1f} s (candidate searches "
           f"{spent.get('PartnerBarrier._candidates', 0.0):.1f} s over {getattr(bar, 'refreshes', '?')} steps that "
