@@ -78,7 +78,7 @@ class SolverSettings:
     terrain: object = None
     part_weights: dict = field(default_factory=dict)  #: {(body part, term): factor} per-part overrides
     resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
-    warm_lr: float = 1.0             #: the learning rates of a warm-started solve, as a share of lr_rot / lr_root
+    warm_lr: float = 0.3             #: the learning rates of a warm-started solve, as a share of lr_rot / lr_root
     device: str = "cpu"              #: "cpu", or "cuda" on request
     dtype: str = "float32"
     seed: int = 0
