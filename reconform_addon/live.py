@@ -66,13 +66,11 @@ class LiveController:
         self.window = None              # (start, stop) of the window in flight
         self.shown = None               # (start, stop) of the window written into the preview
         self.baseline = None            # (skeleton, copy-rotations of the whole clip) in the preview
-        self.preview_name = None
         self.status = "Live: starting…"
         self.error = None
         self.alive = True
         self.solved = 0                 # windows written
         self.last_window = None         # the last core.live.LiveWindow written (the next one may start from it)
-        self.last_seconds = None        # the last window's solve time
         self._frame, self._frame_at = None, 0.0
         self._edited_at = None
 
@@ -95,7 +93,6 @@ class LiveController:
                                       ground=ground)
         options = RetargetOptions(method=req.method, keyvert_count=req.keyvert_count, settings=req.settings,
                                   ground=inputs.ground)
-        self.inputs = inputs
         self.action_name = inputs.source_action
         self.clip = LiveClip(inputs.source, inputs.source_motion, inputs.target, options, self.length)
         self._run('prepare', self.clip.prepare())
@@ -208,7 +205,6 @@ class LiveController:
             overwrite_keys(tgt, act, skeleton, motion)
         else:
             act = preview.write_preview(tgt, skeleton, motion, f"{tgt.name} Live preview")
-        self.preview_name = act.name
         self.baseline, self.shown = (skeleton, motion), None
         self._refresh(tgt, act)
         self.status = "Live: ready (copy-rotations until the window around the frame is solved)"
@@ -224,7 +220,7 @@ class LiveController:
         overwrite_keys(tgt, act, win.skeleton, win.motion)
         self.shown, self.window = (win.start, win.stop), None
         self.solved += 1
-        self.last_window, self.last_seconds = win, win.seconds
+        self.last_window = win
         self._refresh(tgt, act)
         f0 = win.motion.frame_start
         how = " (from the last window)" if win.warm else ""

@@ -40,13 +40,19 @@ def timed(fn, n):
     return statistics.median(out)
 
 
+def load_case(mods, loader, frames: int = 300) -> tuple:
+    """(source, target, the source clip tiled to ``frames``) of the issue's case, from the bench's loader."""
+    import bench
+    src, smo, _ = loader.source(CASE[0])
+    _, tgt, _ = loader.character(CASE[1])
+    return src, tgt, bench.tile(mods["core.types"].Motion, smo, frames)
+
+
 def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, repeat: int = 3) -> dict:
     """Median seconds of the first solve, the re-solve and the window's solve (see the module docstring), and the
     first solve's Outcome."""
     import bench
-    src, smo, _ = loader.source(CASE[0])
-    _, tgt, _ = loader.character(CASE[1])
-    motion = bench.tile(mods["core.types"].Motion, smo, frames)
+    src, tgt, motion = load_case(mods, loader, frames)
     rt, solver = mods["core.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=threads)
     opts = rt.RetargetOptions(settings=settings, metrics=False, conflicts=False)

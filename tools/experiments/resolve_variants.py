@@ -37,9 +37,7 @@ def main(argv=None) -> int:
     import bench_artist
     mods = bench.enable_addon()
     loader = bench.Loader(mods, lambda s: None)
-    src, smo, _ = loader.source(bench_artist.CASE[0])
-    _, tgt, _ = loader.character(bench_artist.CASE[1])
-    motion = bench.tile(mods["core.types"].Motion, smo, 300)
+    src, tgt, motion = bench_artist.load_case(mods, loader, 300)
     rt, solver = mods["core.retarget"], mods["core.solver"]
     conflicts = importlib.import_module(f"{bench.MODULE}.core.conflicts")
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
