@@ -33,6 +33,19 @@ def floor_weight(height: torch.Tensor, h_min, h_max) -> torch.Tensor:
     return ramp_weight(height, h_min, h_max)
 
 
+def time_mean(w: torch.Tensor, radius: int) -> torch.Tensor:
+    """Centred moving mean of ``w`` (T, ...) over 2·radius + 1 frames along the first axis (fewer at the clip's
+    ends: the mean of the frames that exist); ``w`` itself when radius < 1."""
+    if radius < 1 or w.shape[0] < 2:
+        return w
+    T = w.shape[0]
+    c = torch.cat([torch.zeros_like(w[:1]), w.cumsum(0)], 0)          # (T + 1, ...)
+    t = torch.arange(T, device=w.device)
+    lo, hi = (t - radius).clamp(min=0), (t + radius + 1).clamp(max=T)
+    n = (hi - lo).to(w.dtype).reshape((T,) + (1,) * (w.dim() - 1))
+    return (c[hi] - c[lo]) / n
+
+
 def alpha_ramp(step: int, total: int, end: float = 1.0) -> float:
     """α rises linearly from 0 at the first step to 1 at the share ``end`` of the steps (the last step when
     ``end`` is 1), then stays at 1 (1 when total <= 1)."""

@@ -32,7 +32,7 @@ from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
 from .footing import SOLE_FRAMES, FootModel, sole_points
-from .objective import Objective
+from .objective import Objective, start_objective
 from .optim import Adam, deterministic, learning_rates
 from .parametrisation import Parametrisation, root_jacobian_inverse
 from .settings import Progress, SolverSettings
@@ -305,13 +305,16 @@ class SolveJob:
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
             raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
-            # copy-rotations' own objective at α = 0 and α = 1: every term is linear in α (the weights are
-            # W_src + α W_tgt), so these two give it at any α, the yardstick of Progress.relative
-            raw1 = self.objective.raw_terms(self.p_init, self.n_init, 1.0,
-                                            self.objective.pairs.active(self.p_init, 1.0), self.sole_init,
-                                            torch.zeros((T, 3), dtype=dt, device=dev))
-            self.start_loss = (float(sum(self.objective.weighted(raw).values())),
-                               float(sum(self.objective.weighted(raw1).values())))
+            # copy-rotations' own objective at α = 0, ½ and 1: every term is a polynomial of degree ≤ 2 in α (its
+            # weights are W_src + α W_tgt, squared inside the dist, height and sliding terms), so these three give
+            # it at any α, the yardstick of Progress.relative
+            zero = torch.zeros((T, 3), dtype=dt, device=dev)
+
+            def at(alpha):
+                return self.objective.raw_terms(self.p_init, self.n_init, alpha,
+                                                self.objective.pairs.active(self.p_init, alpha), self.sole_init, zero)
+            self.start_loss = tuple(float(sum(self.objective.weighted(r).values()))
+                                    for r in (raw, at(0.5), at(1.0)))
         if self.warm_start is None and feet_xy:
             self.param.set_root_xy(root_xy)
             self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
@@ -322,7 +325,8 @@ class SolveJob:
         self.stats["initial_raw"] = {k: float(v) for k, v in raw.items()}
         self.stats["scales"] = dict(self.objective.scales)
         lr_scale = s.warm_lr if self.warm_start is not None else 1.0   # near an optimum already: smaller steps
-        self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps)
+        self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps,
+                          shared_axis0=s.adam_time_shared, smooth_sigma=s.grad_smooth)
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         self._ready = True
 
@@ -442,6 +446,6 @@ class SolveJob:
         """``loss`` (at α, default the current step's) over copy-rotations' loss at the same α: 1 where the
         solve starts, lower is better (docs/solver.md "Reading the progress")."""
         alpha = self._alpha() if alpha is None else alpha
-        s0, s1 = self.start_loss
-        start = s0 + alpha * (s1 - s0)
+        start = start_objective(self.start_loss, alpha)
         return loss / start if start > 1e-12 else float("nan")
+

@@ -18,7 +18,7 @@ from ..descriptors import height, pair_descriptors, sliding
 from ..errors import CoreError
 from ..losses import (dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss, reg_loss, sliding_loss,
                       smooth_loss)
-from ..weights import MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight
+from ..weights import MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight, time_mean
 from .settings import TERMS
 
 
@@ -187,7 +187,8 @@ class Objective:
                 out["floor"] = out["floor"] + f
                 out["height"] = out["height"] + hgt
         vel = sliding(p, self.fps)
-        out["sliding"] = sliding_loss(vel, self.src_vel_cmp, wf[:-1], vs["sliding"])
+        ws = time_mean(wf, int(round(0.5 * s.sliding_window_s * self.fps))) if s.sliding_window_s > 0 else wf
+        out["sliding"] = sliding_loss(vel, self.src_vel_cmp, ws[:-1], vs["sliding"])
         if feet is not None and feet.lock_w is not None and sole is not None and sole.shape[0] > 1:
             out["lock"] = feet.lock_loss(sole, hs, lows)
         out.update(self._pair_terms(p, n, alpha, pairset))
@@ -211,3 +212,10 @@ class Objective:
         if "lock" in raw:
             out["sliding"] = out["sliding"] + s.weight("sliding") * s.foot_lock * raw["lock"] / self.scales["lock"]
         return out
+
+def start_objective(start_loss: tuple, alpha: float) -> float:
+    """Copy-rotations' objective at ``alpha`` from its values at α = 0, ½ and 1 (``SolveJob.start_loss``): the
+    parabola through the three (exact, every term being of degree ≤ 2 in α)."""
+    s0, sh, s1 = start_loss
+    a = float(alpha)
+    return 2 * (a - 0.5) * (a - 1) * s0 - 4 * a * (a - 1) * sh + 2 * a * (a - 0.5) * s1

@@ -51,6 +51,8 @@ class SolverSettings:
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
+    adam_time_shared: bool = False  #: Adam's second moment shared along the time axis (per bone and component)
+    grad_smooth: float = 0.0    #: Gaussian σ (control points) of the gradient along time before Adam (0: off)
     adam_eps: float = 1e-3      #: Adam ε on gradients of the loss × number of control points (damps noise)
     warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
     lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
@@ -59,6 +61,7 @@ class SolverSettings:
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
     exclude_same_limb: bool = True
     clamp_source_height: bool = True  #: L_height matches source heights below the floor at 0
+    sliding_window_s: float = 0.0    #: L_sliding's W_floor averaged over this many seconds (0: per frame)
     sliding_floor: float = 0.1       #: floor of L_sliding's reference scale, in h_c / s of sliding
     sole_points: int = 24            #: per foot, mesh sole points under the floor barrier (0: key vertices only)
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's

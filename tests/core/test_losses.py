@@ -69,3 +69,13 @@ def test_gradients_are_finite_at_degenerate_points():
     h = torch.tensor([[-0.2, 0.3]], requires_grad=True)
     height_loss(h, torch.zeros(1, 2), torch.ones(1, 2)).backward()
     assert h.grad[0, 0] < 0 and math.isfinite(float(h.grad[0, 1]))
+
+
+def test_time_mean_by_hand():
+    """The centred moving mean over 2r + 1 frames, fewer at the ends; radius 0 returns the input."""
+    from core.weights import time_mean
+    w = torch.tensor([[0.0, 1.0], [3.0, 1.0], [6.0, 1.0], [0.0, 4.0]])
+    m = time_mean(w, 1)
+    assert torch.allclose(m[:, 0], torch.tensor([1.5, 3.0, 3.0, 3.0]))
+    assert torch.allclose(m[:, 1], torch.tensor([1.0, 1.0, 2.0, 2.5]))
+    assert time_mean(w, 0) is w

@@ -249,3 +249,24 @@ def test_lock_loss_by_hand():
     sole[:, 2, 0] = torch.tensor([0.0, 0.01, 0.02])     # right point moves as its source: no cost
     got = float(FootModel.lock_loss(job, sole))
     assert got == pytest.approx(1.0 * 0.01 + 1.0 * 0.01 + 0.5 * 0.01, rel=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.8])
+def test_progress_yardstick_is_copy_rotations_objective_at_the_same_alpha(pair, alpha):
+    """Progress.relative divides by copy-rotations' objective at the step's α: the parabola through α = 0, ½, 1
+    equals that objective evaluated directly at any α (the squared weights make it quadratic, not linear)."""
+    from core.solver.objective import start_objective
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+    job.setup()
+    ob = job.objective
+    with torch.no_grad():
+        zero = torch.zeros((job.num_frames, 3), dtype=job.dtype)
+        raw = ob.raw_terms(job.p_init, job.n_init, alpha, ob.pairs.active(job.p_init, alpha), job.sole_init, zero)
+        direct = float(sum(ob.weighted(raw).values()))
+    s0, sh, s1 = job.start_loss
+    linear = s0 + alpha * (s1 - s0)
+    assert start_objective(job.start_loss, alpha) == pytest.approx(direct, rel=1e-4)
+    assert abs(linear - direct) > 1e-3 * direct, "the case must tell the parabola from the straight line"
+    assert start_objective(job.start_loss, 0.0) == pytest.approx(s0) and start_objective(job.start_loss, 1.0) == \
+        pytest.approx(s1)

@@ -150,8 +150,8 @@ def progress(mods, loader, bench, which, overrides, threads, every):
             a = p.step / max(p.total - 1, 1)
             print(f"{p.step} | {a:.2f} | {p.loss:.3f} | {p.relative:.3f} | "
                   + ", ".join(f"{k} {v:.3f}" for k, v in p.terms.items()))
-    s0, s1 = job.job.start_loss
-    print(f"copy-rotations' objective: {s0:.3f} at alpha 0, {s1:.3f} at alpha 1")
+    s0, sh, s1 = job.job.start_loss
+    print(f"copy-rotations' objective: {s0:.3f} at alpha 0, {sh:.3f} at alpha 0.5, {s1:.3f} at alpha 1")
 
 
 def conflicts(mods, loader, bench, which, overrides, threads, max_frames):
