@@ -325,8 +325,7 @@ class SolveJob:
         self.stats["initial_raw"] = {k: float(v) for k, v in raw.items()}
         self.stats["scales"] = dict(self.objective.scales)
         lr_scale = s.warm_lr if self.warm_start is not None else 1.0   # near an optimum already: smaller steps
-        self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps,
-                          shared_axis0=s.adam_time_shared, smooth_sigma=s.grad_smooth)
+        self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps)
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         self._ready = True
 
@@ -448,4 +447,3 @@ class SolveJob:
         alpha = self._alpha() if alpha is None else alpha
         start = start_objective(self.start_loss, alpha)
         return loss / start if start > 1e-12 else float("nan")
-

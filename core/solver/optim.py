@@ -19,20 +19,13 @@ class Adam:
         params: tensors with ``.grad``; lrs: one learning rate per tensor (``self.lrs`` may be changed per step).
     """
 
-    def __init__(self, params, lrs, betas=(0.9, 0.999), eps=1e-8, shared_axis0: bool = False,
-                 smooth_sigma: float = 0.0):
+    def __init__(self, params, lrs, betas=(0.9, 0.999), eps=1e-8):
         self.params, self.lrs = list(params), list(lrs)
         self.b1, self.b2 = betas
         self.eps = eps
-        self.shared = bool(shared_axis0)
-        self.kernel = None
-        if smooth_sigma > 0:
-            r = int(math.ceil(3 * smooth_sigma))
-            k = torch.exp(-0.5 * (torch.arange(-r, r + 1, dtype=torch.float64) / smooth_sigma) ** 2)
-            self.kernel = (k / k.sum())
         self.t = 0
         self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p[:1] if self.shared else p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
 
     @torch.no_grad()
     def step(self):
@@ -42,27 +35,11 @@ class Adam:
         for p, m, v, lr in zip(self.params, self.m, self.v, self.lrs):
             if p.grad is None:
                 continue
-            g = p.grad if self.kernel is None else time_smoothed(p.grad, self.kernel)
+            g = p.grad
             m.mul_(self.b1).add_(g, alpha=1.0 - self.b1)
-            if self.shared:
-                v.mul_(self.b2).add_(g.square().mean(0, keepdim=True), alpha=1.0 - self.b2)
-            else:
-                v.mul_(self.b2).addcmul_(g, g, value=1.0 - self.b2)
+            v.mul_(self.b2).addcmul_(g, g, value=1.0 - self.b2)
             denom = (v.sqrt() / bc2).add_(self.eps)
             p.addcdiv_(m, denom, value=-lr / bc1)
-
-
-def time_smoothed(g: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
-    """``g`` (C, ...) convolved along its first axis with the odd-length ``kernel`` (weights summing to 1),
-    renormalised where the kernel runs past either end."""
-    C = g.shape[0]
-    r = (kernel.numel() - 1) // 2
-    k = kernel.to(g.dtype).to(g.device)
-    x = g.reshape(C, -1).T[:, None, :]                                   # (M, 1, C)
-    ones = torch.ones((1, 1, C), dtype=g.dtype, device=g.device)
-    num = torch.nn.functional.conv1d(x, k.view(1, 1, -1), padding=r)
-    den = torch.nn.functional.conv1d(ones, k.view(1, 1, -1), padding=r)
-    return (num / den)[:, 0, :].T.reshape(g.shape)
 
 
 def learning_rates(base_lrs, step: int, total: int, warmup: float, lr_final: float) -> list:

@@ -51,8 +51,6 @@ class SolverSettings:
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
-    adam_time_shared: bool = False  #: Adam's second moment shared along the time axis (per bone and component)
-    grad_smooth: float = 0.0    #: Gaussian σ (control points) of the gradient along time before Adam (0: off)
     adam_eps: float = 1e-3      #: Adam ε on gradients of the loss × number of control points (damps noise)
     warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
     lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
