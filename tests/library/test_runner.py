@@ -231,3 +231,36 @@ def test_one_run_at_a_time_per_output_folder(tmp_path, py):
         second.run(second.plan(), LocalPool(1))
     first._release_lock()
     assert second.run(second.plan(), LocalPool(1)).ok == 1
+
+
+def test_ctrl_c_is_read_between_waits_never_raised_inside_the_engine(tmp_path, py):
+    """Ctrl+C during the engine's wait must not raise inside it (a KeyboardInterrupt inside concurrent.futures'
+    locks could leave a worker thread blocked forever and the run hanging): the wait finishes, then the run
+    stops its jobs and reports itself interrupted."""
+    import signal
+    from tools.motion_library.engines import LocalPool
+    from tools.motion_library.runner import Runner
+
+    class CtrlCInWait(LocalPool):
+        waits = raised_inside = 0
+
+        def wait(self, timeout):
+            CtrlCInWait.waits += 1
+            try:
+                os.kill(os.getpid(), signal.SIGINT)      # delivered to the main thread, here
+                time.sleep(0.2)                          # the old runner raised KeyboardInterrupt in this sleep
+            except KeyboardInterrupt:
+                CtrlCInWait.raised_inside += 1
+                raise
+            return super().wait(0.01)
+
+    src, out = tmp_path / "in", tmp_path / "out"
+    jobs = jobs_for([clip(src, f"c{k}.bvh", sleep_after=60) for k in range(3)], [character(src, "hero.glb")])
+    runner = Runner(str(out), jobs, Options(python=py), stream=io.StringIO(), tty=False)
+    before = signal.getsignal(signal.SIGINT)
+    t = time.monotonic()
+    s = runner.run(runner.plan(), CtrlCInWait(2))
+    assert s.interrupted and CtrlCInWait.waits >= 1 and CtrlCInWait.raised_inside == 0
+    assert s.cancelled == 2 and s.not_started == 1 and s.ok == 0
+    assert time.monotonic() - t < 30 and partial_empty(out)
+    assert signal.getsignal(signal.SIGINT) is before   # the handler is put back

@@ -144,10 +144,13 @@ class Runner:
         progress = Progress(len(todo), self.stream, self.tty)
         queue = collections.deque(p.task for p in todo)
         t0 = time.monotonic()
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        # Ctrl+C and SIGTERM set a flag that the loop reads between waits: a KeyboardInterrupt raised at an
+        # arbitrary point could land inside concurrent.futures' locks and leave a worker thread blocked forever
+        stop = threading.Event()
+        previous = _on_stop_signals(lambda signum, frame: stop.set()) if _main_thread() else None
         try:
-            while queue or engine.in_flight():
-                while queue and engine.in_flight() < engine.capacity():
+            while (queue or engine.in_flight()) and not stop.is_set():
+                while queue and engine.in_flight() < engine.capacity() and not stop.is_set():
                     task = queue.popleft()
                     engine.submit(task)
                     log.event("start", key=task.key, attempt=task.attempt, hash=task.hash)
@@ -155,12 +158,15 @@ class Runner:
                 for task, result in engine.wait(0.5):
                     self._ended(task, result, queue, log, progress, s)
                 progress.tick()
+            if stop.is_set():
+                raise KeyboardInterrupt
         except KeyboardInterrupt:
             s.interrupted = True
             self._interrupt(engine, queue, log, progress, s)
         finally:
             if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
             engine.close()
             progress.close()
             s.seconds = time.monotonic() - t0
@@ -211,8 +217,9 @@ class Runner:
                 signal.signal(signal.SIGINT, old)
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _on_stop_signals(handler) -> dict:
+    """Install ``handler`` for SIGINT and SIGTERM; returns {signal: previous handler}."""
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _main_thread() -> bool:
