@@ -273,9 +273,6 @@ class SolveJob:
         self.stats["locked_frames"] = 0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum())
         yield "Finding the source's contacts"
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs, feet)
-        if s.sliding_ratio == "hips":
-            from ..copy_rotations import _hip_ratio
-            self.objective.src_vel_cmp = self.objective.src_vel * _hip_ratio(src, self.source_motion, track, tgt)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"

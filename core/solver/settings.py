@@ -64,7 +64,6 @@ class SolverSettings:
     sole_points: int = 24            #: per foot, mesh sole points under the floor barrier (0: key vertices only)
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
-    sliding_ratio: str = "height"    #: EXPERIMENT: L_sliding's velocity scale: h_tgt / h_src, or "hips" (hip ratio)
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
