@@ -1,7 +1,7 @@
 """The metrics of a retarget (``core.metrics.evaluate``) as a reader sees them: each metric's name, unit, which way
 is better and how it is printed; the result beside copy-rotations; a one-line verdict per target.
 
-One place for the batch command's text and JSON reports (tools/retarget.py, ``pipeline.make_report``), the demo's
+One place for the batch command's text and JSON reports (tools/retarget.py, ``run_report.make_report``), the demo's
 report.txt (tools/demo.py) and the panel's Metrics sub-panel. Imports numpy only: the panel draws with it and
 never imports torch. Definitions of the metrics: docs/metrics.md.
 

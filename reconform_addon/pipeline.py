@@ -13,31 +13,24 @@ cancelled run writes nothing.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import time
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
-from ..core import report
 from ..core.character import CharacterSpec, check_character
 from ..core.errors import CoreError
-from ..core.metrics import GROUNDED_FRACTION, foot_heights
 from ..core.retarget import METHODS, Outcome, RetargetOptions, run
-from ..core.solver import SolverSettings
-from ..core.track import ClipTrack
 from ..core.types import Character, Motion
 from ..core.windows import WindowPlan, retarget_job
-from .bridge import (BridgeError, find_meshes, import_file, read_motion, read_skeleton, read_skinned_mesh,
+from .bridge import (BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh,
                      write_motion)
 from .bridge import bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge import library
 from .bridge import terrain as ground_bridge
-from .bridge.io import SUPPORTED
 from .bridge.write import assignment_state, remove_action
+from .run_report import make_report
+from .setup_file import resolve_ground, setup_bone_map, setup_ground, setup_options, setup_window
 
 
 #: ``retarget`` prints a step of the same kind at least this often (seconds) on a long clip
@@ -73,134 +66,6 @@ class Inputs:
     target: CharacterSpec
     notes: tuple = ()           #: lines for the user about what was read (a clamped frame range)
     ground: object = None       #: core.terrain.GroundSurface of the target's ground object, or None (z = 0)
-
-
-# ------------------------------------------------------------------------------------------------ set-up
-
-def load_setup(path) -> dict:
-    """Read a JSON set-up file (bone maps per character and settings; see docs/bridge.md)."""
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            setup = json.load(f)
-    except FileNotFoundError:
-        raise BridgeError(f"Cannot read set-up '{path}': file not found.") from None
-    except (OSError, ValueError) as ex:
-        raise BridgeError(f"Cannot read set-up '{path}': {ex}") from None
-    if not isinstance(setup, dict):
-        raise BridgeError(f"Set-up '{path}' must be a JSON object.")
-    base = os.path.dirname(os.path.abspath(path))
-    for role in ("source", "target"):
-        entry = setup.get(role)
-        if isinstance(entry, dict) and entry.get("bone_map_file"):
-            entry["bone_map_file"] = os.path.join(base, entry["bone_map_file"])
-    if isinstance(setup.get("ground"), dict) and setup["ground"].get("file"):
-        setup["ground"]["file"] = os.path.join(base, setup["ground"]["file"])
-    chars = setup.get("characters")
-    if chars is not None and not (isinstance(chars, list) and all(isinstance(c, dict) for c in chars)):
-        raise BridgeError(f"Set-up '{path}': 'characters' must be a list of objects with 'source' and 'target'.")
-    for c in chars or ():   # several characters retargeted together (pipeline_group); files relative to the set-up
-        for key in ("source", "target"):
-            spec = c.get(key)
-            if isinstance(spec, str) and os.path.splitext(spec)[1].lower() in SUPPORTED and not os.path.isabs(spec):
-                c[key] = os.path.join(base, spec)
-        for key in ("source_bone_map", "target_bone_map"):
-            entry = c.get(key)
-            if isinstance(entry, dict) and entry.get("bone_map_file"):
-                entry["bone_map_file"] = os.path.join(base, entry["bone_map_file"])
-    return setup
-
-
-def setup_bone_map(setup: dict, role: str, arm_name: str):
-    """The bone map the set-up gives for ``role`` ('source'|'target') or armature ``arm_name``, or None.
-
-    Looked up in this order: ``setup[role]["bone_map"]``, ``setup[role]["bone_map_file"]`` (a preset JSON
-    saved by core.bonemap), ``setup[role]["preset"]`` (a built-in preset name), ``setup["bone_maps"][arm_name]``.
-    """
-    if not setup:
-        return None
-    entry = setup.get(role) or {}
-    if not isinstance(entry, dict):
-        raise BridgeError(f"Set-up entry '{role}' must be an object with 'bone_map', 'bone_map_file' or 'preset'.")
-    from ..core import bonemap
-    if entry.get("bone_map") is not None:
-        return dict(entry["bone_map"])
-    if entry.get("bone_map_file"):
-        return dict(bonemap.load_bone_map(entry["bone_map_file"])[0])
-    if entry.get("preset"):
-        return dict(bonemap.load_preset(entry["preset"])[0])
-    by_name = setup.get("bone_maps") or {}
-    if arm_name in by_name:
-        return dict(by_name[arm_name])
-    return None
-
-
-def setup_ground(setup: dict) -> dict:
-    """The set-up's ground as {'object': name or None, 'file': path or None, 'spacing': m or None,
-    'ceiling': z or None}: ``"ground": "Stairs"`` or ``"ground": {"object": ..., "file": ..., ...}``."""
-    entry = (setup or {}).get("ground")
-    if entry is None:
-        return {}
-    if isinstance(entry, str):
-        entry = {"object": entry}
-    if not isinstance(entry, dict):
-        raise BridgeError("Set-up entry 'ground' must be an object name or {\"object\": ..., \"file\": ...}.")
-    unknown = set(entry) - {"object", "file", "spacing", "ceiling"}
-    if unknown:
-        raise BridgeError(f"Set-up entry 'ground': unknown key(s) {', '.join(sorted(unknown))} (use object, file, "
-                          "spacing, ceiling).")
-    for key in ("spacing", "ceiling"):
-        if entry.get(key) is not None and not isinstance(entry[key], (int, float)):
-            raise BridgeError(f"Set-up entry 'ground': '{key}' must be a number of metres.")
-    return dict(entry)
-
-
-def setup_window(setup: dict):
-    """The set-up's windows (a long clip retargeted as overlapping windows, ``core.windows``) as a WindowPlan, or
-    None: ``"window": 300`` (frames; a fifth of it shared at each seam) or ``"window": {"frames": 300,
-    "overlap": 60}``."""
-    entry = (setup or {}).get("window")
-    if entry is None or entry is False or entry == 0:
-        return None
-    if isinstance(entry, bool) or not isinstance(entry, (int, dict)):
-        raise BridgeError("Set-up entry 'window' must be a number of frames or {\"frames\": ..., \"overlap\": ...}.")
-    entry = {"frames": entry} if isinstance(entry, int) else dict(entry)
-    unknown = set(entry) - {"frames", "overlap"}
-    if unknown or not isinstance(entry.get("frames"), int) or not isinstance(entry.get("overlap", 0), int):
-        raise BridgeError("Set-up entry 'window': give whole numbers of frames as {\"frames\": 300, \"overlap\": 60}"
-                          + (f" (unknown key(s) {', '.join(sorted(unknown))})" if unknown else "") + ".")
-    plan = WindowPlan(entry["frames"], entry.get("overlap") or max(2, entry["frames"] // 5))
-    try:
-        plan.check()
-    except CoreError as ex:
-        raise BridgeError(f"Set-up entry 'window': {ex}") from None
-    return plan
-
-
-def resolve_ground(entry: dict, report=None):
-    """The ground object of a ``setup_ground`` entry: imported from ``entry['file']`` when given (then named by
-    ``entry['object']``, or the file's only mesh), else the object ``entry['object']`` of the open file."""
-    objects = None
-    if entry.get("file"):
-        (report or (lambda msg: None))(f"importing ground '{entry['file']}'")
-        objects = import_file(entry["file"], report=report or (lambda msg: None))
-    elif not entry.get("object"):
-        return None
-    return ground_bridge.find_ground(entry.get("object"), objects)
-
-
-def solver_settings(settings) -> SolverSettings:
-    """SolverSettings from None, a SolverSettings, or a dict of its fields plus 'quality' (a preset name)."""
-    if settings is None:
-        return SolverSettings()
-    if isinstance(settings, SolverSettings):
-        return settings
-    settings = dict(settings)
-    quality = settings.pop("quality", "balanced")
-    try:
-        return SolverSettings.preset(quality, **settings)
-    except TypeError as ex:
-        raise BridgeError(f"Solver settings: {ex}; see docs/bridge.md for the accepted names.") from None
 
 
 def result_action_name(source_obj, target_obj, action=None) -> str:
@@ -352,95 +217,7 @@ def write_outcome(target_obj, outcome: Outcome, name: str, *, source_obj=None, s
     return act
 
 
-def _map_report(built) -> dict:
-    character = built.character
-    mapped = set(character.bone_map.values())
-    return {"armature": character.name, "bones": character.skeleton.num_bones, "mapped": len(mapped),
-            "rig_type": built.rig_type, "bone_map": dict(character.bone_map),
-            "unmapped": [n for n in character.skeleton.names if n not in mapped],
-            "mesh": character.mesh.part_names if character.mesh is not None and not built.fitted_body else None,
-            "meshes_left_out": dict(built.meshes_left_out),
-            "fitted_body": built.fitted_body, "keyverts": built.keyverts_origin or None,
-            "height_m": character.height}
-
-
-def conflict_rows(conflicts) -> list:
-    """Plain dicts of core.conflicts.Conflict records in their ranking (the costliest first: severity ×
-    duration), as the panel lists them: body part, the two terms, worst cosine, peak severity, cost (score),
-    frame spans [[first, last], ...]."""
-    return [{"rank": k + 1, "body_part": c.body_part, "terms": [c.term_a, c.term_b], "cosine": c.cosine,
-             "severity": c.severity, "score": c.score, "spans": [list(sp) for sp in c.spans]}
-            for k, c in enumerate(conflicts)]
-
-
-def ground_report(outcome: Outcome) -> dict:
-    """What the target stood on: the ground object's sampling (``core.terrain.TerrainReport``), else the
-    world floor."""
-    if outcome.ground is not None:
-        return outcome.ground.as_dict()
-    if outcome.terrain is not None:
-        return {"object": getattr(outcome.terrain, "name", "") or None, "floor": "height field"}
-    return {"object": None, "floor": "world z = 0"}
-
-
-def make_report(inputs: Inputs, outcome: Outcome, action_name: str, timings: dict) -> dict:
-    """The JSON-serialisable report of a retarget (docs/bridge.md)."""
-    motion = outcome.motion
-    rep = {
-        "method": outcome.method,
-        "source": _map_report(outcome.built["source"]), "target": _map_report(outcome.built["target"]),
-        "source_action": inputs.source_action or None,
-        "action": action_name,
-        "frame_start": int(motion.frame_start), "frame_end": int(motion.frame_start + motion.num_frames - 1),
-        "frames": int(motion.num_frames), "fps": float(motion.fps),
-        "source_mesh": _map_report(outcome.built["source"])["mesh"],
-        "target_mesh": _map_report(outcome.built["target"])["mesh"],
-        "timings": {k: round(v, 4) for k, v in timings.items()},
-        "metrics": plain(outcome.metrics), "reference_metrics": plain(outcome.reference),
-        # the same metrics for people (core.report): label, unit, which way is better, copy-rotations beside
-        "metrics_table": plain([r.as_dict() for r in report.metric_rows(outcome.metrics, outcome.reference)]),
-        "verdict": report.verdict(outcome.metrics, outcome.reference, outcome.method),
-        "conflicts": plain(conflict_rows(outcome.conflicts)),
-        "ground": plain(ground_report(outcome)),
-        "notes": list(inputs.notes) + list(outcome.notes),
-    }
-    if outcome.job is not None or "windows" in outcome.solver_stats:
-        rep["metrics_solver"] = plain(outcome.solver_stats)
-    json.dumps(rep, allow_nan=False)  # must stay strict JSON for --report
-    return rep
-
-
-def frame_series(outcome: Outcome) -> dict:
-    """Per-frame series of a retarget for plots (the library report, docs/library.md): each foot's lowest point
-    above its ground, (2, T) left/right as shares of the character's height h_c, for the source (above the floor
-    the solve used; absent for a skeleton-only source under copy-rotations), copy-rotations and the result."""
-    mo, src, tgt = outcome.motion, outcome.source, outcome.target
-    feet = {}
-    if src.mesh is not None and src.height and outcome.source_track is not None:
-        feet["source"] = foot_heights(outcome.source_track, outcome.source_ground) / float(src.height)
-    if tgt.mesh is not None and tgt.height:
-        terrain = getattr(getattr(outcome.job, "settings", None), "terrain", None)
-        ground = 0.0 if terrain is None else terrain
-        runs = {"copy_rotations": outcome.init_motion, "result": mo} if outcome.method == "reconform" \
-            else {"result": mo}
-        for name, motion in runs.items():
-            feet[name] = foot_heights(ClipTrack(tgt, motion), ground) / float(tgt.height)
-    return {"fps": float(mo.fps), "frame_start": int(mo.frame_start), "frames": int(mo.num_frames),
-            "method": outcome.method, "grounded_fraction": GROUNDED_FRACTION,
-            "height_m": {"source": plain(src.height), "target": plain(tgt.height)},
-            "foot_height": {k: np.round(v, 5).tolist() for k, v in feet.items()}}
-
-
 # ------------------------------------------------------------------------------------------------ all three
-
-def setup_options(method: str, settings, setup: dict) -> RetargetOptions:
-    """The RetargetOptions of a batch, demo or bench retarget: ``settings`` (a dict or SolverSettings; default the
-    set-up's ``"settings"``) for 'reconform', the set-up's ``keyvert_count`` (41 by default)."""
-    if settings is None and setup.get("settings"):
-        settings = dict(setup["settings"])
-    return RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
-                           settings=solver_settings(settings) if method == "reconform" else SolverSettings())
-
 
 def step_reporter(say, tick):
     """``on_step(step)`` for a retarget generator (single or group): every Step's fraction to ``tick``, one line to
@@ -521,26 +298,5 @@ def retarget(source_obj, target_obj, method='copy_rotations', action=None, frame
     return RetargetResult(act, outcome.for_scene()[1], rep, outcome)
 
 
-def plain(value):
-    """JSON-friendly copy of metrics (numpy scalars/arrays to Python; NaN and infinities to None)."""
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, np.ndarray) and value.ndim > 0:
-        return [plain(v) for v in value.tolist()]
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
-        value = value.item()  # numpy / torch scalars
-    if isinstance(value, float) and not np.isfinite(value):
-        return None  # strict JSON: undefined metrics (e.g. no locked contacts) become null
-    if isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
-
-
-__all__ = ["Inputs", "RetargetResult", "conflict_rows", "frame_series", "ground_report", "load_setup", "make_job",
-           "make_report", "plain", "prepare_character", "read_character", "read_inputs", "result_action_name",
-           "resolve_ground", "retarget", "setup_bone_map", "setup_ground", "setup_options", "setup_window",
-           "solver_settings", "step_reporter", "write_outcome", "CoreError"]
+__all__ = ["Inputs", "RetargetResult", "make_job", "prepare_character", "read_character", "read_inputs",
+           "result_action_name", "retarget", "step_reporter", "write_outcome", "CoreError"]

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from ..core.retarget import RetargetOptions
 from ..core.retarget_group import GroupOutcome, RetargetGroup, run_group
 from . import pipeline
+from .run_report import make_report, plain
+from .setup_file import setup_bone_map, setup_options
 from .bridge import BridgeError, bodyparts
 from .bridge import keyverts as kv_storage
 from .bridge import library
@@ -72,7 +74,7 @@ def read_group_inputs(pairs, *, method: str = "reconform", frame_start=None, fra
                       bone_maps=None, keyvert_count: int = 41, setup=None) -> GroupInputs:
     """Read every pair (main thread; reads only). ``pairs``: sequence of (source armature, target armature,
     source Action or None); ``bone_maps``: optional sequence of (source bone map, target bone map) per pair;
-    ``setup``: a set-up (``pipeline.load_setup``) whose "source" / "target" entries choose the meshes of each
+    ``setup``: a set-up (``setup_file.load_setup``) whose "source" / "target" entries choose the meshes of each
     body ("meshes", "exclude_meshes"), as for a single retarget; a name counts for the armatures of its role that
     move such a mesh (``bodyparts.setup_choices``)."""
     check_pairs(pairs)
@@ -135,20 +137,20 @@ def write_group_outcome(objects, outcome: GroupOutcome, names, *, store_keyverts
 def make_group_report(inputs: GroupInputs, outcome: GroupOutcome, action_names, timings: dict) -> dict:
     """The JSON-serialisable report of a group retarget: one single-retarget report per pair (``pairs``), the
     partner metrics of the result and of copy-rotations, the joint solve's statistics, notes and timings."""
-    pairs = [pipeline.make_report(inp, member, name, {}) for inp, member, name in zip(inputs.pairs, outcome.members,
+    pairs = [make_report(inp, member, name, {}) for inp, member, name in zip(inputs.pairs, outcome.members,
                                                                                       action_names)]
     for rep in pairs:
         rep.pop("timings", None)
         rep.pop("metrics_solver", None)
     rep = {
         "method": outcome.method, "characters": len(pairs), "pairs": pairs,
-        "partner_metrics": pipeline.plain(outcome.partner_metrics),
-        "partner_reference_metrics": pipeline.plain(outcome.partner_reference),
+        "partner_metrics": plain(outcome.partner_metrics),
+        "partner_reference_metrics": plain(outcome.partner_reference),
         "timings": {k: round(v, 4) for k, v in timings.items()},
         "notes": [n for inp in inputs.pairs for n in inp.notes] + list(outcome.notes),
     }
     if outcome.job is not None:
-        rep["metrics_solver"] = pipeline.plain({k: v for k, v in outcome.solver_stats.items() if k != "final_terms"})
+        rep["metrics_solver"] = plain({k: v for k, v in outcome.solver_stats.items() if k != "final_terms"})
     json.dumps(rep, allow_nan=False)  # must stay strict JSON for --report
     return rep
 
@@ -172,7 +174,7 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
     t0 = time.perf_counter()
     check_pairs(pairs)
     if bone_maps is None:
-        bone_maps = [(pipeline.setup_bone_map(setup, "source", s.name), pipeline.setup_bone_map(setup, "target", t.name))
+        bone_maps = [(setup_bone_map(setup, "source", s.name), setup_bone_map(setup, "target", t.name))
                      for s, t, _ in pairs]
     say("reading " + ", ".join(f"'{s.name}' -> '{t.name}'" for s, t, _ in pairs))
     inputs = read_group_inputs(pairs, method=method, frame_start=frame_start, frame_end=frame_end,
@@ -180,7 +182,7 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
     mo = inputs.pairs[0].source_motion
     say(f"{len(pairs)} characters together: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}
-    job = make_group_job(inputs, pipeline.setup_options(method, settings, setup))
+    job = make_group_job(inputs, setup_options(method, settings, setup))
     outcome = run_group(job, pipeline.step_reporter(say, tick))
     for n in outcome.notes:
         say(n)

@@ -275,18 +275,18 @@ def _open_scene(args, bpy, bridge, log):
                                  f"{str(ex).strip().splitlines()[-1]}") from None
 
 
-def _pair_bone_map(pipeline, setup, spec, role, arm_name):
+def _pair_bone_map(setup_file, setup, spec, role, arm_name):
     """A pair's bone map: its own ``<role>_bone_map`` entry, else the set-up's for the role or armature."""
     own = spec.get(f"{role}_bone_map")
     if own:
-        return pipeline.setup_bone_map({role: own}, role, arm_name)
-    return pipeline.setup_bone_map(setup, role, arm_name)
+        return setup_file.setup_bone_map({role: own}, role, arm_name)
+    return setup_file.setup_bone_map(setup, role, arm_name)
 
 
 def _write_outputs(args, outputs, rep, targets, log, series=None):
     """Every output staged beside its final place, then all renamed into place (``batch_io.Outputs``).
     ``rep``: the report (a group's has one per pair); ``targets``: the target armatures to export; ``series``:
-    ``pipeline.frame_series`` for --series."""
+    ``run_report.frame_series`` for --series."""
     import bpy
 
     first = rep["pairs"][0] if "pairs" in rep else rep
@@ -327,7 +327,9 @@ def run(args, log, outputs) -> dict:
         _open_scene(args, bpy, bridge, log)
         log("loading the retarget pipeline (PyTorch)")
         pipeline = importlib.import_module(f"{MODULE}.reconform_addon.pipeline")   # torch: after the files
-        setup = pipeline.load_setup(args.setup) if args.setup else {}
+        setup_file = importlib.import_module(f"{MODULE}.reconform_addon.setup_file")
+        run_report = importlib.import_module(f"{MODULE}.reconform_addon.run_report")
+        setup = setup_file.load_setup(args.setup) if args.setup else {}
         method = args.method or setup.get("method") or "copy_rotations"
         settings = dict(setup.get("settings") or {})
         if args.quality:
@@ -348,17 +350,17 @@ def run(args, log, outputs) -> dict:
                                              f"{', '.join(sorted(a.name for a in bpy.data.actions)) or 'none'}).")
             pairs.append((src, tgt, action))
         start, end = args.frames if args.frames else (None, None)
-        ground_entry = pipeline.setup_ground(setup)
+        ground_entry = setup_file.setup_ground(setup)
         if args.ground or args.ground_file:   # the command line wins over the set-up
             ground_entry = dict(ground_entry, object=args.ground, file=args.ground_file)
             setup["ground"] = ground_entry
-        ground = pipeline.resolve_ground(ground_entry, report=log) if ground_entry else None
+        ground = setup_file.resolve_ground(ground_entry, report=log) if ground_entry else None
         if args.window is not None:           # the command line wins over the set-up
             setup["window"] = {"frames": args.window, "overlap": args.window_overlap or max(2, args.window // 5)}
         if setup.get("window") and len(pairs) > 1:
             raise UserError("A 'window' set-up is for one pair: characters retargeted together are solved over the "
                             "whole clip.")
-        window = pipeline.setup_window(setup)
+        window = setup_file.setup_window(setup)
         if window is not None and method != "reconform":
             log("note: 'window' applies to the reconform method; copy_rotations runs over the whole clip")
         if ground is not None and len(pairs) > 1:
@@ -382,15 +384,15 @@ def run(args, log, outputs) -> dict:
                                        progress=progress, ground=ground)
         else:
             group = importlib.import_module(f"{MODULE}.reconform_addon.pipeline_group")
-            bone_maps = [(_pair_bone_map(pipeline, setup, spec, "source", s.name),
-                          _pair_bone_map(pipeline, setup, spec, "target", t.name))
+            bone_maps = [(_pair_bone_map(setup_file, setup, spec, "source", s.name),
+                          _pair_bone_map(setup_file, setup, spec, "target", t.name))
                          for spec, (s, t, _) in zip(specs, pairs)]
             log(f"retarget {len(pairs)} characters together with {method}: "
                 + ", ".join(f"'{s.name}' -> '{t.name}'" for s, t, _ in pairs))
             result = group.retarget_group(pairs, method=method, frame_start=start, frame_end=end,
                                           settings=settings or None, setup=setup, names=[s["name"] for s in specs],
                                           bone_maps=bone_maps, report=log, progress=progress)
-        series = pipeline.frame_series(result.outcome) if args.series else None
+        series = run_report.frame_series(result.outcome) if args.series else None
         _write_outputs(args, outputs, result.report, [t for _, t, _ in pairs], log, series)
         return result.report
     finally:

@@ -20,6 +20,11 @@ def pipe(addon):
 
 
 @pytest.fixture
+def setup_file(addon):
+    return importlib.import_module(addon.__name__ + ".reconform_addon.setup_file")
+
+
+@pytest.fixture
 def pair(addon, assets):
     br, _ = modules(addon)
     bpy.ops.wm.read_homefile(use_empty=True)
@@ -62,7 +67,8 @@ def test_failure_after_write_removes_the_action(pipe, pair, monkeypatch):
 
     def boom(*a, **k):
         raise RuntimeError("report failed")
-    monkeypatch.setattr(pipe.json, "dumps", boom)
+    run_report = importlib.import_module(pipe.__name__.rsplit(".", 1)[0] + ".run_report")
+    monkeypatch.setattr(run_report.json, "dumps", boom)     # the json module itself: every dumps fails
     with pytest.raises(RuntimeError, match="report failed"):
         pipe.retarget(src, tgt, frame_start=1, frame_end=4)
     assert set(bpy.data.actions.keys()) == names
@@ -70,7 +76,7 @@ def test_failure_after_write_removes_the_action(pipe, pair, monkeypatch):
 
 
 @pytest.mark.assets
-def test_bad_inputs_write_nothing(pipe, pair, tmp_path):
+def test_bad_inputs_write_nothing(pipe, setup_file, pair, tmp_path):
     br, src, tgt = pair
     names = set(bpy.data.actions.keys())
     with pytest.raises(br.BridgeError, match="Unknown method 'magic'"):
@@ -83,19 +89,19 @@ def test_bad_inputs_write_nothing(pipe, pair, tmp_path):
     bad = tmp_path / "setup.json"
     bad.write_text("{not json")
     with pytest.raises(br.BridgeError, match="Cannot read set-up"):
-        pipe.load_setup(bad)
+        setup_file.load_setup(bad)
     assert set(bpy.data.actions.keys()) == names
 
 
 @pytest.mark.assets
-def test_setup_bone_map_is_reused(pipe, pair, tmp_path):
+def test_setup_bone_map_is_reused(pipe, setup_file, pair, tmp_path):
     br, src, tgt = pair
     detected = pipe.prepare_character(tgt, keyvert_count=0).bone_map
     path = tmp_path / "setup.json"
     path.write_text(json.dumps({"target": {"bone_map": {k: v for k, v in detected.items() if "index" not in k}},
                                 "bone_maps": {src.name: {"hips": "hip"}}}))
-    setup = pipe.load_setup(path)
-    assert pipe.setup_bone_map(setup, "source", src.name) == {"hips": "hip"}
-    ch = pipe.prepare_character(tgt, bone_map=pipe.setup_bone_map(setup, "target", tgt.name), keyvert_count=0)
+    setup = setup_file.load_setup(path)
+    assert setup_file.setup_bone_map(setup, "source", src.name) == {"hips": "hip"}
+    ch = pipe.prepare_character(tgt, bone_map=setup_file.setup_bone_map(setup, "target", tgt.name), keyvert_count=0)
     assert ch.bone_map and all("index" not in k for k in ch.bone_map)
     assert ch.mesh is not None and ch.keyverts is None

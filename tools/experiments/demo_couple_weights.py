@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     print("  final weighted terms: " + ", ".join(f"{k} {float(v):.2f}" for k, v in terms.items()))
     for m in out.members:
         print(f"  {m.target.name}: " + ", ".join(f"{k} {m.metrics[k]:.3f}" for k in
-                                                 ("contact_f1", "grounded_f1", "locked_f1", "locked_strict_f1")
+                                                 ("contact_f1", "grounded_f1", "locked_f1", "locked_strict_f1", "floor_pen_mean", "jerk_mean")
                                                  if k in m.metrics))
     sys.stdout.flush()
     return 0
