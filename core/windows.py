@@ -273,7 +273,8 @@ class WindowedRetarget(Cancellable):
         metrics = reference = None
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
-            gen = measuring(src, track.motion, tgt, motion, init, o, levels, track, notes, terrain=terrain)
+            gen = measuring(src, track.motion, tgt, motion, init, o, levels, track, notes, terrain=terrain,
+                            chunk=plan.length)      # a window's frames at a time: memory flat in the clip's length
             metrics, reference = yield from phase_steps(gen, "metrics", _PHASE_END["windows"],
                                                         _PHASE_END["metrics"], "Measuring the result and copy-rotations")
             timings["metrics_s"] = time.perf_counter() - t3
