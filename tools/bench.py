@@ -262,7 +262,9 @@ def memory_child(frames, threads, window=None):
     if hwm and phase is not None:
         phase_peak[phase] = max(phase_peak.get(phase, 0.0), _rss_kb("VmHWM:") / 1024)
     _, peak_py = tracemalloc.get_traced_memory()
-    peak_rss = max(setup_peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)   # the whole process's
+    # the whole process's (ru_maxrss counts from the last VmHWM reset only)
+    peak_rss = max(setup_peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   1024 * max(phase_peak.values(), default=0.0))
     print("MEMORY " + json.dumps(dict(frames=frames, base_rss_mb=base_rss / 1024, peak_rss_mb=peak_rss / 1024,
                                       setup_peak_rss_mb=setup_peak / 1024,
                                       retarget_peak_rss_mb=max(phase_peak.values(), default=None),
