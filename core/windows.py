@@ -14,7 +14,9 @@ frame (the solve changes the root's horizontal path; on flat ground every term i
 so nothing else differs). Consecutive windows share ``overlap`` frames, crossfaded with a C² weight (rotations
 by normalised quaternion blending, locations linearly), so a seam adds no jerk step (docs/solver.md "Long clips
 in windows"). The metrics are those of the stitched clip against the whole source clip, as a single retarget
-measures them. Conflicts are not detected (each window's solve is gone once stitched): the notes say so.
+measures them, measured a window's length of frames at a time (``core.metrics.evaluations``' chunks: the same
+values, memory flat in the clip's length). Conflicts are not detected (each window's solve is gone once
+stitched): the notes say so.
 """
 
 from __future__ import annotations
