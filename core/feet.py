@@ -65,11 +65,17 @@ def foot_side(character: Character, vertex_ids) -> np.ndarray:
     return out
 
 
-def window_bounds(num_frames: int, fps: float, window_s: float = LOCK_WINDOW_S):
-    """(T,) first and last frame of the centred window of frame t: t ∓ k, k = max(1, round(fps · window_s /
-    2)) frames, clamped to the clip (the foot-speed estimator of docs/metrics.md; the solver's foot lock)."""
-    k = max(1, int(round(fps * window_s / 2.0)))
-    t = np.arange(num_frames)
+def window_half(fps: float, window_s: float = LOCK_WINDOW_S) -> int:
+    """k = max(1, round(fps · window_s / 2)): the frames on each side of a frame in its centred window."""
+    return max(1, int(round(fps * window_s / 2.0)))
+
+
+def window_bounds(num_frames: int, fps: float, window_s: float = LOCK_WINDOW_S, frames=None):
+    """(T,) first and last frame of the centred window of frame t: t ∓ k (``window_half``), clamped to the
+    clip of ``num_frames`` frames (the foot-speed estimator of docs/metrics.md; the solver's foot lock); for
+    the clip frames ``frames`` only (an index array) when given."""
+    k = window_half(fps, window_s)
+    t = np.arange(num_frames) if frames is None else np.asarray(frames, dtype=np.int64)
     return np.clip(t - k, 0, num_frames - 1), np.clip(t + k, 0, num_frames - 1)
 
 

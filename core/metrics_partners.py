@@ -111,7 +111,7 @@ def _body(track: ClipTrack) -> dict:
         verts = torch.empty((track.num_frames, len(sample), 3), dtype=torch.float32)
         rest = torch.as_tensor(ch.mesh.rest_verts[sample], dtype=torch.float32)
         wb, wv = ch.mesh.weight_bones[sample], ch.mesh.weight_values[sample]
-        with torch.no_grad():   # float32, as the metrics' whole-mesh pass (core.metrics._surface_shares)
+        with torch.no_grad():   # float32, as the metrics' whole-mesh pass (core.measures._surface_shares)
             for sl, S_rot, S_t in track.skinning_chunks(_CHUNK * 8):
                 v, _ = skin_vertices(S_rot.float(), S_t.float(), rest, wb, wv)
                 verts[sl] = v @ A.T.float() + b.float()

@@ -34,8 +34,8 @@ from .character import BuiltCharacter, CharacterSpec, build_character, check_cha
 from .conflicts import detecting
 from .copy_rotations import copy_rotations, posture_note
 from .errors import CoreError
-from .metrics import evaluation
-from .progress import drive, scaled
+from .metrics import evaluations
+from .progress import drive
 from .solver import Progress, SolveJob, SolverSettings
 from .terrain import GroundSurface, HeightField, check_covers, clip_footprint, sample_ground
 from .track import ClipTrack
@@ -183,20 +183,20 @@ def complete_character(c, role: str, options: RetargetOptions) -> BuiltCharacter
 
 def measuring(source: Character, source_motion: Motion, target: Character, motion: Motion, init: Motion,
               options: RetargetOptions, ground, track: ClipTrack, notes: list, *, terrain=None,
-              target_track: ClipTrack = None):
+              target_track: ClipTrack = None, chunk: int = None):
     """Step 5 as a generator of progress shares (the whole-mesh passes); returns (metrics of ``motion``, metrics
-    of copy-rotations' ``init`` or None): the source read above the floor ``ground`` the solve used, the target
-    above ``terrain`` (a HeightField, None: z = 0); a floor advice line goes to ``notes``."""
-    reconform = options.method == "reconform"
-    both = reconform and options.baseline_metrics
-    share = 0.5 if both else 1.0
-    metrics = yield from scaled(evaluation(source, source_motion, target, motion, terrain, ground,
-                                           source_track=track, target_track=target_track), 0.0, share)
-    target_track = None        # freed before copy-rotations' track is built (a long clip's foot points are large)
-    reference = None
-    if both:
-        reference = yield from scaled(evaluation(source, source_motion, target, init, terrain, ground,
-                                                 source_track=track), share, 1.0)
+    of copy-rotations' ``init`` or None): the source read above the floor ``ground`` the solve used (measured once
+    for both), the target above ``terrain`` (a HeightField, None: z = 0), ``chunk`` frames at a time (None: whole,
+    ``core.metrics.evaluations``); a floor advice line goes to ``notes``."""
+    both = options.method == "reconform" and options.baseline_metrics
+    motions = [motion, init] if both else [motion]
+    # the result's track is handed on and let go once measured, before copy-rotations' is built (a long clip's foot
+    # points are large)
+    gen = evaluations(source, source_motion, target, motions, terrain, ground, source_track=track,
+                      target_tracks=[target_track] + [None] * (len(motions) - 1), chunk=chunk)
+    target_track = None
+    out = yield from gen
+    metrics, reference = out[0], (out[1] if both else None)
     advice = floor_advice(metrics)
     if advice:
         notes.append(f"source '{source.name}': {advice}")

@@ -173,12 +173,19 @@ class ClipTrack:
 
     @functools.cached_property
     def lowest_foot(self) -> np.ndarray:
-        """(T,) world z of the lowest foot vertex per frame (metres)."""
-        zs = [p[..., 2] for p in self.foot_points if p.shape[1]]
-        if not zs:
+        """(T,) world z of the lowest foot vertex per frame (metres): from ``foot_points`` when they are kept, else
+        CHUNK frames at a time without keeping them (the source's floor of a windowed retarget reads only this)."""
+        ids = [i for i in self.foot_ids if len(i)]
+        if not ids:
             raise CoreError(f"Character '{self.character.name}': no mesh vertices are skinned to its feet; map "
                             f"left_foot and right_foot in its bone map.")
-        return np.concatenate(zs, axis=1).min(axis=1)
+        if "foot_points" in self.__dict__:
+            return np.concatenate([p[..., 2] for p in self.foot_points if p.shape[1]], axis=1).min(axis=1)
+        out = np.empty(self.num_frames)
+        for s in range(0, self.num_frames, CHUNK):
+            frames = np.arange(s, min(self.num_frames, s + CHUNK))
+            out[s:s + CHUNK] = np.concatenate([self.vertices(i, frames=frames)[..., 2] for i in ids], axis=1).min(1)
+        return out
 
     @functools.cached_property
     def keyverts(self) -> tuple:

@@ -14,7 +14,9 @@ frame (the solve changes the root's horizontal path; on flat ground every term i
 so nothing else differs). Consecutive windows share ``overlap`` frames, crossfaded with a C² weight (rotations
 by normalised quaternion blending, locations linearly), so a seam adds no jerk step (docs/solver.md "Long clips
 in windows"). The metrics are those of the stitched clip against the whole source clip, as a single retarget
-measures them. Conflicts are not detected (each window's solve is gone once stitched): the notes say so.
+measures them, measured a window's length of frames at a time (``core.metrics.evaluations``' chunks: the same
+values, memory flat in the clip's length). Conflicts are not detected (each window's solve is gone once
+stitched): the notes say so.
 """
 
 from __future__ import annotations
@@ -273,7 +275,8 @@ class WindowedRetarget(Cancellable):
         metrics = reference = None
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
-            gen = measuring(src, track.motion, tgt, motion, init, o, levels, track, notes, terrain=terrain)
+            gen = measuring(src, track.motion, tgt, motion, init, o, levels, track, notes, terrain=terrain,
+                            chunk=plan.length)      # a window's frames at a time: memory flat in the clip's length
             metrics, reference = yield from phase_steps(gen, "metrics", _PHASE_END["windows"],
                                                         _PHASE_END["metrics"], "Measuring the result and copy-rotations")
             timings["metrics_s"] = time.perf_counter() - t3

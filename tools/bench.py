@@ -226,6 +226,15 @@ def memory_child(frames, threads, window=None):
     _, tgt, _ = loader.character(SCALING[1])
     smo = tile(mods["core.types"].Motion, smo, frames)
     base_rss = _rss_kb()
+    # the peak so far is the characters' preparation (body fitting, key-vertex transfer): keep it apart from the
+    # retarget's own peak (Linux resets VmHWM on writing 5 to clear_refs)
+    setup_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        hwm = True
+    except OSError:
+        hwm = False
     tracemalloc.start()
     settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=threads)
     rt = mods["core.retarget"]
@@ -236,26 +245,40 @@ def memory_child(frames, threads, window=None):
     t = last = time.perf_counter()
     gap = (0.0, "")
     phase_rss = {}              # the largest RSS seen at a step of each phase (MB)
+    phase_peak, phase = {}, None   # the peak RSS from a phase's first step to the next phase's (MB; VmHWM reset)
     for step in job.steps():
         now = time.perf_counter()
         if now - last > gap[0]:
             gap = (now - last, step.message)
         last = now
         phase_rss[step.phase] = max(phase_rss.get(step.phase, 0.0), _rss_kb() / 1024)
+        if hwm and step.phase != phase:
+            if phase is not None:
+                phase_peak[phase] = max(phase_peak.get(phase, 0.0), _rss_kb("VmHWM:") / 1024)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            phase = step.phase
     dt = time.perf_counter() - t
+    if hwm and phase is not None:
+        phase_peak[phase] = max(phase_peak.get(phase, 0.0), _rss_kb("VmHWM:") / 1024)
     _, peak_py = tracemalloc.get_traced_memory()
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # the whole process's (ru_maxrss counts from the last VmHWM reset only)
+    peak_rss = max(setup_peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   1024 * max(phase_peak.values(), default=0.0))
     print("MEMORY " + json.dumps(dict(frames=frames, base_rss_mb=base_rss / 1024, peak_rss_mb=peak_rss / 1024,
+                                      setup_peak_rss_mb=setup_peak / 1024,
+                                      retarget_peak_rss_mb=max(phase_peak.values(), default=None),
+                                      phase_peak_rss_mb={k: round(v) for k, v in phase_peak.items()},
                                       tracemalloc_peak_mb=peak_py / 2 ** 20, seconds=dt,
                                       phases_s={k: round(v, 1) for k, v in job.outcome.timings.items()},
                                       longest_silence_s=gap[0], before=gap[1],
                                       phase_rss_mb={k: round(v) for k, v in phase_rss.items()})))
 
 
-def _rss_kb():
+def _rss_kb(key="VmRSS:"):
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key):
                 return int(line.split()[1])
     return 0
 

@@ -139,7 +139,7 @@ def test_capsule_test_equals_the_distance_to_each_axis_segment():
     the same answer as the plain point-to-segment distance, away from round-off at the boundary."""
     import torch
 
-    from core.metrics import _inside_capsules
+    from core.measures import _inside_capsules
     g = torch.Generator().manual_seed(0)
     B, S, C = 3, 500, 7
     p = torch.randn(B, S, 3, generator=g, dtype=torch.float64)

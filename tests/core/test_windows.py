@@ -100,6 +100,21 @@ def test_a_windowed_retarget_covers_the_clip_without_a_seam(walk_pair, windowed)
     assert any("windows" in n for n in out.notes)
 
 
+@pytest.mark.slow
+def test_a_windowed_retarget_is_measured_a_window_at_a_time_as_the_whole_clip(walk_pair, windowed):
+    """Its metrics are measured a window's length of frames at a time (memory flat in the clip's length): the same
+    dict as the whole stitched clip measured at once (jerk means to the order of their float additions)."""
+    from core.metrics import evaluations
+    from core.progress import drive
+    from tests.core.test_metrics_chunks import assert_same_metrics
+    src, clip, tgt = walk_pair
+    _, out, plan, _ = windowed
+    assert clip.num_frames > plan.length
+    whole = drive(evaluations(src, clip, tgt, [out.motion, out.init_motion], None, out.source_ground))
+    assert_same_metrics(whole[0], out.metrics)
+    assert_same_metrics(whole[1], out.reference)
+
+
 def test_a_short_clip_or_copy_rotations_is_one_retarget(walk_pair):
     src, clip, tgt = walk_pair
     assert isinstance(retarget_job(src, clip, tgt, RetargetOptions(), WindowPlan(300, 60)), Retarget)

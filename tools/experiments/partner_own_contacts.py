@@ -51,13 +51,13 @@ def main(argv=None) -> int:
         names = s_ch.keyverts.names
         ii, jj = np.nonzero(weights.allowed_pairs(s_ch.keyverts.limbs, None, True))
         order = [t_ch.keyverts.names.index(n) for n in names]
-        truth = metrics._closer(metrics.measure(member.source_track, member.source_ground,
+        truth = metrics.pairs_closer(metrics.measure(member.source_track, member.source_ground,
                                                 s_ch.keyverts.vertex_ids).keyverts,
                                 ii, jj, metrics.CONTACT_FRACTION * float(s_ch.height))
         pred = {}
         for how, motion in (("alone", alone.motion), ("joint", member.motion)):
             kv = metrics.measure(track_mod.ClipTrack(t_ch, motion), 0.0, t_ch.keyverts.vertex_ids[order]).keyverts
-            pred[how] = p = metrics._closer(kv, ii, jj, metrics.CONTACT_FRACTION * float(t_ch.height))
+            pred[how] = p = metrics.pairs_closer(kv, ii, jj, metrics.CONTACT_FRACTION * float(t_ch.height))
             print(f"{t_ch.name} {how}: contact F1 {metrics.f1_score(truth, p):.3f}, TP {int((truth & p).sum())}, "
                   f"FP {int((~truth & p).sum())}, FN {int((truth & ~p).sum())} pair-frames")
         lost = (truth & pred["alone"] & ~pred["joint"]).sum(0)
