@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from ..descriptors import height, sliding
+from ..descriptors import sliding
 from ..errors import CoreError
 from ..feet import SOFT_LOW, foot_lows_and_velocity, foot_side
 from ..ground import ground_levels
@@ -287,11 +287,11 @@ class SolveJob:
         self.opt_parts = [limb_of(canon[j]) if j in canon else "torso" for j in opt]
         self._build_variables(self.init_motion)
         with torch.no_grad():   # copy-rotations' key vertices: where its planted feet are
-            p0, _, sole0 = self._forward(self.param.zero_residuals())
-        feet_xy = T >= 2 and s.root_init in ("feet", "locks")
-        if s.root_init not in ("feet", "copy", "locks"):
+            p0, _, _ = self._forward(self.param.zero_residuals())
+        feet_xy = T >= 2 and s.root_init == "feet"
+        if s.root_init not in ("feet", "copy"):
             raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
-        root_xy = self._root_xy_from_feet(p0, sole0 if s.root_init == "locks" else None) if feet_xy else None
+        root_xy = self._root_xy_from_feet(p0) if feet_xy else None
         if s.terrain is not None and T >= 2 and tgt.mesh is not None:   # a warm start gets the same start
             self._start_on_terrain(root_xy)
         if self.warm_start is not None:
@@ -329,7 +329,7 @@ class SolveJob:
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         self._ready = True
 
-    def _root_xy_from_feet(self, p0: torch.Tensor, sole0=None) -> torch.Tensor:
+    def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
         """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the
         copy-rotations key vertices ``p0`` (T, N, 3).
 
@@ -342,20 +342,6 @@ class SolveJob:
         centimetres.
         """
         ob = self.objective
-        feet = self.feet
-        if sole0 is not None and feet is not None and feet.lock_w is not None:
-            with torch.no_grad():
-                side = feet.sole_side
-                hs = height(sole0, ob.ground)
-                lows = feet.sole_lows(sole0, hs)
-                rho = (1.0 - (hs - lows.index_select(1, side)) / (0.01 * self.h_tgt)).clamp(0.0, 1.0)
-                w = (feet.lock_w.index_select(1, side) * rho)[:-1]                        # (T-1, S)
-                vt = sliding(sole0, self.fps)                                            # (T-1, S, 2)
-                vs = feet.lock_vel.index_select(1, side)[:-1]
-                wsum = w.sum(-1, keepdim=True)
-                dv = (w[..., None] * (vs - vt)).sum(1) / wsum.clamp_min(1e-6)
-                dv = torch.where(wsum > 1e-3, dv, torch.zeros_like(dv))
-                return torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)
         with torch.no_grad():
             vt = sliding(p0, self.fps)                                        # (T-1, N, 2)
             w = ob.wf_src[:-1]                                                # (T-1, N)
