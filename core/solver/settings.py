@@ -22,7 +22,7 @@ CONTACT_MIN, CONTACT_MAX = 0.02, 0.04
 #: as the foot-locked metric of docs/metrics.md) is locked (weight 1), fading to 0 at LOCK_MAX
 LOCK_MIN, LOCK_MAX = 0.005, 0.01
 PRESETS = {
-    "fast": dict(iterations=60, lr_rot=0.03, warmup=0.2),   # warm-up 12 steps: no overshoot (docs/solver.md)
+    "fast": dict(iterations=60, lr_rot=0.03, warmup=0.4),   # warm-up 24 steps: less overshoot (docs/solver.md)
     "balanced": dict(),
     "best": dict(iterations=300, lr_rot=0.015),
 }
