@@ -43,3 +43,20 @@ def read_skeleton_cached(addon, assets, name):
         arm = import_armature(addon, assets, name)
         cache[name] = mod(addon, "reconform_addon.bridge").read_skeleton(arm)
     return cache[name]
+
+
+def prepared_pair(addon, assets, source: str, target: str, frames: tuple) -> tuple:
+    """A shared source and target read into an empty scene through the add-on (41 key vertices; the source gets a
+    fitted body) and the source clip's ``frames`` [first, stop): (source, clip, target, copy-rotations of the clip
+    on the clip's frames)."""
+    import bpy
+    bpy.ops.wm.read_homefile(use_empty=True)
+    pipeline, bridge = mod(addon, "reconform_addon.pipeline"), mod(addon, "reconform_addon.bridge")
+    src_arm = import_armature(addon, assets, source)
+    tgt_arm = import_armature(addon, assets, target)
+    src = pipeline.prepare_character(src_arm, keyvert_count=41, fit_body=True)
+    tgt = pipeline.prepare_character(tgt_arm, keyvert_count=41)
+    motion = bridge.read_motion(src_arm, src.skeleton).slice(*frames)
+    init = mod(addon, "core.copy_rotations").copy_rotations(src, motion, tgt)
+    init = mod(addon, "core.types").Motion(init.rotations, init.locations, motion.fps, motion.frame_start)
+    return src, motion, tgt, init

@@ -7,7 +7,7 @@ speed targets live in ``make bench``, not here.
 import numpy as np
 import pytest
 
-from tests.addon.real_assets import import_armature, mod
+from tests.addon.real_assets import mod, prepared_pair
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]
 
@@ -16,17 +16,7 @@ SOURCE, TARGET, FRAMES = "NC_bandai_walk_normal_001.bvh", "mh_male_heavy.glb", (
 
 @pytest.fixture(scope="module")
 def real_case(addon, assets):
-    import bpy
-    bpy.ops.wm.read_homefile(use_empty=True)
-    pipeline, bridge = mod(addon, "reconform_addon.pipeline"), mod(addon, "reconform_addon.bridge")
-    src_arm = import_armature(addon, assets, SOURCE)
-    tgt_arm = import_armature(addon, assets, TARGET)
-    src = pipeline.prepare_character(src_arm, keyvert_count=41, fit_body=True)
-    tgt = pipeline.prepare_character(tgt_arm, keyvert_count=41)
-    motion = bridge.read_motion(src_arm, src.skeleton).slice(*FRAMES)
-    init = mod(addon, "core.copy_rotations").copy_rotations(src, motion, tgt)
-    Motion = mod(addon, "core.types").Motion
-    init = Motion(init.rotations, init.locations, motion.fps, motion.frame_start)
+    src, motion, tgt, init = prepared_pair(addon, assets, SOURCE, TARGET, FRAMES)
     solver = mod(addon, "core.solver")
     job = solver.SolveJob(src, motion, tgt, init, solver.SolverSettings.preset("balanced", iterations=60,
                                                                                 num_threads=2))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from core.metrics import chunk_ranges
-from tests.addon.real_assets import import_armature, mod
+from tests.addon.real_assets import mod, prepared_pair
 
 SOURCE, TARGET = "NC_bandai_walk_normal_001.bvh", "mh_male_heavy.glb"
 FRAMES = (0, 125)           # 125 frames at 30 fps
@@ -40,17 +40,7 @@ def assert_same_metrics(w: dict, c: dict):
 
 @pytest.fixture(scope="module")
 def real_walk(addon, assets):
-    import bpy
-    bpy.ops.wm.read_homefile(use_empty=True)
-    pipeline, bridge = mod(addon, "reconform_addon.pipeline"), mod(addon, "reconform_addon.bridge")
-    src_arm = import_armature(addon, assets, SOURCE)
-    tgt_arm = import_armature(addon, assets, TARGET)
-    src = pipeline.prepare_character(src_arm, keyvert_count=41, fit_body=True)
-    tgt = pipeline.prepare_character(tgt_arm, keyvert_count=41)
-    motion = bridge.read_motion(src_arm, src.skeleton).slice(*FRAMES)
-    Motion = mod(addon, "core.types").Motion
-    init = mod(addon, "core.copy_rotations").copy_rotations(src, motion, tgt)
-    init = Motion(init.rotations, init.locations, motion.fps, motion.frame_start)
+    src, motion, tgt, init = prepared_pair(addon, assets, SOURCE, TARGET, FRAMES)
     sunk = mod(addon, "core.windows").shifted(tgt, init, (0.0, 0.0, -0.015))   # feet partly under the floor
     return src, motion, tgt, [init, sunk]
 
