@@ -4,6 +4,7 @@ members solved separately, with the seconds spent in the barrier (and its candid
 partner terms' forward pass.
 
     .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120] [--const GAZE_SLACK_DIST=0.03]
+        [--profile]
 
 One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
 backward pass through the terms between characters. Runs on older checkouts too (it wraps the methods by name).
@@ -26,6 +27,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=5, choices=range(2, 6))
     ap.add_argument("--iterations", type=int, default=120)
+    ap.add_argument("--profile", action="store_true", help="the joint solve under cProfile: the 30 costliest "
+                    "functions by their own time, then by cumulative time")
     ap.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
                     help="a module constant of core.solver.partners / barrier / core.partners for this run "
                          "(GAZE_SLACK_DEG, GAZE_SLACK_DIST, MARGIN, ...)")
@@ -71,7 +74,15 @@ def main(argv=None) -> int:
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)
     t0 = time.perf_counter()
-    group.run()
+    if args.profile:
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        prof.runcall(group.run)
+        for key in ("tottime", "cumulative"):
+            pstats.Stats(prof).sort_stats(key).print_stats(30)
+    else:
+        group.run()
     joint = time.perf_counter() - t0
     t0 = time.perf_counter()
     for (s, m, t), i, tr in zip(pairs, inits, tracks):
