@@ -18,7 +18,8 @@ from ..descriptors import height, pair_descriptors, sliding
 from ..errors import CoreError
 from ..losses import (dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss, reg_loss, sliding_loss,
                       smooth_loss)
-from ..weights import MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight, time_mean
+from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
+                       time_mean)
 from .settings import TERMS
 
 
@@ -212,6 +213,7 @@ class Objective:
         if "lock" in raw:
             out["sliding"] = out["sliding"] + s.weight("sliding") * s.foot_lock * raw["lock"] / self.scales["lock"]
         return out
+
 
 def start_objective(start_loss: tuple, alpha: float) -> float:
     """Copy-rotations' objective at ``alpha`` from its values at α = 0, ½ and 1 (``SolveJob.start_loss``): the
