@@ -226,15 +226,17 @@ class LiveClip:
                 rot[idx[k]] = quat_multiply(rot[idx[k]], q)
         return Motion(rot, loc, fps, base.frame_start)
 
-    def edited(self, source_motion: Motion) -> "LiveClip":
-        """A LiveClip of the edited ``source_motion`` on the same complete characters (``prepare`` it again:
-        the source track, copy-rotations and floor follow the clip; the characters do not)."""
+    def edited(self, source_motion: Motion = None, settings=None) -> "LiveClip":
+        """A LiveClip of the edited ``source_motion`` (default: the same clip) and/or other solver ``settings`` on
+        the same complete characters (``prepare`` it again: the source track, copy-rotations and floor follow the
+        clip and the settings; the characters and their key vertices do not)."""
+        motion = self.source_motion if source_motion is None else source_motion
+        options = self.options if settings is None else replace(self.options, settings=settings)
         if self.setup is None:
-            return LiveClip(self.source, source_motion, self.target, self.options, self.length)
-        if source_motion.rotations.shape[1:] != self.source_motion.rotations.shape[1:]:
+            return LiveClip(self.source, motion, self.target, options, self.length)
+        if motion.rotations.shape[1:] != self.source_motion.rotations.shape[1:]:
             raise CoreError(f"The edited clip of '{self.setup.source.name}' has other bones: restart Live.")
-        return LiveClip(self.setup.built["source"], source_motion, self.setup.built["target"], self.options,
-                        self.length)
+        return LiveClip(self.setup.built["source"], motion, self.setup.built["target"], options, self.length)
 
     @staticmethod
     def _warm_sixd(a: int, b: int, previous: LiveWindow):

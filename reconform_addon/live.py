@@ -16,6 +16,8 @@ thread; ``core`` is imported when Live starts.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+
 import bpy
 
 from . import handlers, session
@@ -73,6 +75,7 @@ class LiveController:
         self.last_window = None         # the last core.live.LiveWindow written (the next one may start from it)
         self._frame, self._frame_at = None, 0.0
         self._edited_at = None
+        self._pending_settings = None   # the panel's solver settings, changed since Live started, not applied yet
 
     # ----------------------------------------------------------------------------------------------------
     def start(self):
@@ -103,8 +106,10 @@ class LiveController:
         """The source's Action changed (the depsgraph handler): re-read the clip once it settles."""
         self._edited_at = time.perf_counter()
 
-    def tick(self, frame: int, now: float = None) -> bool:
-        """Main thread, every timer event: see the class docstring. Returns False once Live has ended."""
+    def tick(self, frame: int, now: float = None, settings=None) -> bool:
+        """Main thread, every timer event: see the class docstring; ``settings``: the panel's SolverSettings now
+        (a change sets the clip up again with them once it settles, as a source edit does). Returns False once
+        Live has ended."""
         if not self.alive:
             return False
         now = time.perf_counter() if now is None else now
@@ -115,6 +120,9 @@ class LiveController:
             self._objects()
             if self._frame != frame:
                 self._frame, self._frame_at = frame, now
+            if settings is not None and settings != (self._pending_settings or self.request.settings):
+                self._pending_settings = None if settings == self.request.settings else settings
+                self._edited_at = now
             if self._edited_at is not None:
                 if self.runner is not None:
                     self.runner.cancel()
@@ -227,22 +235,28 @@ class LiveController:
         self.status = f"Live: frames {f0}–{f0 + win.motion.num_frames - 1} solved in {win.seconds:.2f} s{how}"
 
     def _reread(self):
-        """The source clip read again after an edit; the set-up restarts on the same characters."""
+        """The source clip read again after an edit, and the panel's new solver settings taken; the set-up restarts
+        on the same characters (a window of other settings is not a start for the next one)."""
         src, _ = self._objects()
         req = self.request
+        settings, self._pending_settings = self._pending_settings, None
         action = bpy.data.actions.get(self.action_name) if self.action_name else None
         motion = read_motion(src, read_skeleton(src), action=action, frame_start=req.frame_start,
                              frame_end=req.frame_end)
         old = self.clip.source_motion
-        if (motion.num_frames == old.num_frames and motion.frame_start == old.frame_start
+        if (settings is None and motion.num_frames == old.num_frames and motion.frame_start == old.frame_start
                 and (motion.rotations == old.rotations).all() and (motion.locations == old.locations).all()):
             if self.clip.setup is None:       # nothing the retarget reads changed, but the set-up was stopped
                 self._run('prepare', self.clip.prepare())
             return
-        self.clip = self.clip.edited(motion)
+        if settings is not None:
+            self.request = replace(req, settings=settings)
+            self.last_window = None
+        self.clip = self.clip.edited(motion, settings)
         self.shown = None
         self._run('prepare', self.clip.prepare())
-        self.status = "Live: the source changed, setting up again…"
+        self.status = (f"Live: the {'settings' if settings is not None else 'source'} changed, setting up "
+                       "again…")
 
     @staticmethod
     def _refresh(tgt, act):

@@ -1,5 +1,5 @@
 """Live (``reconform.live``): a toggle. On, the window around the current frame is retargeted in the background
-as the artist scrubs or edits the source and shown on the target (``reconform_addon.live``); pressed again,
+as the artist scrubs, edits the source or changes the solver settings, and shown on the target (``reconform_addon.live``); pressed again,
 Retarget, Re-solve or another file turns it off and puts the target back.
 
 The operator is modal with a window timer: it passes every event through (the viewport stays fully usable)
@@ -61,7 +61,7 @@ class RECONFORM_OT_live(bpy.types.Operator):
             return {'PASS_THROUGH'}
         c = live.controller(context.scene) if context.scene.as_pointer() == self._scene_ptr else None
         before = (c.status, c.solved) if c is not None else None
-        alive = c is not None and c.tick(context.scene.frame_current)
+        alive = c is not None and c.tick(context.scene.frame_current, settings=_panel_settings(context))
         if c is None or (c.status, c.solved) != before:
             tag_redraw(context)            # the panel's Live line and the target's new keys
         if alive:
@@ -83,4 +83,13 @@ class RECONFORM_OT_live(bpy.types.Operator):
             self._timer = None
 
 
+def _panel_settings(context):
+    """The panel's SolverSettings now (Live follows them), or None when they cannot be built this moment."""
+    try:
+        return settings_of(context).solver_settings()
+    except Exception:  # noqa: BLE001 - a half-edited field: Live keeps the settings it has
+        return None
+
+
 classes = (RECONFORM_OT_live,)
+

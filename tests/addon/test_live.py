@@ -207,6 +207,21 @@ def test_the_live_operator_ticks_on_timer_events_and_ends_with_live(addon, live_
         assert modal(op, bpy.context, Event('TIMER')) == {'PASS_THROUGH'}
         assert time.perf_counter() - t0 < 120
         time.sleep(0.02)
+    # a solver setting changed in the panel: the timer hands it to Live, which sets the clip up again with it
+    assert c.request.settings.iterations == ITERATIONS
+    s.iterations = ITERATIONS + 2
+    old_clip, t0 = c.clip, time.perf_counter()
+    while not (c.clip is not old_clip and c.clip.setup is not None and c.shown is not None):
+        assert modal(op, bpy.context, Event('TIMER')) == {'PASS_THROUGH'}
+        assert time.perf_counter() - t0 < 120, c.status
+        time.sleep(0.02)
+    assert c.request.settings.iterations == ITERATIONS + 2 == c.clip.options.settings.iterations
+    assert c.clip.setup.source is old_clip.setup.source                     # the same characters
+    settled = c.clip
+    for _ in range(5):                                                       # unchanged settings: nothing again
+        assert modal(op, bpy.context, Event('TIMER')) == {'PASS_THROUGH'}
+        time.sleep(0.02)
+    assert c.clip is settled and c._edited_at is None
     live.stop(scene)                           # pressed again (or Retarget): the next timer event ends it
     assert modal(op, bpy.context, Event('TIMER')) == {'FINISHED'} and not op.reports
 

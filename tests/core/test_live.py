@@ -83,6 +83,26 @@ def test_an_edited_clip_keeps_the_characters_and_follows_the_new_motion(live_pai
         live.edited(Motion(clip.rotations[:, 1:], clip.locations[:, 1:], clip.fps, clip.frame_start))
 
 
+def test_other_settings_keep_the_characters_and_solve_the_window_as_a_fresh_clip_with_them(live_pair):
+    """A slider moved while Live is on: the same characters, the new settings, and a window equal to the one a
+    LiveClip started with those settings solves."""
+    src, clip, tgt, opts = live_pair
+    live = LiveClip(src, clip, tgt, opts, length=30)
+    run(live.prepare())
+    heavier = replace(opts.settings, w_sliding=opts.settings.w_sliding * 4, foot_lock=0.5)
+    again = live.edited(settings=heavier)
+    assert again.source is live.setup.built["source"] and again.source_motion is clip
+    assert again.options.settings == heavier and live.options.settings == opts.settings
+    run(again.prepare())
+    win = run(again.solve(50))
+    fresh = LiveClip(src, clip, tgt, replace(opts, settings=heavier), length=30)
+    run(fresh.prepare())
+    ref = run(fresh.solve(50))
+    np.testing.assert_allclose(win.motion.rotations, ref.motion.rotations, atol=1e-6)
+    old = run(live.solve(50))
+    assert np.abs(win.motion.rotations - old.motion.rotations).max() > 1e-4      # the settings made a difference
+
+
 def test_a_cancelled_live_window_produces_nothing(live_pair):
     src, clip, tgt, opts = live_pair
     live = LiveClip(src, clip, tgt, opts, length=30)
