@@ -76,6 +76,8 @@ class LiveController:
         self._frame, self._frame_at = None, 0.0
         self._edited_at = None
         self._pending_settings = None   # the panel's solver settings, changed since Live started, not applied yet
+        self._restart_since = None      # (what else changed in the panel, since when)
+        self.restart = None             # (RetargetRequest, window length) Live is to be started again with
 
     # ----------------------------------------------------------------------------------------------------
     def start(self):
@@ -106,10 +108,12 @@ class LiveController:
         """The source's Action changed (the depsgraph handler): re-read the clip once it settles."""
         self._edited_at = time.perf_counter()
 
-    def tick(self, frame: int, now: float = None, settings=None) -> bool:
-        """Main thread, every timer event: see the class docstring; ``settings``: the panel's SolverSettings now
-        (a change sets the clip up again with them once it settles, as a source edit does). Returns False once
-        Live has ended."""
+    def tick(self, frame: int, now: float = None, panel=None) -> bool:
+        """Main thread, every timer event: see the class docstring. ``panel``: (RetargetRequest, window length)
+        as the panel reads now, or None: new solver settings set the clip up again once they settle (as a source
+        edit does); a change of anything else Live was started with (characters, clip, range, method, key
+        vertices, bone maps, ground, window) sets ``restart`` to the new pair once it settles, for the operator
+        to start Live again with it. Returns False once Live has ended."""
         if not self.alive:
             return False
         now = time.perf_counter() if now is None else now
@@ -120,6 +124,9 @@ class LiveController:
             self._objects()
             if self._frame != frame:
                 self._frame, self._frame_at = frame, now
+            if panel is not None and self._wants_restart(panel, now):
+                return True
+            settings = None if panel is None else panel[0].settings
             if settings is not None and settings != (self._pending_settings or self.request.settings):
                 self._pending_settings = None if settings == self.request.settings else settings
                 self._edited_at = now
@@ -143,6 +150,21 @@ class LiveController:
         except Exception as ex:  # noqa: BLE001 - Live ends and says why; the target is put back
             self.fail(ex)
             return False
+        return True
+
+    def _wants_restart(self, panel, now: float) -> bool:
+        """True once the panel's request differs from Live's in more than its solver settings and has stayed so
+        for DEBOUNCE_S (``restart`` is then set); a window in flight is cancelled meanwhile."""
+        key = _restart_key(*panel)
+        if key == _restart_key(self.request, self.length):
+            self._restart_since = None
+            return False
+        if self._restart_since is None or self._restart_since[0] != key:
+            self._restart_since = (key, now)
+        if self.runner is not None:
+            self.runner.cancel()
+        if now - self._restart_since[1] >= DEBOUNCE_S:
+            self.restart = panel
         return True
 
     def stop(self, restore: bool = True):
@@ -263,6 +285,15 @@ class LiveController:
         """Make the viewport evaluate the edited keys now (not at the next frame change)."""
         act.update_tag()
         tgt.update_tag(refresh={'TIME'})
+
+
+#: what Live was started with apart from the solver settings (RetargetRequest fields): a change restarts it
+RESTART_FIELDS = ("source_name", "target_name", "action_name", "frame_start", "frame_end", "method",
+                  "keyvert_count", "source_bone_map", "target_bone_map", "ground_name")
+
+
+def _restart_key(request, length: int) -> tuple:
+    return tuple(getattr(request, f) for f in RESTART_FIELDS) + (int(length),)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """Live (``reconform.live``): a toggle. On, the window around the current frame is retargeted in the background
-as the artist scrubs, edits the source or changes the solver settings, and shown on the target (``reconform_addon.live``); pressed again,
-Retarget, Re-solve or another file turns it off and puts the target back.
+as the artist scrubs, edits the source or changes the panel, and shown on the target (``reconform_addon.live``);
+pressed again, Retarget, Re-solve or another file turns it off and puts the target back.
 
 The operator is modal with a window timer: it passes every event through (the viewport stays fully usable)
-and calls the scene's ``LiveController.tick`` with the current frame on each timer event. Live writes no undo
+and calls the scene's ``LiveController.tick`` with the current frame and the panel as it reads now (every
+PANEL_READ_S) on each timer event; when the panel changed more than the solver settings, it starts Live again. Live writes no undo
 step: the preview is temporary and goes away when Live ends.
 """
+
+import time
 
 import bpy
 
@@ -15,6 +18,8 @@ from .retarget import request_from_panel
 
 #: seconds between two looks at the frame and the worker
 TICK_S = 0.05
+#: the panel is read again (for Live to follow its settings) at most this often, seconds
+PANEL_READ_S = 0.25
 
 
 class RECONFORM_OT_live(bpy.types.Operator):
@@ -61,7 +66,18 @@ class RECONFORM_OT_live(bpy.types.Operator):
             return {'PASS_THROUGH'}
         c = live.controller(context.scene) if context.scene.as_pointer() == self._scene_ptr else None
         before = (c.status, c.solved) if c is not None else None
-        alive = c is not None and c.tick(context.scene.frame_current, settings=_panel_settings(context))
+        alive = c is not None and c.tick(context.scene.frame_current, panel=self._panel(context))
+        if alive and c.restart is not None:
+            try:                           # the panel changed what Live was started with: start it again
+                live.start(context.scene, *c.restart)
+            except Exception as ex:  # noqa: BLE001 - the old Live is stopped and its target put back already
+                live.stop(context.scene)
+                self._end(context)
+                self.report({'WARNING'}, f"Live stopped: {error_text(ex)}")
+                tag_redraw(context)
+                return {'FINISHED'}
+            tag_redraw(context)
+            return {'PASS_THROUGH'}
         if c is None or (c.status, c.solved) != before:
             tag_redraw(context)            # the panel's Live line and the target's new keys
         if alive:
@@ -70,6 +86,19 @@ class RECONFORM_OT_live(bpy.types.Operator):
         if c is not None and c.error:
             self.report({'WARNING'}, c.status)
         return {'FINISHED'}
+
+    def _panel(self, context):
+        """(RetargetRequest, window length) as the panel reads now, at most every PANEL_READ_S (Live follows it);
+        None while it cannot be read (a half-picked character)."""
+        now = time.perf_counter()
+        if now - getattr(self, "_panel_at", -1e9) >= PANEL_READ_S:
+            self._panel_at = now
+            s = settings_of(context)
+            try:
+                self._panel_read = (request_from_panel(s), int(s.live_window))
+            except Exception:  # noqa: BLE001 - Live keeps what it has until the panel reads again
+                self._panel_read = None
+        return getattr(self, "_panel_read", None)
 
     def cancel(self, context):
         """Blender ends the operator (window closed, file loaded): Live off, target put back."""
@@ -82,13 +111,6 @@ class RECONFORM_OT_live(bpy.types.Operator):
             context.window_manager.event_timer_remove(self._timer)
             self._timer = None
 
-
-def _panel_settings(context):
-    """The panel's SolverSettings now (Live follows them), or None when they cannot be built this moment."""
-    try:
-        return settings_of(context).solver_settings()
-    except Exception:  # noqa: BLE001 - a half-edited field: Live keeps the settings it has
-        return None
 
 
 classes = (RECONFORM_OT_live,)

@@ -199,6 +199,7 @@ def test_the_live_operator_ticks_on_timer_events_and_ends_with_live(addon, live_
             self.reports.append((level, text))
 
         _end = ops.RECONFORM_OT_live._end
+        _panel = ops.RECONFORM_OT_live._panel
     op = Op()
     modal = ops.RECONFORM_OT_live.modal
     assert modal(op, bpy.context, Event('MOUSEMOVE')) == {'PASS_THROUGH'}
@@ -222,8 +223,27 @@ def test_the_live_operator_ticks_on_timer_events_and_ends_with_live(addon, live_
         assert modal(op, bpy.context, Event('TIMER')) == {'PASS_THROUGH'}
         time.sleep(0.02)
     assert c.clip is settled and c._edited_at is None
-    live.stop(scene)                           # pressed again (or Retarget): the next timer event ends it
-    assert modal(op, bpy.context, Event('TIMER')) == {'FINISHED'} and not op.reports
+
+    # the window length changed in the panel (not a solver setting): Live starts again with it
+    s.live_window = WINDOW + 4
+    t0 = time.perf_counter()
+    while live.controller(scene) is c or live.controller(scene).baseline is None:
+        assert modal(op, bpy.context, Event('TIMER')) == {'PASS_THROUGH'}
+        assert time.perf_counter() - t0 < 120, c.status
+        time.sleep(0.02)
+    c2 = live.controller(scene)
+    assert not c.alive and c2.length == WINDOW + 4 and c2.request.settings.iterations == ITERATIONS + 2
+    assert bpy.data.objects["Heavy"].animation_data.action.name == "Heavy Live preview"
+
+    # a panel Live cannot follow (Copy Rotations has nothing to solve): Live stops, says why, the target is back
+    s.method = 'COPY_ROTATIONS'
+    t0 = time.perf_counter()
+    while (result := modal(op, bpy.context, Event('TIMER'))) == {'PASS_THROUGH'}:
+        assert time.perf_counter() - t0 < 60, c2.status
+        time.sleep(0.02)
+    assert result == {'FINISHED'} and not live.is_live(scene)
+    assert op.reports and op.reports[-1][0] == {'WARNING'} and "ReConForM method" in op.reports[-1][1]
+    assert not any("Live preview" in a.name for a in bpy.data.actions)
 
 
 def test_a_second_preview_replaces_the_first_and_restore_gives_the_original_back(addon, live_blend):
