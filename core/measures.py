@@ -76,6 +76,13 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
         yy = np.clip(loc[:, 1], lo, hi)
         d = np.linalg.norm(loc - np.stack([np.zeros_like(yy), yy, np.zeros_like(yy)], 1), axis=1)
         r[s] = SELF_PEN_CORE * np.median(d)
+    return _Capsules(np.asarray(bone_ids), a, b, r, segment_exclusion(bones))
+
+
+def segment_exclusion(bones: list, hops: int = SELF_PEN_HOPS) -> np.ndarray:
+    """(B, B) bool: segments (canonical names) within ``hops`` of each other in the mapped canonical tree, itself
+    included: they share a skinned joint region, so their capsules overlap without any penetration."""
+    B = len(bones)
     par = np.full(B, -1)
     for s, c in enumerate(bones):
         p = CANONICAL_PARENT.get(c)
@@ -83,17 +90,16 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
             p = CANONICAL_PARENT.get(p)
         if p is not None:
             par[s] = bones.index(p)
-    # segments within SELF_PEN_HOPS of each other in the (mapped) canonical tree share a skinned joint region
     adj = np.eye(B, dtype=bool)
     for s in range(B):
         if par[s] >= 0:
             adj[s, par[s]] = adj[par[s], s] = True
     excl = np.eye(B, dtype=bool)
     reach = np.eye(B, dtype=bool)
-    for _ in range(SELF_PEN_HOPS):
+    for _ in range(hops):
         reach = (reach.astype(np.int64) @ adj.astype(np.int64)) > 0
         excl |= reach
-    return _Capsules(np.asarray(bone_ids), a, b, r, excl)
+    return excl
 
 
 def point_segment_distance(p, a, b):

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ..humanoid import limb_of
+from ..measures import segment_exclusion
 from ..metrics_partners import body_capsules, capsule_paths
 from ..partners import box_distance
 
@@ -49,6 +50,17 @@ def capsule_points(character):
     return caps, (np.repeat(caps.bone, 2), caps.ends.reshape(-1, 3))
 
 
+def own_capsules(job):
+    """The target's capsules for ``job``'s self-contact barrier, its ``body_points`` set to their ends when a
+    joint solve has not set them already; None when ``w_self_barrier`` is 0 or the target has no mesh."""
+    if job.settings.w_self_barrier <= 0 or job.target.mesh is None or job.source.mesh is None:
+        return None
+    caps, points = capsule_points(job.target)
+    if job.body_points is None:
+        job.body_points = points
+    return caps
+
+
 def _spheres(ends: torch.Tensor) -> torch.Tensor:
     """(T, B·U, 3) sphere centres along capsule axes ends (T, B, 2, 3), segment-major."""
     u = torch.as_tensor(SPHERES, dtype=ends.dtype, device=ends.device)[:, None]
@@ -67,12 +79,15 @@ class PartnerBarrier:
     """The barrier term of a joint solve.
 
     Args:
-        settings: the group's SolverSettings (``w_barrier``).
+        settings: the group's SolverSettings (``w_barrier``; ``w_self_barrier`` for ``own`` blocks).
         members: the set-up ``SolveJob``s, whose ``body_points`` were ``capsule_points(target)[1]``.
         capsules: per member, its target's ``BodyCapsules`` (``capsule_points(target)[0]``).
+        own: the blocks are each character with itself (its limbs against its other segments, those within
+            ``segment_exclusion`` of each other left out: a bent elbow is not a collision), not the pairs of
+            different characters.
     """
 
-    def __init__(self, settings, members, capsules):
+    def __init__(self, settings, members, capsules, own: bool = False):
         self.settings = settings
         m0 = members[0]
         self.dtype, self.device = m0.dtype, m0.device
@@ -99,12 +114,16 @@ class PartnerBarrier:
         hs = np.asarray([m.h_src for m in members])
         #: ordered character pairs (a: spheres, b: capsules), their height ratio, unit and excluded entries
         self.blocks = []
+        self.weight = settings.w_self_barrier if own else settings.w_barrier
         for a in range(K):
             for b in range(K):
-                if a == b:
+                if (a == b) != own:
                     continue
                 h_t, h_s = 0.5 * (ht[a] + ht[b]), 0.5 * (hs[a] + hs[b])
-                hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
+                if own:
+                    hold = segment_exclusion(list(capsules[a].names))
+                else:
+                    hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
                 excl = torch.as_tensor(np.repeat(hold, U, 0), device=self.device)
                 self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl))
         n = len(self.blocks)
@@ -205,7 +224,7 @@ class PartnerBarrier:
             count += int((excess > 0).sum())
             total = total + excess.square().sum() / (self.num_frames * unit)
         self.last_entries = count
-        return self.settings.w_barrier * total
+        return self.weight * total
 
 
-__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points"]
+__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_capsules"]

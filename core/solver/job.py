@@ -6,8 +6,7 @@ once): set-up, one Adam step per ``next()``, cancel between steps, result.
         ...                           # job.cancel() from another thread stops it between steps
     motion = job.result()             # core.Motion of the target
 
-``core.retarget`` drives it (with the source's ``ClipTrack`` shared with copy-rotations and the metrics);
-docs/solver.md documents the objective, weights, parametrisation, schedule and sparsity.
+``core.retarget`` drives it (the source's ``ClipTrack`` shared with copy-rotations and the metrics); docs/solver.md.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from ..rotations import quat_to_matrix
 from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
+from .barrier import PartnerBarrier, own_capsules
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .optim import Adam, deterministic, learning_rates
@@ -107,10 +107,9 @@ class SolveJob:
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
-        #: evaluated with the key vertices every step (set by a joint solve before the set-up: ``solver.barrier``);
-        #: their world positions (T, P, 3) at the last ``_forward`` are ``body_positions``
-        self.body_points = None
-        self.body_positions = None
+        #: evaluated with the key vertices every step (the capsule ends of ``solver.barrier``, set before the
+        #: set-up); their world positions (T, P, 3) at the last ``_forward`` are ``body_positions``
+        self.body_points = self.body_positions = self.own_barrier = self._own_caps = None
 
     # -- public API -------------------------------------------------------------------------------------
 
@@ -177,8 +176,7 @@ class SolveJob:
         if steps is not None:
             self._step = int(steps)
         self._done = True
-        self.stats["solve_s"] = seconds
-        self.stats["frames_per_s"] = self.num_frames / max(seconds, 1e-9)
+        self.stats.update(solve_s=seconds, frames_per_s=self.num_frames / max(seconds, 1e-9))
 
     def run(self) -> Motion:
         """Run every step synchronously and return the result."""
@@ -245,6 +243,7 @@ class SolveJob:
         else:
             self.sole_ids, self.sole_side = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self.stats["sole_points"] = int(len(self.sole_ids))
+        self._own_caps = own_capsules(self)          # the self-contact barrier's (w_self_barrier > 0)
         self.chain = VertexChain(tgt, np.concatenate([kv_ids, self.sole_ids]), dt, dev, [self.root_idx],
                                  self.body_points)
 
@@ -256,8 +255,7 @@ class SolveJob:
         #: float, or (T,) float64 per frame (source_ground="track" or a sequence)
         self.source_ground_level = ground_levels(track, s.source_ground)
         g = np.asarray(self.source_ground_level)
-        self.stats["source_ground"] = float(g.mean())
-        self.stats["source_ground_drift"] = float(g.max() - g.min())
+        self.stats.update(source_ground=float(g.mean()), source_ground_drift=float(g.max() - g.min()))
         src_ground = torch.as_tensor(g[:, None], dtype=dt, device=dev) if g.ndim else float(g)
         feet = None
         if ((s.foot_contact or s.foot_lock > 0) and len(self.sole_ids)
@@ -319,14 +317,14 @@ class SolveJob:
             self.param.set_root_xy(root_xy)
             self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
         self._last_entries = 0
-        self.stats["source_pair_entries"] = self.objective.pairs.num_source_entries
-        self.stats["pairs_allowed"] = self.objective.pairs_allowed
-        self.stats["frames"] = T
-        self.stats["initial_raw"] = {k: float(v) for k, v in raw.items()}
-        self.stats["scales"] = dict(self.objective.scales)
+        self.stats.update(source_pair_entries=self.objective.pairs.num_source_entries, frames=T,
+                          pairs_allowed=self.objective.pairs_allowed, scales=dict(self.objective.scales),
+                          initial_raw={k: float(v) for k, v in raw.items()})
         lr_scale = s.warm_lr if self.warm_start is not None else 1.0   # near an optimum already: smaller steps
         self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps)
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
+        if self._own_caps is not None:
+            self.own_barrier = PartnerBarrier(s, [self], [self._own_caps], own=True)
         self._ready = True
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
@@ -418,8 +416,10 @@ class SolveJob:
         if pairset is None:
             pairset = self.objective.pairs.active(p, alpha)
             self._last_entries = len(pairset)
-        raw = self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world)
-        return self.objective.weighted(raw)
+        out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world))
+        if self.own_barrier is not None:       # a limb inside the character's own body: reported in 'pen'
+            out["pen"] = out["pen"] + self.own_barrier.weighted([self.body_positions.unflatten(1, (-1, 2))])
+        return out
 
     def _adam_step(self) -> Progress:
         s = self.settings

@@ -47,6 +47,7 @@ class SolverSettings:
     w_partner: float = 1.0      #: a joint solve: multiplies dist, dir and pen between characters
     w_gaze: float = 1.0         #: a joint solve: multiplies L_dir on eye -> partner pairs in the gaze cone
     w_barrier: float = 1.0      #: a joint solve: a body deeper inside the partner's than in the source (barrier.py)
+    w_self_barrier: float = 0.0  #: EXPERIMENT, off: a limb deeper in its own body than the source's (docs/solver.md)
     partner_lift: bool = True   #: a joint solve: the terms between characters may move a root up or down
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)

@@ -146,3 +146,40 @@ def test_characters_far_apart_are_not_searched_again_until_they_come_near_and_th
     # far apart, a block is searched again only once the two have come a clearance closer, not every step
     assert refreshed[0] and sum(refreshed) < len(refreshed) // 2
     assert not any(refreshed[1:8])
+
+
+def test_segment_exclusion_by_hand():
+    """Segments within two hops of the mapped canonical tree are not tested against each other (a bent elbow or
+    a shoulder's joint region is no collision); a hand against the hips or the chest is (unmapped bones skipped)."""
+    from core.measures import segment_exclusion
+    bones = ["hips", "spine", "chest", "left_upper_arm", "left_lower_arm", "left_hand", "left_upper_leg"]
+    ex = segment_exclusion(bones)
+    i = {b: k for k, b in enumerate(bones)}
+    assert (ex == ex.T).all() and ex.diagonal().all()
+    assert ex[i["left_hand"], i["left_upper_arm"]] and ex[i["hips"], i["chest"]]
+    assert ex[i["left_upper_arm"], i["spine"]]               # upper arm -> (shoulder, upper chest unmapped) -> chest -> spine
+    assert not ex[i["left_hand"], i["hips"]] and not ex[i["left_hand"], i["chest"]]
+    assert not ex[i["left_lower_arm"], i["left_upper_leg"]]
+
+
+def test_the_own_barrier_costs_nothing_where_the_target_is_as_deep_as_the_source():
+    """w_self_barrier: each character against its own other segments. A character retargeted onto itself starts
+    exactly as deep in itself as the source (arms ahead, hands close to the body), so the term is 0 there and
+    'pen' is unchanged; it has candidate entries (the arms near the torso), so it would act on a deeper limb."""
+    ch = with_face(make_humanoid())
+    mo = _arms_ahead(ch)
+    values = {}
+    for w in (0.0, 5.0):
+        job = SolveJob(ch, mo, ch, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+                                                      w_self_barrier=w))
+        job.setup()
+        with torch.no_grad():
+            p, n, sole = job._forward(job.param.zero_residuals())
+            values[w] = job.terms_at(p, n, sole, 0.0)
+        if w:
+            bar = job.own_barrier
+            assert bar is not None and len(bar.blocks) == 1 and bar.blocks[0][:2] == (0, 0)
+            assert sum(int(c[0].numel()) for c in bar._cand) > 0 and bar.last_entries == 0
+        else:
+            assert job.own_barrier is None
+    assert float(values[5.0]["pen"]) == pytest.approx(float(values[0.0]["pen"]), abs=1e-12)
