@@ -85,9 +85,11 @@ class PartnerBarrier:
         own: the blocks are each character with itself (its limbs against its other segments, those within
             ``segment_exclusion`` of each other left out: a bent elbow is not a collision), not the pairs of
             different characters.
+        init_ends: per member, its capsule ends (T, B, 2, 3) at the start (copy-rotations): each entry is then
+            allowed the larger of the source's depth and its depth there (the solve adds none).
     """
 
-    def __init__(self, settings, members, capsules, own: bool = False):
+    def __init__(self, settings, members, capsules, own: bool = False, init_ends: list = None):
         self.settings = settings
         m0 = members[0]
         self.dtype, self.device = m0.dtype, m0.device
@@ -115,6 +117,8 @@ class PartnerBarrier:
         #: ordered character pairs (a: spheres, b: capsules), their height ratio, unit and excluded entries
         self.blocks = []
         self.weight = settings.w_self_barrier if own else settings.w_barrier
+        #: per member, its capsule ends (T, B, 2, 3) at the start: an own block allows their depths as well
+        self.init_ends = None if init_ends is None else [e.detach() for e in init_ends]
         for a in range(K):
             for b in range(K):
                 if (a == b) != own:
@@ -177,7 +181,14 @@ class PartnerBarrier:
         src = self.src_ends[b]
         d_src = _depth(self.src_spheres[a][t, q], self.src_sphere_r[a][q], src[t, k, 0], src[t, k, 1],
                        self.src_r[b][k])
-        return (t, q, k, d_src.clamp_min(0.0) * ratio), reach
+        allow = d_src.clamp_min(0.0) * ratio
+        if self.init_ends is not None:     # own blocks: as deep as copy-rotations already is, too
+            ia, ib = self.init_ends[a], self.init_ends[b]
+            qa = ia[t, torch.div(q, U, rounding_mode="floor")]
+            qa = qa[:, 0] + u[q % U, None] * (qa[:, 1] - qa[:, 0])
+            allow = torch.maximum(allow, _depth(qa, self.sphere_r[a][q], ib[t, k, 0], ib[t, k, 1],
+                                                self.radius[b][k]).clamp_min(0.0))
+        return (t, q, k, allow), reach
 
     def _refresh(self, det: list):
         """Refresh the blocks whose two characters moved, together, as far as the block allows (exact: no entry

@@ -324,7 +324,8 @@ class SolveJob:
         self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps)
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         if self._own_caps is not None:
-            self.own_barrier = PartnerBarrier(s, [self], [self._own_caps], own=True)
+            self.own_barrier = PartnerBarrier(s, [self], [self._own_caps], own=True,   # body_positions: the start's
+                                              init_ends=[self.body_positions.unflatten(1, (-1, 2))])
         self._ready = True
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
