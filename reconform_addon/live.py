@@ -153,8 +153,8 @@ class LiveController:
         return True
 
     def _wants_restart(self, panel, now: float) -> bool:
-        """True once the panel's request differs from Live's in more than its solver settings and has stayed so
-        for DEBOUNCE_S (``restart`` is then set); a window in flight is cancelled meanwhile."""
+        """True while the panel's request differs from Live's in more than its solver settings (a window in flight
+        is cancelled meanwhile); ``restart`` is set once the difference has stayed the same for DEBOUNCE_S."""
         key = _restart_key(*panel)
         if key == _restart_key(self.request, self.length):
             self._restart_since = None
