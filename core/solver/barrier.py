@@ -61,6 +61,33 @@ def own_capsules(job):
     return caps
 
 
+def own_contacts(job, caps) -> torch.Tensor:
+    """(T, B, B) bool: the target's capsule segments whose limbs touch in the source at that frame (a key-vertex
+    pair of those limbs closer than its d_min, ``job.objective``'s source pairs): the self barrier leaves them
+    free there, so a hand on a hip or a clap stays a contact however bulky the target."""
+    ps = job.objective.pairs.active(None, 0.0)
+    touch = torch.nonzero(ps.src_dist < ps.src_dmin, as_tuple=True)[0]
+    names = sorted(set(job.limbs) | {limb_of(n) for n in caps.names})
+    index = {n: k for k, n in enumerate(names)}
+    vl = torch.as_tensor([index[n] for n in job.limbs], device=job.device)
+    limbs = torch.zeros((job.num_frames, len(names), len(names)), dtype=torch.bool, device=job.device)
+    t, li, lj = ps.t[touch], vl[ps.i[touch]], vl[ps.j[touch]]
+    limbs[t, li, lj] = True
+    limbs[t, lj, li] = True
+    seg = torch.as_tensor([index[limb_of(n)] for n in caps.names], device=job.device)
+    return limbs[:, seg][:, :, seg]
+
+
+def own_barrier(job):
+    """``job``'s self-contact barrier once its set-up has evaluated the start (``body_positions``: copy-rotations'
+    capsule ends), or None without ``own_capsules``."""
+    caps = job._own_caps
+    if caps is None:
+        return None
+    return PartnerBarrier(job.settings, [job], [caps], own=True, init_ends=[job.body_positions.unflatten(1, (-1, 2))],
+                          contacts=[own_contacts(job, caps)])
+
+
 def _spheres(ends: torch.Tensor) -> torch.Tensor:
     """(T, B·U, 3) sphere centres along capsule axes ends (T, B, 2, 3), segment-major."""
     u = torch.as_tensor(SPHERES, dtype=ends.dtype, device=ends.device)[:, None]
@@ -87,9 +114,11 @@ class PartnerBarrier:
             different characters.
         init_ends: per member, its capsule ends (T, B, 2, 3) at the start (copy-rotations): each entry is then
             allowed the larger of the source's depth and its depth there (the solve adds none).
+        contacts: per member, (T, B, B) bool (``own_contacts``): segment pairs left free at a frame.
     """
 
-    def __init__(self, settings, members, capsules, own: bool = False, init_ends: list = None):
+    def __init__(self, settings, members, capsules, own: bool = False, init_ends: list = None,
+                 contacts: list = None):
         self.settings = settings
         m0 = members[0]
         self.dtype, self.device = m0.dtype, m0.device
@@ -119,6 +148,7 @@ class PartnerBarrier:
         self.weight = settings.w_self_barrier if own else settings.w_barrier
         #: per member, its capsule ends (T, B, 2, 3) at the start: an own block allows their depths as well
         self.init_ends = None if init_ends is None else [e.detach() for e in init_ends]
+        self.contacts = contacts
         for a in range(K):
             for b in range(K):
                 if (a == b) != own:
@@ -164,7 +194,10 @@ class PartnerBarrier:
         for c in range(0, near.numel(), _CHUNK):
             fr = near[c:c + _CHUNK]
             gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
-            f, sa, k = torch.nonzero(gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin, as_tuple=True)
+            close = gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin
+            if self.contacts is not None and a == b:
+                close &= ~self.contacts[a][fr]                 # limbs that touch in the source are free there
+            f, sa, k = torch.nonzero(close, as_tuple=True)
             t = fr[f]
             e = ea[t, sa]                                                            # (E, 2, 3)
             q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
@@ -238,4 +271,4 @@ class PartnerBarrier:
         return self.weight * total
 
 
-__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_capsules"]
+__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_barrier", "own_capsules", "own_contacts"]

@@ -30,7 +30,7 @@ from ..rotations import quat_to_matrix
 from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
-from .barrier import PartnerBarrier, own_capsules
+from .barrier import own_barrier, own_capsules
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .optim import Adam, deterministic, learning_rates
@@ -323,9 +323,7 @@ class SolveJob:
         lr_scale = s.warm_lr if self.warm_start is not None else 1.0   # near an optimum already: smaller steps
         self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps)
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
-        if self._own_caps is not None:
-            self.own_barrier = PartnerBarrier(s, [self], [self._own_caps], own=True,   # body_positions: the start's
-                                              init_ends=[self.body_positions.unflatten(1, (-1, 2))])
+        self.own_barrier = own_barrier(self)      # body_positions: the start's (copy-rotations)
         self._ready = True
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:

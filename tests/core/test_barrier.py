@@ -11,7 +11,7 @@ from core.solver import GroupSolveJob, SolveJob, SolverSettings
 from core.solver.barrier import SPHERES, _depth, capsule_points
 from core.track import ClipTrack
 from core.types import Motion
-from tests.core.synth import couple, facing, make_humanoid, reach_motion, with_face
+from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
 
 
 def test_depth_by_hand():
@@ -183,3 +183,30 @@ def test_the_own_barrier_costs_nothing_where_the_target_is_as_deep_as_the_source
         else:
             assert job.own_barrier is None
     assert float(values[5.0]["pen"]) == pytest.approx(float(values[0.0]["pen"]), abs=1e-12)
+
+
+def test_the_own_barrier_leaves_limbs_that_touch_in_the_source_free_there():
+    """A clap: the hands meet in the source, so at those frames the self barrier has no entry between the two
+    hands (a contact the source has stays a contact; ``own_contacts``: limbs with a key-vertex pair closer than d_min
+    in the source), while it keeps its entries elsewhere."""
+    from core.humanoid import limb_of
+    src = make_humanoid()
+    tgt = make_humanoid(scale=0.9, girth=1.6, name="tgt")
+    mo = walk_motion(src, frames=40, clap=True)
+    ratio = tgt.skeleton.rest_global[0, 2, 3] / src.skeleton.rest_global[0, 2, 3]
+    init = Motion(mo.rotations.copy(), mo.locations * ratio, mo.fps)
+    job = SolveJob(src, mo, tgt, init, SolverSettings(iterations=1, num_threads=1, w_self_barrier=1.0))
+    job.setup()
+    bar = job.own_barrier
+    names = list(job._own_caps.names)
+    arm = {side: [k for k, n in enumerate(names) if limb_of(n) in (f"{side}_arm", f"{side}_hand")]
+           for side in ("left", "right")}
+    free = bar.contacts[0][:, arm["left"]][:, :, arm["right"]].any(-1).any(-1)        # (T,) the hands touch
+    assert 0 < int(free.sum()) < job.num_frames
+    with torch.no_grad():                                 # one evaluation: the candidates are searched
+        p, n, sole = job._forward(job.param.zero_residuals())
+        job.terms_at(p, n, sole, 0.0)
+    t, q, k, _ = bar._cand[0]
+    seg = torch.div(q, len(SPHERES), rounding_mode="floor")
+    assert t.numel() > 0                                  # the barrier watches the body (limbs near the torso)
+    assert not bool(bar.contacts[0][t, seg, k].any())     # no entry of a segment pair touching in the source then
