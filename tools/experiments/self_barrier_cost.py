@@ -1,0 +1,63 @@
+"""Where the self-contact barrier's time goes (docs/solver.md "Issue 11 item 2"): the issue 16 case (the Bandai
+kick tiled to 300 frames onto mh_teen_girl, 'balanced', 1 thread) solved with ``w_self_barrier`` 0 and 1, with
+the seconds spent in the barrier's forward, its refreshes and their candidate searches.
+
+    .venv/bin/python tools/experiments/self_barrier_cost.py
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def main() -> int:
+    import torch
+    torch.set_num_threads(1)
+    import bench
+    import bench_artist
+    mods = bench.enable_addon()
+    loader = bench.Loader(mods, lambda s: None)
+    src, tgt, motion = bench_artist.load_case(mods, loader, 300)
+    rt, solver = mods["core.retarget"], mods["core.solver"]
+    barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
+    spent = {}
+
+    def timed(name):
+        f = getattr(barrier.PartnerBarrier, name)
+
+        def wrapper(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return f(*a, **kw)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+        setattr(barrier.PartnerBarrier, name, wrapper)
+    for name in ("weighted", "_refresh", "_candidates"):
+        timed(name)
+    for w in (0.0, 1.0):
+        settings = solver.SolverSettings.preset("balanced", num_threads=1, w_self_barrier=w)
+        spent.clear()
+        t0 = time.perf_counter()
+        out = rt.run(rt.Retarget(src, motion, tgt, rt.RetargetOptions(settings=settings, metrics=False,
+                                                                       conflicts=False)))
+        seconds = time.perf_counter() - t0
+        b = out.job.own_barrier
+        extra = "" if b is None else (
+            f"; barrier forward {spent.get('weighted', 0.0):.2f} s, refreshes {spent.get('_refresh', 0.0):.2f} s "
+            f"(candidate searches {spent.get('_candidates', 0.0):.2f} s) over {b.refreshes} refreshes, "
+            f"{sum(int(c[0].numel()) for c in b._cand)} candidates, {b.last_entries} active entries at the end")
+        print(f"w_self_barrier {w:g}: {seconds:.2f} s{extra}; load average {os.getloadavg()[0]:.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    rc = main()
+    sys.stdout.flush()
+    os._exit(rc)
