@@ -94,6 +94,22 @@ class Loader:
         return ch, mo.slice(first, stop), t_load
 
 
+def time_methods(spent: dict, cls, *names):
+    """Wrap the methods ``names`` of ``cls`` so that every call adds its seconds to ``spent['Cls.name']`` (the
+    experiments that say where a solve's time goes)."""
+    for name in names:
+        f = getattr(cls, name)
+        key = f"{cls.__name__}.{name}"
+
+        def wrapper(*a, _f=f, _key=key, **kw):
+            t = time.perf_counter()
+            try:
+                return _f(*a, **kw)
+            finally:
+                spent[_key] = spent.get(_key, 0.0) + time.perf_counter() - t
+        setattr(cls, name, wrapper)
+
+
 def tile(motion_cls, motion, frames):
     """The clip repeated (ping-pong, so it stays continuous) up to ``frames`` frames."""
     import numpy as np

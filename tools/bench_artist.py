@@ -48,6 +48,16 @@ def load_case(mods, loader, frames: int = 300) -> tuple:
     return src, tgt, bench.tile(mods["core.types"].Motion, smo, frames)
 
 
+def issue_case(frames: int = 300, threads: int = 1) -> tuple:
+    """(modules, source, target, the clip tiled to ``frames``) of the issue's case with torch on ``threads``: the
+    add-on enabled and the bench's loader, as the experiments on this case start."""
+    import torch
+    torch.set_num_threads(threads)
+    import bench
+    mods = bench.enable_addon()
+    return (mods,) + load_case(mods, bench.Loader(mods, lambda s: None), frames)
+
+
 def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, repeat: int = 3) -> dict:
     """Median seconds of the first solve, the re-solve and the window's solve (see the module docstring), and the
     first solve's Outcome."""

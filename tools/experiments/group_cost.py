@@ -55,21 +55,8 @@ def main(argv=None) -> int:
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr))
                                for (s, m, t), tr in zip(pairs, tracks)])
     spent = {}
-
-    def timed(cls, name):
-        f = getattr(cls, name)
-        key = f"{cls.__name__}.{name}"
-
-        def wrapper(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return f(*a, **kw)
-            finally:
-                spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
-        setattr(cls, name, wrapper)
-    timed(barrier.PartnerBarrier, "weighted")
-    timed(barrier.PartnerBarrier, "_candidates")
-    timed(partners.PartnerObjective, "weighted")
+    bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_candidates")
+    bench.time_methods(spent, partners.PartnerObjective, "weighted")
     settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations)
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)

@@ -35,13 +35,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fidelity", action="store_true",
                     help="only: a window restarted from its own result, with and without its 6D vectors")
     args = ap.parse_args(argv)
-    import torch
-    torch.set_num_threads(1)
     import bench
     import bench_artist
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    src, tgt, motion = bench_artist.load_case(mods, loader, 300)
+    mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
     rt = mods["core.retarget"]
     live_mod = importlib.import_module(f"{bench.MODULE}.core.live")
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1)

@@ -31,13 +31,9 @@ def main(argv=None) -> int:
     ap.add_argument("--conflict", type=int, default=0)
     ap.add_argument("--variants", default="[(0.3, 1.0), (0.15, 0.3), (0.15, 0.1), (0.1, 0.3)]")
     args = ap.parse_args(argv)
-    import torch
-    torch.set_num_threads(1)
     import bench
     import bench_artist
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    src, tgt, motion = bench_artist.load_case(mods, loader, 300)
+    mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
     rt, solver = mods["core.retarget"], mods["core.solver"]
     conflicts = importlib.import_module(f"{bench.MODULE}.core.conflicts")
     settings = solver.SolverSettings.preset("balanced", num_threads=1)

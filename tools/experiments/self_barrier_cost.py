@@ -18,29 +18,13 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 
 def main() -> int:
-    import torch
-    torch.set_num_threads(1)
     import bench
     import bench_artist
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    src, tgt, motion = bench_artist.load_case(mods, loader, 300)
+    mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
     rt, solver = mods["core.retarget"], mods["core.solver"]
     barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
     spent = {}
-
-    def timed(name):
-        f = getattr(barrier.PartnerBarrier, name)
-
-        def wrapper(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return f(*a, **kw)
-            finally:
-                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
-        setattr(barrier.PartnerBarrier, name, wrapper)
-    for name in ("weighted", "_refresh", "_candidates"):
-        timed(name)
+    bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_refresh", "_candidates")
     for w in (0.0, 1.0):
         settings = solver.SolverSettings.preset("balanced", num_threads=1, w_self_barrier=w)
         spent.clear()
@@ -50,8 +34,8 @@ def main() -> int:
         seconds = time.perf_counter() - t0
         b = out.job.own_barrier
         extra = "" if b is None else (
-            f"; barrier forward {spent.get('weighted', 0.0):.2f} s, refreshes {spent.get('_refresh', 0.0):.2f} s "
-            f"(candidate searches {spent.get('_candidates', 0.0):.2f} s) over {b.refreshes} refreshes, "
+            f"; barrier forward {spent.get('PartnerBarrier.weighted', 0.0):.2f} s, refreshes {spent.get('PartnerBarrier._refresh', 0.0):.2f} s "
+            f"(candidate searches {spent.get('PartnerBarrier._candidates', 0.0):.2f} s) over {b.refreshes} refreshes, "
             f"{sum(int(c[0].numel()) for c in b._cand)} candidates, {b.last_entries} active entries at the end")
         print(f"w_self_barrier {w:g}: {seconds:.2f} s{extra}; load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0
