@@ -18,6 +18,14 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def exit_after(main, *args) -> None:
+    """Run ``main(*args)`` and end the process with its status, stdout flushed, without Python's shutdown: the
+    bpy wheel can hang there once torch is loaded (tools/retarget.py). The tools' ``__main__`` tail."""
+    rc = main(*args)
+    sys.stdout.flush()
+    os._exit(rc or 0)
+
+
 def isolate_user_resources(prefix: str = "reconform_bl_"):
     """The bpy wheel: point ``BLENDER_USER_RESOURCES`` at a new temporary folder before bpy is first imported,
     so that the user's own Blender settings and extensions stay out of the run. Returns that folder (the

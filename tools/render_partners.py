@@ -105,7 +105,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    rc = main(sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:])
-    import os
-    sys.stdout.flush()
-    os._exit(rc)
+    import extension
+    extension.exit_after(main, sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:])

@@ -94,6 +94,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    rc = main()
-    sys.stdout.flush()
-    os._exit(rc)
+    import extension
+    extension.exit_after(main)

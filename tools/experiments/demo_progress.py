@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import pathlib
 import sys
 
@@ -46,6 +45,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    rc = main()
-    sys.stdout.flush()
-    os._exit(rc)
+    import extension
+    extension.exit_after(main)

@@ -70,6 +70,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    rc = main()
-    sys.stdout.flush()
-    os._exit(rc)
+    import extension
+    extension.exit_after(main)

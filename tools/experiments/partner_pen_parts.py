@@ -94,7 +94,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    import os
-    rc = main()
-    sys.stdout.flush()
-    os._exit(rc)
+    import extension
+    extension.exit_after(main)

@@ -42,6 +42,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    rc = main()
-    sys.stdout.flush()
-    os._exit(rc)
+    import extension
+    extension.exit_after(main)

@@ -62,6 +62,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    rc = main()
-    sys.stdout.flush()
-    os._exit(rc)   # the bpy wheel can hang at shutdown once torch is loaded (tools/retarget.py)
+    import extension
+    extension.exit_after(main)
