@@ -45,7 +45,8 @@ def test_zip_holds_the_package_and_no_dev_files(built_zip):
     import zipfile
 
     names = set(zipfile.ZipFile(built_zip).namelist())
-    assert {"__init__.py", "blender_manifest.toml", "reconform_addon/__init__.py", "reconform_addon/panels.py",
+    assert {"__init__.py", "blender_manifest.toml", "reconform_addon/__init__.py", "reconform_addon/panels/__init__.py",
+            "reconform_addon/panels/results.py",
             "reconform_addon/operators/__init__.py", "reconform_addon/operators/retarget.py",
             "reconform_addon/session.py", "reconform_addon/bridge/keyverts.py", "core/__init__.py",
             "core/solver/__init__.py", "core/solver/job.py", "core/retarget.py", "core/keyverts/template.py",
