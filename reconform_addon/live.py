@@ -22,7 +22,8 @@ import bpy
 
 from . import handlers, session
 from .bridge import BridgeError, preview
-from .bridge.read import read_motion, read_skeleton
+from .bridge.animation import read_motion
+from .bridge.read import read_skeleton
 from .bridge.write import overwrite_keys
 from .operators.common import error_text
 

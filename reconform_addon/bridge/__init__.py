@@ -5,7 +5,8 @@ Everything here imports bpy; nothing here imports torch at module level. Spaces 
 
 from .errors import BridgeError
 from .io import find_armature, gltf_frame_rate, import_file
-from .read import find_meshes, read_motion, read_skeleton, read_skinned_mesh
+from .animation import read_motion
+from .read import find_meshes, read_skeleton, read_skinned_mesh
 from .write import write_motion
 
 __all__ = ["BridgeError", "find_armature", "find_meshes", "gltf_frame_rate", "import_file", "read_motion",

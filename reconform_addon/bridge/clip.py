@@ -1,5 +1,5 @@
 """The source clip checked once, up front, where its F-curves are known: the frame range against the Action's
-own, and keys that are not numbers or absurdly large. Used by ``read.read_motion``; every failure is one
+own, and keys that are not numbers or absurdly large. Used by ``animation.read_motion``; every failure is one
 BridgeError naming the Action, the F-curve data path and the frame.
 
 Rules (docs/bridge.md, "Reading the motion"):

@@ -8,7 +8,7 @@ import numpy as np
 from ...core.rotations_np import quat_make_continuous
 from ...core.types import Motion, Skeleton
 from .errors import BridgeError
-from .read import action_fcurves
+from .animation import action_fcurves
 
 HAS_SLOTS = hasattr(bpy.types, "ActionSlot")  # Blender 4.4+
 

@@ -184,7 +184,7 @@ def test_constraint_forces_sampled_path(br, fk):
 
 def test_driver_and_nla_force_sampled_path(br, fk):
     from importlib import import_module
-    read = import_module(br.__name__ + ".read")
+    read = import_module(br.__name__ + ".animation")
     arm, _ = make_rig()
     act, bag = new_action(arm)
     key_random_motion(arm, bag, frames=range(1, 5))
@@ -250,7 +250,7 @@ def test_object_animation_is_folded_into_the_root(br, fk):
     fc.keyframe_points.foreach_set("co", [1, 0.7, 6, 1.4])
     fc.update()
     from importlib import import_module
-    assert import_module(br.__name__ + ".read").object_animated(arm, act)
+    assert import_module(br.__name__ + ".animation").object_animated(arm, act)
     m = br.read_motion(arm, sk)
     rot, pos = fk(sk, m)
     M0 = sk.object_matrix

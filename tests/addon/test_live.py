@@ -85,7 +85,7 @@ def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_le
 
     # the source edited (the hips lifted 5 cm on every key): the clip is read again and the window re-solved
     walk = bpy.data.actions["Walk"]
-    fcs = [fc for fc in ui(addon, "bridge.read").action_fcurves(bpy.data.objects["Walker"], walk)
+    fcs = [fc for fc in ui(addon, "bridge.animation").action_fcurves(bpy.data.objects["Walker"], walk)
            if fc.data_path.endswith(".location") and fc.array_index == 2]
     hips = next(fc for fc in fcs if any(k.co[1] != 0.0 for k in fc.keyframe_points))
     for k in hips.keyframe_points:
