@@ -3,7 +3,7 @@
 - ``bone_map``: auto-detect, save / load a JSON preset, built-in presets;
 - ``keyverts``: transfer the key-vertex template, re-place the unlocked ones, unlock all;
 - ``meshes``: which meshes form each character's body (Auto, Body, Leave Out);
-- ``retarget``: Retarget, Re-solve, Load Preset Values, and the orchestration they share;
+- ``retarget``: Retarget, Re-solve, and the orchestration they share; ``presets``: Load Preset Values;
 - ``live``: the Live toggle (the window around the current frame, in the background; ``reconform_addon.live``);
 - ``partners``: the partner pairs' list (Add, Remove) and the group run Retarget starts when it is on;
 - ``conflicts``: the conflict list's rows and sliders, Reset Sliders.
@@ -18,11 +18,11 @@ are imported inside the functions that run them (as Blender's io_scene_gltf2 imp
 import bpy
 
 from .. import handlers, session
-from . import bone_map, conflicts, keyverts, live, meshes, partners, retarget
+from . import bone_map, conflicts, keyverts, live, meshes, partners, presets, retarget
 
 #: Registered in this order (the add-on's ``register`` loops over it).
-classes = (bone_map.classes + keyverts.classes + meshes.classes + retarget.classes + live.classes
-           + partners.classes + conflicts.classes)
+classes = (bone_map.classes + keyverts.classes + meshes.classes + retarget.classes + presets.classes
+           + live.classes + partners.classes + conflicts.classes)
 
 
 @bpy.app.handlers.persistent

@@ -84,3 +84,30 @@ class RoleMixin:
     def poll(cls, context):
         s = settings_of(context)
         return s.source is not None or s.target is not None
+
+
+def check_characters(s, need_target: bool = True):
+    """Raise a clear BridgeError when the panel's characters are not usable."""
+    if s.source is None:
+        raise BridgeError("No source armature: pick the character whose animation you want to retarget.")
+    if need_target and s.target is None:
+        raise BridgeError("No target armature: pick the character that should receive the motion.")
+    for role, ob in (("Source", s.source), ("Target", s.target)):
+        if ob is not None and ob.type != 'ARMATURE':
+            raise BridgeError(f"{role} '{ob.name}' is not an armature: pick an armature object.")
+    if need_target and s.source == s.target:
+        raise BridgeError(f"Source and target are both '{s.source.name}': pick two different armatures.")
+
+
+def push_to_nla(obj, action):
+    """Push ``action`` (assigned with its slot) down onto a new NLA track of ``obj``; returns the strip."""
+    ad = obj.animation_data or obj.animation_data_create()
+    slot = getattr(ad, "action_slot", None)
+    track = ad.nla_tracks.new()
+    track.name = action.name
+    start = int(action.frame_range[0])
+    strip = track.strips.new(action.name, start, action)
+    if slot is not None and hasattr(strip, "action_slot"):
+        strip.action_slot = slot
+    ad.action = None
+    return strip

@@ -18,7 +18,8 @@ import bpy
 from .. import session
 from ..bridge import BridgeError
 from .common import Done, run, settings_of
-from .retarget import RetargetRequest, check_characters, push_to_nla, request_from_panel as pair_request
+from .common import check_characters, push_to_nla
+from .retarget import RetargetRequest, request_from_panel as pair_request
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Retarget and Re-solve (and the preset button): the panel's run, its orchestration and its modal driver.
+"""Retarget and Re-solve: the panel's run, its orchestration and its modal driver.
 
 Retarget (``reconform.retarget``) and Re-solve (``reconform.resolve``) are modal in the UI. ``execute`` turns
 the panel into a frozen ``RetargetRequest``; the scene is read into arrays on the main thread
@@ -19,7 +19,7 @@ import bpy
 from .. import deps, live, session
 from ..bridge import BridgeError
 from ..session import LastSolve, SolveRunner, is_running, last_solve
-from .common import error_text, settings_of, tag_redraw
+from .common import check_characters, error_text, push_to_nla, settings_of, tag_redraw
 from .conflicts import fill_conflicts, slider_part_weights
 
 
@@ -31,33 +31,6 @@ def _status_bar(context, text):
             ws.status_text_set(text)
         except Exception:  # noqa: BLE001 - cosmetic only
             pass
-
-
-def check_characters(s, need_target: bool = True):
-    """Raise a clear BridgeError when the panel's characters are not usable."""
-    if s.source is None:
-        raise BridgeError("No source armature: pick the character whose animation you want to retarget.")
-    if need_target and s.target is None:
-        raise BridgeError("No target armature: pick the character that should receive the motion.")
-    for role, ob in (("Source", s.source), ("Target", s.target)):
-        if ob is not None and ob.type != 'ARMATURE':
-            raise BridgeError(f"{role} '{ob.name}' is not an armature: pick an armature object.")
-    if need_target and s.source == s.target:
-        raise BridgeError(f"Source and target are both '{s.source.name}': pick two different armatures.")
-
-
-def push_to_nla(obj, action):
-    """Push ``action`` (assigned with its slot) down onto a new NLA track of ``obj``; returns the strip."""
-    ad = obj.animation_data or obj.animation_data_create()
-    slot = getattr(ad, "action_slot", None)
-    track = ad.nla_tracks.new()
-    track.name = action.name
-    start = int(action.frame_range[0])
-    strip = track.strips.new(action.name, start, action)
-    if slot is not None and hasattr(strip, "action_slot"):
-        strip.action_slot = slot
-    ad.action = None
-    return strip
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -432,25 +405,7 @@ class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):
         return apply_result(context, last.request, last.inputs, outcome, options=self._options, resolved_from=last)
 
 
-# ------------------------------------------------------------------------------------------------------------
-class RECONFORM_OT_apply_preset(bpy.types.Operator):
-    """Copy the quality preset's values into the advanced fields"""
-
-    bl_idname = "reconform.apply_preset"
-    bl_label = "Load Preset Values"
-    bl_options = {'REGISTER', 'UNDO'}
-
-    def execute(self, context):
-        ok, msg = deps.torch_status()
-        if not ok:
-            self.report({'ERROR'}, "PyTorch is missing: " + msg)
-            return {'CANCELLED'}
-        settings_of(context).apply_preset()
-        return {'FINISHED'}
-
-
 classes = (
     RECONFORM_OT_retarget,
     RECONFORM_OT_resolve,
-    RECONFORM_OT_apply_preset,
 )
