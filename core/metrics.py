@@ -18,9 +18,7 @@ import numpy as np
 
 from .errors import CoreError
 from .feet import window_half
-from .measures import (FLOOR_TOLERANCE, SELF_PEN_CORE, SELF_PEN_HOPS, SELF_PEN_MAX_VERTICES, Measures,
-                       foot_heights, foot_speed_windowed, jerk_magnitude, measure, measuring, pairs_closer,
-                       point_segment_distance, segment_capsules, vertex_areas)
+from .measures import Measures, foot_speed_windowed, jerk_magnitude, measuring, pairs_closer
 from .progress import drive, scaled
 from .track import ClipTrack
 from .types import Character, Motion
@@ -277,8 +275,5 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
 
 
 #: re-exported from ``core.measures`` for callers of the per-frame measures (the partner metrics, the bench, tests)
-__all__ = ["CONTACT_FRACTION", "FLOOR_TOLERANCE", "GROUNDED_FRACTION", "JERK_SPAN", "LOCKED_FRACTION",
-           "LOCKED_STRICT_FRACTION", "SELF_PEN_CORE", "SELF_PEN_HOPS", "SELF_PEN_MAX_VERTICES", "Measures",
-           "chunk_ranges", "evaluate", "evaluation", "evaluations", "f1_counts", "f1_score", "foot_heights",
-           "foot_speed_windowed", "jerk_magnitude", "measure", "measuring", "pairs_closer", "point_segment_distance",
-           "roc_auc", "segment_capsules", "vertex_areas"]
+__all__ = ["CONTACT_FRACTION", "GROUNDED_FRACTION", "JERK_SPAN", "LOCKED_FRACTION", "LOCKED_STRICT_FRACTION",
+           "chunk_ranges", "evaluate", "evaluation", "evaluations", "f1_counts", "f1_score", "roc_auc"]

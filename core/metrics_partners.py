@@ -27,8 +27,8 @@ import torch
 
 from .errors import CoreError
 from .gaze import GAZE_MAX_DEG, gaze_directions, gaze_setup
-from .metrics import (CONTACT_FRACTION, SELF_PEN_CORE, f1_score, point_segment_distance, segment_capsules,
-                      vertex_areas)
+from .measures import SELF_PEN_CORE, point_segment_distance, segment_capsules, vertex_areas
+from .metrics import CONTACT_FRACTION, f1_score
 from .parts import vertex_segments
 from .partners import box_distance
 from .skinning import skin_vertices

@@ -8,7 +8,8 @@ import json
 import numpy as np
 
 from ..core import report
-from ..core.metrics import GROUNDED_FRACTION, foot_heights
+from ..core.measures import foot_heights
+from ..core.metrics import GROUNDED_FRACTION
 from ..core.retarget import Outcome
 from ..core.track import ClipTrack
 

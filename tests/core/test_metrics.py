@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from core.metrics import evaluate, f1_score, jerk_magnitude, roc_auc, vertex_areas
+from core.measures import jerk_magnitude, vertex_areas
+from core.metrics import evaluate, f1_score, roc_auc
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -118,7 +119,7 @@ def test_arms_through_the_body_raise_self_penetration(clip):
 
 
 def test_windowed_foot_speed_removes_jitter_but_keeps_motion():
-    from core.metrics import Measures, foot_speed_windowed
+    from core.measures import Measures, foot_speed_windowed
     T, fps = 60, 120.0
     still = np.zeros((T, 2, 3), np.float32)
     still[:, 0, 0] = 0.001 * (-1.0) ** np.arange(T)          # 1 mm frame-to-frame capture jitter
@@ -158,7 +159,7 @@ def test_capsule_test_equals_the_distance_to_each_axis_segment():
 
 
 def test_foot_heights_are_the_measures_feet_and_follow_the_body(clip):
-    from core.metrics import foot_heights, measure
+    from core.measures import foot_heights, measure
     from core.track import ClipTrack
     ch, m = clip
     h = foot_heights(ClipTrack(ch, m))

@@ -48,15 +48,15 @@ def real_walk(addon, assets):
 @pytest.mark.assets
 def test_metrics_in_chunks_equal_the_whole_clips(addon, real_walk):
     src, motion, tgt, targets = real_walk
-    metrics, track = mod(addon, "core.metrics"), mod(addon, "core.track")
+    metrics, measures, track = mod(addon, "core.metrics"), mod(addon, "core.measures"), mod(addon, "core.track")
     T = motion.num_frames
     ranges = metrics.chunk_ranges(T, CHUNK, motion.fps)
     assert len(ranges) == math.ceil(T / CHUNK) >= 5 and T % CHUNK
     levels = np.linspace(0.0, 0.004, T)          # a drifting floor: the source's (T,) levels, sliced per chunk
     # a chunk boundary cuts through a planted foot: grounded and locked on both sides of it in the source
-    m = metrics.measure(track.ClipTrack(src, motion), levels)
+    m = measures.measure(track.ClipTrack(src, motion), levels)
     hs = float(src.height)
-    speed = metrics.foot_speed_windowed(m, motion.fps)
+    speed = measures.foot_speed_windowed(m, motion.fps)
     planted = (np.abs(m.foot_height) <= metrics.GROUNDED_FRACTION * hs) & (speed < metrics.LOCKED_FRACTION * hs)
     assert any((planted[:, a - 1] & planted[:, a]).any() for a, _, _, _ in ranges[1:])
 

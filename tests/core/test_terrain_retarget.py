@@ -11,7 +11,8 @@ import pytest
 
 from core.body import SHORT_HEAVY, BodyParams, make_body
 from core.character import CharacterSpec, build_character
-from core.metrics import GROUNDED_FRACTION, measure
+from core.measures import measure
+from core.metrics import GROUNDED_FRACTION
 from core.retarget import Retarget, RetargetOptions, run
 from core.solver import SolverSettings
 from core.terrain.shapes import bumps, ramp, stairs

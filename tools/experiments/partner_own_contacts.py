@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     loader = bench.Loader(mods, lambda s: None)
     rt, grp = mods["core.retarget"], mods["core.retarget_group"]
     metrics = importlib.import_module(f"{bench.MODULE}.core.metrics")
+    measures = importlib.import_module(f"{bench.MODULE}.core.measures")
     weights = importlib.import_module(f"{bench.MODULE}.core.weights")
     track_mod = importlib.import_module(f"{bench.MODULE}.core.track")
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
@@ -51,13 +52,13 @@ def main(argv=None) -> int:
         names = s_ch.keyverts.names
         ii, jj = np.nonzero(weights.allowed_pairs(s_ch.keyverts.limbs, None, True))
         order = [t_ch.keyverts.names.index(n) for n in names]
-        truth = metrics.pairs_closer(metrics.measure(member.source_track, member.source_ground,
+        truth = measures.pairs_closer(measures.measure(member.source_track, member.source_ground,
                                                 s_ch.keyverts.vertex_ids).keyverts,
                                 ii, jj, metrics.CONTACT_FRACTION * float(s_ch.height))
         pred = {}
         for how, motion in (("alone", alone.motion), ("joint", member.motion)):
-            kv = metrics.measure(track_mod.ClipTrack(t_ch, motion), 0.0, t_ch.keyverts.vertex_ids[order]).keyverts
-            pred[how] = p = metrics.pairs_closer(kv, ii, jj, metrics.CONTACT_FRACTION * float(t_ch.height))
+            kv = measures.measure(track_mod.ClipTrack(t_ch, motion), 0.0, t_ch.keyverts.vertex_ids[order]).keyverts
+            pred[how] = p = measures.pairs_closer(kv, ii, jj, metrics.CONTACT_FRACTION * float(t_ch.height))
             print(f"{t_ch.name} {how}: contact F1 {metrics.f1_score(truth, p):.3f}, TP {int((truth & p).sum())}, "
                   f"FP {int((~truth & p).sum())}, FN {int((truth & ~p).sum())} pair-frames")
         lost = (truth & pred["alone"] & ~pred["joint"]).sum(0)

@@ -27,14 +27,14 @@ import bench  # noqa: E402  (the bench's loader; enables the add-on)
 import bench_partners as bp  # noqa: E402  (the partner bench's cases)
 
 
-def breakdown(tracks, mp, parts, metrics) -> dict:
+def breakdown(tracks, mp, parts, measures) -> dict:
     """{(character, vertex segment, partner capsule segment): area share, mean over frames / K}."""
     bodies = [mp._body(tr) for tr in tracks]
     segs = []
     for tr in tracks:
         ch = tr.character
         seg, bones, bone_ids = parts.vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
-        caps = metrics.segment_capsules(ch, seg, bones, bone_ids)
+        caps = measures.segment_capsules(ch, seg, bones, bone_ids)
         V = ch.mesh.num_verts
         sample = np.arange(0, V, max(1, int(np.ceil(V / mp.PARTNER_PEN_MAX_VERTICES))))
         keep = np.nonzero(caps.radius > 0)[0]
@@ -47,7 +47,7 @@ def breakdown(tracks, mp, parts, metrics) -> dict:
                 continue
             va, cb = bodies[a], bodies[b]
             for t in range(T):
-                d = metrics.point_segment_distance(va["verts"][t][:, None], cb["a"][t][None], cb["b"][t][None])
+                d = measures.point_segment_distance(va["verts"][t][:, None], cb["a"][t][None], cb["b"][t][None])
                 inside = torch.nonzero((d < cb["r"]).any(-1))[:, 0]
                 for k in inside.tolist():
                     cap = int(torch.argmin(d[k] - cb["r"]))
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     print(f"{label}: {names[0]} & {names[1]}, clip frames {bp.FIRST}-{bp.FIRST + args.frames - 1}, {args.quality}"
           + (f", {overrides}" if overrides else ""))
     for key, tracks in runs.items():
-        shares = breakdown(tracks, mp, mod("parts"), mod("metrics"))
+        shares = breakdown(tracks, mp, mod("parts"), mod("measures"))
         total = sum(shares.values())
         hands = sum(v for (_, sa, sb), v in shares.items() if sa in mp.HAND_LIMBS and sb in mp.HAND_LIMBS)
         print(f"  {key}: {100 * total:.4f} % of the surface inside the partner, of which hand in hand "

@@ -33,7 +33,8 @@ import make_demo_scene  # noqa: E402
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
 from core.character import CharacterSpec, build_character  # noqa: E402
 from core.copy_rotations import copy_rotations  # noqa: E402
-from core.metrics import GROUNDED_FRACTION, measure  # noqa: E402
+from core.measures import measure  # noqa: E402
+from core.metrics import GROUNDED_FRACTION  # noqa: E402
 from core.retarget import Retarget, RetargetOptions, clip_terrain, run  # noqa: E402
 from core.solver import SolverSettings  # noqa: E402
 from core.solver import job as solver_job  # noqa: E402
