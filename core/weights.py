@@ -65,6 +65,16 @@ def pair_thresholds(heights_per_vertex: np.ndarray, i: np.ndarray, j: np.ndarray
     return MIN_FRACTION * h, MAX_FRACTION * h
 
 
+def scaled_to_target(ps: "PairSet") -> "PairSet":
+    """The PairSet with the source's distances and penetrations (and its d_min) multiplied by each entry's
+    target d_min over its source d_min, i.e. the pair's target height over its source height: the target then
+    keeps the source's distances as a share of its own size, as the contact metric reads them (docs/solver.md
+    "Pair terms: scaled"). Directions and weights are unchanged; src_dist / src_dmin is the same."""
+    r = ps.tgt_dmin / ps.src_dmin
+    return PairSet(ps.t, ps.i, ps.j, ps.src_dist * r, ps.src_dir, ps.src_pen_ij * r, ps.src_pen_ji * r, ps.w_src,
+                   ps.src_dmin * r, ps.tgt_dmin, ps.tgt_dmax)
+
+
 def allowed_pairs(limbs, character=None, exclude_same_limb: bool = True) -> np.ndarray:
     """(N, N) bool mask of unordered pairs i < j that pair terms may use.
 
@@ -131,11 +141,14 @@ class ActivePairs:
         src_heights, tgt_heights: (N,) h_c of the character owning each source / target key vertex.
         mask: (N, N) allowed unordered pairs (``allowed_pairs``).
         margin: extra distance, as a fraction of the target pair's height, for the target test.
+        scale: the source's distances scaled to the target's size (``scaled_to_target``).
     """
 
     def __init__(self, src_p: torch.Tensor, src_n: torch.Tensor, src_heights: np.ndarray,
-                 tgt_heights: np.ndarray, mask: np.ndarray, margin: float = 0.05, chunk: int = 2048):
+                 tgt_heights: np.ndarray, mask: np.ndarray, margin: float = 0.05, chunk: int = 2048,
+                 scale: bool = False):
         self.src_p, self.src_n = src_p.detach(), src_n.detach()
+        self.scale = scale
         dev = src_p.device
         ii, jj = np.nonzero(mask)
         self.ii = torch.as_tensor(ii, device=dev)
@@ -214,7 +227,8 @@ class ActivePairs:
         n_j = self.src_n.reshape(-1, 3)[t * self.src_p.shape[1] + j]
         pen_ji = -(n_j * d.dir).sum(-1)
         w = interaction_weight(d.dist, self.s_min[k], self.s_max[k])
-        return PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[k], self.t_min[k], self.t_max[k])
+        ps = PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[k], self.t_min[k], self.t_max[k])
+        return scaled_to_target(ps) if self.scale else ps
 
     @property
     def num_source_entries(self) -> int:

@@ -135,3 +135,22 @@ def test_active_pairs_reuse_candidates_and_stay_exact():
         assert all(torch.equal(a, b) for a, b in zip(got, want))
     assert 1 < pairs.refreshes < 30              # candidates were reused, and refreshed after the jumps
     assert torch.equal(pairs.active(None, 0.0).t, torch.nonzero(d_s < pairs.s_max.square(), as_tuple=True)[0])
+
+
+def test_pair_terms_scaled_to_the_target_size():
+    """scale=True: the source's distances and penetrations (and d_min) × the pair's target/source height, the
+    weights and directions unchanged; a pair at 0.8 d_min of the source is at 0.8 d_min of the target."""
+    rng = np.random.default_rng(4)
+    T, N = 4, 6
+    src = torch.as_tensor(rng.uniform(0, 0.5, size=(T, N, 3)))
+    nrm = torch.nn.functional.normalize(torch.as_tensor(rng.normal(size=(T, N, 3))), dim=-1)
+    hs, ht = np.full(N, 2.0), np.full(N, 3.0)
+    mask = allowed_pairs(["x"] * N, exclude_same_limb=False)
+    raw = ActivePairs(src, nrm, hs, ht, mask).active(None, 0.0)
+    big = ActivePairs(src, nrm, hs, ht, mask, scale=True).active(None, 0.0)
+    assert len(raw) == len(big) > 0 and torch.equal(raw.t, big.t) and torch.equal(raw.j, big.j)
+    for f in ("src_dist", "src_pen_ij", "src_pen_ji", "src_dmin"):
+        np.testing.assert_allclose(getattr(big, f).numpy(), 1.5 * getattr(raw, f).numpy(), rtol=1e-12)
+    for f in ("src_dir", "w_src", "tgt_dmin", "tgt_dmax"):
+        assert torch.equal(getattr(big, f), getattr(raw, f))
+    np.testing.assert_allclose((big.src_dist / big.tgt_dmin).numpy(), (raw.src_dist / raw.src_dmin).numpy())

@@ -270,3 +270,25 @@ def test_progress_yardstick_is_copy_rotations_objective_at_the_same_alpha(pair, 
     assert abs(linear - direct) > 1e-3 * direct, "the case must tell the parabola from the straight line"
     assert start_objective(job.start_loss, 0.0) == pytest.approx(s0) and start_objective(job.start_loss, 1.0) == \
         pytest.approx(s1)
+
+
+def test_pair_terms_scaled_leave_a_scaled_copy_at_rest():
+    """A character retargeted onto a copy of itself 1.3 times bigger: copy-rotations is the source scaled, so
+    with scale_pair_terms its pair terms are already zero; compared raw (the paper's form) they are not."""
+    src = make_humanoid()
+    big = make_humanoid(scale=1.3, name="big")
+    m = walk_motion(src, frames=20, clap=True)
+    init = Motion(m.rotations.copy(), m.locations * 1.3, m.fps)
+    terms = {}
+    for scale in (False, True):
+        job = SolveJob(src, m, big, init, SolverSettings(iterations=2, scale_pair_terms=scale, num_threads=2))
+        job.setup()
+        ob = job.objective
+        zero = torch.zeros((job.num_frames, 3), dtype=job.dtype)
+        with torch.no_grad():
+            terms[scale] = ob.raw_terms(job.p_init, job.n_init, 0.0, ob.init_pairs, job.sole_init, zero)
+        assert len(ob.init_pairs) > 0
+    h = float(big.height)
+    assert float(terms[False]["dist"]) > 1e-4 * h ** 2
+    assert float(terms[True]["dist"]) < 1e-6 * float(terms[False]["dist"])
+    assert float(terms[True]["pen"]) < 1e-6 * float(terms[False]["pen"])

@@ -7,6 +7,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py progress [CASE] [OVERRIDES] [--every 10]
     .venv/bin/python tools/experiments/diagnostics.py conflicts [CASE] [--max-frames 300]
     .venv/bin/python tools/experiments/diagnostics.py soles
+    .venv/bin/python tools/experiments/diagnostics.py contacts [CASE] [OVERRIDES] [--max-frames 300]
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
 the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
@@ -24,6 +25,9 @@ progress").
 ``soles``: per skeleton-only clip, its fitted body's planted soles above z = 0 (docs/metrics.md "Fitted bodies").
 ``conflicts``: for one case (default the Bandai kick), how many conflicts the solve lists (one per body part
 and term pair) and their frame spans in all, and the costliest six (docs/solver.md "Conflicts").
+``contacts``: for one case (default the CMU walk), the key-vertex contact F1 of copy-rotations and ReConForM split
+by limb pair: true positives, false positives (the target touches where the source does not), false negatives (a
+source contact lost), and the median target distance of the lost ones as a share of d_min (docs/metrics.md).
 Every retarget goes through core.retarget, as the product's.
 """
 
@@ -167,6 +171,54 @@ def conflicts(mods, loader, bench, which, overrides, threads, max_frames):
               + ", ".join(f"{a}-{b}" for a, b in c.spans))
 
 
+def contacts(mods, loader, bench, which, overrides, threads, max_frames):
+    import importlib
+    from collections import defaultdict
+
+    import numpy as np
+    ms_mod = importlib.import_module(f"{bench.MODULE}.core.measures")
+    met = importlib.import_module(f"{bench.MODULE}.core.metrics")
+    allowed = importlib.import_module(f"{bench.MODULE}.core.weights").allowed_pairs
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
+    o = _retarget(mods, src, smo, tgt, overrides, threads)
+    kv_s, kv_t = src.keyverts, o.target.keyverts
+    order = [kv_t.names.index(n) for n in kv_s.names]
+    ii, jj = np.nonzero(allowed(kv_s.limbs, None, True))
+    limbs = np.asarray(kv_s.limbs)
+    hs, ht = float(src.height), float(o.target.height)
+    s_kv = ms_mod.measure(o.source_track, 0.0, kv_s.vertex_ids).keyverts
+    dist = lambda p: np.linalg.norm(p[:, jj] - p[:, ii], axis=-1)           # (T, P)
+    d_s = dist(s_kv) / (met.CONTACT_FRACTION * hs)                            # share of the source's d_min
+    truth = d_s < 1
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames, overrides "
+          f"{overrides}; source contacts {int(truth.sum())} pair-frames on {int(truth.any(0).sum())} pairs")
+    for label, motion in (("copy-rot", o.init_motion), ("ReConForM", o.motion)):
+        t_kv = ms_mod.measure(track_cls(o.target, motion), 0.0, kv_t.vertex_ids[order]).keyverts
+        d = dist(t_kv) / (met.CONTACT_FRACTION * ht)                          # share of the target's d_min
+        pred = d < 1
+        tp, fp, fn = (truth & pred).sum(), (~truth & pred).sum(), (truth & ~pred).sum()
+        print(f"{label}: F1 {2 * tp / max(2 * tp + fp + fn, 1):.3f}, precision {tp / max(tp + fp, 1):.3f}, "
+              f"recall {tp / max(tp + fn, 1):.3f} (tp {tp}, fp {fp}, fn {fn})")
+        rows = defaultdict(lambda: [0, 0, 0, [], [], []])
+        for p in range(len(ii)):
+            key = " / ".join(sorted((limbs[ii[p]], limbs[jj[p]])))
+            r = rows[key]
+            r[0] += int((truth[:, p] & pred[:, p]).sum())
+            r[1] += int((~truth[:, p] & pred[:, p]).sum())
+            lost = truth[:, p] & ~pred[:, p]
+            r[2] += int(lost.sum())
+            r[3].extend(d[lost, p].tolist())
+            false = ~truth[:, p] & pred[:, p]
+            r[4].extend(d_s[false, p].tolist())
+            r[5].extend(d[false, p].tolist())
+        print("  limb pair | tp | fp | fn | lost: median target distance / d_min | false: median source, target "
+              "distance / d_min")
+        med = lambda x: np.median(x) if x else float("nan")
+        for key, (a, b, c, lost, fs, ft) in sorted(rows.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[:6]:
+            print(f"  {key} | {a} | {b} | {c} | {med(lost):.2f} | {med(fs):.2f}, {med(ft):.2f}")
+
+
 #: skeleton-only clips whose fitted bodies' soles ``soles`` reads
 SOLE_CLIPS = ("NC_bandai_walk_normal_001.bvh", "NC_bandai_kick_normal_001.bvh", "NC_bandai_slash_normal_001.bvh",
               "NC_bandai_walk_giant_001.bvh", "cmu_07_01_walk.fbx", "cmu_salsa_60_15_lead.bvh")
@@ -208,7 +260,7 @@ def soles(mods, loader, bench, track_cls):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts",
-                                            "soles"))
+                                            "soles", "contacts"))
     ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
     ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
@@ -235,6 +287,8 @@ def main(argv=None):
         feet_planted(mods, loader, bench, met, track_cls, args.case or "walk_normal", overrides, args.threads)
     elif args.mode == "jerk":
         jerk(mods, loader, bench, met, track_cls, args.case or "kick", overrides, args.threads, args.max_frames)
+    elif args.mode == "contacts":
+        contacts(mods, loader, bench, args.case or "07_01", overrides, args.threads, args.max_frames)
     else:
         conflicts(mods, loader, bench, args.case or "kick", overrides, args.threads, args.max_frames)
     return 0
