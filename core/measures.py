@@ -145,10 +145,11 @@ class Measures(NamedTuple):
     keyverts: np.ndarray
 
 
-def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids):
+def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids, parts: np.ndarray = None):
     """Generator yielding the share of frames done after each chunk; returns (floor share (T,), self share (T,)):
     one chunked float32 skinning pass over the whole mesh (float32 is about 0.1 µm at 2 m, below
-    FLOOR_TOLERANCE; the capsule test over thousands of vertices is the metrics' main cost)."""
+    FLOOR_TOLERANCE; the capsule test over thousands of vertices is the metrics' main cost). ``parts``: a (B, B)
+    array to which the area share of segment s's surface inside capsule c is added, summed over frames."""
     character = track.character
     sk, mesh = character.skeleton, character.mesh
     dt = torch.float32
@@ -195,6 +196,8 @@ def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids):
             R = track.arm_rotations[sl].to(dt)[:, cbone]
             inside = _inside_capsules(sv, track.arm_positions[sl].to(dt)[:, cbone], R[..., 1], lo, hi, r2)
             self_share[sl] = ((inside & test[None]).any(-1).to(dt) * s_area).sum(-1).numpy()
+            if parts is not None:
+                np.add.at(parts, s_seg, ((inside & test[None]).to(dt) * s_area[:, None]).sum(0).numpy())
             yield sl.stop / T
     return floor_share, self_share
 
@@ -249,6 +252,21 @@ def measuring(track: ClipTrack, ground=0.0, keyvert_ids=None):
 def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
     """``measuring`` run to its end: every per-frame measure of a clip over its ground (kept on the track)."""
     return drive(measuring(track, ground, keyvert_ids))
+
+
+def self_pen_parts(track: ClipTrack) -> tuple:
+    """(segments (B,), (B, B) mean area share of segment s's surface inside segment c's capsule over the clip):
+    where a clip's self-penetration (``Measures.self_share``) is, for diagnostics."""
+    character = track.character
+    seg, bones, bone_ids = vertex_segments(character.skeleton, character.mesh, character.bone_map)
+    parts = np.zeros((len(bones), len(bones)))
+    gen = _surface_shares(track, 0.0, seg, bones, bone_ids, parts)
+    while True:
+        try:
+            next(gen)
+        except StopIteration:
+            break
+    return list(bones), parts / max(track.num_frames, 1)
 
 
 def foot_heights(track: ClipTrack, ground=0.0) -> np.ndarray:

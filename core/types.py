@@ -97,6 +97,8 @@ class SkinnedMesh:
         bind_global: (J, 4, 4) armature-space bone matrices of the pose the mesh is bound in (``rest_verts`` and
             ``rest_normals`` are that pose's); None: the skeleton's rest pose (``core.skinning.bind_matrices``).
             A body fitted to a skeleton-only character is bound in its T-pose (``core.body.fit``).
+        fitted: True for such a fitted template body: where its limbs overlap each other, the fit does, not the
+            character (the self-contact barrier does not copy those depths, docs/solver.md).
     """
 
     name: str
@@ -109,6 +111,7 @@ class SkinnedMesh:
     part: np.ndarray = None
     part_names: tuple = ()
     bind_global: np.ndarray = None
+    fitted: bool = False
 
     def __post_init__(self):
         V = len(self.rest_verts)

@@ -182,7 +182,7 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
     # inverse put vertices metres away (docs/metrics.md "Fitted bodies")
     fi, fo = t_mesh.face_indices, t_mesh.face_offsets
     return SkinnedMesh(f"{skeleton.name}_fitted_body", v_T, vertex_normals(v_T, fi, fo), fi.copy(), fo.copy(),
-                       nb.astype(np.int64), nv, bind_global=G_T)
+                       nb.astype(np.int64), nv, bind_global=G_T, fitted=True)
 
 def stretch_limbs(template, scales: dict) -> Character:
     """A copy of ``template`` (core.keyverts.Template) with arm / leg bones stretched along their axis.

@@ -113,7 +113,8 @@ class PartnerBarrier:
             ``segment_exclusion`` of each other left out: a bent elbow is not a collision), not the pairs of
             different characters.
         init_ends: per member, its capsule ends (T, B, 2, 3) at the start (copy-rotations): each entry is then
-            allowed the larger of the source's depth and its depth there (the solve adds none).
+            allowed the larger of the source's depth and its depth there (the solve adds none); a source body
+            that is a fitted template (``SkinnedMesh.fitted``) allows none of its own depths.
         contacts: per member, (T, B, B) bool (``own_contacts``): segment pairs left free at a frame.
     """
 
@@ -149,6 +150,9 @@ class PartnerBarrier:
         #: per member, its capsule ends (T, B, 2, 3) at the start: an own block allows their depths as well
         self.init_ends = None if init_ends is None else [e.detach() for e in init_ends]
         self.contacts = contacts
+        #: per member, 1 when its source's depths are allowed; 0 in an own block whose source body is a fitted
+        #: template (``SkinnedMesh.fitted``): its limbs' overlaps are the fit's, not the captured body's
+        self.source_depth = [0.0 if own and m.source.mesh.fitted else 1.0 for m in members]
         for a in range(K):
             for b in range(K):
                 if (a == b) != own:
@@ -158,7 +162,7 @@ class PartnerBarrier:
                     hold = segment_exclusion(list(capsules[a].names))
                 else:
                     hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
-                excl = torch.as_tensor(np.repeat(hold, U, 0), device=self.device)
+                excl = torch.as_tensor(hold, device=self.device)                     # (B_a, B_b) segments
                 self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl))
         n = len(self.blocks)
         self._ref = [None] * n          # per block: its two characters' capsule ends at its last refresh
@@ -194,7 +198,7 @@ class PartnerBarrier:
         for c in range(0, near.numel(), _CHUNK):
             fr = near[c:c + _CHUNK]
             gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
-            close = gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin
+            close = (gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin) & ~excl
             if self.contacts is not None and a == b:
                 close &= ~self.contacts[a][fr]                 # limbs that touch in the source are free there
             f, sa, k = torch.nonzero(close, as_tuple=True)
@@ -204,23 +208,29 @@ class PartnerBarrier:
             d = _depth(q, self.radius[a][sa, None], eb[t, k, None, 0], eb[t, k, None, 1],
                        self.radius[b][k, None])                                     # (E, U)
             qi = sa[:, None] * U + torch.arange(U, device=self.device)
-            hit = (d > -margin) & ~excl[qi, k[:, None]]
+            hit = d > -margin
             e_idx, u_idx = torch.nonzero(hit, as_tuple=True)
-            keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx]))
+            keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx], d[e_idx, u_idx]))
         if keys:
-            t, q, k = (torch.cat(x) for x in zip(*keys))
+            t, q, k, depth = (torch.cat(x) for x in zip(*keys))
         else:
             t = q = k = torch.zeros(0, dtype=torch.long, device=self.device)
+            depth = torch.zeros(0, dtype=self.dtype, device=self.device)
         src = self.src_ends[b]
         d_src = _depth(self.src_spheres[a][t, q], self.src_sphere_r[a][q], src[t, k, 0], src[t, k, 1],
                        self.src_r[b][k])
-        allow = d_src.clamp_min(0.0) * ratio
+        allow = d_src.clamp_min(0.0) * (ratio * self.source_depth[a])
         if self.init_ends is not None:     # own blocks: as deep as copy-rotations already is, too
             ia, ib = self.init_ends[a], self.init_ends[b]
             qa = ia[t, torch.div(q, U, rounding_mode="floor")]
             qa = qa[:, 0] + u[q % U, None] * (qa[:, 1] - qa[:, 0])
             allow = torch.maximum(allow, _depth(qa, self.sphere_r[a][q], ib[t, k, 0], ib[t, k, 1],
                                                 self.radius[b][k]).clamp_min(0.0))
+        # only entries within the margin of their allowed depth can reach it before the next refresh (a depth
+        # grows by at most the two characters' moves): where the source (or the start) is deeper than the target
+        # is now by more than the margin, the entry stays out
+        keep = torch.nonzero(depth - allow > -margin, as_tuple=True)[0]
+        t, q, k, allow = t[keep], q[keep], k[keep], allow[keep]
         return (t, q, k, allow), reach
 
     def _refresh(self, det: list):
@@ -247,6 +257,17 @@ class PartnerBarrier:
             any_block = True
         self.refreshes += int(any_block)
 
+    def _depths(self, flat: list, a: int, b: int, cand: tuple, rows: tuple) -> torch.Tensor:
+        """(E,) depths of block (a, b)'s entries ``cand`` (t, sphere, capsule, allow) whose capsule ends are the
+        rows ``rows`` of ``flat`` (per member, (T·B, 2, 3))."""
+        U = len(SPHERES)
+        _, q, k, _ = cand
+        ea = flat[a].index_select(0, rows[0])                                                 # (E, 2, 3)
+        u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)[q % U, None]
+        e = flat[b].index_select(0, rows[1])
+        return _depth(ea[:, 0] + u * (ea[:, 1] - ea[:, 0]), self.sphere_r[a][q], e[:, 0], e[:, 1],
+                      self.radius[b][k])
+
     def weighted(self, ends: list) -> torch.Tensor:
         """w_barrier · Σ_blocks Σ relu(d − allow)² / (T·(1 % h̄)²) at the capsule ends (T, B_c, 2, 3) of every
         member (differentiable w.r.t. them)."""
@@ -254,18 +275,18 @@ class PartnerBarrier:
             self._refresh([e.detach() for e in ends])
         total = ends[0].new_zeros(())
         count = 0
-        U = len(SPHERES)
-        u_all = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
         flat = [e.reshape(-1, 2, 3) for e in ends]                # (T·B, 2, 3): gathers whose backward is index_add
-        for (a, b, _, unit, _, _), (t, q, k, allow), (ia, ib) in zip(self.blocks, self._cand, self._rows):
-            if not t.numel():
+        for (a, b, _, unit, _, _), cand, rows in zip(self.blocks, self._cand, self._rows):
+            # the candidates' depths without autograd first; only those deeper than allowed (relu > 0: the
+            # others add neither value nor gradient) are evaluated again with it: hundreds of tens of thousands
+            with torch.no_grad():
+                keep = torch.nonzero(self._depths(flat, a, b, cand, rows) > cand[3], as_tuple=True)[0]
+            if not keep.numel():
                 continue
-            ea = flat[a].index_select(0, ia)                                                    # (E, 2, 3)
-            qa = ea[:, 0] + u_all[q % U, None] * (ea[:, 1] - ea[:, 0])
-            e = flat[b].index_select(0, ib)
-            d = _depth(qa, self.sphere_r[a][q], e[:, 0], e[:, 1], self.radius[b][k])
+            t, q, k, allow = (x.index_select(0, keep) for x in cand)
+            d = self._depths(flat, a, b, (t, q, k, allow), tuple(r.index_select(0, keep) for r in rows))
             excess = (d - allow).clamp_min(0.0)
-            count += int((excess > 0).sum())
+            count += int(keep.numel())
             total = total + excess.square().sum() / (self.num_frames * unit)
         self.last_entries = count
         return self.weight * total

@@ -23,10 +23,11 @@ from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, f
 from .settings import TERMS
 
 
-def pair_terms(p, n, alpha: float, pairset, scale: dict) -> dict:
+def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
-    the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}."""
+    the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
+    L_dist's weight × (1 + focus · W_src), the source's contacts matched more closely than its far pairs."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -35,7 +36,8 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict) -> dict:
     n_j = n.reshape(-1, 3).index_select(0, pairset.t * N + pairset.j)
     pen_ji = -(n_j * d.dir).sum(-1)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
-    out = {"dist": dist_loss(d.dist, pairset.src_dist, w, scale["dist"])}
+    out = {"dist": dist_loss(d.dist, pairset.src_dist, w * (1.0 + focus * pairset.w_src) if focus else w,
+                             scale["dist"])}
     # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
     # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
     fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
@@ -203,7 +205,8 @@ class Objective:
         def pscale(term):
             m = vs[term]
             return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
-        return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")})
+        return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
+                          self.settings.contact_focus)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier is reported inside 'height', the foot lock inside

@@ -137,7 +137,8 @@ class PartnerObjective:
             for b in range(len(self.pairs.blocks)):
                 sel = torch.nonzero(block == b, as_tuple=True)[0]
                 sub = type(ps)(*(f.index_select(0, sel) for f in ps))
-                vals = pair_terms(p, n, 0.0, sub, {k: self._pscale(k, sub) for k in PAIR_TERMS})
+                vals = pair_terms(p, n, 0.0, sub, {k: self._pscale(k, sub) for k in PAIR_TERMS},
+                                  self.settings.contact_focus)
                 for k in PAIR_TERMS:
                     raw[k][b] = vals[k]
             e, c = self._gaze(p, None, 0.0)
@@ -254,7 +255,7 @@ class PartnerObjective:
             inv = (1.0 / self.scales[k]).index_select(0, block)
             v = self._pscale(k, ps)
             scale[k] = inv if v is None else inv * v
-        vals = pair_terms(p, n, alpha, ps, scale)
+        vals = pair_terms(p, n, alpha, ps, scale, s.contact_focus)
         out = {f"partner_{k}": s.weight(k) * s.w_partner * vals[k] for k in PAIR_TERMS}
         e, c = self._gaze(p, p.detach(), alpha)
         self.last_gaze_entries = int(e.numel())

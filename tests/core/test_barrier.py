@@ -79,9 +79,9 @@ def _dense(barrier, ends) -> float:
         q = q.reshape(q.shape[0], -1, 3)
         d = _depth(q[:, :, None], barrier.sphere_r[i][:, None], ends[k][:, None, :, 0], ends[k][:, None, :, 1],
                    barrier.radius[k])
-        d = torch.where(excl, torch.zeros_like(d), d)          # no source overlap here: nothing allowed
+        assert excl.shape == (len(barrier.radius[i]), len(barrier.radius[k]))     # per segment pair
+        d = torch.where(excl.repeat_interleave(U, 0), torch.zeros_like(d), d)   # no source overlap: none allowed
         dense += float(d.clamp_min(0).square().sum()) / (ends[0].shape[0] * unit)
-        assert excl.shape == (len(barrier.radius[i]) * U, len(barrier.radius[k]))
     return dense
 
 
@@ -116,13 +116,12 @@ def test_hands_in_hands_and_on_wrists_are_holds_not_penetrations():
     # the hands clap into each other in the source and in the target (the source's own start)
     job = _job([(a, ma), (b, mb)], [a, b], [ma, mb])
     names = body_capsules(a).names
-    U = len(SPHERES)
     excl = job.barrier.blocks[0][5]
     for s, sn in enumerate(names):
         for k, kn in enumerate(names):
             hold = (sn.endswith("_hand") and (kn.endswith("_hand") or kn.endswith("_lower_arm"))
                     or sn.endswith("_lower_arm") and kn.endswith("_hand"))
-            assert bool(excl[s * U:(s + 1) * U, k].all()) == hold and bool(excl[s * U:(s + 1) * U, k].any()) == hold
+            assert bool(excl[s, k]) == hold
 
 
 def test_characters_far_apart_are_not_searched_again_until_they_come_near_and_the_sum_stays_exact():
@@ -210,3 +209,37 @@ def test_the_own_barrier_leaves_limbs_that_touch_in_the_source_free_there():
     seg = torch.div(q, len(SPHERES), rounding_mode="floor")
     assert t.numel() > 0                                  # the barrier watches the body (limbs near the torso)
     assert not bool(bar.contacts[0][t, seg, k].any())     # no entry of a segment pair touching in the source then
+
+
+def test_a_fitted_source_body_allows_none_of_its_own_depths():
+    """The self barrier allows each entry the source's depth, unless the source's body is a template fitted to a
+    skeleton-only clip (``SkinnedMesh.fitted``): its limbs' overlaps are the fit's, so only copy-rotations' start
+    depth is allowed there (and the solve adds none)."""
+    from dataclasses import replace
+    src = make_humanoid(girth=1.8, name="wide")                 # its arms overlap its torso
+    tgt = make_humanoid()
+    mo = walk_motion(src, frames=30)
+    allow = {}
+    for fitted in (False, True):
+        s = replace(src, mesh=replace(src.mesh, fitted=fitted))
+        job = SolveJob(s, mo, tgt, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+                                                        w_self_barrier=1.0))
+        job.setup()
+        with torch.no_grad():
+            p, n, sole = job._forward(job.param.zero_residuals())
+            job.terms_at(p, n, sole, 0.0)
+        bar = job.own_barrier
+        assert bar.source_depth == [0.0 if fitted else 1.0]
+        t, q, k, a = bar._cand[0]
+        allow[fitted] = {key: float(v) for key, v in zip(zip(t.tolist(), q.tolist(), k.tolist()), a)}
+    common = set(allow[False]) & set(allow[True])
+    assert common
+    assert all(allow[True][key] <= allow[False][key] + 1e-12 for key in common)
+    assert any(allow[True][key] < allow[False][key] - 1e-4 for key in common)   # the source deeper somewhere
+
+
+def test_fit_body_marks_the_body_fitted():
+    from core.body import fit_body_to_skeleton
+    ch = make_humanoid()
+    assert not ch.mesh.fitted
+    assert fit_body_to_skeleton(ch.skeleton, ch.bone_map).fitted

@@ -8,6 +8,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py conflicts [CASE] [--max-frames 300]
     .venv/bin/python tools/experiments/diagnostics.py soles
     .venv/bin/python tools/experiments/diagnostics.py contacts [CASE] [OVERRIDES] [--max-frames 300]
+    .venv/bin/python tools/experiments/diagnostics.py self-pen [CASE] [OVERRIDES] [--max-frames 300]
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
 the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
@@ -28,6 +29,9 @@ and term pair) and their frame spans in all, and the costliest six (docs/solver.
 ``contacts``: for one case (default the CMU walk), the key-vertex contact F1 of copy-rotations and ReConForM split
 by limb pair: true positives, false positives (the target touches where the source does not), false negatives (a
 source contact lost), and the median target distance of the lost ones as a share of d_min (docs/metrics.md).
+``self-pen``: for one case (default the salsa), where the self-penetration is: the mean area share of each
+segment's surface inside each other segment's capsule (docs/metrics.md), the largest eight, for the source,
+copy-rotations and ReConForM.
 Every retarget goes through core.retarget, as the product's.
 """
 
@@ -219,6 +223,24 @@ def contacts(mods, loader, bench, which, overrides, threads, max_frames):
             print(f"  {key} | {a} | {b} | {c} | {med(lost):.2f} | {med(fs):.2f}, {med(ft):.2f}")
 
 
+def self_pen(mods, loader, bench, which, overrides, threads, max_frames):
+    import importlib
+
+    import numpy as np
+    ms_mod = importlib.import_module(f"{bench.MODULE}.core.measures")
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
+    o = _retarget(mods, src, smo, tgt, overrides, threads)
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames, overrides {overrides}")
+    for label, track in (("source", o.source_track), ("copy-rot", track_cls(o.target, o.init_motion)),
+                         ("ReConForM", track_cls(o.target, o.motion))):
+        bones, parts = ms_mod.self_pen_parts(track)
+        order = np.argsort(parts, axis=None)[::-1][:8]
+        print(f"{label}: {100 * parts.sum():.3f} % in all (pairs summed) | "
+              + ", ".join(f"{bones[k // len(bones)]} in {bones[k % len(bones)]} {100 * parts.flat[k]:.3f} %"
+                          for k in order if parts.flat[k] > 0))
+
+
 #: skeleton-only clips whose fitted bodies' soles ``soles`` reads
 SOLE_CLIPS = ("NC_bandai_walk_normal_001.bvh", "NC_bandai_kick_normal_001.bvh", "NC_bandai_slash_normal_001.bvh",
               "NC_bandai_walk_giant_001.bvh", "cmu_07_01_walk.fbx", "cmu_salsa_60_15_lead.bvh")
@@ -260,7 +282,7 @@ def soles(mods, loader, bench, track_cls):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts",
-                                            "soles", "contacts"))
+                                            "soles", "contacts", "self-pen"))
     ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
     ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
@@ -287,6 +309,8 @@ def main(argv=None):
         feet_planted(mods, loader, bench, met, track_cls, args.case or "walk_normal", overrides, args.threads)
     elif args.mode == "jerk":
         jerk(mods, loader, bench, met, track_cls, args.case or "kick", overrides, args.threads, args.max_frames)
+    elif args.mode == "self-pen":
+        self_pen(mods, loader, bench, args.case or "salsa", overrides, args.threads, args.max_frames)
     elif args.mode == "contacts":
         contacts(mods, loader, bench, args.case or "07_01", overrides, args.threads, args.max_frames)
     else:
