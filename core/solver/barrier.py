@@ -17,10 +17,12 @@ hand on the partner's back is as deep as in the capture); a hand's spheres in th
 never penalised (hands that hold hands). Divided by T·(1 % h̄)², weighted by ``w_barrier``.
 
 Sparse as the pair terms: per ordered pair of characters (a block), the entries within ``MARGIN`` of touching
-are found at a refresh (broad phase on the two bodies' boxes per frame), and that block is refreshed once its
-two characters' capsule ends have moved, together, by that margin (or, for two characters with no frame near,
-by the margin plus their smallest clearance), so no entry left out can have come to overlap (exact): two
-characters metres apart are not searched again every few steps.
+are found at a search (broad phase on the two bodies' boxes per frame), and a frame of that block is searched
+again once its two characters' capsule ends have moved there, together, by that margin (or, at a frame where the
+two are far apart, by the margin plus their clearance), so no entry left out can have come to overlap (exact):
+two characters metres apart are not searched again every few steps, and a solve that moves a few frames far
+searches those frames only. Of the candidates, each step evaluates the hot ones: those within ``HOT`` of their
+allowed depth when last checked (checked again, frame by frame, once the frame has moved by that much).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from ..partners import box_distance
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: candidate slack, share of the two characters' mean target height
 MARGIN = 0.05
+#: the hot entries' slack, share of the two characters' mean target height (``PartnerBarrier._refresh``)
+HOT = 0.01
 #: a hold, not a penetration: a hand's spheres in the partner's hand or forearm capsule, and a forearm's spheres
 #: in the partner's hand capsule (hands holding hands or wrists overlap the capsule cores in the capture too)
 HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
@@ -144,7 +148,8 @@ class PartnerBarrier:
         kind = [[n.partition("_")[2] if limb_of(n) != "torso" else n for n in c.names] for c in capsules]
         ht = np.asarray([m.h_tgt for m in members])
         hs = np.asarray([m.h_src for m in members])
-        #: ordered character pairs (a: spheres, b: capsules), their height ratio, unit and excluded entries
+        #: ordered character pairs (a: spheres, b: capsules): their height ratio, unit, candidate margin, excluded
+        #: segment pairs and hot slack
         self.blocks = []
         self.weight = settings.w_self_barrier if own else settings.w_barrier
         #: per member, its capsule ends (T, B, 2, 3) at the start: an own block allows their depths as well
@@ -163,46 +168,52 @@ class PartnerBarrier:
                 else:
                     hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
                 excl = torch.as_tensor(hold, device=self.device)                     # (B_a, B_b) segments
-                self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl))
+                self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl,
+                                    HOT * h_t))
         n = len(self.blocks)
         self._ref = [None] * n          # per block: its two characters' capsule ends at its last refresh
-        self._reach = [0.0] * n         # per block: how far they may move together before it is refreshed
+        self._reach = [None] * n        # per block: (T,) how far they may move together at a frame before it is searched again
         self._cand = [None] * n
         self._rows = [None] * n
+        #: per block, its hot entries: the candidates within ``HOT`` of their allowed depth at ``_hot_ref`` (their
+        #: (t, q, k, allow) and rows), the only ones evaluated at a step until the two characters move by ``HOT``
+        self._hot = [None] * n
+        self._hot_ref = [None] * n
         self.refreshes = 0              # steps that refreshed at least one block
+        self.hot_refreshes = 0
         self.block_refreshes = 0
         self.last_entries = 0
 
-    def _candidates(self, i: int, ends: list) -> tuple:
-        """Block ``i``'s (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends``, and how
-        far its two characters may move together (the sum of their capsule ends' largest moves) before an entry
-        left out can overlap: the margin, or for a block with no frame near (two characters metres apart) the
-        margin plus their smallest clearance over the clip.
+    def _candidates(self, i: int, ends: list, frames: torch.Tensor) -> tuple:
+        """Block ``i``'s (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends`` on the
+        clip's ``frames`` (F,), and per frame how far its two characters may move together (the sum of their
+        capsule ends' largest moves at that frame) before an entry left out can overlap: the margin, plus the
+        two bodies' clearance at a frame where they are far apart (two characters metres apart).
 
         Broad phase per frame on the two bodies' boxes, then per (frame, segment, capsule) on the segment's
         bounding sphere (its axis' middle, half its length plus its radius): only the pairs that pass have their
         ``SPHERES`` depths computed."""
         U = len(SPHERES)
         u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
-        a, b, ratio, _, margin, excl = self.blocks[i]
-        ea, eb = ends[a], ends[b]
-        mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (T, B, 3)
+        a, b, ratio, _, margin, excl, _ = self.blocks[i]
+        ea, eb = ends[a][frames], ends[b][frames]
+        mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (F, B, 3)
         reach_a = 0.5 * (ea[:, :, 1] - ea[:, :, 0]).norm(dim=-1) + self.radius[a]
         reach_b = 0.5 * (eb[:, :, 1] - eb[:, :, 0]).norm(dim=-1) + self.radius[b]
-        pad = float(reach_a.max() + reach_b.max()) + margin
-        box = box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1))          # (T,)
+        pad = reach_a.amax(1) + reach_b.amax(1) + margin                      # (F,)
+        box = box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1))          # (F,)
         near = torch.nonzero(box < pad, as_tuple=True)[0]
         # a depth is at most pad − margin − box; an entry left out gains at most the two characters' moves
-        reach = margin + (0.0 if near.numel() else float(box.min()) - pad)
+        reach = margin + (box - pad).clamp_min(0.0)
         keys = []
         for c in range(0, near.numel(), _CHUNK):
             fr = near[c:c + _CHUNK]
             gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
             close = (gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin) & ~excl
             if self.contacts is not None and a == b:
-                close &= ~self.contacts[a][fr]                 # limbs that touch in the source are free there
+                close &= ~self.contacts[a][frames[fr]]         # limbs that touch in the source are free there
             f, sa, k = torch.nonzero(close, as_tuple=True)
-            t = fr[f]
+            t = fr[f]                                               # rows of ``frames``: clip frames at the end
             e = ea[t, sa]                                                            # (E, 2, 3)
             q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
             d = _depth(q, self.radius[a][sa, None], eb[t, k, None, 0], eb[t, k, None, 1],
@@ -213,6 +224,7 @@ class PartnerBarrier:
             keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx], d[e_idx, u_idx]))
         if keys:
             t, q, k, depth = (torch.cat(x) for x in zip(*keys))
+            t = frames[t]
         else:
             t = q = k = torch.zeros(0, dtype=torch.long, device=self.device)
             depth = torch.zeros(0, dtype=self.dtype, device=self.device)
@@ -234,27 +246,80 @@ class PartnerBarrier:
         return (t, q, k, allow), reach
 
     def _refresh(self, det: list):
-        """Refresh the blocks whose two characters moved, together, as far as the block allows (exact: no entry
-        left out can overlap before that)."""
+        """Per block, search again the frames where its two characters moved, together, as far as that frame
+        allows since their last search (exact: no entry left out can overlap before that), then pick again the
+        hot entries of the frames that moved by ``HOT`` of the margin since theirs. Frame by frame: a solve that
+        moves a few frames far leaves the others' entries as they are."""
         U = len(SPHERES)
-        moved = {}
         any_block = False
-        for i, (a, b, *_rest) in enumerate(self.blocks):
+        flat = [e.reshape(-1, 2, 3) for e in det]
+        every = torch.arange(self.num_frames, device=self.device)
+
+        def moved(ref, a, b):
+            """(T,) the sum of the two characters' largest capsule-end moves at each frame since ``ref``."""
+            def most(e, r):
+                return (e - r).square().sum(-1).flatten(1).amax(1).sqrt()
+            return 2.0 * most(det[a], ref[0]) if a == b else most(det[a], ref[0]) + most(det[b], ref[1])
+
+        def keep_others(entries, rows, frames):
+            """``entries`` and ``rows`` without those at ``frames``."""
+            out = torch.ones(self.num_frames, dtype=torch.bool, device=self.device)
+            out[frames] = False
+            sel = torch.nonzero(out[entries[0]], as_tuple=True)[0]
+            return tuple(x.index_select(0, sel) for x in entries), tuple(r.index_select(0, sel) for r in rows)
+
+        for i, (a, b, _, _, margin, _, hot_slack) in enumerate(self.blocks):
             ref = self._ref[i]
-            if ref is not None:
-                key = (a, b) if a < b else (b, a)
-                if key not in moved:       # both orders of a pair share their reference
-                    moved[key] = float((det[a] - ref[0]).norm(dim=-1).max()) + \
-                        float((det[b] - ref[1]).norm(dim=-1).max())
-                if moved[key] < self._reach[i]:
-                    continue
-            cand, self._reach[i] = self._candidates(i, det)
-            t, q, k, _ = cand
-            self._cand[i] = cand
-            self._rows[i] = (t * det[a].shape[1] + torch.div(q, U, rounding_mode="floor"), t * det[b].shape[1] + k)
-            self._ref[i] = (det[a].clone(), det[b].clone())
-            self.block_refreshes += 1
-            any_block = True
+            frames = every if ref is None else torch.nonzero(moved(ref, a, b) >= self._reach[i], as_tuple=True)[0]
+            if frames.numel():
+                cand, reach = self._candidates(i, det, frames)
+                t, q, k, _ = cand
+                rows = (t * det[a].shape[1] + torch.div(q, U, rounding_mode="floor"), t * det[b].shape[1] + k)
+                if ref is None:
+                    self._ref[i] = (det[a].clone(), det[b].clone())
+                    self._reach[i] = reach
+                    self._cand[i], self._rows[i] = cand, rows
+                else:
+                    old, old_rows = keep_others(self._cand[i], self._rows[i], frames)
+                    self._cand[i] = tuple(torch.cat([x, y]) for x, y in zip(old, cand))
+                    self._rows[i] = tuple(torch.cat([x, y]) for x, y in zip(old_rows, rows))
+                    ref[0][frames], ref[1][frames] = det[a][frames], det[b][frames]
+                    self._reach[i][frames] = reach
+                self.block_refreshes += 1
+                any_block = True
+            # hot entries: a candidate further than HOT · h̄ below its allowed depth cannot reach it before
+            # the two characters have moved, together, by that much at its frame (exact, as the candidates)
+            hot_ref = self._hot_ref[i]
+            if hot_ref is None:
+                hot_frames = every
+            else:
+                stale = moved(hot_ref, a, b) >= hot_slack
+                stale[frames] = True                                    # their candidates were searched again
+                hot_frames = torch.nonzero(stale, as_tuple=True)[0]
+            if hot_frames.numel():
+                if hot_ref is None or hot_frames.numel() == self.num_frames:
+                    cand, rows = self._cand[i], self._rows[i]
+                    kept = None
+                else:
+                    mask = torch.zeros(self.num_frames, dtype=torch.bool, device=self.device)
+                    mask[hot_frames] = True
+                    sel = torch.nonzero(mask[self._cand[i][0]], as_tuple=True)[0]
+                    cand = tuple(x.index_select(0, sel) for x in self._cand[i])
+                    rows = tuple(r.index_select(0, sel) for r in self._rows[i])
+                    kept = keep_others(*self._hot[i], hot_frames)
+                d = self._depths(flat, a, b, cand, rows)
+                hot = torch.nonzero(d - cand[3] > -hot_slack, as_tuple=True)[0]
+                cand = tuple(x.index_select(0, hot) for x in cand)
+                rows = tuple(r.index_select(0, hot) for r in rows)
+                if kept is not None:
+                    cand = tuple(torch.cat([x, y]) for x, y in zip(kept[0], cand))
+                    rows = tuple(torch.cat([x, y]) for x, y in zip(kept[1], rows))
+                self._hot[i] = (cand, rows)
+                if hot_ref is None:
+                    self._hot_ref[i] = (det[a].clone(), det[b].clone())
+                else:
+                    hot_ref[0][hot_frames], hot_ref[1][hot_frames] = det[a][hot_frames], det[b][hot_frames]
+                self.hot_refreshes += 1
         self.refreshes += int(any_block)
 
     def _depths(self, flat: list, a: int, b: int, cand: tuple, rows: tuple) -> torch.Tensor:
@@ -276,17 +341,12 @@ class PartnerBarrier:
         total = ends[0].new_zeros(())
         count = 0
         flat = [e.reshape(-1, 2, 3) for e in ends]                # (T·B, 2, 3): gathers whose backward is index_add
-        for (a, b, _, unit, _, _), cand, rows in zip(self.blocks, self._cand, self._rows):
-            # the candidates' depths without autograd first; only those deeper than allowed (relu > 0: the
-            # others add neither value nor gradient) are evaluated again with it: hundreds of tens of thousands
-            with torch.no_grad():
-                keep = torch.nonzero(self._depths(flat, a, b, cand, rows) > cand[3], as_tuple=True)[0]
-            if not keep.numel():
+        for (a, b, _, unit, *_), (cand, rows) in zip(self.blocks, self._hot):
+            if not cand[0].numel():
                 continue
-            t, q, k, allow = (x.index_select(0, keep) for x in cand)
-            d = self._depths(flat, a, b, (t, q, k, allow), tuple(r.index_select(0, keep) for r in rows))
-            excess = (d - allow).clamp_min(0.0)
-            count += int(keep.numel())
+            d = self._depths(flat, a, b, cand, rows)
+            excess = (d - cand[3]).clamp_min(0.0)
+            count += int((excess > 0).sum())
             total = total + excess.square().sum() / (self.num_frames * unit)
         self.last_entries = count
         return self.weight * total

@@ -73,7 +73,7 @@ def _dense(barrier, ends) -> float:
     """The barrier by hand over every (frame, sphere, capsule), for a source that overlaps nowhere."""
     dense = 0.0
     U = len(SPHERES)
-    for (i, k, _, unit, _, excl), in zip(barrier.blocks):
+    for (i, k, _, unit, _, excl, _), in zip(barrier.blocks):
         q = ends[i][:, :, None, 0] + torch.as_tensor(SPHERES, dtype=ends[i].dtype)[:, None] \
             * (ends[i][:, :, None, 1] - ends[i][:, :, None, 0])
         q = q.reshape(q.shape[0], -1, 3)
@@ -243,3 +243,50 @@ def test_fit_body_marks_the_body_fitted():
     ch = make_humanoid()
     assert not ch.mesh.fitted
     assert fit_body_to_skeleton(ch.skeleton, ch.bone_map).fitted
+
+
+def _own_dense(bar, ends) -> float:
+    """The own block's barrier by hand over every (frame, sphere, capsule): depth beyond the larger of the source's
+    (scaled) and the start's, segment pairs within two hops and those touching in the source left out."""
+    U = len(SPHERES)
+    (a, b, ratio, unit, _, excl, _), = bar.blocks
+    u = torch.as_tensor(SPHERES, dtype=ends.dtype)[:, None]
+
+    def depths(e, r_sphere, r_caps):
+        q = (e[:, :, None, 0] + u * (e[:, :, None, 1] - e[:, :, None, 0])).reshape(e.shape[0], -1, 3)
+        return _depth(q[:, :, None], r_sphere[:, None], e[:, None, :, 0], e[:, None, :, 1], r_caps)
+    d = depths(ends, bar.sphere_r[0], bar.radius[0])
+    src = bar.src_ends[0]
+    q = bar.src_spheres[0]
+    d_src = _depth(q[:, :, None], bar.src_sphere_r[0][:, None], src[:, None, :, 0], src[:, None, :, 1], bar.src_r[0])
+    allow = torch.maximum(d_src.clamp_min(0) * ratio * bar.source_depth[0],
+                          depths(bar.init_ends[0], bar.sphere_r[0], bar.radius[0]).clamp_min(0))
+    out = excl.repeat_interleave(U, 0)[None] | bar.contacts[0].repeat_interleave(U, 1)
+    return float(torch.where(out, torch.zeros_like(d), (d - allow).clamp_min(0)).square().sum()) / (
+        ends.shape[0] * unit)
+
+
+def test_the_own_barrier_stays_exact_when_a_few_frames_move_far():
+    """The own block's candidates and hot entries are searched again frame by frame (only where that frame's
+    capsule ends moved as far as it allows): under moves of every size on a few frames at a time, and small
+    ones everywhere, the barrier equals the dense sum over every entry at every step."""
+    src = make_humanoid(girth=1.8, name="wide")
+    tgt = make_humanoid()
+    mo = walk_motion(src, frames=24, clap=True)
+    job = SolveJob(src, mo, tgt, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+                                                    w_self_barrier=1.0))
+    job.setup()
+    bar = job.own_barrier
+    ends = job.body_positions.unflatten(1, (-1, 2)).detach().clone()
+    g = torch.Generator().manual_seed(1)
+    searched = []
+    for step in range(25):
+        ends = ends + 0.002 * torch.randn(ends.shape, generator=g, dtype=ends.dtype)
+        frames = torch.randint(0, ends.shape[0], (3,), generator=g)
+        ends[frames] += (0.02 if step % 4 else 0.15) * torch.randn((3,) + ends.shape[1:], generator=g,
+                                                                   dtype=ends.dtype)
+        before = bar.block_refreshes
+        got = float(bar.weighted([ends])) / bar.weight
+        assert got == pytest.approx(_own_dense(bar, ends), rel=1e-9, abs=1e-15)
+        searched.append(bar.block_refreshes > before)
+    assert any(searched[1:]) and _own_dense(bar, ends) > 0
