@@ -69,7 +69,7 @@ ADVANCED_FLOATS = (
     ("w_reg", "Regularisation", "Weight of staying close to the copied rotations", 0.3, 0.0, 1000.0),
     ("w_smooth", "Smoothness", "Weight of temporal smoothness (jerk of key vertices)", 0.5, 0.0, 1000.0),
     ("w_sem", "Semantics", "Global weight of the semantic terms below", 1.0, 0.0, 1000.0),
-    ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 1.0, 0.0, 1000.0),
+    ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 2.0, 0.0, 1000.0),
     ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
     ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 1.0, 0.0, 1000.0),
     ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),

@@ -39,7 +39,7 @@ class SolverSettings:
     w_reg: float = 0.3          #: key vertices stay near the copy-rotations result
     w_smooth: float = 0.5       #: jerk of key vertices (non-squared, as printed)
     w_sem: float = 1.0          #: multiplies the five semantic terms below
-    w_dist: float = 1.0
+    w_dist: float = 2.0         #: measured: mean contact F1 0.61 -> 0.63 with the self barrier (docs/solver.md)
     w_dir: float = 1.0
     w_pen: float = 1.0
     w_height: float = 1.0       #: includes the unweighted floor barrier
@@ -47,7 +47,7 @@ class SolverSettings:
     w_partner: float = 1.0      #: a joint solve: multiplies dist, dir and pen between characters
     w_gaze: float = 1.0         #: a joint solve: multiplies L_dir on eye -> partner pairs in the gaze cone
     w_barrier: float = 1.0      #: a joint solve: a body deeper inside the partner's than in the source (barrier.py)
-    w_self_barrier: float = 0.0  #: EXPERIMENT, off: a limb deeper in its own body than the source's (docs/solver.md)
+    w_self_barrier: float = 1.0  #: a limb deeper in its own body than the source's or copy-rotations' (docs/solver.md)
     partner_lift: bool = True   #: a joint solve: the terms between characters may move a root up or down
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
@@ -66,8 +66,8 @@ class SolverSettings:
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
-    scale_pair_terms: bool = False   #: compare pair distances / penetrations scaled by h_tgt / h_src (not raw)
-    contact_focus: float = 0.0       #: L_dist's weight × (1 + contact_focus · W_src): source contacts matched closer
+    scale_pair_terms: bool = True    #: compare pair distances / penetrations scaled by h_tgt / h_src (not raw)
+    contact_focus: float = 3.0       #: L_dist's weight × (1 + contact_focus · W_src): source contacts matched closer
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
     contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
