@@ -72,6 +72,8 @@ ADVANCED_FLOATS = (
     ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 2.0, 0.0, 1000.0),
     ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
     ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 1.0, 0.0, 1000.0),
+    ("w_self_barrier", "Self Collision", "Keep each limb out of the character's own body, no deeper than in the "
+     "source or in copy rotations (capsule proxies; 0 turns it off, a little faster)", 1.0, 0.0, 1000.0),
     ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),
     ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 5.0, 0.0,
      1000.0),

@@ -23,6 +23,12 @@ from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, f
 from .settings import TERMS
 
 
+def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
+    """(E,) the square of L_dist's weight at α = 0, W_src · (1 + focus · W_src): its reference scale's floor is
+    Σ of it × a small residual², as the term itself weighs its entries (``pair_terms``)."""
+    return (w_src * (1.0 + focus * w_src)).square()
+
+
 def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
@@ -131,12 +137,13 @@ class Objective:
         T, N = self.p_init.shape[:2]
         ps = self.init_pairs
         w2 = float(ps.w_src.square().sum()) if len(ps) else 0.0
+        wd2 = float(focused_square(ps.w_src, s.contact_focus).sum()) if len(ps) else 0.0
         wf2 = float(self.wf_src.square().sum())
         ref = 0.01 * h   # 1 % of the target's height
         floors = {
             "reg": T * N * ref ** 2,
             "smooth": max(T - 3, 1) * N * 1.0 * h,            # 1 h_c / s³ per key vertex and frame
-            "dist": w2 * ref ** 2,
+            "dist": wd2 * ref ** 2,
             "dir": w2 * (1.0 - math.cos(math.radians(10.0))) ** 2,
             "pen": 2.0 * w2 * ref ** 2,
             "height": wf2 * ref ** 2,

@@ -27,7 +27,7 @@ from ..errors import CoreError
 from ..losses import cosine
 from ..partners import PartnerPairs
 from ..weights import MIN_FRACTION
-from .objective import pair_terms
+from .objective import focused_square, pair_terms
 
 PAIR_TERMS = ("dist", "dir", "pen")
 #: the floor of a character pair's scale counts at least this many full-weight entries per frame
@@ -147,15 +147,17 @@ class PartnerObjective:
                                      dtype=self.dtype, device=self.device)
         w2 = torch.zeros(len(self.pairs.blocks), dtype=self.dtype, device=self.device)
         w2.index_add_(0, block, ps.w_src.square())
+        wd2 = torch.zeros_like(w2).index_add_(0, block, focused_square(ps.w_src, self.settings.contact_focus))
         count = torch.clamp(w2, min=FLOOR_ENTRIES * T)
+        count_d = torch.clamp(wd2, min=FLOOR_ENTRIES * T)
         cos10 = (1.0 - math.cos(math.radians(10.0))) ** 2
-        floors = {"dist": count * ref ** 2, "dir": count * cos10, "pen": 2.0 * count * ref ** 2}
+        floors = {"dist": count_d * ref ** 2, "dir": count * cos10, "pen": 2.0 * count * ref ** 2}
         # a character pair whose contacts start far apart (RMS distance error above SCALE_CAP · d_min) is scaled as
         # if they started that far: it starts above 1, in proportion, instead of being worth as little as one
         # that is nearly right (module docstring, "Balancing")
         factor = torch.ones_like(w2)
         if SCALE_CAP:
-            rms2 = raw["dist"] / w2.clamp_min(1e-12)
+            rms2 = raw["dist"] / wd2.clamp_min(1e-12)
             cap2 = (SCALE_CAP * MIN_FRACTION * 100.0 * ref) ** 2            # ref = 1 % of the mean height
             factor = torch.where(rms2 > cap2, cap2 / rms2.clamp_min(1e-12), factor)
         self.scales = {k: torch.maximum(raw[k] * factor, floors[k]).clamp_min(1e-12) for k in PAIR_TERMS}

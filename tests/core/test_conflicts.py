@@ -32,7 +32,7 @@ def test_conflicts_are_well_formed(job):
         assert c.body_part in parts and c.term_a != c.term_b and -1.0 <= c.cosine < -0.2
         assert 0.0 <= c.severity <= 1.0
         assert job.init_motion.frame_start <= c.frames[0] <= c.frames[1]
-    assert [c.severity for c in found] == sorted([c.severity for c in found], reverse=True)
+    assert [c.score for c in found] == sorted([c.score for c in found], reverse=True)   # severity × duration
     assert len(detect_conflicts(job, threshold=-0.99)) <= len(found)
 
 

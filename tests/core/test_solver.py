@@ -90,10 +90,16 @@ def test_deterministic(pair, solved):
     np.testing.assert_array_equal(job2.run().rotations, solved[0].result().rotations)
 
 
+#: a self-retarget's terms are ~0 at the start, yet Adam's first steps move the pose a little before the terms
+#: bring it back: it is judged after the fast preset's 60 steps (after 30 the self-contact barrier, which pushes
+#: any deepening limb out rather than back, leaves a hand 3.02° off for a moment; 0.83° after 60)
+SELF = dict(FAST, iterations=60)
+
+
 @pytest.mark.slow
 def test_self_retarget_returns_the_source(pair):
     src, m, _, _ = pair
-    job = SolveJob(src, m, src, m, SolverSettings(**FAST))
+    job = SolveJob(src, m, src, m, SolverSettings(**SELF))
     res = job.run()
     p_src = job.objective.src_p
     with torch.no_grad():
@@ -108,7 +114,7 @@ def test_foot_contact_self_retarget_and_grounding(pair):
     """foot_contact: a self-retarget still returns the source; onto another body, the lowest sole point of a
     foot the source has grounded ends at the source's height (scaled), not at its key vertices' heights."""
     src, m, tgt, init = pair
-    job = SolveJob(src, m, src, m, SolverSettings(**FAST, foot_contact=True))
+    job = SolveJob(src, m, src, m, SolverSettings(**SELF, foot_contact=True))
     res = job.run()
     assert job.feet.contact_w is not None and float(job.feet.contact_w.sum()) > 0
     ang = 2 * np.degrees(np.arccos(np.clip(np.abs((res.rotations * m.rotations).sum(-1)), 0, 1)))
