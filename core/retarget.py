@@ -34,6 +34,7 @@ from .character import BuiltCharacter, CharacterSpec, build_character, check_cha
 from .conflicts import detecting
 from .copy_rotations import copy_rotations, posture_note
 from .errors import CoreError
+from .heap import release_free_memory
 from .metrics import evaluations
 from .progress import drive
 from .solver import Progress, SolveJob, SolverSettings
@@ -324,6 +325,8 @@ class Retarget(Cancellable):
             a, b = _PHASE_END["copy_rotations"], _PHASE_END["solve"]
             yield Step("solve", a, f"Solving 0/{job.total}: the first step…")   # set-up done: a line before step 1
             for p in job.steps():     # the objective relative to copy-rotations' at the same α (docs/solver.md)
+                if job.num_frames >= TRIM_FRAMES and p.step % TRIM_STEPS == 0:
+                    release_free_memory()                   # a long solve's freed temporaries (core.heap)
                 yield Step("solve", a + (b - a) * p.fraction,
                            f"Solving {p.step + 1}/{p.total}: objective {100 * p.relative:.0f} % of copy-rotations'",
                            p)
@@ -334,6 +337,9 @@ class Retarget(Cancellable):
                             source_motion.frame_start)
             ground, stats = job.source_ground_level, job.metrics
             timings["solve_s"] = time.perf_counter() - t2
+        if job is not None and job.own_barrier is not None:
+            job.own_barrier.release()  # searched again if the conflicts need it
+        release_free_memory()          # the solve's freed temporaries, before the metrics build theirs
         if not (np.isfinite(motion.rotations).all() and np.isfinite(motion.locations).all()):
             raise CoreError(f"Retarget '{src.name}' -> '{tgt.name}' produced non-finite values; nothing written.")
 
@@ -357,6 +363,7 @@ class Retarget(Cancellable):
                 gen, "metrics", _PHASE_END["solve"], _PHASE_END["metrics"],
                 "Measuring the result" + (" and copy-rotations" if reconform and o.baseline_metrics else ""))
             timings["metrics_s"] = time.perf_counter() - t3
+            release_free_memory()
         elif o.metrics:
             notes.append("no metrics: " + ("the source has no body (skeleton only)" if src.mesh is None
                                            else "the target has no body"))
@@ -377,6 +384,11 @@ class Retarget(Cancellable):
                                timings, stats, ground, job, track, terrain, report)
         yield Step("done", 1.0, "Done")
         return self.outcome
+
+
+#: a solve of at least this many frames hands its freed heap back every TRIM_STEPS steps (core.heap)
+TRIM_FRAMES = 2000
+TRIM_STEPS = 5
 
 
 def phase_steps(gen, phase: str, a: float, b: float, message: str):

@@ -229,11 +229,11 @@ def cuda_line(mods, src, motion, tgt, settings, cpu_result, device: str = "cuda"
             f"bone-rotation difference from the CPU result {angle:.3f}°")
 
 
-def memory_child(frames, threads, window=None):
+def memory_child(frames, threads, window=None, overrides=None):
     """Run in a child process: retarget a tiled clip of ``frames`` frames as the panel and the batch command do (10
     solver steps, then the metrics of the result and of copy-rotations, then the conflicts; with ``window`` =
     (frames, overlap): as overlapping windows, 10 steps each, no conflicts), print peak memory and the longest
-    stretch without a progress step as JSON."""
+    stretch without a progress step as JSON. ``overrides``: SolverSettings fields (``--set``)."""
     import torch
     torch.set_num_threads(threads)
     mods = enable_addon()
@@ -252,7 +252,7 @@ def memory_child(frames, threads, window=None):
     except OSError:
         hwm = False
     tracemalloc.start()
-    settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=threads)
+    settings = mods["core.solver"].SolverSettings(**dict(overrides or {}, iterations=10, num_threads=threads))
     rt = mods["core.retarget"]
     job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings))     # metrics and conflicts included
     if window:
@@ -316,8 +316,15 @@ def main(argv=None):
     ap.add_argument("--no-partners", action="store_true", help="leave the partners section out")
     ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench.md"))
     args = ap.parse_args(argv)
+    overrides = {}
+    for kv in args.set:
+        k, _, v = kv.partition("=")
+        try:                     # numbers, true/false, lists: JSON; anything else (track, feet, ...): text
+            overrides[k] = json.loads(v)
+        except json.JSONDecodeError:
+            overrides[k] = v
     if args.memory_child:
-        memory_child(args.memory_child, args.threads, args.memory_window)
+        memory_child(args.memory_child, args.threads, args.memory_window, overrides)
         return 0
     if args.partners_only:
         import bench_partners
@@ -338,13 +345,6 @@ def main(argv=None):
     t_all = time.perf_counter()
     mods = enable_addon()
     solver = mods["core.solver"]
-    overrides = {}
-    for kv in args.set:
-        k, _, v = kv.partition("=")
-        try:                     # numbers, true/false, lists: JSON; anything else (track, feet, ...): text
-            overrides[k] = json.loads(v)
-        except json.JSONDecodeError:
-            overrides[k] = v
     settings = solver.SolverSettings.preset(args.quality, num_threads=args.threads, **overrides)
     loader = Loader(mods, log)
     cases = CASES[:2] if args.quick else CASES
@@ -474,7 +474,7 @@ def main(argv=None):
             out(cuda_line(mods, src, at_1000[0], tgt, settings, at_1000[1]))
     if not args.quick and not args.no_memory:
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--memory-child", "10000",
-               "--threads", str(args.threads)]
+               "--threads", str(args.threads)] + [f"--set={kv}" for kv in args.set]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         mem = [l for l in proc.stdout.splitlines() if l.startswith("MEMORY ")]
         out()

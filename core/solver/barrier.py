@@ -170,15 +170,7 @@ class PartnerBarrier:
                 excl = torch.as_tensor(hold, device=self.device)                     # (B_a, B_b) segments
                 self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl,
                                     HOT * h_t))
-        n = len(self.blocks)
-        self._ref = [None] * n          # per block: its two characters' capsule ends at its last refresh
-        self._reach = [None] * n        # per block: (T,) how far they may move together at a frame before it is searched again
-        self._cand = [None] * n
-        self._rows = [None] * n
-        #: per block, its hot entries: the candidates within ``HOT`` of their allowed depth at ``_hot_ref`` (their
-        #: (t, q, k, allow) and rows), the only ones evaluated at a step until the two characters move by ``HOT``
-        self._hot = [None] * n
-        self._hot_ref = [None] * n
+        self.release()
         self.refreshes = 0              # steps that refreshed at least one block
         self.hot_refreshes = 0
         self.block_refreshes = 0
@@ -206,44 +198,62 @@ class PartnerBarrier:
         # a depth is at most pad − margin − box; an entry left out gains at most the two characters' moves
         reach = margin + (box - pad).clamp_min(0.0)
         keys = []
-        for c in range(0, near.numel(), _CHUNK):
+        for c in range(0, near.numel(), _CHUNK):        # every temporary bounded by a chunk of frames
             fr = near[c:c + _CHUNK]
             gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
             close = (gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin) & ~excl
             if self.contacts is not None and a == b:
                 close &= ~self.contacts[a][frames[fr]]         # limbs that touch in the source are free there
             f, sa, k = torch.nonzero(close, as_tuple=True)
-            t = fr[f]                                               # rows of ``frames``: clip frames at the end
-            e = ea[t, sa]                                                            # (E, 2, 3)
+            row = fr[f]                                                              # rows of ``frames``
+            e = ea[row, sa]                                                          # (E, 2, 3)
             q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
-            d = _depth(q, self.radius[a][sa, None], eb[t, k, None, 0], eb[t, k, None, 1],
+            d = _depth(q, self.radius[a][sa, None], eb[row, k, None, 0], eb[row, k, None, 1],
                        self.radius[b][k, None])                                     # (E, U)
             qi = sa[:, None] * U + torch.arange(U, device=self.device)
-            hit = d > -margin
-            e_idx, u_idx = torch.nonzero(hit, as_tuple=True)
-            keys.append((t[e_idx], qi[e_idx, u_idx], k[e_idx], d[e_idx, u_idx]))
+            e_idx, u_idx = torch.nonzero(d > -margin, as_tuple=True)
+            t, q, k, depth = frames[row[e_idx]], qi[e_idx, u_idx], k[e_idx], d[e_idx, u_idx]
+            allow = self._allowed(a, b, ratio, t, q, k)
+            # only entries within the margin of their allowed depth can reach it before the next search (a
+            # depth grows by at most the two characters' moves): where the source (or the start) is deeper than
+            # the target is now by more than the margin, the entry stays out
+            keep = torch.nonzero(depth - allow > -margin, as_tuple=True)[0]
+            keys.append((t[keep], q[keep], k[keep], allow[keep]))
         if keys:
-            t, q, k, depth = (torch.cat(x) for x in zip(*keys))
-            t = frames[t]
+            t, q, k, allow = (torch.cat(x) for x in zip(*keys))
         else:
             t = q = k = torch.zeros(0, dtype=torch.long, device=self.device)
-            depth = torch.zeros(0, dtype=self.dtype, device=self.device)
+            allow = torch.zeros(0, dtype=self.dtype, device=self.device)
+        return (t, q, k, allow), reach
+
+    def release(self):
+        """Forget the candidates and hot entries (searched again at the next evaluation): a finished solve's
+        barrier holds tens of MB on a long clip while the metrics run (``core.retarget``)."""
+        n = len(self.blocks)
+        #: per block: its two characters' capsule ends at each frame's last search, (T,) how far they may move
+        #: together at a frame before it is searched again, its candidates (t, q, k, allow) and their rows
+        self._ref, self._reach, self._cand, self._rows = [None] * n, [None] * n, [None] * n, [None] * n
+        #: per block, its hot entries: the candidates within ``HOT`` of their allowed depth at ``_hot_ref`` (their
+        #: (t, q, k, allow) and rows), the only ones evaluated at a step until the frame moves by ``HOT``
+        self._hot, self._hot_ref = [None] * n, [None] * n
+
+    def _allowed(self, a: int, b: int, ratio: float, t, q, k) -> torch.Tensor:
+        """(E,) the depth allowed to entries (frame t, sphere q of character a, capsule k of character b): the
+        source's there (≥ 0, scaled by ``ratio``; none for an own block on a fitted source body) and, in own
+        blocks, copy-rotations' (where the solve starts)."""
+        U = len(SPHERES)
         src = self.src_ends[b]
         d_src = _depth(self.src_spheres[a][t, q], self.src_sphere_r[a][q], src[t, k, 0], src[t, k, 1],
                        self.src_r[b][k])
         allow = d_src.clamp_min(0.0) * (ratio * self.source_depth[a])
-        if self.init_ends is not None:     # own blocks: as deep as copy-rotations already is, too
+        if self.init_ends is not None:
+            u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
             ia, ib = self.init_ends[a], self.init_ends[b]
             qa = ia[t, torch.div(q, U, rounding_mode="floor")]
             qa = qa[:, 0] + u[q % U, None] * (qa[:, 1] - qa[:, 0])
             allow = torch.maximum(allow, _depth(qa, self.sphere_r[a][q], ib[t, k, 0], ib[t, k, 1],
                                                 self.radius[b][k]).clamp_min(0.0))
-        # only entries within the margin of their allowed depth can reach it before the next refresh (a depth
-        # grows by at most the two characters' moves): where the source (or the start) is deeper than the target
-        # is now by more than the margin, the entry stays out
-        keep = torch.nonzero(depth - allow > -margin, as_tuple=True)[0]
-        t, q, k, allow = t[keep], q[keep], k[keep], allow[keep]
-        return (t, q, k, allow), reach
+        return allow
 
     def _refresh(self, det: list):
         """Per block, search again the frames where its two characters moved, together, as far as that frame

@@ -290,3 +290,30 @@ def test_the_own_barrier_stays_exact_when_a_few_frames_move_far():
         assert got == pytest.approx(_own_dense(bar, ends), rel=1e-9, abs=1e-15)
         searched.append(bar.block_refreshes > before)
     assert any(searched[1:]) and _own_dense(bar, ends) > 0
+
+
+def test_a_released_barrier_searches_again_and_gives_the_same_value():
+    """``release`` (after a solve, before the metrics) forgets the candidates; the next evaluation searches again."""
+    src = make_humanoid(girth=1.8, name="wide")
+    mo = walk_motion(src, frames=12)
+    job = SolveJob(src, mo, make_humanoid(), mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+                                                                w_self_barrier=1.0))
+    job.setup()
+    bar = job.own_barrier
+    ends = job.body_positions.unflatten(1, (-1, 2)).detach()
+    ends = ends + 0.03 * torch.randn(ends.shape, generator=torch.Generator().manual_seed(0), dtype=ends.dtype)
+    before = float(bar.weighted([ends]))
+    searched = bar.block_refreshes
+    bar.release()
+    assert bar._cand == [None] and bar._hot == [None]
+    assert float(bar.weighted([ends])) == pytest.approx(before, rel=1e-12) and before > 0
+    assert bar.block_refreshes == searched + 1
+
+
+def test_release_free_memory_runs_on_glibc():
+    import platform
+    from core.heap import release_free_memory
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert release_free_memory() is True
+    else:
+        assert release_free_memory() is False
