@@ -301,7 +301,7 @@ def test_a_released_barrier_searches_again_and_gives_the_same_value():
     job.setup()
     bar = job.own_barrier
     ends = job.body_positions.unflatten(1, (-1, 2)).detach()
-    ends = ends + 0.03 * torch.randn(ends.shape, generator=torch.Generator().manual_seed(0), dtype=ends.dtype)
+    ends = ends + 0.1 * torch.randn(ends.shape, generator=torch.Generator().manual_seed(0), dtype=ends.dtype)
     before = float(bar.weighted([ends]))
     searched = bar.block_refreshes
     bar.release()
