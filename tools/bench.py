@@ -123,6 +123,16 @@ def tile(motion_cls, motion, frames):
     return motion_cls(motion.rotations[idx], motion.locations[idx], motion.fps, motion.frame_start)
 
 
+def scaling_case(frames: int, mods=None):
+    """(mods, source, its clip tiled to ``frames`` frames, target) of the scaling line (``SCALING``), the add-on
+    enabled when ``mods`` is None."""
+    mods = mods or enable_addon()
+    loader = Loader(mods, lambda s: None)
+    src, smo, _ = loader.source(SCALING[0])
+    _, tgt, _ = loader.character(SCALING[1])
+    return mods, src, tile(mods["core.types"].Motion, smo, frames), tgt
+
+
 def retarget(mods, src, smo, tgt, settings, metrics=True):
     """The one retarget path (core.retarget, as the panel and the batch command run it) on prepared characters;
     returns its Outcome."""
@@ -236,11 +246,7 @@ def memory_child(frames, threads, window=None, overrides=None):
     stretch without a progress step as JSON. ``overrides``: SolverSettings fields (``--set``)."""
     import torch
     torch.set_num_threads(threads)
-    mods = enable_addon()
-    loader = Loader(mods, lambda s: None)
-    src, smo, _ = loader.source(SCALING[0])
-    _, tgt, _ = loader.character(SCALING[1])
-    smo = tile(mods["core.types"].Motion, smo, frames)
+    mods, src, smo, tgt = scaling_case(frames)
     base_rss = _rss_kb()
     # the peak so far is the characters' preparation (body fitting, key-vertex transfer): keep it apart from the
     # retarget's own peak (Linux resets VmHWM on writing 5 to clear_refs)

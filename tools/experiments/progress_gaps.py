@@ -23,11 +23,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    src, smo, _ = loader.source(bench.SCALING[0])
-    _, tgt, _ = loader.character(bench.SCALING[1])
-    smo = bench.tile(mods["core.types"].Motion, smo, args.frames)
+    mods, src, smo, tgt = bench.scaling_case(args.frames)
     rt = mods["core.retarget"]
     settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=args.threads)
     job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))

@@ -29,11 +29,7 @@ def main(argv=None) -> int:
     import torch
     torch.set_num_threads(args.threads)
     import bench
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    src, smo, _ = loader.source(bench.SCALING[0])
-    _, tgt, _ = loader.character(bench.SCALING[1])
-    mo = bench.tile(mods["core.types"].Motion, smo, args.frames)
+    mods, src, mo, tgt = bench.scaling_case(args.frames)
     variants = ast.literal_eval(args.variants)
     solver = mods["core.solver"]
     seconds = [[] for _ in variants]
