@@ -258,8 +258,8 @@ class PartnerBarrier:
     def _refresh(self, det: list):
         """Per block, search again the frames where its two characters moved, together, as far as that frame
         allows since their last search (exact: no entry left out can overlap before that), then pick again the
-        hot entries of the frames that moved by ``HOT`` of the margin since theirs. Frame by frame: a solve that
-        moves a few frames far leaves the others' entries as they are."""
+        hot entries of the frames that moved by ``HOT`` · h̄ since theirs. Frame by frame: a solve that moves a
+        few frames far leaves the others' entries as they are."""
         U = len(SPHERES)
         any_block = False
         flat = [e.reshape(-1, 2, 3) for e in det]
