@@ -45,8 +45,6 @@ HOT = 0.01
 #: in the partner's hand capsule (hands holding hands or wrists overlap the capsule cores in the capture too)
 HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
 _CHUNK = 256
-#: EXPERIMENT (reverted): source-touching segments allowed this share of the smaller radius instead of left free
-TOUCH_DEPTH = None
 
 
 def capsule_points(character):
@@ -204,7 +202,7 @@ class PartnerBarrier:
             fr = near[c:c + _CHUNK]
             gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
             close = (gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin) & ~excl
-            if self.contacts is not None and a == b and TOUCH_DEPTH is None:
+            if self.contacts is not None and a == b:
                 close &= ~self.contacts[a][frames[fr]]         # limbs that touch in the source are free there
             f, sa, k = torch.nonzero(close, as_tuple=True)
             row = fr[f]                                                              # rows of ``frames``
@@ -216,10 +214,6 @@ class PartnerBarrier:
             e_idx, u_idx = torch.nonzero(d > -margin, as_tuple=True)
             t, q, k, depth = frames[row[e_idx]], qi[e_idx, u_idx], k[e_idx], d[e_idx, u_idx]
             allow = self._allowed(a, b, ratio, t, q, k)
-            if self.contacts is not None and a == b and TOUCH_DEPTH is not None:
-                touch = self.contacts[a][t, torch.div(q, U, rounding_mode="floor"), k]
-                skin = TOUCH_DEPTH * torch.minimum(self.sphere_r[a][q], self.radius[b][k])
-                allow = torch.where(touch, torch.maximum(allow, skin), allow)
             # only entries within the margin of their allowed depth can reach it before the next search (a
             # depth grows by at most the two characters' moves): where the source (or the start) is deeper than
             # the target is now by more than the margin, the entry stays out
