@@ -25,6 +25,15 @@ def main() -> int:
     barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
     spent = {}
     bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_refresh", "_candidates")
+    counted = {}
+    release = barrier.PartnerBarrier.release
+
+    def counting_release(self):         # the retarget releases the barrier after the solve: count before
+        if getattr(self, "_cand", None) and self._cand[0] is not None:
+            counted["candidates"] = sum(int(c[0].numel()) for c in self._cand)
+            counted["hot"] = sum(int(h[0][0].numel()) for h in self._hot)
+        release(self)
+    barrier.PartnerBarrier.release = counting_release
     for w in (0.0, 1.0):
         settings = solver.SolverSettings.preset("balanced", num_threads=1, w_self_barrier=w)
         spent.clear()
@@ -35,8 +44,9 @@ def main() -> int:
         b = out.job.own_barrier
         extra = "" if b is None else (
             f"; barrier forward {spent.get('PartnerBarrier.weighted', 0.0):.2f} s, refreshes {spent.get('PartnerBarrier._refresh', 0.0):.2f} s "
-            f"(candidate searches {spent.get('PartnerBarrier._candidates', 0.0):.2f} s) over {b.refreshes} refreshes, "
-            f"{sum(int(c[0].numel()) for c in b._cand)} candidates, {b.last_entries} active entries at the end")
+            f"(candidate searches {spent.get('PartnerBarrier._candidates', 0.0):.2f} s) on {b.refreshes} steps, "
+            f"{counted.get('candidates')} candidates, {counted.get('hot')} hot, {b.last_entries} active entries at "
+            f"the end")
         print(f"w_self_barrier {w:g}: {seconds:.2f} s{extra}; load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
