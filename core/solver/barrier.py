@@ -41,6 +41,9 @@ SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MARGIN = 0.05
 #: the hot entries' slack, share of the two characters' mean target height (``PartnerBarrier._refresh``)
 HOT = 0.01
+#: a search (or a hot pick) that must run takes along the frames that have moved this share of their allowance:
+#: fewer, larger searches (each has a fixed cost), as exact
+LOOKAHEAD = 0.5
 #: a hold, not a penetration: a hand's spheres in the partner's hand or forearm capsule, and a forearm's spheres
 #: in the partner's hand capsule (hands holding hands or wrists overlap the capsule cores in the capture too)
 HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
@@ -280,7 +283,11 @@ class PartnerBarrier:
 
         for i, (a, b, _, _, margin, _, hot_slack) in enumerate(self.blocks):
             ref = self._ref[i]
-            frames = every if ref is None else torch.nonzero(moved(ref, a, b) >= self._reach[i], as_tuple=True)[0]
+            if ref is None:
+                frames = every
+            else:       # once a frame must be searched, those past LOOKAHEAD of their reach come along
+                far = moved(ref, a, b) / self._reach[i]
+                frames = torch.nonzero(far >= LOOKAHEAD, as_tuple=True)[0] if bool((far >= 1.0).any()) else every[:0]
             if frames.numel():
                 cand, reach = self._candidates(i, det, frames)
                 t, q, k, _ = cand
@@ -303,7 +310,8 @@ class PartnerBarrier:
             if hot_ref is None:
                 hot_frames = every
             else:
-                stale = moved(hot_ref, a, b) >= hot_slack
+                far = moved(hot_ref, a, b) / hot_slack
+                stale = far >= (LOOKAHEAD if bool((far >= 1.0).any()) else 1.0)
                 stale[frames] = True                                    # their candidates were searched again
                 hot_frames = torch.nonzero(stale, as_tuple=True)[0]
             if hot_frames.numel():
