@@ -260,12 +260,7 @@ def self_pen_parts(track: ClipTrack) -> tuple:
     character = track.character
     seg, bones, bone_ids = vertex_segments(character.skeleton, character.mesh, character.bone_map)
     parts = np.zeros((len(bones), len(bones)))
-    gen = _surface_shares(track, 0.0, seg, bones, bone_ids, parts)
-    while True:
-        try:
-            next(gen)
-        except StopIteration:
-            break
+    drive(_surface_shares(track, 0.0, seg, bones, bone_ids, parts))
     return list(bones), parts / max(track.num_frames, 1)
 
 

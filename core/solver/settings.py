@@ -39,7 +39,7 @@ class SolverSettings:
     w_reg: float = 0.3          #: key vertices stay near the copy-rotations result
     w_smooth: float = 0.5       #: jerk of key vertices (non-squared, as printed)
     w_sem: float = 1.0          #: multiplies the five semantic terms below
-    w_dist: float = 2.0         #: measured: mean contact F1 0.61 -> 0.63 with the self barrier (docs/solver.md)
+    w_dist: float = 2.0         #: with contact_focus: the source's contacts kept (docs/solver.md "Pair terms")
     w_dir: float = 1.0
     w_pen: float = 1.0
     w_height: float = 1.0       #: includes the unweighted floor barrier
