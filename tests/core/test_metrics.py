@@ -161,7 +161,6 @@ def test_capsule_test_equals_the_distance_to_each_axis_segment():
 
 def test_foot_heights_are_the_measures_feet_and_follow_the_body(clip):
     from core.measures import foot_heights, measure
-    from core.track import ClipTrack
     ch, m = clip
     h = foot_heights(ClipTrack(ch, m))
     assert h.shape == (2, m.num_frames)
