@@ -154,3 +154,27 @@ def test_pair_terms_scaled_to_the_target_size():
     for f in ("src_dir", "w_src", "tgt_dmin", "tgt_dmax"):
         assert torch.equal(getattr(big, f), getattr(raw, f))
     np.testing.assert_allclose((big.src_dist / big.tgt_dmin).numpy(), (raw.src_dist / raw.src_dmin).numpy())
+
+
+def test_contact_focus_weighs_the_sources_contacts_by_hand():
+    """L_dist with contact_focus c: each entry's weight W × (1 + c·W_src). Two entries, a contact (W_src 1) and a
+    far pair (W_src 0.25), both 1 cm off: at c = 3 the contact's squared error counts (1 + 3)² = 16 times, the far
+    pair's (1 + 0.75)² ≈ 3 times, and the reference-scale floor weighs them the same way (focused_square)."""
+    from core.solver.objective import focused_square, pair_terms
+    from core.weights import PairSet
+    p = torch.zeros((1, 4, 3), dtype=torch.float64)
+    p[0, 1, 0], p[0, 3, 0], p[0, 2, 0] = 0.06, 5.0 + 0.13, 5.0
+    n = torch.zeros_like(p)
+    n[..., 2] = 1.0
+    t, i, j = torch.tensor([0, 0]), torch.tensor([0, 2]), torch.tensor([1, 3])
+    w_src = torch.tensor([1.0, 0.25], dtype=torch.float64)
+    ps = PairSet(t, i, j, torch.tensor([0.05, 0.12], dtype=torch.float64), torch.zeros((2, 3), dtype=torch.float64),
+                 torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64), w_src,
+                 torch.full((2,), 0.1, dtype=torch.float64), torch.full((2,), 0.1, dtype=torch.float64),
+                 torch.full((2,), 0.3, dtype=torch.float64))
+    none = {"dist": None, "dir": None, "pen": None}
+    plain = float(pair_terms(p, n, 0.0, ps, none)["dist"])
+    focused = float(pair_terms(p, n, 0.0, ps, none, focus=3.0)["dist"])
+    assert plain == pytest.approx(0.01 ** 2 * (1.0 + 0.25 ** 2))
+    assert focused == pytest.approx(0.01 ** 2 * (4.0 ** 2 + (0.25 * 1.75) ** 2))
+    np.testing.assert_allclose(focused_square(w_src, 3.0).numpy(), [16.0, (0.25 * 1.75) ** 2])
