@@ -37,15 +37,11 @@ def main(argv=None) -> int:
     import torch
     torch.set_num_threads(1)
     import bench
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    src, smo, _ = loader.source(bench.SCALING[0])
-    _, tgt, _ = loader.character(bench.SCALING[1])
+    mods, src, smo, tgt = bench.scaling_case(args.frames)
     print(f"source: {src.mesh.num_verts} vertices, {src.skeleton.num_bones} bones; target: {tgt.mesh.num_verts} "
           f"vertices, {tgt.skeleton.num_bones} bones")
     chunk = None if args.chunk == "none" else int(args.chunk)
     Motion = mods["core.types"].Motion
-    smo = bench.tile(Motion, smo, args.frames)
     metrics, cr, progress = (importlib.import_module(f"{bench.MODULE}.core.{n}")
                              for n in ("metrics", "copy_rotations", "progress"))
     init = cr.copy_rotations(src, smo, tgt)
