@@ -92,7 +92,7 @@ def test_deterministic(pair, solved):
 
 #: a self-retarget's terms are ~0 at the start, yet Adam's first steps move the pose a little before the terms
 #: bring it back: it is judged after the fast preset's 60 steps (after 30 the self-contact barrier, which pushes
-#: any deepening limb out rather than back, leaves a hand 3.02° off for a moment; 0.83° after 60)
+#: any deepening limb out rather than back, can still leave a hand just over the bound)
 SELF = dict(FAST, iterations=60)
 
 
