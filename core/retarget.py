@@ -309,6 +309,7 @@ class Retarget(Cancellable):
 
         # 4. the solve
         motion, job, ground, stats = init, None, 0.0, {}
+        long_clip = source_motion.num_frames >= TRIM_FRAMES   # hands its freed heap back as it goes (core.heap)
         if reconform:
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
@@ -325,7 +326,7 @@ class Retarget(Cancellable):
             a, b = _PHASE_END["copy_rotations"], _PHASE_END["solve"]
             yield Step("solve", a, f"Solving 0/{job.total}: the first step…")   # set-up done: a line before step 1
             for p in job.steps():     # the objective relative to copy-rotations' at the same α (docs/solver.md)
-                if job.num_frames >= TRIM_FRAMES and p.step % TRIM_STEPS == 0:
+                if long_clip and p.step % TRIM_STEPS == 0:
                     release_free_memory()                   # a long solve's freed temporaries (core.heap)
                 yield Step("solve", a + (b - a) * p.fraction,
                            f"Solving {p.step + 1}/{p.total}: objective {100 * p.relative:.0f} % of copy-rotations'",
@@ -337,9 +338,10 @@ class Retarget(Cancellable):
                             source_motion.frame_start)
             ground, stats = job.source_ground_level, job.metrics
             timings["solve_s"] = time.perf_counter() - t2
-        if job is not None and job.own_barrier is not None:
-            job.own_barrier.release()  # searched again if the conflicts need it
-        release_free_memory()          # the solve's freed temporaries, before the metrics build theirs
+        if long_clip:   # before the metrics: the barrier's candidates (searched again for the conflicts), freed heap
+            if job is not None and job.own_barrier is not None:
+                job.own_barrier.release()
+            release_free_memory()
         if not (np.isfinite(motion.rotations).all() and np.isfinite(motion.locations).all()):
             raise CoreError(f"Retarget '{src.name}' -> '{tgt.name}' produced non-finite values; nothing written.")
 
@@ -363,7 +365,8 @@ class Retarget(Cancellable):
                 gen, "metrics", _PHASE_END["solve"], _PHASE_END["metrics"],
                 "Measuring the result" + (" and copy-rotations" if reconform and o.baseline_metrics else ""))
             timings["metrics_s"] = time.perf_counter() - t3
-            release_free_memory()
+            if long_clip:
+                release_free_memory()
         elif o.metrics:
             notes.append("no metrics: " + ("the source has no body (skeleton only)" if src.mesh is None
                                            else "the target has no body"))
@@ -386,7 +389,8 @@ class Retarget(Cancellable):
         return self.outcome
 
 
-#: a solve of at least this many frames hands its freed heap back every TRIM_STEPS steps (core.heap)
+#: a retarget of at least this many frames hands its freed heap back after the solve and the metrics, and every
+#: TRIM_STEPS steps of the solve (core.heap); a short one's temporaries are small and Live's windows need no trim
 TRIM_FRAMES = 2000
 TRIM_STEPS = 5
 
