@@ -213,32 +213,6 @@ def fmt(v, k):
     return f"{v:.3f}"
 
 
-def cuda_line(mods, src, motion, tgt, settings, cpu_result, device: str = "cuda") -> str:
-    """One line on the CUDA device: the same retarget as the CPU 1 000-frame scaling run, its frames/s (after an
-    untimed warm-up retarget that creates the CUDA context), peak GPU memory, and the largest rotation difference
-    from the CPU result. Says so when torch sees no CUDA device (the solver never needs one)."""
-    import dataclasses
-
-    import numpy as np
-    import torch
-    if not torch.cuda.is_available():
-        return f"CUDA: not measured (torch {torch.__version__} sees no CUDA device on this machine)."
-    on_gpu = dataclasses.replace(settings, device=device)
-    retarget(mods, src, motion.slice(0, 75), tgt, dataclasses.replace(on_gpu, iterations=2), metrics=False)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    t = time.perf_counter()
-    res = retarget(mods, src, motion, tgt, on_gpu, metrics=False).motion
-    torch.cuda.synchronize()
-    dt = time.perf_counter() - t
-    dots = np.abs((np.asarray(res.rotations) * np.asarray(cpu_result.rotations)).sum(-1)).clip(0.0, 1.0)
-    angle = float(np.degrees(2.0 * np.arccos(dots)).max())
-    return (f"CUDA ({torch.cuda.get_device_name(0)}, torch {torch.__version__}): {motion.num_frames / dt:.0f} f/s "
-            f"on the same {motion.num_frames}-frame clip ({dt:.1f} s incl. copy-rotations and set-up, after an "
-            f"untimed warm-up); peak GPU memory {torch.cuda.max_memory_allocated() / 2 ** 20:.0f} MB; largest "
-            f"bone-rotation difference from the CPU result {angle:.3f}°")
-
-
 def memory_child(frames, threads, window=None, overrides=None):
     """Run in a child process: retarget a tiled clip of ``frames`` frames as the panel and the batch command do (10
     solver steps, then the metrics of the result and of copy-rotations, then the conflicts; with ``window`` =
@@ -475,9 +449,11 @@ def main(argv=None):
         out(f"Scaling (retarget frames/s incl. copy-rotations and solver set-up, no metrics, "
             f"{pathlib.Path(SCALING[0]).stem} ping-pong tiled → "
             f"{pathlib.Path(SCALING[1]).stem}): " + "; ".join(parts))
-        if at_1000 is not None:
-            out()
-            out(cuda_line(mods, src, at_1000[0], tgt, settings, at_1000[1]))
+        out()                            # --- the same case on CUDA, when torch sees one (tools/bench_gpu.py) ---
+        import bench_gpu
+        targets.update(bench_gpu.section(out, mods["core.retarget"], lambda m, n: tile(mods["core.types"].Motion, m, n),
+                                         src, smo, tgt, settings,
+                                         cpu_results={} if at_1000 is None else {1000: at_1000[1]}, log=log))
     if not args.quick and not args.no_memory:
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--memory-child", "10000",
                "--threads", str(args.threads)] + [f"--set={kv}" for kv in args.set]

@@ -194,7 +194,7 @@ class GroupSolveJob:
         step = self._step
         self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
         alpha = self._alpha()
-        with deterministic(self.members[0].device):     # as SolveJob._adam_step: the switch only on a GPU
+        with deterministic(self.members[0].device, s.deterministic):     # as SolveJob._adam_step: only on a GPU
             for p in self.optim.params:
                 p.grad = None
             member_terms, ps, ns = [], [], []

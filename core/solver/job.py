@@ -424,7 +424,7 @@ class SolveJob:
         s = self.settings
         step = self._step
         self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
-        with deterministic(self.device):
+        with deterministic(self.device, s.deterministic):
             for p in self.param.params:
                 p.grad = None
             terms = self.weighted_terms()

@@ -51,11 +51,12 @@ def learning_rates(base_lrs, step: int, total: int, warmup: float, lr_final: flo
 
 
 @contextlib.contextmanager
-def deterministic(device):
-    """torch's deterministic algorithms for the block when ``device`` is a GPU (``index_add_`` and scatters are
-    not deterministic there otherwise). On the CPU those ops already are, and the switch is left alone: its first
-    use in a process imports ``torch._dynamo`` (2-3 s, measured on the first solver step of every process)."""
-    if torch.device(device).type == "cpu":
+def deterministic(device, on: bool = True):
+    """torch's deterministic algorithms for the block when ``device`` is a GPU and ``on`` (``index_add_`` and
+    scatters are not deterministic there otherwise: off, they add in whatever order the GPU's threads run). On the
+    CPU those ops already are, and the switch is left alone: its first use in a process imports ``torch._dynamo``
+    (2-3 s, measured on the first solver step of every process)."""
+    if torch.device(device).type == "cpu" or not on:
         yield
         return
     prev = torch.are_deterministic_algorithms_enabled()

@@ -84,6 +84,9 @@ class SolverSettings:
     resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
     warm_lr: float = 0.3             #: the learning rates of a warm-started solve, as a share of lr_rot / lr_root
     device: str = "cpu"              #: "cpu", or "cuda" on request
+    #: on a GPU, torch's deterministic algorithms (every run gives the same result; off: faster on a GPU, runs
+    #: differ by rounding). The CPU's solve is deterministic either way (docs/solver.md "GPU")
+    deterministic: bool = True
     dtype: str = "float32"
     seed: int = 0
     num_threads: int = None          #: torch intra-op threads (None: leave torch's setting)

@@ -1,0 +1,82 @@
+"""tools/bench_gpu.py (make bench's GPU lines): its comparisons run on the CPU here (the suite never needs a GPU),
+what it says without CUDA, and a case pickled under the installed extension's module names read back."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from core import retarget as rt
+from core.solver import SolverSettings
+from core.types import Motion
+from tests.core.synth import make_humanoid, walk_motion
+from tools import bench_gpu
+from tools.bench import tile
+
+SETTINGS = SolverSettings(iterations=4, num_threads=2)
+
+
+@pytest.fixture(scope="module")
+def case():
+    src = make_humanoid()
+    return src, walk_motion(src, frames=20), make_humanoid(scale=0.8, girth=1.4, name="tgt")
+
+
+def _section(case, **kw):
+    src, mo, tgt = case
+    lines = []
+    targets = bench_gpu.section(lambda s="": lines.append(s), rt, lambda m, n: tile(Motion, m, n), src, mo, tgt, SETTINGS,
+                                frames=(20, 30), cpu_frames=(20,), device="cpu", **kw)
+    return lines, targets
+
+
+def test_the_section_compares_a_device_with_the_cpu(case):
+    lines, targets = _section(case)
+    rows = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ") and line[2].isdigit()}
+    assert set(rows) == {"20", "30"}
+    # the "device" is the CPU itself: no rotation differs, the run twice is identical, the CPU ran 20 frames only
+    assert "| 0.000° / 0.000° / 0.0000° |" in rows["20"] and rows["20"].endswith("| identical |")
+    assert "| not run |" in rows["30"]
+    tol = [k for k in targets if k.startswith("GPU rotations within")]
+    assert len(tol) == 1 and targets[tol[0]][1]
+    assert targets["GPU: a reproducible solve run twice gives identical rotations and locations"] == (
+        "2 of 2 lengths identical", True)
+    assert not any("frames/s" in k for k in targets)          # the speed target starts at 1 000 frames
+
+
+def test_a_result_off_by_more_than_the_tolerance_fails(case):
+    src, mo, tgt = case
+    cpu = rt.run(rt.Retarget(src, tile(Motion, mo, 20), tgt, rt.RetargetOptions(settings=SETTINGS, metrics=False,
+                                                                              conflicts=False))).motion
+    rot = cpu.rotations.copy()
+    half = np.radians(bench_gpu.TOLERANCE_DEG[0] + 1.0) / 2       # one bone, one frame, turned past the largest
+    q = np.array([np.cos(half), np.sin(half), 0.0, 0.0])
+    w1, v1, w2, v2 = rot[5, 3, 0], rot[5, 3, 1:], q[0], q[1:]
+    rot[5, 3] = np.concatenate([[w1 * w2 - v1 @ v2], w1 * v2 + w2 * v1 + np.cross(v1, v2)])
+    _, targets = _section(case, cpu_results={20: Motion(rot, cpu.locations, cpu.fps, cpu.frame_start)})
+    (label,) = [k for k in targets if k.startswith("GPU rotations within")]
+    measured, ok = targets[label]
+    assert not ok and measured.startswith(f"{bench_gpu.TOLERANCE_DEG[0] + 1.0:.3f}°")
+
+
+def test_without_cuda_the_section_says_so_and_measures_nothing(case, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    lines = []
+    src, mo, tgt = case
+    assert bench_gpu.section(lines.append, rt, None, src, mo, tgt, SETTINGS) == {}
+    assert len(lines) == 1 and lines[0].startswith("GPU: not measured")
+
+
+def test_a_case_pickled_under_the_extension_names_loads_as_this_checkout(case, tmp_path):
+    _, mo, _ = case
+    raw = pickle.dumps(dict(motion=mo), protocol=0)        # text opcodes: the module name can be rewritten
+    assert b"core.types" in raw
+    raw = raw.replace(b"core.types", b"bl_ext.reconform_bench.reconform.core.types")
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(raw)
+    path = tmp_path / "case.pkl"
+    path.write_bytes(raw)
+    with open(path, "rb") as f:
+        back = bench_gpu._CoreUnpickler(f).load()["motion"]
+    assert isinstance(back, Motion) and np.array_equal(back.rotations, mo.rotations)
