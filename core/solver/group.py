@@ -104,7 +104,9 @@ class GroupSolveJob:
         try:
             if not self._ready:
                 t0 = time.perf_counter()
-                self._setup()
+                m0 = self.members[0].settings
+                with deterministic(m0.device, m0.deterministic):       # as SolveJob.prepare
+                    self._setup()
                 self.stats["setup_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             while self._step < self.total:

@@ -134,7 +134,9 @@ class SolveJob:
         it takes seconds: the source's key-vertex paths, the soles, the objective, copy-rotations' start)."""
         if self._ready:
             return
-        with self._threads():
+        # the set-up's scatters too (the spline's fit to copy-rotations, the skinning weights): on a GPU they set
+        # where the steps start, and the deterministic switch is what makes two runs equal there
+        with self._threads(), deterministic(self.settings.device, self.settings.deterministic):
             t0 = time.perf_counter()
             yield from self._setup()
             self.stats["setup_s"] = time.perf_counter() - t0
