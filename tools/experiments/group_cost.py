@@ -1,7 +1,8 @@
 """Where a joint solve's extra time goes (docs/solver.md "Multi-character", "Timing"): one joint solve of K
 characters of `make bench`'s partner timing set (tools/bench_partners.py FIVE, 600 frames), then the same
-members solved separately, with the seconds spent in the barrier (and its candidate refreshes) and in the
-partner terms' forward pass.
+members solved separately, with the seconds spent in the barrier between the characters (and its candidate
+refreshes), in the partner terms' forward pass, and in the characters' own self-contact barriers (jointly and
+separately).
 
     .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120] [--const GAZE_SLACK_DIST=0.03]
         [--profile]
@@ -55,8 +56,18 @@ def main(argv=None) -> int:
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr))
                                for (s, m, t), tr in zip(pairs, tracks)])
     spent = {}
-    bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_candidates")
     bench.time_methods(spent, partners.PartnerObjective, "weighted")
+    for name in ("weighted", "_candidates"):    # the characters' own barriers apart from the one between them
+        def timed(self, *a, _f=getattr(barrier.PartnerBarrier, name), _name=name, **kw):
+            t = time.perf_counter()
+            try:
+                return _f(self, *a, **kw)
+            finally:
+                own = bool(self.blocks) and self.blocks[0][0] == self.blocks[0][1]
+                key = f"PartnerBarrier.{_name}" if not own else ("own barriers" if _name == "weighted" else None)
+                if key:                                 # an own barrier's searches are inside its weighted()
+                    spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
+        setattr(barrier.PartnerBarrier, name, timed)
     settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations)
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)
@@ -71,6 +82,8 @@ def main(argv=None) -> int:
     else:
         group.run()
     joint = time.perf_counter() - t0
+    own_joint = spent.get("own barriers", 0.0)
+    spent["own barriers"] = 0.0
     t0 = time.perf_counter()
     for (s, m, t), i, tr in zip(pairs, inits, tracks):
         solver.SolveJob(s, m, t, i, settings, source_track=tr).run()
@@ -81,7 +94,8 @@ def main(argv=None) -> int:
           f"{spent.get('PartnerBarrier.weighted', 0.0):.1f} s (candidate searches "
           f"{spent.get('PartnerBarrier._candidates', 0.0):.1f} s over {getattr(bar, 'refreshes', '?')} steps that "
           f"refreshed, {getattr(bar, 'block_refreshes', 'every')} pair refreshes of {len(bar.blocks)} pairs); "
-          f"partner terms' forward {spent.get('PartnerObjective.weighted', 0.0):.1f} s")
+          f"partner terms' forward {spent.get('PartnerObjective.weighted', 0.0):.1f} s; the characters' own barriers "
+          f"{own_joint:.1f} s jointly, {spent['own barriers']:.1f} s separately")
     return 0
 
 
