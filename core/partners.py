@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .descriptors import pair_descriptors
-from .weights import MAX_FRACTION, MIN_FRACTION, PairSet, interaction_weight, source_side
+from .weights import MAX_FRACTION, MIN_FRACTION, PairSet, interaction_weight, scaled_to_target
 
 #: frames per chunk of the narrow-phase distance test (bounds its temporary memory)
 CHUNK = 1024
@@ -41,16 +41,14 @@ class PartnerPairs:
         margin: extra distance (share of the pair's mean target height) of the candidate test, as
             ``weights.ActivePairs``: candidates are refreshed once a key vertex has moved half of it.
         scale: the source's distances scaled to the pair's target size (``weights.scaled_to_target``).
-        touch: the source's touching pairs asked for a touch, never a depth (``weights.touching_not_inside``).
     Attributes:
         offsets: (K + 1,) start of each character in the stacked key vertices.
         blocks: [(a, b)] character pairs a < b, in order; an entry's ``block`` indexes this list.
     """
 
-    def __init__(self, src_p, src_n, src_heights, tgt_heights, margin: float = 0.05, scale: bool = False,
-                 touch: bool = False):
+    def __init__(self, src_p, src_n, src_heights, tgt_heights, margin: float = 0.05, scale: bool = False):
         K = len(src_p)
-        self.scale, self.touch = scale, touch
+        self.scale = scale
         self.num_characters = K
         self.sizes = [int(p.shape[1]) for p in src_p]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
@@ -137,7 +135,7 @@ class PartnerPairs:
         w = interaction_weight(d.dist, self.s_min[block], self.s_max[block])
         ps = PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[block], self.t_min[block],
                      self.t_max[block])
-        return source_side(ps, self.scale, self.touch), block
+        return (scaled_to_target(ps) if self.scale else ps), block
 
     # -- the active set --------------------------------------------------------------------------------------------
 

@@ -76,25 +76,6 @@ def scaled_to_target(ps: "PairSet") -> "PairSet":
                    ps.src_dmin * r, ps.tgt_dmin, ps.tgt_dmax)
 
 
-def touching_not_inside(ps: "PairSet") -> "PairSet":
-    """The PairSet with the source's penetrations of its touching entries (closer than the source d_min) raised to
-    0: where the source has one key vertex behind the other's surface (a hand sunk into a belly, a fitted body's
-    forearm in its spine), L_pen asks the target for a touch, not for the same depth (docs/solver.md "Pair terms:
-    touching, not inside"). Entries farther apart keep their signed penetration (a hand behind the back)."""
-    near = ps.src_dist < ps.src_dmin
-    pen_ij = torch.where(near, ps.src_pen_ij.clamp(min=0.0), ps.src_pen_ij)
-    pen_ji = torch.where(near, ps.src_pen_ji.clamp(min=0.0), ps.src_pen_ji)
-    return PairSet(ps.t, ps.i, ps.j, ps.src_dist, ps.src_dir, pen_ij, pen_ji, ps.w_src, ps.src_dmin, ps.tgt_dmin,
-                   ps.tgt_dmax)
-
-
-def source_side(ps: "PairSet", scale: bool, touch: bool) -> "PairSet":
-    """The source's side of ``ps`` as the terms compare it: ``scaled_to_target`` when ``scale``, then
-    ``touching_not_inside`` when ``touch``."""
-    ps = scaled_to_target(ps) if scale else ps
-    return touching_not_inside(ps) if touch else ps
-
-
 def allowed_pairs(limbs, character=None, exclude_same_limb: bool = True) -> np.ndarray:
     """(N, N) bool mask of unordered pairs i < j that pair terms may use.
 
@@ -162,14 +143,13 @@ class ActivePairs:
         mask: (N, N) allowed unordered pairs (``allowed_pairs``).
         margin: extra distance, as a fraction of the target pair's height, for the target test.
         scale: the source's distances scaled to the target's size (``scaled_to_target``).
-        touch: the source's touching pairs asked for a touch, never a depth (``touching_not_inside``).
     """
 
     def __init__(self, src_p: torch.Tensor, src_n: torch.Tensor, src_heights: np.ndarray,
                  tgt_heights: np.ndarray, mask: np.ndarray, margin: float = 0.05, chunk: int = 2048,
-                 scale: bool = False, touch: bool = False):
+                 scale: bool = False):
         self.src_p, self.src_n = src_p.detach(), src_n.detach()
-        self.scale, self.touch = scale, touch
+        self.scale = scale
         dev = src_p.device
         ii, jj = np.nonzero(mask)
         self.ii = torch.as_tensor(ii, device=dev)
@@ -249,7 +229,7 @@ class ActivePairs:
         pen_ji = -(n_j * d.dir).sum(-1)
         w = interaction_weight(d.dist, self.s_min[k], self.s_max[k])
         ps = PairSet(t, i, j, d.dist, d.dir, d.pen, pen_ji, w, self.s_min[k], self.t_min[k], self.t_max[k])
-        return source_side(ps, self.scale, self.touch)
+        return scaled_to_target(ps) if self.scale else ps
 
     @property
     def num_source_entries(self) -> int:

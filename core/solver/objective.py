@@ -90,7 +90,7 @@ class Objective:
         mask = allowed_pairs(self.limbs, None, s.exclude_same_limb)
         N = len(self.limbs)
         self.pairs = ActivePairs(src_p, src_n, np.full(N, self.h_src), np.full(N, self.h_tgt), mask,
-                                 scale=s.scale_pair_terms, touch=s.touch_not_inside)
+                                 scale=s.scale_pair_terms)
         self.pairs_allowed = int(mask.sum())
         self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
         if s.smooth_mode not in ("added", "absolute"):

@@ -59,7 +59,7 @@ class PartnerObjective:
         src_p = [m.objective.src_p for m in members]
         src_n = [m.objective.src_n for m in members]
         self.pairs = PartnerPairs(src_p, src_n, [m.h_src for m in members], [m.h_tgt for m in members],
-                                  scale=settings.scale_pair_terms, touch=settings.touch_not_inside)
+                                  scale=settings.scale_pair_terms)
         self.offsets = self.pairs.offsets
         self.heights = np.asarray([m.h_tgt for m in members])
         self.vertex_scale = {}

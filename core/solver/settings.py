@@ -67,7 +67,6 @@ class SolverSettings:
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     scale_pair_terms: bool = True    #: compare pair distances / penetrations scaled by h_tgt / h_src (not raw)
-    touch_not_inside: bool = True    #: a source pair closer than d_min asks L_pen for a touch, never a depth
     contact_focus: float = 3.0       #: L_dist's weight × (1 + contact_focus · W_src): source contacts matched closer
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)

@@ -156,33 +156,6 @@ def test_pair_terms_scaled_to_the_target_size():
     np.testing.assert_allclose((big.src_dist / big.tgt_dmin).numpy(), (raw.src_dist / raw.src_dmin).numpy())
 
 
-def test_touching_source_pairs_ask_for_a_touch_not_a_depth():
-    """touch=True: a source pair closer than d_min with one key vertex behind the other's surface (a negative
-    penetration) asks L_pen for 0; a depth farther apart (still within d_max), and every positive penetration,
-    are kept. By hand, h = 1 (d_min 5 cm, d_max 15 cm), every normal +z: key vertex 1 is 2 cm behind key vertex
-    0's surface, 3 is 10 cm behind 2's, 5 is 2 cm in front of 4's."""
-    from core.weights import MAX_FRACTION, MIN_FRACTION
-    assert (MIN_FRACTION, MAX_FRACTION) == (0.05, 0.15)
-    src = torch.zeros((1, 6, 3), dtype=torch.float64)
-    nrm = torch.zeros_like(src)
-    nrm[..., 2] = 1.0
-    src[0, 1, 2], src[0, 3, 2], src[0, 5, 2] = -0.02, -0.10, 0.02
-    src[0, 2:4, 0], src[0, 4:6, 0] = 3.0, 6.0               # the three pairs far from each other
-    h = np.full(6, 1.0)
-    mask = np.zeros((6, 6), bool)
-    mask[0, 1] = mask[2, 3] = mask[4, 5] = True
-    raw = ActivePairs(src, nrm, h, h, mask).active(None, 0.0)
-    touch = ActivePairs(src, nrm, h, h, mask, touch=True).active(None, 0.0)
-    assert raw.i.tolist() == [0, 2, 4]
-    np.testing.assert_allclose(raw.src_pen_ij.numpy(), [-0.02, -0.10, 0.02], atol=1e-12)
-    np.testing.assert_allclose(raw.src_pen_ji.numpy(), [0.02, 0.10, -0.02], atol=1e-12)
-    # touching and inside: a touch (0); 10 cm behind: kept; in front: kept; the other side of each pair likewise
-    np.testing.assert_allclose(touch.src_pen_ij.numpy(), [0.0, -0.10, 0.02], atol=1e-12)
-    np.testing.assert_allclose(touch.src_pen_ji.numpy(), [0.02, 0.10, 0.0], atol=1e-12)
-    for f in ("t", "i", "j", "src_dist", "src_dir", "w_src", "src_dmin", "tgt_dmin", "tgt_dmax"):
-        assert torch.equal(getattr(touch, f), getattr(raw, f)), f
-
-
 def test_contact_focus_weighs_the_sources_contacts_by_hand():
     """L_dist with contact_focus c: each entry's weight W × (1 + c·W_src). Two entries, a contact (W_src 1) and a
     far pair (W_src 0.25), both 1 cm off: at c = 3 the contact's squared error counts (1 + 3)² = 16 times, the far

@@ -39,18 +39,6 @@ def test_partner_descriptors_and_weights_by_hand():
     assert (float(ps.tgt_dmin[0]), float(ps.tgt_dmax[0])) == pytest.approx((0.075, 0.225))
 
 
-def test_a_hand_inside_the_partner_in_the_source_asks_for_a_touch():
-    """touch=True between characters as within one (weights.touching_not_inside): character 1's key vertex 3 cm
-    behind character 0's surface (mean height 1: d_min 5 cm) asks for a penetration of 0; the other side of the
-    pair, in front, keeps its value."""
-    p = _stack([[0, 0, 0]], [[-0.03, 0, 0]])
-    n = _stack([[1, 0, 0]], [[1, 0, 0]])
-    raw, _ = PartnerPairs(p, n, [1.0, 1.0], [1.0, 1.0]).active(None, 0.0)
-    touch, _ = PartnerPairs(p, n, [1.0, 1.0], [1.0, 1.0], touch=True).active(None, 0.0)
-    assert (float(raw.src_pen_ij[0]), float(raw.src_pen_ji[0])) == pytest.approx((-0.03, 0.03))
-    assert (float(touch.src_pen_ij[0]), float(touch.src_pen_ji[0])) == pytest.approx((0.0, 0.03))
-
-
 def test_partner_pairs_are_exactly_the_nonzero_mixed_weights():
     rng = np.random.default_rng(3)
     K, T, N = 3, 6, 5

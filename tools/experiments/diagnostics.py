@@ -41,6 +41,7 @@ import argparse
 import ast
 import pathlib
 import sys
+import types
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -295,7 +296,9 @@ def main(argv=None):
     from tools import bench
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
-    met = importlib.import_module(f"{bench.MODULE}.core.metrics")
+    # the metrics' constants and the per-clip measures (core.measures: measure, jerk_magnitude, ...) as one name
+    met = types.SimpleNamespace(**{**vars(importlib.import_module(f"{bench.MODULE}.core.metrics")),
+                                   **vars(importlib.import_module(f"{bench.MODULE}.core.measures"))})
     track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
     loader = bench.Loader(mods, lambda s: None)
     overrides = ast.literal_eval(args.overrides)
