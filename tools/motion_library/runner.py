@@ -168,6 +168,10 @@ class Runner:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             engine.close()
+            if s.interrupted:
+                # a cancelled Ray task reports its end before its worker has removed its scratch folder, and a
+                # worker that the engine's close stops then leaves it: clear what is left (this run holds the lock)
+                self._clear_partial()
             progress.close()
             s.seconds = time.monotonic() - t0
             log.event("run_end", ok=s.ok, failed=s.failed, cancelled=s.cancelled, not_started=s.not_started,
