@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .affine import inv
 from .errors import CoreError
 from .feet import foot_vertices
 from .humanoid import CANONICAL_BONES
@@ -316,7 +317,7 @@ def _turn_hips(target: Character, init: Motion, track: ClipTrack, ht: int, Y: np
     q = matrix_to_quat(new_basis)
     q[(q * init.rotations[:, ht]).sum(-1) < 0] *= -1
     rotations[:, ht] = quat_make_continuous(q, axis=0)
-    M_inv = np.linalg.inv(M)
+    M_inv = inv(M)
     p_arm = p_world @ M_inv[:3, :3].T + M_inv[:3, 3]
     local = ((p_arm - P_arm_pos)[:, None, :] @ P_arm_rot)[:, 0]        # parent_rotᵀ (p − parent_pos)
     locations = init.locations.copy()
@@ -327,7 +328,7 @@ def _turn_hips(target: Character, init: Motion, track: ClipTrack, ht: int, Y: np
 def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.ndarray) -> np.ndarray:
     """(T, 3) basis location of bone ``j`` putting its head at world points ``p_world`` (T, 3); its ancestors
     stay in the T-pose (basis rotation ``tpose``, no location)."""
-    M_inv = np.linalg.inv(skeleton.object_matrix)
+    M_inv = inv(skeleton.object_matrix)
     p_arm = p_world @ M_inv[:3, :3].T + M_inv[:3, 3]
     p = int(skeleton.parents[j])
     if p >= 0:

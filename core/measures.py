@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from .affine import inv
 from .errors import CoreError
 from .feet import LOCK_WINDOW_S, window_bounds
 from .humanoid import CANONICAL_PARENT
@@ -68,8 +69,8 @@ def _capsules(character: Character, seg: np.ndarray, bones: list, bone_ids: list
         if len(v) < 4:
             r[s] = 0.0
             continue
-        inv = np.linalg.inv(G[bone_ids[s]])
-        loc = v @ inv[:3, :3].T + inv[:3, 3]
+        inv_s = inv(G[bone_ids[s]])
+        loc = v @ inv_s[:3, :3].T + inv_s[:3, 3]
         lo, hi = np.percentile(loc[:, 1], [5, 95])
         a[s] = (0, lo, 0)
         b[s] = (0, hi, 0)

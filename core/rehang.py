@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .affine import inv
 from .humanoid import CANONICAL_PARENT
 from .rotations_np import matrix_to_quat, quat_make_continuous, quat_to_matrix
 from .types import Motion, Skeleton, SkinnedMesh
@@ -115,7 +116,7 @@ class Rehung:
         self.inverse = np.argsort(self.order)
         G = rig.rest_global[self.order]
         new_parents = np.array([self.inverse[parents[j]] if parents[j] >= 0 else -1 for j in order], np.int64)
-        rest_local = np.stack([G[i] if p < 0 else np.linalg.inv(G[p]) @ G[i] for i, p in enumerate(new_parents)])
+        rest_local = np.stack([G[i] if p < 0 else inv(G[p]) @ G[i] for i, p in enumerate(new_parents)])
         self.skeleton = Skeleton(rig.name, [rig.names[j] for j in order], new_parents, rest_local,
                                  rig.object_matrix)
         self.moved = {int(self.inverse[j]): rig.names[k] for j, k in moved.items()}
@@ -156,8 +157,8 @@ class Rehung:
         for i in bones:
             own = G[src_index[dst.names[i]]]
             p = dst.parents[i]
-            rel = own if p < 0 else np.linalg.inv(G[src_index[dst.names[p]]]) @ own
-            basis = np.linalg.inv(dst.rest_local[i]) @ rel
+            rel = own if p < 0 else inv(G[src_index[dst.names[p]]]) @ own
+            basis = inv(dst.rest_local[i]) @ rel
             out_q[:, i] = quat_make_continuous(matrix_to_quat(basis[:, :3, :3]))
             out_l[:, i] = basis[:, :3, 3]
         return Motion(out_q, out_l, motion.fps, motion.frame_start)

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .affine import inv
 from .errors import CoreError
 from .skinning import bind_matrices
 from .types import Character
@@ -85,9 +86,9 @@ class VertexChain:
                        for d in range(int(depth.max()) + 1)] if len(self.needed) else []
         rl = torch.as_tensor(sk.rest_local[self.needed], dtype=dtype, device=device)
         self.rest_rot, self.rest_trans = rl[:, :3, :3], rl[:, :3, 3]
-        inv = np.linalg.inv(bind_matrices(sk, m)[self.needed])
-        self.inv_rot = torch.as_tensor(inv[:, :3, :3], dtype=dtype, device=device)
-        self.inv_trans = torch.as_tensor(inv[:, :3, 3], dtype=dtype, device=device)
+        bind_inv = inv(bind_matrices(sk, m)[self.needed])
+        self.inv_rot = torch.as_tensor(bind_inv[:, :3, :3], dtype=dtype, device=device)
+        self.inv_trans = torch.as_tensor(bind_inv[:, :3, 3], dtype=dtype, device=device)
         W = np.zeros((len(ids), len(self.needed)))
         for v in range(len(ids)):
             for b, w in zip(wb[v], wv[v]):
@@ -253,7 +254,7 @@ class VariableChain:
         # by A they are A n, so M = R A⁻¹ maps them back (a multiple of I when A is a rotation and a uniform
         # scale: then normalising is enough)
         A64 = np.asarray(chain.character.skeleton.object_matrix, dtype=np.float64)[:3, :3]
-        M = (A64 / np.linalg.norm(A64, axis=0)) @ np.linalg.inv(A64)
+        M = (A64 / np.linalg.norm(A64, axis=0)) @ inv(A64)
         s = np.trace(M) / 3.0
         self.normal_map = None if np.allclose(M, s * np.eye(3), rtol=0.0, atol=1e-9 * abs(s)) \
             else torch.as_tensor(M, dtype=dt, device=dev)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .affine import inv
 from .kinematics import Pose
 from .types import Skeleton, SkinnedMesh
 
@@ -25,9 +26,9 @@ class SkinningMatrices:
     """
 
     def __init__(self, skeleton: Skeleton, dtype=torch.float32, device="cpu", mesh: SkinnedMesh = None):
-        inv = np.linalg.inv(bind_matrices(skeleton, mesh))
-        self.inv_rot = torch.as_tensor(inv[:, :3, :3], dtype=dtype, device=device)
-        self.inv_trans = torch.as_tensor(inv[:, :3, 3], dtype=dtype, device=device)
+        bind_inv = inv(bind_matrices(skeleton, mesh))
+        self.inv_rot = torch.as_tensor(bind_inv[:, :3, :3], dtype=dtype, device=device)
+        self.inv_trans = torch.as_tensor(bind_inv[:, :3, 3], dtype=dtype, device=device)
 
     def __call__(self, pose: Pose):
         """Returns (rot (..., J, 3, 3), trans (..., J, 3)) with ``S_j x = rot_j x + trans_j``."""

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .affine import inv
 from .errors import CoreError
 from .kinematics import global_matrices
 from .rotations import matrix_to_quat, quat_between, quat_to_matrix
@@ -201,7 +202,7 @@ def tpose_basis(skeleton: Skeleton, bone_map: dict, base=None) -> np.ndarray:
             child = bone_map.get(child_canon)
             if child in skeleton.names and child != skeleton.names[j]:
                 # child head in this bone's posed frame (intermediate unmapped bones keep their base rotation)
-                off = np.linalg.inv(G[j]) @ G[skeleton.index(child)][:, 3]
+                off = inv(G[j]) @ G[skeleton.index(child)][:, 3]
                 d = cur @ off[:3]
             else:
                 d = cur[:, 1]

@@ -17,6 +17,7 @@ import functools
 import numpy as np
 import torch
 
+from .affine import inv
 from .errors import CoreError
 from .feet import foot_vertices
 from .kinematics import ForwardKinematics
@@ -26,6 +27,17 @@ from .types import Character, Motion
 
 #: frames per chunk of the forward-kinematics and skinning passes (bounds their temporary memory)
 CHUNK = 512
+
+
+def _frames(value, start: int, stop: int):
+    """Frames [start, stop) of a per-frame quantity: an array or tensor (T, ...), or a tuple / list of them."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_frames(v, start, stop) for v in value)
+    return value[start:stop]
+
+
+#: ClipTrack's cached per-frame quantities, (T, ...) first (``ClipTrack.slice`` carries them)
+_PER_FRAME = ("_fk", "_skin", "world_positions", "world_rotations", "foot_points", "lowest_foot", "keyverts")
 
 
 class ClipTrack:
@@ -52,6 +64,20 @@ class ClipTrack:
         self.character = character
         self.motion = motion
         self._memo = {}
+
+    def slice(self, start: int, stop: int) -> "ClipTrack":
+        """The track of clip frames [start, stop) (``Motion.slice``), holding as views what this track has already
+        computed per frame (bone transforms, skinning transforms, key-vertex paths, the lowest foot) instead of
+        computing it again: the windows of one clip share their source's. The rest is computed on the slice when
+        first used; derived quantities (``memo``) are not carried."""
+        out = ClipTrack(self.character, self.motion.slice(start, stop))
+        have, into = self.__dict__, out.__dict__
+        for name in _PER_FRAME:
+            if name in have:
+                into[name] = _frames(have[name], start, stop)
+        if "foot_ids" in have:
+            into["foot_ids"] = have["foot_ids"]
+        return out
 
     def memo_steps(self, key, steps):
         """Generator: the fractions ``steps()`` yields, then its return value, computed once per ``key`` and kept
@@ -113,8 +139,8 @@ class ClipTrack:
     def _skin(self):
         """Armature-space skinning transforms S_j = G_j · B_j⁻¹ (B: ``core.skinning.bind_matrices``, the rest pose
         or the pose the mesh is bound in): (T, J, 3, 3), (T, J, 3)."""
-        inv = np.linalg.inv(bind_matrices(self.character.skeleton, self.character.mesh))
-        inv_rot, inv_trans = torch.as_tensor(inv[:, :3, :3]), torch.as_tensor(inv[:, :3, 3])
+        bind_inv = inv(bind_matrices(self.character.skeleton, self.character.mesh))
+        inv_rot, inv_trans = torch.as_tensor(bind_inv[:, :3, :3]), torch.as_tensor(bind_inv[:, :3, 3])
         rot, pos = self._fk
         return rot @ inv_rot, (rot @ inv_trans[..., None])[..., 0] + pos
 

@@ -182,7 +182,10 @@ def window_job(setup: ClipSetup, source_motion: Motion, options: RetargetOptions
     w_opts = replace(options, init_motion=setup.init.slice(a, b) if init is None else init, metrics=False,
                      conflicts=False, warm_start=warm_start, warm_sixd=warm_sixd, settings=settings,
                      ground=setup.terrain)
-    return Retarget(setup.source, source_motion.slice(a, b), setup.target, w_opts)
+    # the source's bone and skinning transforms (and whatever else the clip's track holds) as views of the clip's
+    track = setup.track.slice(a, b)
+    return Retarget(setup.source, track.motion if setup.source.rig is None else source_motion.slice(a, b),
+                    setup.target, w_opts, source_track=track)
 
 
 class WindowedRetarget(Cancellable):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..affine import inv
 from ..errors import CoreError
 from ..humanoid import LIMBS, TORSO_BONES
 from ..kinematics import forward_kinematics
@@ -56,7 +57,7 @@ def tpose_geometry(character: Character, base=None, joints: bool = False):
     M = sk.object_matrix
     A = M[:3, :3]
     pos_w = pos @ A.T + M[:3, 3]
-    nrm_w = nrm @ np.linalg.inv(A)  # inverse-transpose for normals
+    nrm_w = nrm @ inv(A)  # inverse-transpose for normals
     nrm_w /= np.maximum(np.linalg.norm(nrm_w, axis=1, keepdims=True), 1e-12)
     fr = body_frame(sk, character.bone_map, base)
     Rc = np.stack([fr.left, -fr.forward, fr.up], 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..affine import inv
 from ..errors import CoreError
 from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from ..types import Motion
@@ -59,7 +60,7 @@ def root_jacobian_inverse(skeleton, root_idx: int, init_motion: Motion, h_tgt: f
             Ra = quat_to_matrix(np.asarray(init_motion.rotations[:, a], dtype=np.float64))
             Gp = Gp @ skeleton.rest_local[a, :3, :3] @ Ra
         Jm = A @ Gp @ rest_rot
-    return np.linalg.inv(Jm) * h_tgt
+    return inv(Jm) * h_tgt
 
 
 #: alternating projections of a warm start's rotation fit (each one linear least-squares solve)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..affine import inv
 from ..kinematics import ForwardKinematics
 from ..rotations import matrix_to_quat, quat_between, quat_to_matrix
 from ..types import Character, Motion
@@ -193,7 +194,7 @@ def onto_terrain(target: Character, motion: Motion, hips_lift: np.ndarray, foot_
     loc = motion.locations.copy()
     loc[:, root] += (root_jacobian_inverse(sk, root, motion, 1.0) @ off[..., None])[..., 0]
     rot = quat_to_matrix(np.asarray(motion.rotations, dtype=np.float64))          # (T, J, 3, 3) basis
-    to_arm = np.linalg.inv(sk.object_matrix[:3, :3])                               # world vector -> armature
+    to_arm = inv(sk.object_matrix[:3, :3])                               # world vector -> armature
     shift = np.zeros((T, 2, 2)) if foot_shift is None else foot_shift
     fk = ForwardKinematics(sk, dtype=torch.float64)
 

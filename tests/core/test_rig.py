@@ -121,6 +121,29 @@ def test_clip_track_matches_the_reference():
     assert calls == [1]
 
 
+def test_a_sliced_track_is_the_track_of_the_slice_and_shares_what_was_computed():
+    """ClipTrack.slice(a, b): every quantity equals a fresh track's on motion.slice(a, b); what the clip's track had
+    computed (bone and skinning transforms, key-vertex paths, the lowest foot) is carried as views, not computed
+    again, and the rest (foot points here) is computed on the slice."""
+    ch = _character()
+    m = walk_motion(ch, frames=12)
+    whole = ClipTrack(ch, m)
+    whole.world_positions, whole.keyverts, whole.lowest_foot        # computed on the whole clip first
+    part = whole.slice(3, 9)
+    fresh = ClipTrack(ch, m.slice(3, 9))
+    assert part.motion.frame_start == m.frame_start + 3 and part.num_frames == 6
+    assert {"_fk", "_skin", "world_positions", "keyverts", "lowest_foot"} <= set(part.__dict__)
+    assert "foot_points" not in part.__dict__ and not part._memo
+    assert part.arm_rotations.data_ptr() == whole.arm_rotations[3:].data_ptr()         # a view, not a copy
+    np.testing.assert_allclose(part.world_positions, fresh.world_positions, atol=1e-12)
+    np.testing.assert_allclose(part.arm_rotations.numpy(), fresh.arm_rotations.numpy(), atol=1e-12)
+    for a, b in zip(part.keyverts, fresh.keyverts):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+    np.testing.assert_allclose(part.lowest_foot, fresh.lowest_foot, atol=1e-12)
+    for a, b in zip(part.foot_points, fresh.foot_points):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+
+
 def ref_feet(ch, m, ids):
     return _reference(ch, m, ids)[0][..., 2].min(-1)
 
