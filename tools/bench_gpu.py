@@ -145,6 +145,43 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
     return targets
 
 
+def group_check(out, device: str = "cuda", frames: int = 60, iterations: int = 60) -> dict:
+    """A joint solve of two characters (``tests.core.synth.couple``: two synthetic humanoids who join hands, onto
+    partners of other sizes; no assets needed) on ``device`` twice and on the CPU: whether the reproducible runs
+    are identical (the group's set-up and steps under the deterministic switch) and the largest, 99.9th percentile
+    and mean angle from the CPU's result. Returns {target label: (measured text, passed)}."""
+    import numpy as np
+    import torch
+
+    from core.retarget import RetargetOptions
+    from core.retarget_group import RetargetGroup, run_group
+    from core.solver import SolverSettings
+    from tests.core.synth import couple, facing, make_humanoid, with_face
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        return {}
+    a, ma, b, mb = couple(frames=frames)
+    ta = with_face(make_humanoid(scale=1.25, girth=1.3, name="tall"))
+    tb = with_face(make_humanoid(scale=0.8, name="short", object_matrix=facing(0.5 * np.pi, 3.0, 1.0)))
+
+    def solve(dev):
+        opts = RetargetOptions(settings=SolverSettings(iterations=iterations, device=dev), conflicts=False)
+        t = time.perf_counter()
+        members = run_group(RetargetGroup([(a, ma, ta), (b, mb, tb)], opts)).members
+        return [m.motion for m in members], time.perf_counter() - t
+    first, dt = solve(device)
+    again, _ = solve(device)
+    cpu, dt_cpu = solve("cpu")
+    same = all(np.array_equal(x.rotations, y.rotations) and np.array_equal(x.locations, y.locations)
+               for x, y in zip(first, again))
+    top = [spread(x.rotations, y.rotations) for x, y in zip(first, cpu)]
+    worst = tuple(max(t[i] for t in top) for i in range(3))
+    out(f"Joint solve of two characters (synthetic couple, {frames} frames, {iterations} steps) on {device}: "
+        f"{dt:.1f} s (CPU {dt_cpu:.1f} s); run twice: {'identical' if same else 'differ'}; rotations vs the CPU "
+        f"{_fmt(worst)}")
+    return {"GPU: a joint solve of two characters run twice gives identical results": ("identical" if same else
+                                                                                        "differ", same)}
+
+
 class _CoreUnpickler(pickle.Unpickler):
     """Reads a case pickled under the installed extension's module names (``bl_ext.<repo>.reconform.core.x``) as
     this checkout's ``core.x``."""
@@ -176,6 +213,8 @@ def main(argv=None):
     ap.add_argument("--cpu-frames", default=",".join(map(str, CPU_FRAMES)))
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--group", action="store_true", help="also a joint solve of two synthetic characters, twice "
+                    "on the device and once on the CPU (group_check)")
     ap.add_argument("--profile", type=int, default=0, help="then profile one retarget of this many frames on the "
                     "device (torch.profiler: the top operators by self time)")
     args = ap.parse_args(argv)
@@ -200,6 +239,9 @@ def main(argv=None):
     targets = section(print, rt, lambda m, n: tile(Motion, m, n), case["source"], case["motion"], case["target"],
                       SolverSettings.preset("balanced"), ints(args.frames), ints(args.cpu_frames),
                       device=args.device, log=lambda line: print(f"{line} [{time.perf_counter() - t0:.0f} s]"))
+    if args.group:
+        print()
+        targets.update(group_check(print, device=args.device))
     print()
     for label, (measured, ok) in targets.items():
         print(f"- {label}: {measured} — {'PASS' if ok else 'FAIL'}")
