@@ -20,6 +20,7 @@ truth, all in one world frame) and returns a flat dict of floats:
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -74,9 +75,25 @@ class BodyCapsules(NamedTuple):
     radius: np.ndarray   # (B,) world metres (the armature object's scale applied)
 
 
+#: body_capsules per character, by identity (a Character is immutable): every window of a Live scrub or of a
+#: windowed run builds its barriers on the same characters. {id: (weak reference, BodyCapsules)}
+_CAPSULES = {}
+
+
 def body_capsules(character) -> BodyCapsules:
     """A character's capsule cores: ``core.metrics``' self-penetration capsules, radius × PARTNER_PEN_CORE /
-    SELF_PEN_CORE (the full median distance of a segment's vertices to its axis)."""
+    SELF_PEN_CORE (the full median distance of a segment's vertices to its axis). Computed once per character
+    object and kept while it lives: shared, so never modify its arrays."""
+    hit = _CAPSULES.get(id(character))
+    if hit is not None and hit[0]() is character:
+        return hit[1]
+    caps = _body_capsules(character)
+    _CAPSULES[id(character)] = (weakref.ref(character), caps)
+    weakref.finalize(character, _CAPSULES.pop, id(character), None)
+    return caps
+
+
+def _body_capsules(character) -> BodyCapsules:
     ch = character
     seg, bones, bone_ids = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
     caps = segment_capsules(ch, seg, bones, bone_ids)

@@ -65,3 +65,21 @@ def test_the_same_couple_scores_perfectly_and_farther_apart_scores_nothing():
     assert far["hand_partner_error_mean"] == pytest.approx(0.5 * ((1.0 - 0.02) + (math.hypot(1.0, 0.07)
                                                                                   - math.hypot(0.02, 0.07)))
                                                            / src[0][0].height, rel=1e-6)
+
+
+def test_body_capsules_are_computed_once_per_character():
+    """metrics_partners.body_capsules: the same object for the same character (every window of a Live scrub
+    builds its barriers on the same characters); a changed copy of the character (a new object) gets its own,
+    equal to a fresh computation."""
+    import dataclasses
+
+    from core.metrics_partners import _body_capsules, body_capsules
+    ch = make_humanoid()
+    caps = body_capsules(ch)
+    assert body_capsules(ch) is caps
+    other = dataclasses.replace(ch)                       # equal, but another object
+    again = body_capsules(other)
+    assert again is not caps and again.names == caps.names
+    fresh = _body_capsules(ch)
+    for a, b in ((caps.bone, fresh.bone), (caps.ends, fresh.ends), (caps.radius, fresh.radius)):
+        np.testing.assert_array_equal(a, b)
