@@ -95,7 +95,7 @@ class Objective:
         self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
         if s.smooth_mode not in ("added", "absolute"):
             raise CoreError(f"smooth_mode must be 'added' or 'absolute', not '{s.smooth_mode}'.")
-        self.p_init = self.jerk_init = None
+        self.p_init = self.jerk_init = self.sole_jerk_init = None
         self.scales = None
 
     # -- set-up at the initial state -------------------------------------------------------------------------
@@ -106,6 +106,7 @@ class Objective:
         T = p_init.shape[0]
         self.p_init = p_init
         self.jerk_init = jerk(p_init, self.fps) if T >= 4 else None
+        self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and T >= 4 else None   # (T−3, S, 3)
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():
@@ -178,6 +179,12 @@ class Objective:
         ref = self.jerk_init if s.smooth_mode == "added" else None
         # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
         out["smooth"] = smooth_loss(p, self.fps, vs["smooth"], eps=1e-5 * self.fps ** 3, reference=ref)
+        if s.smooth_soles and sole is not None and sole.shape[0] >= 4:
+            # the sole points (the toes, the heels) move most where the foot terms correct a frame, and no key
+            # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
+            out["smooth"] = out["smooth"] + s.smooth_soles * smooth_loss(
+                sole, self.fps, None, eps=1e-5 * self.fps ** 3,
+                reference=self.sole_jerk_init if s.smooth_mode == "added" else None)
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, self.ground)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()

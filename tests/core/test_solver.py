@@ -298,3 +298,29 @@ def test_pair_terms_scaled_leave_a_scaled_copy_at_rest():
     assert float(terms[False]["dist"]) > 1e-4 * h ** 2
     assert float(terms[True]["dist"]) < 1e-6 * float(terms[False]["dist"])
     assert float(terms[True]["pen"]) < 1e-6 * float(terms[False]["pen"])
+
+
+def test_smooth_soles_adds_the_sole_points_added_jerk(pair):
+    """L_smooth with smooth_soles w: the key vertices' added jerk plus w × the sole points' (smooth_loss against
+    their copy-rotations jerk). At the start it adds (almost) nothing; one sole point kicked at one frame adds
+    exactly w × that point's added-jerk sum."""
+    from core.losses import jerk, smooth_loss
+    src, m, tgt, init = pair
+    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_soles=w)) for w in (0.0, 2.0)}
+    for job in jobs.values():
+        job.setup()
+    ob0, ob2 = jobs[0.0].objective, jobs[2.0].objective
+    p, n, sole = jobs[2.0].p_init, jobs[2.0].n_init, jobs[2.0].sole_init
+    assert sole is not None and sole.shape[1] > 0
+    zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
+    kicked = sole.clone()
+    kicked[10, 0, 2] += 0.02                                      # 2 cm up at one frame
+    ps = ob2.pairs.active(None, 0.0)
+    eps = 1e-5 * ob2.fps ** 3
+    for s_in, extra in ((sole, smooth_loss(sole, ob2.fps, None, eps=eps, reference=jerk(sole, ob2.fps))),
+                        (kicked, smooth_loss(kicked, ob2.fps, None, eps=eps, reference=jerk(sole, ob2.fps)))):
+        with torch.no_grad():
+            a = float(ob0.raw_terms(p, n, 0.0, ps, s_in, zero)["smooth"])
+            b = float(ob2.raw_terms(p, n, 0.0, ps, s_in, zero)["smooth"])
+        assert b - a == pytest.approx(2.0 * float(extra), rel=1e-4)
+    assert float(extra) > 100.0 * eps * sole.shape[1]                # the kick is far above the ε floor
