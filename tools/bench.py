@@ -1,13 +1,13 @@
 """`make bench`: copy-rotations vs ReConForM on clips x characters from ../shared/assets.
 
-Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end
-frames/s), the terrain cases (tools/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling
-line (solver frames/s at 75, 300, 1000 and 3000 frames) and its GPU lines when torch sees CUDA
-(tools/bench_gpu.py: 75, 1 000 and 10 000 frames, against the CPU), an artist's loop (tools/bench_artist.py: a first solve
-of 300 frames, a re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its
-metrics and conflicts, and its longest stretch without a progress step (measured in a child process), the
-long-clip windows section (tools/bench_windows.py: a clip whole and in windows, seams, memory by length), and
-writes the same text to bench_output/bench.md.
+Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end frames/s),
+the terrain cases (tools/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling line (solver
+frames/s at 75, 300, 1000 and 3000 frames) and its GPU lines when torch sees CUDA (tools/bench_gpu.py: 75, 1 000
+and 10 000 frames, against the CPU), an artist's loop (tools/bench_artist.py: a first solve of 300 frames, a
+re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its metrics and
+conflicts, and its longest stretch without a progress step (measured in a child process), the long-clip windows
+section (tools/bench_windows.py: a clip whole and in windows, seams, memory by length), and writes the same text
+to bench_output/bench.md.
 
     .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
         [--no-windows] [--threads 2]
@@ -95,19 +95,22 @@ class Loader:
         return ch, mo.slice(first, stop), t_load
 
 
-def time_methods(spent: dict, cls, *names):
+def time_methods(spent: dict, cls, *names, key=None):
     """Wrap the methods ``names`` of ``cls`` so that every call adds its seconds to ``spent['Cls.name']`` (the
-    experiments that say where a solve's time goes)."""
+    experiments that say where a solve's time goes); ``key(instance, name)``, when given, names the entry per call
+    instead (None: not counted)."""
     for name in names:
         f = getattr(cls, name)
-        key = f"{cls.__name__}.{name}"
+        default = f"{cls.__name__}.{name}"
 
-        def wrapper(*a, _f=f, _key=key, **kw):
+        def wrapper(self, *a, _f=f, _name=name, _default=default, **kw):
             t = time.perf_counter()
             try:
-                return _f(*a, **kw)
+                return _f(self, *a, **kw)
             finally:
-                spent[_key] = spent.get(_key, 0.0) + time.perf_counter() - t
+                k = _default if key is None else key(self, _name)
+                if k is not None:
+                    spent[k] = spent.get(k, 0.0) + time.perf_counter() - t
         setattr(cls, name, wrapper)
 
 

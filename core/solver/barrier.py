@@ -274,6 +274,11 @@ class PartnerBarrier:
                 return (e - r).square().sum(-1).flatten(1).amax(1).sqrt()
             return 2.0 * most(det[a], ref[0]) if a == b else most(det[a], ref[0]) + most(det[b], ref[1])
 
+        def due(far):
+            """(T,) bool: the frames to search again, given each frame's move over its allowance ``far`` (T,): none
+            while every frame is within it, else every frame past LOOKAHEAD of it (fewer, larger searches)."""
+            return far >= (LOOKAHEAD if bool((far >= 1.0).any()) else 1.0)
+
         def keep_others(entries, rows, frames):
             """``entries`` and ``rows`` without those at ``frames``."""
             out = torch.ones(self.num_frames, dtype=torch.bool, device=self.device)
@@ -285,9 +290,8 @@ class PartnerBarrier:
             ref = self._ref[i]
             if ref is None:
                 frames = every
-            else:       # once a frame must be searched, those past LOOKAHEAD of their reach come along
-                far = moved(ref, a, b) / self._reach[i]
-                frames = torch.nonzero(far >= LOOKAHEAD, as_tuple=True)[0] if bool((far >= 1.0).any()) else every[:0]
+            else:
+                frames = torch.nonzero(due(moved(ref, a, b) / self._reach[i]), as_tuple=True)[0]
             if frames.numel():
                 cand, reach = self._candidates(i, det, frames)
                 t, q, k, _ = cand
@@ -310,8 +314,7 @@ class PartnerBarrier:
             if hot_ref is None:
                 hot_frames = every
             else:
-                far = moved(hot_ref, a, b) / hot_slack
-                stale = far >= (LOOKAHEAD if bool((far >= 1.0).any()) else 1.0)
+                stale = due(moved(hot_ref, a, b) / hot_slack)
                 stale[frames] = True                                    # their candidates were searched again
                 hot_frames = torch.nonzero(stale, as_tuple=True)[0]
             if hot_frames.numel():

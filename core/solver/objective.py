@@ -23,10 +23,16 @@ from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, f
 from .settings import TERMS
 
 
+def focused(w: torch.Tensor, w_src: torch.Tensor, focus: float) -> torch.Tensor:
+    """(E,) L_dist's entry weight: the mixed weight ``w`` × (1 + focus · W_src), the source's contacts matched more
+    closely than its far pairs (docs/solver.md "Pair terms")."""
+    return w * (1.0 + focus * w_src) if focus else w
+
+
 def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
-    """(E,) the square of L_dist's weight at α = 0, W_src · (1 + focus · W_src): its reference scale's floor is
+    """(E,) the square of L_dist's weight at α = 0 (``focused`` with w = W_src): its reference scale's floor is
     Σ of it × a small residual², as the term itself weighs its entries (``pair_terms``)."""
-    return (w_src * (1.0 + focus * w_src)).square()
+    return focused(w_src, w_src, focus).square()
 
 
 def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0) -> dict:
@@ -42,8 +48,7 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0) -> 
     n_j = n.reshape(-1, 3).index_select(0, pairset.t * N + pairset.j)
     pen_ji = -(n_j * d.dir).sum(-1)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
-    out = {"dist": dist_loss(d.dist, pairset.src_dist, w * (1.0 + focus * pairset.w_src) if focus else w,
-                             scale["dist"])}
+    out = {"dist": dist_loss(d.dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
     # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
     # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
     fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
@@ -178,13 +183,13 @@ class Objective:
             out["reg"] = reg_loss(p, self.p_init, vs["reg"])
         ref = self.jerk_init if s.smooth_mode == "added" else None
         # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
-        out["smooth"] = smooth_loss(p, self.fps, vs["smooth"], eps=1e-5 * self.fps ** 3, reference=ref)
+        eps = 1e-5 * self.fps ** 3
+        out["smooth"] = smooth_loss(p, self.fps, vs["smooth"], eps=eps, reference=ref)
         if s.smooth_soles and sole is not None and sole.shape[0] >= 4:
             # the sole points (the toes, the heels) move most where the foot terms correct a frame, and no key
             # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
             out["smooth"] = out["smooth"] + s.smooth_soles * smooth_loss(
-                sole, self.fps, None, eps=1e-5 * self.fps ** 3,
-                reference=self.sole_jerk_init if s.smooth_mode == "added" else None)
+                sole, self.fps, None, eps=eps, reference=self.sole_jerk_init if s.smooth_mode == "added" else None)
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, self.ground)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()

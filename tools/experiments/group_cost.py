@@ -57,17 +57,12 @@ def main(argv=None) -> int:
                                for (s, m, t), tr in zip(pairs, tracks)])
     spent = {}
     bench.time_methods(spent, partners.PartnerObjective, "weighted")
-    for name in ("weighted", "_candidates"):    # the characters' own barriers apart from the one between them
-        def timed(self, *a, _f=getattr(barrier.PartnerBarrier, name), _name=name, **kw):
-            t = time.perf_counter()
-            try:
-                return _f(self, *a, **kw)
-            finally:
-                own = bool(self.blocks) and self.blocks[0][0] == self.blocks[0][1]
-                key = f"PartnerBarrier.{_name}" if not own else ("own barriers" if _name == "weighted" else None)
-                if key:                                 # an own barrier's searches are inside its weighted()
-                    spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
-        setattr(barrier.PartnerBarrier, name, timed)
+
+    def barrier_key(bar, name):       # the characters' own barriers apart from the one between them
+        if not (bar.blocks and bar.blocks[0][0] == bar.blocks[0][1]):
+            return f"PartnerBarrier.{name}"
+        return "own barriers" if name == "weighted" else None   # an own barrier's searches are in its weighted()
+    bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_candidates", key=barrier_key)
     settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations)
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)
