@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import torch
 
+from .vec3 import dot3, norm3
+
 UP_AXIS = 2  # world Z
 
 
@@ -64,8 +66,8 @@ def pair_descriptors(p: torch.Tensor, n: torch.Tensor, t: torch.Tensor, i: torch
     fi = t * N + i
     fj = t * N + j
     d = flat_p.index_select(0, fj) - flat_p.index_select(0, fi)
-    dist = (d.square().sum(-1) + eps).sqrt()
-    pen = (n.reshape(-1, 3).index_select(0, fi) * d).sum(-1)
+    dist = norm3(d, eps)
+    pen = dot3(n.reshape(-1, 3).index_select(0, fi), d)
     return PairDescriptors(dist, d, pen)
 
 

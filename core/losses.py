@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from .vec3 import dot3, sq_norm3
+
 
 def _scaled(x: torch.Tensor, scale):
     return x if scale is None else x * scale
@@ -17,7 +19,7 @@ def _scaled(x: torch.Tensor, scale):
 
 def reg_loss(p: torch.Tensor, p_init: torch.Tensor, scale=None) -> torch.Tensor:
     """L_reg = Σ_t Σ_i ||p_{i,t} − p^init_{i,t}||².  p, p_init (T, N, 3); scale (N,) or (T, N)."""
-    return _scaled((p - p_init).square().sum(-1), scale).sum()
+    return _scaled(sq_norm3(p - p_init), scale).sum()
 
 
 def jerk(p: torch.Tensor, fps: float) -> torch.Tensor:
@@ -41,7 +43,7 @@ def smooth_loss(p: torch.Tensor, fps: float, scale=None, eps: float = 1e-3, refe
     j = jerk(p, fps)
     if reference is not None:
         j = j - reference
-    return _scaled((j.square().sum(-1) + eps * eps).sqrt(), scale).sum()
+    return _scaled((sq_norm3(j) + eps * eps).sqrt(), scale).sum()
 
 
 def dist_loss(tgt_dist, src_dist, weight, scale=None) -> torch.Tensor:
@@ -54,7 +56,7 @@ def cosine(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-9, a_norm=None, b_n
     the vectors' lengths (...) when the caller already has them (pair distances)."""
     a_norm = a.norm(dim=-1) if a_norm is None else a_norm
     b_norm = b.norm(dim=-1) if b_norm is None else b_norm
-    return (a * b).sum(-1) / (a_norm * b_norm).clamp_min(eps)
+    return dot3(a, b) / (a_norm * b_norm).clamp_min(eps)
 
 
 def dir_loss(tgt_dir, src_dir, weight, scale=None, tgt_norm=None, src_norm=None) -> torch.Tensor:

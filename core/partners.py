@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .descriptors import pair_descriptors
+from .vec3 import sq_norm3
 from .weights import MAX_FRACTION, MIN_FRACTION, PairSet, interaction_weight, scaled_to_target
 
 #: frames per chunk of the narrow-phase distance test (bounds its temporary memory)
@@ -108,7 +109,7 @@ class PartnerPairs:
             Nb = self.sizes[b]
             for s in range(0, near.numel(), CHUNK):
                 fr = near[s:s + CHUNK]
-                d2 = (pa[fr][:, :, None, :] - pb[fr][:, None, :, :]).square().sum(-1)    # (F, N_a, N_b)
+                d2 = sq_norm3(pa[fr][:, :, None, :] - pb[fr][:, None, :, :])              # (F, N_a, N_b)
                 f, i, j = torch.nonzero(d2 < lim * lim, as_tuple=True)
                 keys.append(fr[f] * self.num_pairs + self.pair_start[bi] + i * Nb + j)
         if not keys:
@@ -154,7 +155,7 @@ class PartnerPairs:
                 self._src_set = self._pairset(self.src_keys)
             return self._src_set
         p = tgt_p.detach()
-        if self._ref is None or 2.0 * float((p - self._ref).norm(dim=-1).max()) >= self._slack:
+        if self._ref is None or 2.0 * float(sq_norm3(p - self._ref).max().sqrt()) >= self._slack:
             self._ref = p.clone()
             keys = torch.unique(torch.cat([self.src_keys, self._close_keys(p, self.t_limit)]))
             self._cand = self._pairset(keys)
@@ -168,7 +169,7 @@ class PartnerPairs:
         c, block = self._cand
         flat = p.reshape(-1, 3)
         fi, fj = self._cand_flat
-        d2 = (flat.index_select(0, fj) - flat.index_select(0, fi)).square().sum(-1)
+        d2 = sq_norm3(flat.index_select(0, fj) - flat.index_select(0, fi))
         keep = torch.nonzero(self._cand_src | (d2 < c.tgt_dmax.square()), as_tuple=True)[0]
         return PairSet(*(f.index_select(0, keep) for f in c)), block.index_select(0, keep)
 

@@ -13,9 +13,13 @@ import numpy as np
 import torch
 
 from .descriptors import pair_descriptors
+from .vec3 import sq_norm3
 
 MIN_FRACTION = 0.05
 MAX_FRACTION = 0.15
+#: a refresh of the candidates that must run takes along the frames that moved this share of their slack: fewer,
+#: larger refreshes (each has a fixed cost), as exact (``ActivePairs.active``)
+REFRESH_LOOKAHEAD = 0.5
 
 
 def ramp_weight(value: torch.Tensor, vmin, vmax) -> torch.Tensor:
@@ -202,23 +206,54 @@ class ActivePairs:
         # margin since, no other pair can have come within t_max, so filtering the candidates gives exactly
         # the entries (and their order) of the full (T, P) test, at the cost of one gather.
         p = tgt_p.detach()
-        if self._ref is None or 2.0 * float((p - self._ref).norm(dim=-1).max()) >= self._slack:
-            self._ref = p.clone()
-            t, k = torch.nonzero(self._src_mask | self._mask(p, self.t_limit), as_tuple=True)
-            self._cand = self._pairset(t, k)
-            self._cand_src = self._src_mask[t, k]
-            self.refreshes += 1
+        N, P = p.shape[1], max(self.num_pairs, 1)
+        if self._ref is None:
+            frames = None
+        else:   # frame by frame: a frame whose key vertices all moved less than half the margin keeps its candidates
+            moved = 2.0 * sq_norm3(p - self._ref).amax(1).sqrt() / self._slack          # (T,) share of the slack
+            frames = torch.nonzero(moved >= (REFRESH_LOOKAHEAD if bool((moved >= 1.0).any()) else 1.0),
+                                   as_tuple=True)[0]
+        if frames is None or frames.numel():
+            self._refresh(p, frames, N, P)
         c = self._cand
-        d2 = (p[c.t, c.j] - p[c.t, c.i]).square().sum(-1)
+        fp = p.reshape(-1, 3)
+        d2 = sq_norm3(fp.index_select(0, self._cand_fj) - fp.index_select(0, self._cand_fi))
         keep = torch.nonzero(self._cand_src | (d2 < c.tgt_dmax.square()), as_tuple=True)[0]
         return PairSet(*(f.index_select(0, keep) for f in c))
+
+    def _refresh(self, p: torch.Tensor, frames, N: int, P: int):
+        """The candidates of ``frames`` (all when None) tested again at ``p`` (T, N, 3), the others kept; kept in
+        (frame, pair) order, as the full test lists them."""
+        if frames is None:
+            self._ref = p.clone()
+            t, k = torch.nonzero(self._src_mask | self._mask(p, self.t_limit), as_tuple=True)
+            cand = self._pairset(t, k)
+            self._cand_src = self._src_mask[t, k]
+        else:
+            self._ref[frames] = p[frames]
+            f, k = torch.nonzero(self._src_mask[frames] | self._mask(p[frames], self.t_limit), as_tuple=True)
+            t = frames[f]
+            fresh = self._pairset(t, k)
+            stale = torch.zeros(self.num_frames, dtype=torch.bool, device=p.device)
+            stale[frames] = True
+            old = torch.nonzero(~stale[self._cand.t], as_tuple=True)[0]
+            key = torch.cat([self._cand_key.index_select(0, old), t * P + k])
+            order = torch.argsort(key)
+            cand = PairSet(*(torch.cat([x.index_select(0, old), y]).index_select(0, order)
+                             for x, y in zip(self._cand, fresh)))
+            self._cand_src = torch.cat([self._cand_src.index_select(0, old), self._src_mask[t, k]]).index_select(0, order)
+            k = torch.remainder(key.index_select(0, order), P)
+        self._cand = cand
+        self._cand_key = cand.t * P + k
+        self._cand_fi, self._cand_fj = cand.t * N + cand.i, cand.t * N + cand.j
+        self.refreshes += 1
 
     def _mask(self, p: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
         """(T, P) bool: pair k closer than limit[k] at frame t."""
         out = torch.empty((p.shape[0], self.num_pairs), dtype=torch.bool, device=p.device)
         for s in range(0, p.shape[0], self.chunk):
             blk = p[s:s + self.chunk]
-            d = (blk[:, self.jj] - blk[:, self.ii]).square().sum(-1)
+            d = sq_norm3(blk.index_select(1, self.jj) - blk.index_select(1, self.ii))
             torch.lt(d, limit.square(), out=out[s:s + self.chunk])
         return out
 

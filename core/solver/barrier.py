@@ -34,6 +34,7 @@ from ..humanoid import limb_of
 from ..measures import segment_exclusion
 from ..metrics_partners import body_capsules, capsule_paths
 from ..partners import box_distance
+from ..vec3 import dot3, norm3, sq_norm3
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -105,8 +106,8 @@ def _spheres(ends: torch.Tensor) -> torch.Tensor:
 def _depth(q, r_q, a, b, r_k):
     """Overlap r_q + r_k − distance of sphere centres q (..., 3) to axis segments a-b (..., 3) -> (...)."""
     ab = b - a
-    t = (((q - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-12)).clamp(0.0, 1.0)
-    return r_q + r_k - (q - a - t[..., None] * ab).norm(dim=-1)
+    t = (dot3(q - a, ab) / sq_norm3(ab).clamp_min(1e-12)).clamp(0.0, 1.0)
+    return r_q + r_k - norm3(q - a - t[..., None] * ab, 1e-24)   # ε: a finite gradient on the axis itself
 
 
 class PartnerBarrier:
@@ -193,8 +194,8 @@ class PartnerBarrier:
         a, b, ratio, _, margin, excl, _ = self.blocks[i]
         ea, eb = ends[a][frames], ends[b][frames]
         mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (F, B, 3)
-        reach_a = 0.5 * (ea[:, :, 1] - ea[:, :, 0]).norm(dim=-1) + self.radius[a]
-        reach_b = 0.5 * (eb[:, :, 1] - eb[:, :, 0]).norm(dim=-1) + self.radius[b]
+        reach_a = 0.5 * norm3(ea[:, :, 1] - ea[:, :, 0]) + self.radius[a]
+        reach_b = 0.5 * norm3(eb[:, :, 1] - eb[:, :, 0]) + self.radius[b]
         pad = reach_a.amax(1) + reach_b.amax(1) + margin                      # (F,)
         box = box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1))          # (F,)
         near = torch.nonzero(box < pad, as_tuple=True)[0]
@@ -203,7 +204,7 @@ class PartnerBarrier:
         keys = []
         for c in range(0, near.numel(), _CHUNK):        # every temporary bounded by a chunk of frames
             fr = near[c:c + _CHUNK]
-            gap = (mid_a[fr][:, :, None] - mid_b[fr][:, None]).norm(dim=-1)           # (F, Ba, Bb)
+            gap = norm3(mid_a[fr][:, :, None] - mid_b[fr][:, None])                   # (F, Ba, Bb)
             close = (gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin) & ~excl
             if self.contacts is not None and a == b:
                 close &= ~self.contacts[a][frames[fr]]         # limbs that touch in the source are free there
@@ -271,7 +272,7 @@ class PartnerBarrier:
         def moved(ref, a, b):
             """(T,) the sum of the two characters' largest capsule-end moves at each frame since ``ref``."""
             def most(e, r):
-                return (e - r).square().sum(-1).flatten(1).amax(1).sqrt()
+                return sq_norm3(e - r).flatten(1).amax(1).sqrt()
             return 2.0 * most(det[a], ref[0]) if a == b else most(det[a], ref[0]) + most(det[b], ref[1])
 
         def due(far):

@@ -16,6 +16,7 @@ import torch
 
 from ..descriptors import height, pair_descriptors, sliding
 from ..errors import CoreError
+from ..vec3 import dot3
 from ..losses import (dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss, reg_loss, sliding_loss,
                       smooth_loss)
 from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
@@ -46,7 +47,7 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0) -> 
     d = pair_descriptors(p, n, pairset.t, pairset.i, pairset.j)
     N = p.shape[1]
     n_j = n.reshape(-1, 3).index_select(0, pairset.t * N + pairset.j)
-    pen_ji = -(n_j * d.dir).sum(-1)
+    pen_ji = -dot3(n_j, d.dir)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
     out = {"dist": dist_loss(d.dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
     # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):

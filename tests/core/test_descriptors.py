@@ -137,6 +137,47 @@ def test_active_pairs_reuse_candidates_and_stay_exact():
     assert torch.equal(pairs.active(None, 0.0).t, torch.nonzero(d_s < pairs.s_max.square(), as_tuple=True)[0])
 
 
+def test_active_pairs_refresh_only_the_frames_that_moved_and_stay_exact():
+    """A few frames jump while the others barely move: only those frames' candidates are searched again (the
+    others kept), and the result is still the full (T, P) test's entries in its (frame, pair) order."""
+    g = torch.Generator().manual_seed(5)
+    T, N = 20, 10
+    src = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+    nrm = torch.nn.functional.normalize(torch.randn((T, N, 3), generator=g, dtype=torch.float64), dim=-1)
+    mask = allowed_pairs(["a"] * 5 + ["b"] * 5, None, True)
+    h = np.full(N, 1.0)
+    pairs = ActivePairs(src, nrm, h, h, mask)
+    ii, jj = np.nonzero(mask)
+    tgt = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+    pairs.active(tgt, 0.5)
+    kept_frames = 0
+    for step in range(12):
+        jump = torch.zeros((T, 1, 1), dtype=torch.float64)
+        jump[torch.randperm(T, generator=g)[:3]] = 0.015      # near the slack (5 % of the height): the bound matters
+        tgt = tgt + (0.002 + jump) * torch.randn((T, N, 3), generator=g, dtype=torch.float64)
+        before = pairs._ref.clone()
+        got = pairs.active(tgt, 0.5)
+        kept_frames += int((pairs._ref == before).all(-1).all(-1).sum())
+        d_s = (src[:, jj] - src[:, ii]).square().sum(-1)
+        d_t = (tgt[:, jj] - tgt[:, ii]).square().sum(-1)
+        t, k = torch.nonzero((d_s < pairs.s_max.square()) | (d_t < pairs.t_max.square()), as_tuple=True)
+        want = pairs._pairset(t, k)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert kept_frames > 12 * T // 2           # most frames kept their candidates at most steps
+
+    # at the bound: one frame's pair moves from beyond t_limit (t_max + 5 % of h) to within t_max, each end by
+    # 0.031, past half the slack (0.025): the frame must be searched again
+    far = torch.as_tensor([[0.0, 0.0, 0.0], [3.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 3.0]], dtype=torch.float64)
+    src = far.expand(4, 4, 3).clone()
+    pairs = ActivePairs(src, torch.zeros_like(src), np.full(4, 1.0), np.full(4, 1.0), allowed_pairs(list("abcd")))
+    tgt = src.clone()
+    tgt[2, 1] = torch.as_tensor([0.21, 0.0, 0.0], dtype=torch.float64)        # t_max 0.15, t_limit 0.20
+    assert len(pairs.active(tgt, 0.5)) == 0
+    tgt[2, 0, 0], tgt[2, 1, 0] = 0.031, 0.21 - 0.031                               # 0.148 apart: inside t_max
+    got = pairs.active(tgt, 0.5)
+    assert (got.t.tolist(), got.i.tolist(), got.j.tolist()) == ([2], [0], [1])
+
+
 def test_pair_terms_scaled_to_the_target_size():
     """scale=True: the source's distances and penetrations (and d_min) × the pair's target/source height, the
     weights and directions unchanged; a pair at 0.8 d_min of the source is at 0.8 d_min of the target."""
