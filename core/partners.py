@@ -21,7 +21,8 @@ import torch
 
 from .descriptors import pair_descriptors
 from .vec3 import sq_norm3
-from .weights import MAX_FRACTION, MIN_FRACTION, PairSet, interaction_weight, scaled_to_target
+from .weights import (MAX_FRACTION, MIN_FRACTION, REFRESH_LOOKAHEAD, PairSet, interaction_weight,
+                      scaled_to_target)
 
 #: frames per chunk of the narrow-phase distance test (bounds its temporary memory)
 CHUNK = 1024
@@ -93,14 +94,17 @@ class PartnerPairs:
             out.append((q.amin(1), q.amax(1)))
         return out
 
-    def _close_keys(self, p: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
-        """Sorted keys t · P + k of the entries closer than ``limit[block]`` at positions p (T, Ntot, 3)."""
+    def _close_keys(self, p: torch.Tensor, limit: torch.Tensor, frames: torch.Tensor = None) -> torch.Tensor:
+        """Sorted keys t · P + k of the entries closer than ``limit[block]`` at positions p (T, Ntot, 3), on the
+        clip's ``frames`` (F,) only when given."""
+        if frames is not None:
+            p = p.index_select(0, frames)
         boxes = self._boxes(p)
         keys = []
         for bi, (a, b) in enumerate(self.blocks):
             lim = limit[bi]
             near = torch.nonzero(box_distance(*boxes[a], *boxes[b]) < lim, as_tuple=True)[0]
-            self.broad_tests += self.num_frames
+            self.broad_tests += p.shape[0]
             self.narrow_blocks += int(near.numel())
             if not near.numel():
                 continue
@@ -111,7 +115,8 @@ class PartnerPairs:
                 fr = near[s:s + CHUNK]
                 d2 = sq_norm3(pa[fr][:, :, None, :] - pb[fr][:, None, :, :])              # (F, N_a, N_b)
                 f, i, j = torch.nonzero(d2 < lim * lim, as_tuple=True)
-                keys.append(fr[f] * self.num_pairs + self.pair_start[bi] + i * Nb + j)
+                t = fr[f] if frames is None else frames.index_select(0, fr[f])
+                keys.append(t * self.num_pairs + self.pair_start[bi] + i * Nb + j)
         if not keys:
             return torch.zeros(0, dtype=torch.long, device=self.device)
         return torch.sort(torch.cat(keys)).values
@@ -148,17 +153,34 @@ class PartnerPairs:
         """(PairSet, block (E,)): exactly the entries whose mixed weight ``W_src + α·W_tgt`` is non-zero at the
         stacked target positions ``tgt_p`` (T, Ntot, 3) (read without gradient; source entries only when α is
         0 or ``tgt_p`` is None). Same refresh rule as ``weights.ActivePairs.active``: the target test runs on
-        candidates (source entries and pairs within t_limit at the last refresh), refreshed once a key vertex
-        has moved by half the margin since, so no other pair can have come within t_max."""
+        candidates (source entries and pairs within t_limit at the last refresh), refreshed frame by frame: a
+        frame's once one of its key vertices has moved by half the margin since, so no other pair can have come
+        within t_max."""
         if alpha <= 0 or tgt_p is None or not self.blocks:
             if self._src_set is None:
                 self._src_set = self._pairset(self.src_keys)
             return self._src_set
         p = tgt_p.detach()
-        if self._ref is None or 2.0 * float(sq_norm3(p - self._ref).max().sqrt()) >= self._slack:
+        if self._ref is None:
+            frames = None
+        else:
+            moved = 2.0 * sq_norm3(p - self._ref).amax(1).sqrt() / self._slack          # (T,) share of the slack
+            frames = torch.nonzero(moved >= (REFRESH_LOOKAHEAD if bool((moved >= 1.0).any()) else 1.0),
+                                   as_tuple=True)[0]
+        if frames is None:
             self._ref = p.clone()
             keys = torch.unique(torch.cat([self.src_keys, self._close_keys(p, self.t_limit)]))
+        elif frames.numel():
+            self._ref[frames] = p[frames]
+            stale = torch.zeros(self.num_frames, dtype=torch.bool, device=p.device)
+            stale[frames] = True
+            P = self.num_pairs
+            old = self._cand_keys[~stale[torch.div(self._cand_keys, P, rounding_mode="floor")]]
+            src = self.src_keys[stale[torch.div(self.src_keys, P, rounding_mode="floor")]]
+            keys = torch.unique(torch.cat([old, src, self._close_keys(p, self.t_limit, frames)]))
+        if frames is None or frames.numel():
             self._cand = self._pairset(keys)
+            self._cand_keys = keys
             pos = torch.searchsorted(self.src_keys, keys).clamp(max=max(self.src_keys.numel() - 1, 0))
             self._cand_src = (self.src_keys[pos] == keys) if self.src_keys.numel() else torch.zeros_like(keys,
                                                                                                        dtype=torch.bool)

@@ -83,6 +83,40 @@ def test_candidates_are_refreshed_and_stay_exact():
     assert 1 <= pp.refreshes < 12                        # candidates were reused between refreshes
 
 
+def test_candidates_are_refreshed_frame_by_frame_and_stay_exact():
+    """Some frames jump by about the slack while the others barely move: those frames are searched again, the
+    others keep their candidates, and the entries (and order) are a fresh search's; at the bound, a pair whose
+    ends each moved just past half the slack into t_max is found."""
+    rng = np.random.default_rng(7)
+    T, N = 16, 6
+    src = [torch.as_tensor(rng.uniform(0, 0.5, size=(T, N, 3))) for _ in range(2)]
+    nrm = [torch.nn.functional.normalize(torch.ones(T, N, 3), dim=-1)] * 2
+    pp = PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0])
+    tgt = torch.as_tensor(rng.uniform(0, 0.5, size=(T, 2 * N, 3)))
+    pp.active(tgt, 1.0)
+    kept = 0
+    for step in range(10):
+        scale = np.full((T, 1, 1), 0.002)
+        scale[rng.choice(T, 3, replace=False)] = 0.015
+        tgt = tgt + torch.as_tensor(rng.normal(size=tgt.shape) * scale)
+        before = pp._ref.clone()
+        ps, block = pp.active(tgt, 1.0)
+        kept += int((pp._ref == before).all(-1).all(-1).sum())
+        fresh, fblock = PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0]).active(tgt, 1.0)
+        assert all(torch.equal(a, b) for a, b in zip(ps, fresh)) and torch.equal(block, fblock)
+    assert kept > 10 * T // 2
+    far = torch.as_tensor([[[0.0, 0.0, 0.0]], [[0.0, 0.0, 0.0]]], dtype=torch.float64).expand(2, 2, 1, 3)
+    src = [far[0] + 0.0, far[1] + torch.as_tensor([3.0, 0.0, 0.0], dtype=torch.float64)]
+    n1 = [torch.zeros(2, 1, 3, dtype=torch.float64)] * 2
+    pp = PartnerPairs(src, n1, [1.0, 1.0], [1.0, 1.0])
+    tgt = torch.cat(src, 1).clone()
+    tgt[1, 1] = torch.as_tensor([0.21, 0.0, 0.0], dtype=torch.float64)       # t_max 0.15, t_limit 0.20
+    assert len(pp.active(tgt, 1.0)[0]) == 0
+    tgt[1, 0, 0], tgt[1, 1, 0] = 0.031, 0.21 - 0.031                            # each end 0.031 > half the slack
+    ps, _ = pp.active(tgt, 1.0)
+    assert (ps.t.tolist(), ps.i.tolist(), ps.j.tolist()) == ([1], [0], [1])
+
+
 def test_broad_phase_skips_characters_far_apart():
     T, N = 10, 4
     rng = np.random.default_rng(1)
