@@ -31,7 +31,6 @@ from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
 from .barrier import own_barrier, own_capsules
-from ..losses import jerk, smooth_loss
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .optim import Adam, deterministic, learning_rates
@@ -306,7 +305,6 @@ class SolveJob:
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
             raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
-            self.body_jerk_init = None if self.body_positions is None or T < 4 else jerk(self.body_positions, self.fps)
             # copy-rotations' own objective at α = 0, ½ and 1: every term is a polynomial of degree ≤ 2 in α (its
             # weights are W_src + α W_tgt, squared inside the dist, height and sliding terms), so these three give
             # it at any α, the yardstick of Progress.relative
@@ -419,11 +417,7 @@ class SolveJob:
         if pairset is None:
             pairset = self.objective.pairs.active(p, alpha)
             self._last_entries = len(pairset)
-        raw = self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world)
-        if self.settings.smooth_joints and getattr(self, "body_jerk_init", None) is not None:
-            raw["smooth"] = raw["smooth"] + self.settings.smooth_joints * smooth_loss(
-                self.body_positions, self.fps, None, eps=1e-5 * self.fps ** 3, reference=self.body_jerk_init)
-        out = self.objective.weighted(raw)
+        out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world))
         if self.own_barrier is not None:       # a limb inside the character's own body: reported in 'pen'
             out["pen"] = out["pen"] + self.own_barrier.weighted([self.body_positions.unflatten(1, (-1, 2))])
         return out
