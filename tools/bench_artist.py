@@ -165,6 +165,8 @@ def main(argv=None):
         alpha = 0.5
         p, n, sole = (x.detach() for x in job._forward())
         job._root_world = job._root_world.detach()
+        if job.own_barrier is not None:     # the own barrier reads the step's body points, not an argument
+            job.body_positions = job.body_positions.detach()
         pairs = job.objective.pairs.active(p, alpha)
 
         def objective_back():
