@@ -25,6 +25,7 @@ from ..gaze import (GAZE_MAX_DEG, GAZE_WINDOW_S, cone_weight, gaze_directions, g
                     window_mean_plan)
 from ..errors import CoreError
 from ..losses import cosine
+from ..vec3 import dot3, norm3, sq_norm3
 from ..partners import PartnerPairs
 from ..weights import MIN_FRACTION
 from .objective import focused_square, pair_terms
@@ -180,7 +181,7 @@ class PartnerObjective:
         (T, K, 3), at stacked positions p (T, Ntot, 3); 0 on padding."""
         T, (K, M) = p.shape[0], self.others.shape
         v = p.index_select(1, self._others_flat).view(T, K, M, 3) - p.index_select(1, eyes)[:, :, None]
-        cos = (v * gaze[:, :, None]).sum(-1) / v.norm(dim=-1).clamp_min(1e-9)
+        cos = dot3(v, gaze[:, :, None]) / norm3(v).clamp_min(1e-9)
         w = cone_weight(cos)
         return w if self.valid is None else w * self.valid
 
@@ -198,7 +199,8 @@ class PartnerObjective:
         is below a_max + ``GAZE_SLACK_DEG`` + asin(2·D / |p_j − p_eye|) (D = ``GAZE_SLACK_DIST`` of the mean
         target height), and the source's. While no target gaze has turned by more than GAZE_SLACK_DEG and no key
         vertex has moved by more than D since, the angle of any other entry is still above a_max, so the
-        candidates hold every non-zero weight: the set is exact."""
+        candidates hold every non-zero weight: the set is exact. Refreshed frame by frame: only the frames where
+        that no longer holds are searched again."""
         if self._src_gaze is None:
             t, c, m = torch.nonzero(self.look_src > 0, as_tuple=True)
             self._src_gaze = (t, c, m, self.look_src[t, c, m])
@@ -209,29 +211,52 @@ class PartnerObjective:
 
     def _target_gaze_entries(self, p_det, alpha: float):
         g = self.target_gaze(p_det)                                                               # (T, L, 3)
-        if (self._gaze_ref is None
-                or float((g * self._gaze_ref[0]).sum(-1).min()) < self._gaze_cos_slack
-                or float((p_det - self._gaze_ref[1]).norm(dim=-1).max()) > self._gaze_dist_slack):
-            T, (L, M) = p_det.shape[0], self.others.shape
-            v = p_det.index_select(1, self._others_flat).view(T, L, M, 3) - p_det.index_select(1, self.tgt_eyes)[:, :, None]
-            dist = v.norm(dim=-1).clamp_min(1e-9)
-            angle = torch.acos(((v * g[:, :, None]).sum(-1) / dist).clamp(-1.0, 1.0))
-            ratio = 2.0 * self._gaze_dist_slack / dist
-            margin = torch.where(ratio < 1.0, torch.asin(ratio.clamp(max=1.0)), torch.full_like(ratio, math.pi))
-            cand = (angle < self._gaze_angle_limit + margin) | (self.look_src > 0)
-            if self.valid is not None:
-                cand &= self.valid > 0
-            t, c, m = torch.nonzero(cand, as_tuple=True)
-            N = p_det.shape[1]
-            self._gaze_cand = (t, c, m, self.look_src[t, c, m], t * N + self.others[c, m], t * N + self.tgt_eyes[c])
-            self._gaze_ref = (g.clone(), p_det.clone())
-            self.gaze_refreshes += 1
+        if self._gaze_ref is None:
+            frames = None
+        else:   # frame by frame: a frame whose gazes all turned less than the slack and whose key vertices all moved
+            # less than D keeps its candidates
+            stale = ((dot3(g, self._gaze_ref[0]).amin(1) < self._gaze_cos_slack)
+                     | (sq_norm3(p_det - self._gaze_ref[1]).amax(1) > self._gaze_dist_slack ** 2))
+            frames = torch.nonzero(stale, as_tuple=True)[0]
+        if frames is None or frames.numel():
+            self._refresh_gaze(p_det, g, frames)
         t, c, m, w_src, fj, fe = self._gaze_cand
         flat = p_det.reshape(-1, 3)
         v = flat.index_select(0, fj) - flat.index_select(0, fe)
-        w = w_src + alpha * cone_weight((v * g[t, c]).sum(-1) / v.norm(dim=-1).clamp_min(1e-9))
+        w = w_src + alpha * cone_weight(dot3(v, g[t, c]) / norm3(v).clamp_min(1e-9))
         keep = torch.nonzero(w > 0, as_tuple=True)[0]
         return t[keep], c[keep], m[keep], w[keep]
+
+    def _refresh_gaze(self, p_det, g, frames):
+        """The gaze candidates of ``frames`` (F,) (every frame when None) found again at ``p_det`` (T, Ntot, 3)
+        and target gazes ``g`` (T, L, 3), the other frames' kept, in (frame, looker, other) order."""
+        T, (L, M) = p_det.shape[0], self.others.shape
+        sub = torch.arange(T, device=self.device) if frames is None else frames
+        p, gs = p_det.index_select(0, sub), g.index_select(0, sub)
+        v = p.index_select(1, self._others_flat).view(-1, L, M, 3) - p.index_select(1, self.tgt_eyes)[:, :, None]
+        dist = norm3(v).clamp_min(1e-9)
+        angle = torch.acos((dot3(v, gs[:, :, None]) / dist).clamp(-1.0, 1.0))
+        ratio = 2.0 * self._gaze_dist_slack / dist
+        margin = torch.where(ratio < 1.0, torch.asin(ratio.clamp(max=1.0)), torch.full_like(ratio, math.pi))
+        look_src = self.look_src.index_select(0, sub)
+        cand = (angle < self._gaze_angle_limit + margin) | (look_src > 0)
+        if self.valid is not None:
+            cand &= self.valid > 0
+        f, c, m = torch.nonzero(cand, as_tuple=True)
+        t = sub.index_select(0, f)
+        if frames is None:
+            self._gaze_ref = (g.clone(), p_det.clone())
+        else:
+            self._gaze_ref[0][frames], self._gaze_ref[1][frames] = g[frames], p_det[frames]
+            keep = torch.ones(T, dtype=torch.bool, device=self.device)
+            keep[frames] = False
+            old = torch.nonzero(keep[self._gaze_cand[0]], as_tuple=True)[0]
+            t, c, m = (torch.cat([x.index_select(0, old), y]) for x, y in zip(self._gaze_cand[:3], (t, c, m)))
+            order = torch.argsort((t * L + c) * M + m)
+            t, c, m = t[order], c[order], m[order]
+        N = p_det.shape[1]
+        self._gaze_cand = (t, c, m, self.look_src[t, c, m], t * N + self.others[c, m], t * N + self.tgt_eyes[c])
+        self.gaze_refreshes += 1
 
     def _gaze(self, p, p_det, alpha: float):
         """((E,) squared weighted (1 − S_cos) of the gaze entries, (E,) their looking character): each eye and

@@ -222,6 +222,21 @@ def test_gaze_candidates_hold_every_nonzero_cone_weight(group_job):
         assert got == set(zip(*(x.tolist() for x in want)))
         assert torch.allclose(w, dense[t, c, m], atol=1e-6)
     assert 1 <= po.gaze_refreshes < 15
+    # two frames jump past the slack, the others hold still: only the frames whose key vertices or gaze (a
+    # window mean over time: the jump's neighbours too) moved are searched again; the set is still exact and in
+    # (frame, looker, other) order
+    T = p.shape[0]
+    for step in range(4):
+        jump = torch.zeros((T, 1, 1), dtype=p.dtype)
+        jump[torch.as_tensor(rng.choice(T, 2, replace=False))] = 0.05
+        p = p + jump * torch.as_tensor(rng.normal(size=p.shape), dtype=p.dtype)
+        before = po._gaze_ref[1].clone()
+        t, c, m, w = po._gaze_entries(p, 0.8)
+        assert 0 < int((po._gaze_ref[1] != before).any(-1).any(-1).sum()) < T
+        dense = po.look_src + 0.8 * po._look(p, po.tgt_eyes, po.target_gaze(p))
+        want = torch.nonzero(dense > 0, as_tuple=True)
+        assert all(torch.equal(x, y) for x, y in zip((t, c, m), want))
+        assert torch.allclose(w, dense[t, c, m], atol=1e-6)
 
 
 def test_three_characters_one_far_away(scene):
