@@ -14,17 +14,14 @@ _ONES = {}
 
 
 def _ones(x: torch.Tensor) -> torch.Tensor:
-    """(3,) ones of ``x``'s dtype and device (cached)."""
+    """(3,) ones of ``x``'s dtype and device (cached; made outside any inference mode, so that a solve with
+    gradients can use the vector a caller's ``torch.inference_mode`` block created first)."""
     key = (x.dtype, x.device)
     v = _ONES.get(key)
     if v is None:
-        v = _ONES[key] = torch.ones(3, dtype=x.dtype, device=x.device)
+        with torch.inference_mode(False):
+            v = _ONES[key] = torch.ones(3, dtype=x.dtype, device=x.device)
     return v
-
-
-def sum3(x: torch.Tensor) -> torch.Tensor:
-    """x (..., 3) -> (...): the sum over the last axis."""
-    return x @ _ones(x)
 
 
 def dot3(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

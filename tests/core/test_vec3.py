@@ -2,7 +2,8 @@
 
 import torch
 
-from core.vec3 import dot3, norm3, sq_norm3, sum3
+from core import vec3
+from core.vec3 import dot3, norm3, sq_norm3
 
 
 def test_vec3_equals_the_reductions_with_gradients():
@@ -10,7 +11,7 @@ def test_vec3_equals_the_reductions_with_gradients():
     for dtype in (torch.float32, torch.float64):
         a = torch.randn((7, 5, 3), generator=g, dtype=dtype, requires_grad=True)
         b = torch.randn((7, 5, 3), generator=g, dtype=dtype, requires_grad=True)
-        pairs = [(sum3(a), a.sum(-1)), (dot3(a, b), (a * b).sum(-1)), (sq_norm3(a), a.square().sum(-1)),
+        pairs = [(dot3(a, b), (a * b).sum(-1)), (sq_norm3(a), a.square().sum(-1)),
                  (norm3(a), a.norm(dim=-1)), (norm3(a, 1e-3), (a.square().sum(-1) + 1e-3).sqrt())]
         tol = dict(rtol=1e-6, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
         for got, want in pairs:
@@ -33,3 +34,12 @@ def test_vec3_promotes_mixed_dtypes_and_keeps_a_finite_gradient_with_eps():
     x = torch.zeros((2, 3), requires_grad=True)
     norm3(x, 1e-24).sum().backward()
     assert torch.isfinite(x.grad).all()
+
+
+def test_vec3_after_an_inference_mode_block_still_gives_gradients():
+    vec3._ONES.clear()
+    with torch.inference_mode():
+        sq_norm3(torch.ones((2, 3)))                   # the cached ones are made here first
+    x = torch.ones((2, 3), requires_grad=True)
+    sq_norm3(x).sum().backward()
+    assert torch.equal(x.grad, torch.full((2, 3), 2.0))

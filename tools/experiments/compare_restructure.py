@@ -3,11 +3,12 @@ and by this checkout, interleaved in one process: time per run and the largest d
 
     git worktree add /tmp/baseline 05c4f6e
     .venv/bin/python tools/experiments/compare_restructure.py --baseline /tmp/baseline [--frames 75 300 1000]
-        [--repeat 3] [--threads 2]
+        [--repeat 3] [--threads 2] [--case motions/NC_bandai_kick_normal_001.bvh characters/mh_teen_girl.glb]
 
 Both checkouts are enabled as separate extensions (bl_ext.reconform_old / bl_ext.reconform_new), each
 prepares its own characters from the same imported armatures, and each frame count of make bench's scaling
-clip (NC_bandai_walk_giant_001, ping-pong tiled, onto mh_female_average) is retargeted ``--repeat`` times by
+clip (NC_bandai_walk_giant_001, ping-pong tiled, onto mh_female_average; or ``--case`` source and target, paths
+in ../shared/assets) is retargeted ``--repeat`` times by
 each side in turn (old, new, old, new, ...): a machine busy for a while slows both. Timed: copy-rotations plus
 the solve (set-up included), no metrics — the new side through core.retarget, the old one as its bench timed
 it. Printed: the median seconds of each side, their ratio, and the largest bone-rotation angle (degrees) and
@@ -35,6 +36,8 @@ def main(argv=None):
     ap.add_argument("--frames", type=int, nargs="+", default=[75, 300])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--case", nargs=2, metavar=("SOURCE", "TARGET"), default=None,
+                    help="source clip and target character under ../shared/assets (default: the scaling line's)")
     args = ap.parse_args(argv)
     os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
     import numpy as np
@@ -49,8 +52,9 @@ def main(argv=None):
     def m(prefix, name):
         return importlib.import_module(f"{prefix}.{name}")
     br = m(new, "reconform_addon.bridge")
-    src_arm = br.find_armature(br.import_file(str(bench.ASSETS / bench.SCALING[0])))
-    tgt_arm = br.find_armature(br.import_file(str(bench.ASSETS / bench.SCALING[1])))
+    case = args.case or bench.SCALING[:2]
+    src_arm = br.find_armature(br.import_file(str(bench.ASSETS / case[0])))
+    tgt_arm = br.find_armature(br.import_file(str(bench.ASSETS / case[1])))
     sides = {}
     for label, prefix in (("old", old), ("new", new)):
         pipe = m(prefix, "reconform_addon.pipeline")
@@ -73,7 +77,8 @@ def main(argv=None):
             res = m(prefix, "core.solver").SolveJob(src, mo, tgt, init, settings).run()
         return time.perf_counter() - t, res
 
-    print(f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} CPUs; baseline {args.baseline}")
+    print(f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} CPUs; baseline {args.baseline}; "
+          f"{case[0]} -> {case[1]}")
     print("frames | old median s | new median s | new / old | largest rotation difference ° | hips difference mm")
     for n in args.frames:
         times = {"old": [], "new": []}
