@@ -309,6 +309,9 @@ class PartnerBarrier:
                     self._reach[i][frames] = reach
                 self.block_refreshes += 1
                 any_block = True
+            if not self._cand[i][0].numel():    # no candidates (two characters metres apart): no hot entries
+                self._hot[i], self._hot_ref[i] = (self._cand[i], self._rows[i]), None
+                continue
             # hot entries: a candidate further than HOT · h̄ below its allowed depth cannot reach it before
             # the two characters have moved, together, by that much at its frame (exact, as the candidates)
             hot_ref = self._hot_ref[i]
