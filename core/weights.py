@@ -170,6 +170,10 @@ class ActivePairs:
                                                              dtype=dt, device=dev)
         self.num_pairs = len(ii)
         self.num_frames = src_p.shape[0]
+        # pair index of (i, j) at i · N + j (-1 where not allowed): a candidate's key t · P + k at a refresh, not kept
+        N = src_p.shape[1]
+        self._pair_of = torch.full((N * N,), -1, dtype=torch.long, device=dev)
+        self._pair_of[self.ii * N + self.jj] = torch.arange(len(ii), device=dev)
         self.chunk = chunk
         if self.num_pairs:
             st, sk = _close_entries(self.src_p, self.ii, self.jj, self.s_max, chunk)
@@ -217,7 +221,7 @@ class ActivePairs:
             self._refresh(p, frames, N, P)
         c = self._cand
         fp = p.reshape(-1, 3)
-        d2 = sq_norm3(fp.index_select(0, self._cand_fj) - fp.index_select(0, self._cand_fi))
+        d2 = sq_norm3(fp.index_select(0, c.t * N + c.j) - fp.index_select(0, c.t * N + c.i))
         keep = torch.nonzero(self._cand_src | (d2 < c.tgt_dmax.square()), as_tuple=True)[0]
         return PairSet(*(f.index_select(0, keep) for f in c))
 
@@ -236,16 +240,17 @@ class ActivePairs:
             fresh = self._pairset(t, k)
             stale = torch.zeros(self.num_frames, dtype=torch.bool, device=p.device)
             stale[frames] = True
-            old = torch.nonzero(~stale[self._cand.t], as_tuple=True)[0]
-            key = torch.cat([self._cand_key.index_select(0, old), t * P + k])
-            order = torch.argsort(key)
-            cand = PairSet(*(torch.cat([x.index_select(0, old), y]).index_select(0, order)
-                             for x, y in zip(self._cand, fresh)))
+            c = self._cand
+            old = torch.nonzero(~stale[c.t], as_tuple=True)[0]
+            ci, cj = c.i.index_select(0, old), c.j.index_select(0, old)
+            order = torch.argsort(torch.cat([c.t.index_select(0, old) * P + self._pair_of.index_select(0, ci * N + cj),
+                                             t * P + k]))
+            del ci, cj
+            # field by field: the temporaries of one field at a time beside the two sets (a long clip's candidates
+            # run to hundreds of MB)
+            cand = PairSet(*(torch.cat([x.index_select(0, old), y]).index_select(0, order) for x, y in zip(c, fresh)))
             self._cand_src = torch.cat([self._cand_src.index_select(0, old), self._src_mask[t, k]]).index_select(0, order)
-            k = torch.remainder(key.index_select(0, order), P)
         self._cand = cand
-        self._cand_key = cand.t * P + k
-        self._cand_fi, self._cand_fj = cand.t * N + cand.i, cand.t * N + cand.j
         self.refreshes += 1
 
     def _mask(self, p: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
