@@ -110,45 +110,44 @@ def test_active_pairs_exact_set_is_the_nonzero_mixed_weight():
     assert len(ap.active(tgt, 0.0)) < len(ap.active(tgt, 0.5))
 
 
+def _random_active_pairs(seed: int, T: int, N: int = 10):
+    """(generator, ActivePairs on random source positions of two 5-vertex limbs, a random target (T, N, 3))."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+    nrm = torch.nn.functional.normalize(torch.randn((T, N, 3), generator=g, dtype=torch.float64), dim=-1)
+    h = np.full(N, 1.0)
+    pairs = ActivePairs(src, nrm, h, h, allowed_pairs(["a"] * (N // 2) + ["b"] * (N - N // 2), None, True))
+    return g, pairs, torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+
+
+def _full_test(pairs, tgt):
+    """The PairSet of the full (T, P) test: the source pair within s_max or the target pair within t_max."""
+    def d2(p):
+        return (p[:, pairs.jj] - p[:, pairs.ii]).square().sum(-1)
+    t, k = torch.nonzero((d2(pairs.src_p) < pairs.s_max.square()) | (d2(tgt) < pairs.t_max.square()), as_tuple=True)
+    return pairs._pairset(t, k)
+
+
 def test_active_pairs_reuse_candidates_and_stay_exact():
     """ActivePairs.active filters cached candidates between refreshes: at every step it must return exactly
     the entries (and order) of the full (T, P) test: source-active or target pair closer than t_max."""
-    g = torch.Generator().manual_seed(0)
     T, N = 12, 10
-    src = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
-    nrm = torch.nn.functional.normalize(torch.randn((T, N, 3), generator=g, dtype=torch.float64), dim=-1)
-    mask = allowed_pairs(["a"] * 5 + ["b"] * 5, None, True)
-    h = np.full(N, 1.0)
-    pairs = ActivePairs(src, nrm, h, h, mask)
-    ii, jj = np.nonzero(mask)
-    tgt = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+    g, pairs, tgt = _random_active_pairs(0, T, N)
     for step in range(30):
         # small moves most steps, a jump now and then (forces a refresh)
         tgt = tgt + (0.3 if step % 10 == 9 else 0.004) * torch.randn((T, N, 3), generator=g, dtype=torch.float64)
         got = pairs.active(tgt, 0.5)
-        d_s = (src[:, jj] - src[:, ii]).square().sum(-1)
-        d_t = (tgt[:, jj] - tgt[:, ii]).square().sum(-1)
-        full = (d_s < pairs.s_max.square()) | (d_t < pairs.t_max.square())
-        t, k = torch.nonzero(full, as_tuple=True)
-        assert torch.equal(got.t, t) and torch.equal(got.i, pairs.ii[k]) and torch.equal(got.j, pairs.jj[k])
-        want = pairs._pairset(t, k)
-        assert all(torch.equal(a, b) for a, b in zip(got, want))
+        assert all(torch.equal(a, b) for a, b in zip(got, _full_test(pairs, tgt)))
     assert 1 < pairs.refreshes < 30              # candidates were reused, and refreshed after the jumps
+    d_s = (pairs.src_p[:, pairs.jj] - pairs.src_p[:, pairs.ii]).square().sum(-1)
     assert torch.equal(pairs.active(None, 0.0).t, torch.nonzero(d_s < pairs.s_max.square(), as_tuple=True)[0])
 
 
 def test_active_pairs_refresh_only_the_frames_that_moved_and_stay_exact():
     """A few frames jump while the others barely move: only those frames' candidates are searched again (the
     others kept), and the result is still the full (T, P) test's entries in its (frame, pair) order."""
-    g = torch.Generator().manual_seed(5)
     T, N = 20, 10
-    src = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
-    nrm = torch.nn.functional.normalize(torch.randn((T, N, 3), generator=g, dtype=torch.float64), dim=-1)
-    mask = allowed_pairs(["a"] * 5 + ["b"] * 5, None, True)
-    h = np.full(N, 1.0)
-    pairs = ActivePairs(src, nrm, h, h, mask)
-    ii, jj = np.nonzero(mask)
-    tgt = torch.rand((T, N, 3), generator=g, dtype=torch.float64)
+    g, pairs, tgt = _random_active_pairs(5, T, N)
     pairs.active(tgt, 0.5)
     kept_frames = 0
     for step in range(12):
@@ -158,11 +157,7 @@ def test_active_pairs_refresh_only_the_frames_that_moved_and_stay_exact():
         before = pairs._ref.clone()
         got = pairs.active(tgt, 0.5)
         kept_frames += int((pairs._ref == before).all(-1).all(-1).sum())
-        d_s = (src[:, jj] - src[:, ii]).square().sum(-1)
-        d_t = (tgt[:, jj] - tgt[:, ii]).square().sum(-1)
-        t, k = torch.nonzero((d_s < pairs.s_max.square()) | (d_t < pairs.t_max.square()), as_tuple=True)
-        want = pairs._pairset(t, k)
-        assert all(torch.equal(a, b) for a, b in zip(got, want))
+        assert all(torch.equal(a, b) for a, b in zip(got, _full_test(pairs, tgt)))
     assert kept_frames > 12 * T // 2           # most frames kept their candidates at most steps
 
     # at the bound: one frame's pair moves from beyond t_limit (t_max + 5 % of h) to within t_max, each end by

@@ -67,13 +67,17 @@ def test_partner_pairs_are_exactly_the_nonzero_mixed_weights():
         assert len(got) == len(ps)                       # no duplicates
 
 
-def test_candidates_are_refreshed_and_stay_exact():
-    rng = np.random.default_rng(5)
-    T, N = 4, 6
+def _random_couple(rng, T: int, N: int = 6):
+    """(source positions, normals, PartnerPairs, a random stacked target (T, 2N, 3)) of two random characters."""
     src = [torch.as_tensor(rng.uniform(0, 0.5, size=(T, N, 3))) for _ in range(2)]
     nrm = [torch.nn.functional.normalize(torch.ones(T, N, 3), dim=-1)] * 2
-    pp = PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0])
     tgt = torch.as_tensor(rng.uniform(0, 0.5, size=(T, 2 * N, 3)))
+    return src, nrm, PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0]), tgt
+
+
+def test_candidates_are_refreshed_and_stay_exact():
+    rng = np.random.default_rng(5)
+    src, nrm, pp, tgt = _random_couple(rng, 4)
     for step in range(12):
         tgt = tgt + torch.as_tensor(rng.normal(scale=0.002, size=tgt.shape))
         ps, block = pp.active(tgt, 1.0)
@@ -88,11 +92,8 @@ def test_candidates_are_refreshed_frame_by_frame_and_stay_exact():
     others keep their candidates, and the entries (and order) are a fresh search's; at the bound, a pair whose
     ends each moved just past half the slack into t_max is found."""
     rng = np.random.default_rng(7)
-    T, N = 16, 6
-    src = [torch.as_tensor(rng.uniform(0, 0.5, size=(T, N, 3))) for _ in range(2)]
-    nrm = [torch.nn.functional.normalize(torch.ones(T, N, 3), dim=-1)] * 2
-    pp = PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0])
-    tgt = torch.as_tensor(rng.uniform(0, 0.5, size=(T, 2 * N, 3)))
+    T = 16
+    src, nrm, pp, tgt = _random_couple(rng, T)
     pp.active(tgt, 1.0)
     kept = 0
     for step in range(10):
