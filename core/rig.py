@@ -160,10 +160,11 @@ class VariableChain:
     Everything that does not depend on the variables is computed once: global transforms of bones with no
     variable ancestor, local transforms of the other bones, and the skinning contribution of constant bones.
     Per call only the "variable" bones (optimised, or below an optimised bone, or the hips) are evaluated, one
-    tree level at a time on bone-major (J, T, 3, 3) tensors: the local transforms are put in level order once
-    and split per level; each level gathers its parents' global transforms with a few ``index_select`` (bones
-    of a level are grouped by where their parent's transform comes from), so the graph has a handful of
-    operations per level, not per bone.
+    tree level at a time on bone-major (J, T, 3, 4) [R | t] tensors: the local transforms are put in level order
+    once, as 4 × 4 matrices, and split per level; each level gathers its parents' global transforms with one
+    ``index_select`` per group (bones of a level are grouped by where their parent's transform comes from) and
+    takes one (n, T, 3, 4) @ (n, T, 4, 4) product, so the graph has a handful of operations per level, not per
+    bone (3 × 3 rotations and positions apart took twice as many).
 
     Transforms are world-space from the start (the armature's object matrix is folded into the tree roots), and
     skinning works on 3×4 [R | t] matrices: one (Jv, 3T, 4) @ (Jv, 4, 4) product for the skinning matrices, one
@@ -197,11 +198,12 @@ class VariableChain:
             G_pos0 = G_pos0 @ A.T + b
             loc_rot0 = (chain.rest_rot @ R_n).transpose(0, 1)                # (Jn, T, 3, 3) bone-major
             loc_pos0 = ((chain.rest_rot @ L_n[..., None])[..., 0] + chain.rest_trans).transpose(0, 1)
-            self.Gc_rot = G_rot0.transpose(0, 1).contiguous()               # (Jn, T, 3, 3)
-            self.Gc_pos = G_pos0.transpose(0, 1).contiguous()
+            Gc_rot = G_rot0.transpose(0, 1).contiguous()                    # (Jn, T, 3, 3)
+            Gc_pos = G_pos0.transpose(0, 1).contiguous()
+            self.Gc = torch.cat([Gc_rot, Gc_pos[..., None]], -1)            # (Jn, T, 3, 4) [R | t]
             const = [k for k in range(Jn) if not var[k]]
             if const:
-                S = _skinning_matrices(self.Gc_rot[const], self.Gc_pos[const], bind[const])   # (Jc, 12T)
+                S = _skinning_matrices(Gc_rot[const], Gc_pos[const], bind[const])   # (Jc, 12T)
                 self.B_const = chain.W[:, const] @ S                                           # (V, 12T)
             else:
                 self.B_const = None
@@ -263,7 +265,12 @@ class VariableChain:
         self.pt_var = [i for i, k in enumerate(pp) if var[k]]
         pt_const = [i for i, k in enumerate(pp) if not var[k]]
         self.pt_slot = torch.as_tensor([order.index(pp[i]) for i in self.pt_var], dtype=torch.long, device=dev)
-        self.pt_local = chain.point_local[self.pt_var][:, None, :, None]      # (Pv, 1, 3, 1)
+        self.pt_local = torch.cat([chain.point_local[self.pt_var],
+                                   torch.ones((len(self.pt_var), 1), dtype=dt, device=dev)], -1)[:, None, :, None]
+        #: (Pv, 1, 4, 1) homogeneous local positions of the carried points on variable bones
+        #: [A | b] (3, 4): the armature object's transform applied to the tree roots' local transforms
+        self.A34 = torch.cat([A, b[:, None]], -1)
+        self.bottom = torch.as_tensor([0.0, 0.0, 0.0, 1.0], dtype=dt, device=dev)       # a 4 × 4's last row
         with torch.no_grad():                                                # G_rot0 / G_pos0: world space
             k = [pp[i] for i in pt_const]
             self.pt_const = (G_rot0[:, k] @ chain.point_local[pt_const][..., None])[..., 0] + G_pos0[:, k]
@@ -279,42 +286,29 @@ class VariableChain:
         root_lp = root_loc @ self.root_rest_rot.T + self.root_rest_trans    # (T, 3)
         LR_all = local_opt if self.Lc_rot is None else torch.cat([local_opt, self.Lc_rot])
         LP_all = torch.cat([root_lp[None], self.Lc_pos])
-        LRs = LR_all.index_select(0, self.lr_order).split(self.level_sizes)
-        LPs = LP_all.index_select(0, self.lp_order).split(self.level_sizes)
-        GRs, GPs = [], []
-        for LR, LP, (_, groups) in zip(LRs, LPs, self.levels):
+        LR, LP = LR_all.index_select(0, self.lr_order), LP_all.index_select(0, self.lp_order)
+        J, T = LR.shape[:2]
+        # local transforms as 4 × 4 [R | t; 0 0 0 1], slot order: one product per tree level
+        L = torch.cat([torch.cat([LR, LP[..., None]], -1), self.bottom.expand(J, T, 1, 4)], -2)
+        Ls = L.split(self.level_sizes)
+        Gs = []                                                              # per level (n, T, 3, 4) [R | t]
+        for Ll, (_, groups) in zip(Ls, self.levels):
             n_roots = groups[0][1] if groups[0][0] == -2 else 0
-            PR, PP = [], []
-            for src, _, idx in groups:
-                if src == -1:
-                    PR.append(self.Gc_rot.index_select(0, idx))
-                    PP.append(self.Gc_pos.index_select(0, idx))
-                elif src >= 0:
-                    PR.append(GRs[src].index_select(0, idx))
-                    PP.append(GPs[src].index_select(0, idx))
-            if n_roots:                                                      # tree roots: world = object · local
-                RR = self.A @ LR[:n_roots]
-                RP = LP[:n_roots] @ self.A.T + self.b
-            if not PR:
-                GRs.append(RR)
-                GPs.append(RP)
-                continue
-            PR = PR[0] if len(PR) == 1 else torch.cat(PR)
-            PP = PP[0] if len(PP) == 1 else torch.cat(PP)
-            GR = PR @ LR[n_roots:]
-            GP = (PR @ LP[n_roots:, ..., None])[..., 0] + PP
-            GRs.append(torch.cat([RR, GR]) if n_roots else GR)
-            GPs.append(torch.cat([RP, GP]) if n_roots else GP)
-        G_rot = GRs[0] if len(GRs) == 1 else torch.cat(GRs)                  # (Jv, T, 3, 3), slot order
-        G_pos = GPs[0] if len(GPs) == 1 else torch.cat(GPs)
+            parents = [self.Gc.index_select(0, idx) if src == -1 else Gs[src].index_select(0, idx)
+                       for src, _, idx in groups if src != -2]
+            out = [self.A34 @ Ll[:n_roots]] if n_roots else []               # tree roots: world = object · local
+            if parents:
+                out.append((parents[0] if len(parents) == 1 else torch.cat(parents)) @ Ll[n_roots:])
+            Gs.append(out[0] if len(out) == 1 else torch.cat(out))
+        G = Gs[0] if len(Gs) == 1 else torch.cat(Gs)                         # (Jv, T, 3, 4), slot order
         if len(self.pt_order):                                               # world space already
-            pv = (G_rot.index_select(0, self.pt_slot) @ self.pt_local)[..., 0] + G_pos.index_select(0, self.pt_slot)
+            pv = (G.index_select(0, self.pt_slot) @ self.pt_local)[..., 0]                        # (Pv, T, 3)
             pts = torch.cat([pv.transpose(0, 1), self.pt_const], 1)                                # (T, P, 3)
             self.last_points = pts.index_select(1, self.pt_order)
-        B = self.W_var @ _skinning_matrices(G_rot, G_pos, self.bind)         # (V, 12T) blended [R | t]
+        B = self.W_var @ (G.view(J, 3 * T, 4) @ self.bind).view(J, 12 * T)   # (V, 12T) blended [R | t]
         if self.B_const is not None:
             B = B + self.B_const
-        V, T = B.shape[0], G_rot.shape[1]
+        V = B.shape[0]
         Y = self.rest @ B.view(V, 3 * T, 4).transpose(1, 2)                  # (V, 2, 3T): positions, normals
         p, n = Y[:, 0].view(V, T, 3), Y[:, 1].view(V, T, 3)
         if self.b_fix is not None:
