@@ -265,9 +265,9 @@ class VariableChain:
         self.pt_var = [i for i, k in enumerate(pp) if var[k]]
         pt_const = [i for i, k in enumerate(pp) if not var[k]]
         self.pt_slot = torch.as_tensor([order.index(pp[i]) for i in self.pt_var], dtype=torch.long, device=dev)
+        #: (Pv, 1, 4, 1) homogeneous local positions of the carried points on variable bones
         self.pt_local = torch.cat([chain.point_local[self.pt_var],
                                    torch.ones((len(self.pt_var), 1), dtype=dt, device=dev)], -1)[:, None, :, None]
-        #: (Pv, 1, 4, 1) homogeneous local positions of the carried points on variable bones
         #: [A | b] (3, 4): the armature object's transform applied to the tree roots' local transforms
         self.A34 = torch.cat([A, b[:, None]], -1)
         self.bottom = torch.as_tensor([0.0, 0.0, 0.0, 1.0], dtype=dt, device=dev)       # a 4 × 4's last row

@@ -206,9 +206,10 @@ class ActivePairs:
                 self._src_set = self._pairset(*torch.nonzero(self._src_mask, as_tuple=True))
             return self._src_set
         # The target test runs on candidates only: the entries active in the source or within t_limit (t_max
-        # plus a margin) of the target at the last refresh. While no key vertex has moved by half the smallest
-        # margin since, no other pair can have come within t_max, so filtering the candidates gives exactly
-        # the entries (and their order) of the full (T, P) test, at the cost of one gather.
+        # plus a margin) of the target at the frame's last refresh. While no key vertex of a frame has moved by
+        # half the smallest margin since, no other pair of that frame can have come within t_max, so filtering
+        # the candidates gives exactly the entries (and their order) of the full (T, P) test, at the cost of one
+        # gather; the frames past it are searched again (``_refresh``).
         p = tgt_p.detach()
         N, P = p.shape[1], max(self.num_pairs, 1)
         if self._ref is None:
