@@ -71,6 +71,9 @@ class PartnerPairs:
         counts = [self.sizes[a] * self.sizes[b] for a, b in self.blocks]
         self.pair_start = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)]), dtype=torch.long, device=dev)
         self.num_pairs = int(sum(counts))
+        self._blocks_t = torch.as_tensor(self.blocks, dtype=torch.long, device=dev).reshape(-1, 2)
+        self._sizes_t = torch.as_tensor(self.sizes, dtype=torch.long, device=dev)
+        self._offsets_t = torch.as_tensor(self.offsets, dtype=torch.long, device=dev)
         self._slack = float((self.t_limit - self.t_max).min()) if self.blocks else 0.0
         self.broad_tests = 0        #: (frame, character pair) box tests run
         self.narrow_blocks = 0      #: (frame, character pair) blocks whose N_a·N_b distances were computed
@@ -121,19 +124,22 @@ class PartnerPairs:
             return torch.zeros(0, dtype=torch.long, device=self.device)
         return torch.sort(torch.cat(keys)).values
 
+    def _keys(self, ps, block: torch.Tensor) -> torch.Tensor:
+        """(E,) the keys t · P + k of entries ``ps`` of blocks ``block`` (E,): ``_pairset``'s inverse."""
+        a, b = self._blocks_t[block, 0], self._blocks_t[block, 1]
+        local = (ps.i - self._offsets_t[a]) * self._sizes_t[b] + (ps.j - self._offsets_t[b])
+        return ps.t * self.num_pairs + self.pair_start[block] + local
+
     def _pairset(self, keys: torch.Tensor):
         """(PairSet, block (E,)) of entries ``keys`` (global indices i < j, source descriptors)."""
         t = torch.div(keys, self.num_pairs, rounding_mode="floor")
         k = keys - t * self.num_pairs
         block = torch.searchsorted(self.pair_start, k, right=True) - 1
         local = k - self.pair_start[block]
-        blocks = torch.as_tensor(self.blocks, dtype=torch.long, device=self.device).reshape(-1, 2)
-        sizes = torch.as_tensor(self.sizes, dtype=torch.long, device=self.device)
-        offsets = torch.as_tensor(self.offsets, dtype=torch.long, device=self.device)
-        a, b = blocks[block, 0], blocks[block, 1]
-        nb = sizes[b]
-        i = offsets[a] + torch.div(local, nb, rounding_mode="floor")
-        j = offsets[b] + local % nb
+        a, b = self._blocks_t[block, 0], self._blocks_t[block, 1]
+        nb = self._sizes_t[b]
+        i = self._offsets_t[a] + torch.div(local, nb, rounding_mode="floor")
+        j = self._offsets_t[b] + local % nb
         d = pair_descriptors(self.src_p, self.src_n, t, i, j)
         N = self.src_p.shape[1]
         n_j = self.src_n.reshape(-1, 3).index_select(0, t * N + j)
@@ -175,12 +181,12 @@ class PartnerPairs:
             stale = torch.zeros(self.num_frames, dtype=torch.bool, device=p.device)
             stale[frames] = True
             P = self.num_pairs
-            old = self._cand_keys[~stale[torch.div(self._cand_keys, P, rounding_mode="floor")]]
+            (c, block), kept = self._cand, ~stale[self._cand[0].t]
+            old = self._keys(type(c)(*(f[kept] for f in c)), block[kept])
             src = self.src_keys[stale[torch.div(self.src_keys, P, rounding_mode="floor")]]
             keys = torch.unique(torch.cat([old, src, self._close_keys(p, self.t_limit, frames)]))
         if frames is None or frames.numel():
             self._cand = self._pairset(keys)
-            self._cand_keys = keys
             pos = torch.searchsorted(self.src_keys, keys).clamp(max=max(self.src_keys.numel() - 1, 0))
             self._cand_src = (self.src_keys[pos] == keys) if self.src_keys.numel() else torch.zeros_like(keys,
                                                                                                        dtype=torch.bool)

@@ -67,12 +67,12 @@ def test_partner_pairs_are_exactly_the_nonzero_mixed_weights():
         assert len(got) == len(ps)                       # no duplicates
 
 
-def _random_couple(rng, T: int, N: int = 6):
-    """(source positions, normals, PartnerPairs, a random stacked target (T, 2N, 3)) of two random characters."""
-    src = [torch.as_tensor(rng.uniform(0, 0.5, size=(T, N, 3))) for _ in range(2)]
-    nrm = [torch.nn.functional.normalize(torch.ones(T, N, 3), dim=-1)] * 2
-    tgt = torch.as_tensor(rng.uniform(0, 0.5, size=(T, 2 * N, 3)))
-    return src, nrm, PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0]), tgt
+def _random_couple(rng, T: int, N: int = 6, K: int = 2):
+    """(source positions, normals, PartnerPairs, a random stacked target (T, K·N, 3)) of K random characters."""
+    src = [torch.as_tensor(rng.uniform(0, 0.5, size=(T, N, 3))) for _ in range(K)]
+    nrm = [torch.nn.functional.normalize(torch.ones(T, N, 3), dim=-1)] * K
+    tgt = torch.as_tensor(rng.uniform(0, 0.5, size=(T, K * N, 3)))
+    return src, nrm, PartnerPairs(src, nrm, [1.0] * K, [1.0] * K), tgt
 
 
 def test_candidates_are_refreshed_and_stay_exact():
@@ -87,13 +87,15 @@ def test_candidates_are_refreshed_and_stay_exact():
     assert 1 <= pp.refreshes < 12                        # candidates were reused between refreshes
 
 
-def test_candidates_are_refreshed_frame_by_frame_and_stay_exact():
+@pytest.mark.parametrize("K", [2, 3])
+def test_candidates_are_refreshed_frame_by_frame_and_stay_exact(K):
     """Some frames jump by about the slack while the others barely move: those frames are searched again, the
-    others keep their candidates, and the entries (and order) are a fresh search's; at the bound, a pair whose
-    ends each moved just past half the slack into t_max is found."""
+    others keep their candidates, and the entries (and order) are a fresh search's (two characters, and three:
+    three character pairs' keys); at the bound, a pair whose ends each moved just past half the slack into t_max
+    is found."""
     rng = np.random.default_rng(7)
     T = 16
-    src, nrm, pp, tgt = _random_couple(rng, T)
+    src, nrm, pp, tgt = _random_couple(rng, T, K=K)
     pp.active(tgt, 1.0)
     kept = 0
     for step in range(10):
@@ -103,7 +105,7 @@ def test_candidates_are_refreshed_frame_by_frame_and_stay_exact():
         before = pp._ref.clone()
         ps, block = pp.active(tgt, 1.0)
         kept += int((pp._ref == before).all(-1).all(-1).sum())
-        fresh, fblock = PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0]).active(tgt, 1.0)
+        fresh, fblock = PartnerPairs(src, nrm, [1.0] * K, [1.0] * K).active(tgt, 1.0)
         assert all(torch.equal(a, b) for a, b in zip(ps, fresh)) and torch.equal(block, fblock)
     assert kept > 10 * T // 2
     far = torch.as_tensor([[[0.0, 0.0, 0.0]], [[0.0, 0.0, 0.0]]], dtype=torch.float64).expand(2, 2, 1, 3)
