@@ -21,7 +21,7 @@ import torch
 
 from .descriptors import pair_descriptors
 from .vec3 import sq_norm3
-from .weights import (MAX_FRACTION, MIN_FRACTION, REFRESH_LOOKAHEAD, PairSet, interaction_weight,
+from .weights import (MAX_FRACTION, MIN_FRACTION, PairSet, interaction_weight, largest_moves, refresh_due,
                       scaled_to_target)
 
 #: frames per chunk of the narrow-phase distance test (bounds its temporary memory)
@@ -124,11 +124,12 @@ class PartnerPairs:
             return torch.zeros(0, dtype=torch.long, device=self.device)
         return torch.sort(torch.cat(keys)).values
 
-    def _keys(self, ps, block: torch.Tensor) -> torch.Tensor:
-        """(E,) the keys t · P + k of entries ``ps`` of blocks ``block`` (E,): ``_pairset``'s inverse."""
+    def _keys(self, t, i, j, block: torch.Tensor) -> torch.Tensor:
+        """(E,) the keys t · P + k of entries (frame t, global i, j) (E,) of blocks ``block`` (E,): ``_pairset``'s
+        inverse."""
         a, b = self._blocks_t[block, 0], self._blocks_t[block, 1]
-        local = (ps.i - self._offsets_t[a]) * self._sizes_t[b] + (ps.j - self._offsets_t[b])
-        return ps.t * self.num_pairs + self.pair_start[block] + local
+        local = (i - self._offsets_t[a]) * self._sizes_t[b] + (j - self._offsets_t[b])
+        return t * self.num_pairs + self.pair_start[block] + local
 
     def _pairset(self, keys: torch.Tensor):
         """(PairSet, block (E,)) of entries ``keys`` (global indices i < j, source descriptors)."""
@@ -170,9 +171,7 @@ class PartnerPairs:
         if self._ref is None:
             frames = None
         else:
-            moved = 2.0 * sq_norm3(p - self._ref).amax(1).sqrt() / self._slack          # (T,) share of the slack
-            frames = torch.nonzero(moved >= (REFRESH_LOOKAHEAD if bool((moved >= 1.0).any()) else 1.0),
-                                   as_tuple=True)[0]
+            frames = torch.nonzero(refresh_due(2.0 * largest_moves(p, self._ref) / self._slack), as_tuple=True)[0]
         if frames is None:
             self._ref = p.clone()
             keys = torch.unique(torch.cat([self.src_keys, self._close_keys(p, self.t_limit)]))
@@ -182,7 +181,7 @@ class PartnerPairs:
             stale[frames] = True
             P = self.num_pairs
             (c, block), kept = self._cand, ~stale[self._cand[0].t]
-            old = self._keys(type(c)(*(f[kept] for f in c)), block[kept])
+            old = self._keys(c.t[kept], c.i[kept], c.j[kept], block[kept])
             src = self.src_keys[stale[torch.div(self.src_keys, P, rounding_mode="floor")]]
             keys = torch.unique(torch.cat([old, src, self._close_keys(p, self.t_limit, frames)]))
         if frames is None or frames.numel():

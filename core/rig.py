@@ -198,12 +198,10 @@ class VariableChain:
             G_pos0 = G_pos0 @ A.T + b
             loc_rot0 = (chain.rest_rot @ R_n).transpose(0, 1)                # (Jn, T, 3, 3) bone-major
             loc_pos0 = ((chain.rest_rot @ L_n[..., None])[..., 0] + chain.rest_trans).transpose(0, 1)
-            Gc_rot = G_rot0.transpose(0, 1).contiguous()                    # (Jn, T, 3, 3)
-            Gc_pos = G_pos0.transpose(0, 1).contiguous()
-            self.Gc = torch.cat([Gc_rot, Gc_pos[..., None]], -1)            # (Jn, T, 3, 4) [R | t]
+            self.Gc = torch.cat([G_rot0, G_pos0[..., None]], -1).transpose(0, 1).contiguous()  # (Jn, T, 3, 4)
             const = [k for k in range(Jn) if not var[k]]
             if const:
-                S = _skinning_matrices(Gc_rot[const], Gc_pos[const], bind[const])   # (Jc, 12T)
+                S = _skinning_matrices(self.Gc[const], bind[const])                             # (Jc, 12T)
                 self.B_const = chain.W[:, const] @ S                                           # (V, 12T)
             else:
                 self.B_const = None
@@ -305,7 +303,7 @@ class VariableChain:
             pv = (G.index_select(0, self.pt_slot) @ self.pt_local)[..., 0]                        # (Pv, T, 3)
             pts = torch.cat([pv.transpose(0, 1), self.pt_const], 1)                                # (T, P, 3)
             self.last_points = pts.index_select(1, self.pt_order)
-        B = self.W_var @ (G.view(J, 3 * T, 4) @ self.bind).view(J, 12 * T)   # (V, 12T) blended [R | t]
+        B = self.W_var @ _skinning_matrices(G, self.bind)                    # (V, 12T) blended [R | t]
         if self.B_const is not None:
             B = B + self.B_const
         V = B.shape[0]
@@ -319,12 +317,11 @@ class VariableChain:
         return p.transpose(0, 1).contiguous(), n.transpose(0, 1).contiguous()
 
 
-def _skinning_matrices(G_rot: torch.Tensor, G_pos: torch.Tensor, bind: torch.Tensor) -> torch.Tensor:
-    """(J, 12T) skinning matrices G · bind⁻¹ as row-major 3×4 [R | t] per frame, from global transforms
-    G_rot (J, T, 3, 3), G_pos (J, T, 3) and inverse bind matrices ``bind`` (J, 4, 4)."""
-    J, T = G_rot.shape[:2]
-    G = torch.cat([G_rot, G_pos[..., None]], -1).view(J, 3 * T, 4)           # rows of [R | t], frame-major
-    return (G @ bind).view(J, 12 * T)                                        # [R B_R | R B_t + t]
+def _skinning_matrices(G: torch.Tensor, bind: torch.Tensor) -> torch.Tensor:
+    """(J, 12T) skinning matrices G · bind⁻¹ as row-major 3×4 [R | t] per frame, from global transforms G
+    (J, T, 3, 4) [R | t] and inverse bind matrices ``bind`` (J, 4, 4)."""
+    J, T = G.shape[:2]
+    return (G.reshape(J, 3 * T, 4) @ bind).view(J, 12 * T)                   # [R B_R | R B_t + t], frame-major
 
 
 class KeyVertexRig:

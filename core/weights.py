@@ -18,8 +18,20 @@ from .vec3 import sq_norm3
 MIN_FRACTION = 0.05
 MAX_FRACTION = 0.15
 #: a refresh of the candidates that must run takes along the frames that moved this share of their slack: fewer,
-#: larger refreshes (each has a fixed cost), as exact (``ActivePairs.active``)
+#: larger refreshes (each has a fixed cost), as exact (``refresh_due``)
 REFRESH_LOOKAHEAD = 0.5
+
+
+def largest_moves(p: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """(T,) per frame, the largest distance any point of ``p`` (T, ..., 3) moved from ``ref`` (the same shape)."""
+    return sq_norm3(p - ref).flatten(1).amax(1).sqrt()
+
+
+def refresh_due(far: torch.Tensor) -> torch.Tensor:
+    """(T,) bool: the frames whose candidates are searched again, given each frame's move over its allowance
+    ``far`` (T,): none while every frame is within it, else every frame past ``REFRESH_LOOKAHEAD`` of it. The rule
+    of every candidate cache here (self pairs, partner pairs, the barrier's candidates and hot entries)."""
+    return far >= (REFRESH_LOOKAHEAD if bool((far >= 1.0).any()) else 1.0)
 
 
 def ramp_weight(value: torch.Tensor, vmin, vmax) -> torch.Tensor:
@@ -215,9 +227,7 @@ class ActivePairs:
         if self._ref is None:
             frames = None
         else:   # frame by frame: a frame whose key vertices all moved less than half the margin keeps its candidates
-            moved = 2.0 * sq_norm3(p - self._ref).amax(1).sqrt() / self._slack          # (T,) share of the slack
-            frames = torch.nonzero(moved >= (REFRESH_LOOKAHEAD if bool((moved >= 1.0).any()) else 1.0),
-                                   as_tuple=True)[0]
+            frames = torch.nonzero(refresh_due(2.0 * largest_moves(p, self._ref) / self._slack), as_tuple=True)[0]
         if frames is None or frames.numel():
             self._refresh(p, frames, N, P)
         c = self._cand

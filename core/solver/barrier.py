@@ -35,6 +35,7 @@ from ..measures import segment_exclusion
 from ..metrics_partners import body_capsules, capsule_paths
 from ..partners import box_distance
 from ..vec3 import dot3, norm3, sq_norm3
+from ..weights import largest_moves, refresh_due
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -42,9 +43,6 @@ SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MARGIN = 0.05
 #: the hot entries' slack, share of the two characters' mean target height (``PartnerBarrier._refresh``)
 HOT = 0.01
-#: a search (or a hot pick) that must run takes along the frames that have moved this share of their allowance:
-#: fewer, larger searches (each has a fixed cost), as exact
-LOOKAHEAD = 0.5
 #: a hold, not a penetration: a hand's spheres in the partner's hand or forearm capsule, and a forearm's spheres
 #: in the partner's hand capsule (hands holding hands or wrists overlap the capsule cores in the capture too)
 HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
@@ -271,14 +269,9 @@ class PartnerBarrier:
 
         def moved(ref, a, b):
             """(T,) the sum of the two characters' largest capsule-end moves at each frame since ``ref``."""
-            def most(e, r):
-                return sq_norm3(e - r).flatten(1).amax(1).sqrt()
-            return 2.0 * most(det[a], ref[0]) if a == b else most(det[a], ref[0]) + most(det[b], ref[1])
-
-        def due(far):
-            """(T,) bool: the frames to search again, given each frame's move over its allowance ``far`` (T,): none
-            while every frame is within it, else every frame past LOOKAHEAD of it (fewer, larger searches)."""
-            return far >= (LOOKAHEAD if bool((far >= 1.0).any()) else 1.0)
+            if a == b:
+                return 2.0 * largest_moves(det[a], ref[0])
+            return largest_moves(det[a], ref[0]) + largest_moves(det[b], ref[1])
 
         def keep_others(entries, rows, frames):
             """``entries`` and ``rows`` without those at ``frames``."""
@@ -292,7 +285,7 @@ class PartnerBarrier:
             if ref is None:
                 frames = every
             else:
-                frames = torch.nonzero(due(moved(ref, a, b) / self._reach[i]), as_tuple=True)[0]
+                frames = torch.nonzero(refresh_due(moved(ref, a, b) / self._reach[i]), as_tuple=True)[0]
             if frames.numel():
                 cand, reach = self._candidates(i, det, frames)
                 t, q, k, _ = cand
@@ -318,7 +311,7 @@ class PartnerBarrier:
             if hot_ref is None:
                 hot_frames = every
             else:
-                stale = due(moved(hot_ref, a, b) / hot_slack)
+                stale = refresh_due(moved(hot_ref, a, b) / hot_slack)
                 stale[frames] = True                                    # their candidates were searched again
                 hot_frames = torch.nonzero(stale, as_tuple=True)[0]
             if hot_frames.numel():
