@@ -21,7 +21,7 @@ import torch
 
 from .descriptors import pair_descriptors
 from .vec3 import sq_norm3
-from .weights import (MAX_FRACTION, MIN_FRACTION, PairSet, interaction_weight, largest_moves, refresh_due,
+from .weights import (MAX_FRACTION, MIN_FRACTION, PairSet, centred, interaction_weight, largest_moves, refresh_due,
                       scaled_to_target)
 
 #: frames per chunk of the narrow-phase distance test (bounds its temporary memory)
@@ -168,15 +168,16 @@ class PartnerPairs:
                 self._src_set = self._pairset(self.src_keys)
             return self._src_set
         p = tgt_p.detach()
+        cp = centred(p)             # the group moved as a whole has not moved for its distances
         if self._ref is None:
             frames = None
         else:
-            frames = torch.nonzero(refresh_due(2.0 * largest_moves(p, self._ref) / self._slack), as_tuple=True)[0]
+            frames = torch.nonzero(refresh_due(2.0 * largest_moves(cp, self._ref) / self._slack), as_tuple=True)[0]
         if frames is None:
-            self._ref = p.clone()
+            self._ref = cp.clone()
             keys = torch.unique(torch.cat([self.src_keys, self._close_keys(p, self.t_limit)]))
         elif frames.numel():
-            self._ref[frames] = p[frames]
+            self._ref[frames] = cp[frames]
             stale = torch.zeros(self.num_frames, dtype=torch.bool, device=p.device)
             stale[frames] = True
             P = self.num_pairs

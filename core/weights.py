@@ -22,6 +22,14 @@ MAX_FRACTION = 0.15
 REFRESH_LOOKAHEAD = 0.5
 
 
+def centred(p: torch.Tensor) -> torch.Tensor:
+    """(T, ..., 3) ``p`` less each frame's centroid (the mean of the frame's points): what the candidate caches
+    compare (``largest_moves``), every cached quantity being a distance between two points of one frame (a pair's
+    distance, a depth between capsules), unchanged when the frame moves as a whole. For any per-frame shift c,
+    |Δ|p_j − p_i|| ≤ |Δp_i − c| + |Δp_j − c|: the caches stay exact, and a root that slides carries no refresh."""
+    return p - p.flatten(1, -2).mean(1).view(p.shape[0], *([1] * (p.dim() - 2)), 3)
+
+
 def largest_moves(p: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """(T,) per frame, the largest distance any point of ``p`` (T, ..., 3) moved from ``ref`` (the same shape)."""
     return sq_norm3(p - ref).flatten(1).amax(1).sqrt()
@@ -223,29 +231,30 @@ class ActivePairs:
         # the candidates gives exactly the entries (and their order) of the full (T, P) test, at the cost of one
         # gather; the frames past it are searched again (``_refresh``).
         p = tgt_p.detach()
+        cp = centred(p)
         N, P = p.shape[1], max(self.num_pairs, 1)
         if self._ref is None:
             frames = None
         else:   # frame by frame: a frame whose key vertices all moved less than half the margin keeps its candidates
-            frames = torch.nonzero(refresh_due(2.0 * largest_moves(p, self._ref) / self._slack), as_tuple=True)[0]
+            frames = torch.nonzero(refresh_due(2.0 * largest_moves(cp, self._ref) / self._slack), as_tuple=True)[0]
         if frames is None or frames.numel():
-            self._refresh(p, frames, N, P)
+            self._refresh(p, cp, frames, N, P)
         c = self._cand
         fp = p.reshape(-1, 3)
         d2 = sq_norm3(fp.index_select(0, c.t * N + c.j) - fp.index_select(0, c.t * N + c.i))
         keep = torch.nonzero(self._cand_src | (d2 < c.tgt_dmax.square()), as_tuple=True)[0]
         return PairSet(*(f.index_select(0, keep) for f in c))
 
-    def _refresh(self, p: torch.Tensor, frames, N: int, P: int):
+    def _refresh(self, p: torch.Tensor, cp: torch.Tensor, frames, N: int, P: int):
         """The candidates of ``frames`` (all when None) tested again at ``p`` (T, N, 3), the others kept; kept in
-        (frame, pair) order, as the full test lists them."""
+        (frame, pair) order, as the full test lists them. ``cp``: ``centred(p)``, the reference of later moves."""
         if frames is None:
-            self._ref = p.clone()
+            self._ref = cp.clone()
             t, k = torch.nonzero(self._src_mask | self._mask(p, self.t_limit), as_tuple=True)
             cand = self._pairset(t, k)
             self._cand_src = self._src_mask[t, k]
         else:
-            self._ref[frames] = p[frames]
+            self._ref[frames] = cp[frames]
             f, k = torch.nonzero(self._src_mask[frames] | self._mask(p[frames], self.t_limit), as_tuple=True)
             t = frames[f]
             fresh = self._pairset(t, k)

@@ -35,7 +35,7 @@ from ..measures import segment_exclusion
 from ..metrics_partners import body_capsules, capsule_paths
 from ..partners import box_distance
 from ..vec3 import dot3, norm3, sq_norm3
-from ..weights import largest_moves, refresh_due
+from ..weights import centred, largest_moves, refresh_due
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -127,6 +127,7 @@ class PartnerBarrier:
     def __init__(self, settings, members, capsules, own: bool = False, init_ends: list = None,
                  contacts: list = None):
         self.settings = settings
+        self.own = own
         m0 = members[0]
         self.dtype, self.device = m0.dtype, m0.device
         K = len(members)
@@ -340,6 +341,16 @@ class PartnerBarrier:
                 self.hot_refreshes += 1
         self.refreshes += int(any_block)
 
+    def _centred(self, ends: list) -> list:
+        """``ends`` (per member, (T, B, 2, 3)) detached and shifted per frame, where the candidates are searched and
+        their moves measured (``weights.centred``): an own block's by its character's centroid (a body that moves
+        as a whole keeps its depths), blocks between characters by the mean of the characters' centroids."""
+        det = [e.detach() for e in ends]
+        if self.own:
+            return [centred(e) for e in det]
+        shift = torch.stack([e.flatten(1, -2).mean(1) for e in det]).mean(0)                    # (T, 3)
+        return [e - shift[:, None, None] for e in det]
+
     def _depths(self, flat: list, a: int, b: int, cand: tuple, rows: tuple) -> torch.Tensor:
         """(E,) depths of block (a, b)'s entries ``cand`` (t, sphere, capsule, allow) whose capsule ends are the
         rows ``rows`` of ``flat`` (per member, (T·B, 2, 3))."""
@@ -355,7 +366,7 @@ class PartnerBarrier:
         """w_barrier · Σ_blocks Σ relu(d − allow)² / (T·(1 % h̄)²) at the capsule ends (T, B_c, 2, 3) of every
         member (differentiable w.r.t. them)."""
         with torch.no_grad():
-            self._refresh([e.detach() for e in ends])
+            self._refresh(self._centred(ends))
         total = ends[0].new_zeros(())
         count = 0
         flat = [e.reshape(-1, 2, 3) for e in ends]                # (T·B, 2, 3): gathers whose backward is index_add

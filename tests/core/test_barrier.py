@@ -292,6 +292,28 @@ def test_the_own_barrier_stays_exact_when_a_few_frames_move_far():
     assert any(searched[1:]) and _own_dense(bar, ends) > 0
 
 
+def test_the_own_barrier_searches_nothing_again_when_the_body_moves_as_a_whole():
+    """A depth between two segments of one body is unchanged when the body moves as a whole: every frame
+    translated by far more than the margin (a root that slides) searches no candidate or hot entry again, and
+    the barrier still equals the dense sum."""
+    src = make_humanoid(girth=1.8, name="wide")
+    mo = walk_motion(src, frames=16, clap=True)
+    job = SolveJob(src, mo, make_humanoid(), mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+                                                                w_self_barrier=1.0))
+    job.setup()
+    bar = job.own_barrier
+    ends = job.body_positions.unflatten(1, (-1, 2)).detach().clone()
+    g = torch.Generator().manual_seed(2)
+    ends = ends + 0.1 * torch.randn(ends.shape, generator=g, dtype=ends.dtype)     # some depths to hold
+    bar.weighted([ends])
+    searched = (bar.block_refreshes, bar.hot_refreshes)
+    for step in range(5):
+        ends = ends + torch.randn((ends.shape[0], 1, 1, 3), generator=g, dtype=ends.dtype)
+        got = float(bar.weighted([ends])) / bar.weight
+        assert got == pytest.approx(_own_dense(bar, ends), rel=1e-9, abs=1e-15)
+    assert (bar.block_refreshes, bar.hot_refreshes) == searched and _own_dense(bar, ends) > 0
+
+
 def test_a_released_barrier_searches_again_and_gives_the_same_value():
     """``release`` (after a solve, before the metrics) forgets the candidates; the next evaluation searches again."""
     src = make_humanoid(girth=1.8, name="wide")

@@ -173,6 +173,33 @@ def test_active_pairs_refresh_only_the_frames_that_moved_and_stay_exact():
     assert (got.t.tolist(), got.i.tolist(), got.j.tolist()) == ([2], [0], [1])
 
 
+def test_active_pairs_keep_their_candidates_when_frames_move_as_a_whole():
+    """The candidates depend on distances within a frame only: frames translated as a whole by far more than the
+    slack (a root that slides) are not searched again, and the set is still the full test's; the same
+    translation hiding a real move past the bound (one pair's ends each 0.031 closer) is still found."""
+    T, N = 12, 10
+    g, pairs, tgt = _random_active_pairs(3, T, N)
+    pairs.active(tgt, 0.5)
+    refreshes = pairs.refreshes
+    for step in range(6):
+        shift = torch.randn((T, 1, 3), generator=g, dtype=torch.float64)           # ~1 m per frame, 20 × the slack
+        tgt = tgt + shift + 1e-4 * torch.randn((T, N, 3), generator=g, dtype=torch.float64)
+        got = pairs.active(tgt, 0.5)
+        assert all(torch.equal(a, b) for a, b in zip(got, _full_test(pairs, tgt)))
+    assert pairs.refreshes == refreshes
+
+    far = torch.as_tensor([[0.0, 0.0, 0.0], [3.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 3.0]], dtype=torch.float64)
+    src = far.expand(4, 4, 3).clone()
+    pairs = ActivePairs(src, torch.zeros_like(src), np.full(4, 1.0), np.full(4, 1.0), allowed_pairs(list("abcd")))
+    tgt = src.clone()
+    tgt[2, 1] = torch.as_tensor([0.21, 0.0, 0.0], dtype=torch.float64)
+    assert len(pairs.active(tgt, 0.5)) == 0
+    tgt[2, 0, 0], tgt[2, 1, 0] = 0.031, 0.21 - 0.031
+    tgt[2] += torch.as_tensor([4.0, -2.0, 1.0], dtype=torch.float64)
+    got = pairs.active(tgt, 0.5)
+    assert (got.t.tolist(), got.i.tolist(), got.j.tolist()) == ([2], [0], [1])
+
+
 def test_pair_terms_scaled_to_the_target_size():
     """scale=True: the source's distances and penetrations (and d_min) × the pair's target/source height, the
     weights and directions unchanged; a pair at 0.8 d_min of the source is at 0.8 d_min of the target."""

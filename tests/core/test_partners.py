@@ -120,6 +120,23 @@ def test_candidates_are_refreshed_frame_by_frame_and_stay_exact(K):
     assert (ps.t.tolist(), ps.i.tolist(), ps.j.tolist()) == ([1], [0], [1])
 
 
+def test_candidates_are_kept_when_the_group_moves_as_a_whole_and_stay_exact():
+    """Every character of a frame translated together by far more than the slack: the distances between them are
+    unchanged, so no frame is searched again, and the entries are a fresh search's."""
+    rng = np.random.default_rng(11)
+    T = 8
+    src, nrm, pp, tgt = _random_couple(rng, T)
+    pp.active(tgt, 1.0)
+    refreshes = pp.refreshes
+    for step in range(5):
+        tgt = tgt + torch.as_tensor(rng.normal(size=(T, 1, 3))) + torch.as_tensor(rng.normal(scale=1e-4,
+                                                                                               size=tgt.shape))
+        ps, block = pp.active(tgt, 1.0)
+        fresh, fblock = PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0]).active(tgt, 1.0)
+        assert all(torch.equal(a, b) for a, b in zip(ps, fresh)) and torch.equal(block, fblock)
+    assert pp.refreshes == refreshes
+
+
 def test_broad_phase_skips_characters_far_apart():
     T, N = 10, 4
     rng = np.random.default_rng(1)

@@ -80,9 +80,17 @@ def main(argv=None) -> int:
     own_joint = spent.get("own barriers", 0.0)
     spent["own barriers"] = 0.0
     t0 = time.perf_counter()
+    alone = []
     for (s, m, t), i, tr in zip(pairs, inits, tracks):
-        solver.SolveJob(s, m, t, i, settings, source_track=tr).run()
+        alone.append(solver.SolveJob(s, m, t, i, settings, source_track=tr))
+        alone[-1].run()
     separate = time.perf_counter() - t0
+
+    def searches(members):
+        """the members' own key-vertex pair refreshes, own barrier candidate and hot-entry refreshes (summed)"""
+        bars = [m.own_barrier for m in members if m.own_barrier is not None]
+        return (sum(m.objective.pairs.refreshes for m in members), sum(b.block_refreshes for b in bars),
+                sum(b.hot_refreshes for b in bars))
     bar = group.barrier
     print(f"{' '.join(args.const) or 'defaults'}: K = {args.k}, 600 frames, {args.iterations} steps, load average {os.getloadavg()[0]:.1f}: joint "
           f"{joint:.1f} s, separate {separate:.1f} s ({joint / separate:.3f}x); barrier "
@@ -90,7 +98,9 @@ def main(argv=None) -> int:
           f"{spent.get('PartnerBarrier._candidates', 0.0):.1f} s over {getattr(bar, 'refreshes', '?')} steps that "
           f"refreshed, {getattr(bar, 'block_refreshes', 'every')} pair refreshes of {len(bar.blocks)} pairs); "
           f"partner terms' forward {spent.get('PartnerObjective.weighted', 0.0):.1f} s; the characters' own barriers "
-          f"{own_joint:.1f} s jointly, {spent['own barriers']:.1f} s separately")
+          f"{own_joint:.1f} s jointly, {spent['own barriers']:.1f} s separately; own pair / barrier / hot-entry "
+          f"refreshes summed over the characters {'/'.join(map(str, searches(jobs)))} jointly, "
+          f"{'/'.join(map(str, searches(alone)))} separately")
     return 0
 
 

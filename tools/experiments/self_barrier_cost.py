@@ -34,7 +34,7 @@ def main() -> int:
             counted["hot"] = sum(int(h[0][0].numel()) for h in self._hot)
         release(self)
     barrier.PartnerBarrier.release = counting_release
-    for w in (0.0, 1.0):
+    for w in (0.0, 1.0, 0.0, 1.0):
         settings = solver.SolverSettings.preset("balanced", num_threads=1, w_self_barrier=w)
         spent.clear()
         t0 = time.perf_counter()
@@ -42,11 +42,12 @@ def main() -> int:
                                                                        conflicts=False)))
         seconds = time.perf_counter() - t0
         b = out.job.own_barrier
-        extra = "" if b is None else (
+        pairs = out.job.objective.pairs
+        extra = f"; key-vertex pair refreshes {pairs.refreshes}" + ("" if b is None else (
             f"; barrier forward {spent.get('PartnerBarrier.weighted', 0.0):.2f} s, refreshes {spent.get('PartnerBarrier._refresh', 0.0):.2f} s "
             f"(candidate searches {spent.get('PartnerBarrier._candidates', 0.0):.2f} s) on {b.refreshes} steps, "
             f"{counted.get('candidates')} candidates, {counted.get('hot')} hot, {b.last_entries} active entries at "
-            f"the end")
+            f"the end, {b.block_refreshes} candidate and {b.hot_refreshes} hot-entry refreshes"))
         print(f"w_self_barrier {w:g}: {seconds:.2f} s{extra}; load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
