@@ -1,6 +1,7 @@
 """Where the self-contact barrier's time goes (docs/solver.md "Issue 11 item 2"): the issue 16 case (the Bandai
-kick tiled to 300 frames onto mh_teen_girl, 'balanced', 1 thread) solved with ``w_self_barrier`` 0 and 1, with
-the seconds spent in the barrier's forward, its refreshes and their candidate searches.
+kick tiled to 300 frames onto mh_teen_girl, 'balanced', 1 thread) solved with ``w_self_barrier`` 0 and 1, twice each
+in turn, with the seconds spent in the barrier's forward, its refreshes and their candidate searches, and how often
+the key-vertex pairs, the barrier's candidates and its hot entries were searched again.
 
     .venv/bin/python tools/experiments/self_barrier_cost.py
 """
@@ -25,15 +26,6 @@ def main() -> int:
     barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
     spent = {}
     bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_refresh", "_candidates")
-    counted = {}
-    release = barrier.PartnerBarrier.release
-
-    def counting_release(self):         # the retarget releases the barrier after the solve: count before
-        if getattr(self, "_cand", None) and self._cand[0] is not None:
-            counted["candidates"] = sum(int(c[0].numel()) for c in self._cand)
-            counted["hot"] = sum(int(h[0][0].numel()) for h in self._hot)
-        release(self)
-    barrier.PartnerBarrier.release = counting_release
     for w in (0.0, 1.0, 0.0, 1.0):
         settings = solver.SolverSettings.preset("balanced", num_threads=1, w_self_barrier=w)
         spent.clear()
@@ -46,7 +38,8 @@ def main() -> int:
         extra = f"; key-vertex pair refreshes {pairs.refreshes}" + ("" if b is None else (
             f"; barrier forward {spent.get('PartnerBarrier.weighted', 0.0):.2f} s, refreshes {spent.get('PartnerBarrier._refresh', 0.0):.2f} s "
             f"(candidate searches {spent.get('PartnerBarrier._candidates', 0.0):.2f} s) on {b.refreshes} steps, "
-            f"{counted.get('candidates')} candidates, {counted.get('hot')} hot, {b.last_entries} active entries at "
+            f"{sum(int(c[0].numel()) for c in b._cand)} candidates, {sum(int(h[0][0].numel()) for h in b._hot)} hot, "
+            f"{b.last_entries} active entries at "
             f"the end, {b.block_refreshes} candidate and {b.hot_refreshes} hot-entry refreshes"))
         print(f"w_self_barrier {w:g}: {seconds:.2f} s{extra}; load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0
