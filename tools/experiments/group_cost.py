@@ -5,7 +5,7 @@ refreshes), in the partner terms' forward pass, and in the characters' own self-
 separately).
 
     .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120] [--const GAZE_SLACK_DIST=0.03]
-        [--profile]
+        [--set w_gaze=0] [--profile]
 
 One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
 backward pass through the terms between characters. Runs on older checkouts too (it wraps the methods by name).
@@ -14,6 +14,7 @@ backward pass through the terms between characters. Runs on older checkouts too 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import os
 import pathlib
@@ -33,7 +34,10 @@ def main(argv=None) -> int:
     ap.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
                     help="a module constant of core.solver.partners / barrier / core.partners for this run "
                          "(GAZE_SLACK_DEG, GAZE_SLACK_DIST, MARGIN, ...)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a SolverSettings field for both the joint and the separate solves (w_partner=0, ...)")
     args = ap.parse_args(argv)
+    fields = {k: ast.literal_eval(v) for k, _, v in (item.partition("=") for item in args.set)}
     import torch
     torch.set_num_threads(1)
     import bench
@@ -63,7 +67,7 @@ def main(argv=None) -> int:
             return f"PartnerBarrier.{name}"
         return "own barriers" if name == "weighted" else None   # an own barrier's searches are in its weighted()
     bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_candidates", key=barrier_key)
-    settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations)
+    settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations, **fields)
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)
     t0 = time.perf_counter()
@@ -92,15 +96,21 @@ def main(argv=None) -> int:
         return (sum(m.objective.pairs.refreshes for m in members), sum(b.block_refreshes for b in bars),
                 sum(b.hot_refreshes for b in bars))
     bar = group.barrier
-    print(f"{' '.join(args.const) or 'defaults'}: K = {args.k}, 600 frames, {args.iterations} steps, load average {os.getloadavg()[0]:.1f}: joint "
-          f"{joint:.1f} s, separate {separate:.1f} s ({joint / separate:.3f}x); barrier "
-          f"{spent.get('PartnerBarrier.weighted', 0.0):.1f} s (candidate searches "
-          f"{spent.get('PartnerBarrier._candidates', 0.0):.1f} s over {getattr(bar, 'refreshes', '?')} steps that "
-          f"refreshed, {getattr(bar, 'block_refreshes', 'every')} pair refreshes of {len(bar.blocks)} pairs); "
-          f"partner terms' forward {spent.get('PartnerObjective.weighted', 0.0):.1f} s; the characters' own barriers "
-          f"{own_joint:.1f} s jointly, {spent['own barriers']:.1f} s separately; own pair / barrier / hot-entry "
-          f"refreshes summed over the characters {'/'.join(map(str, searches(jobs)))} jointly, "
-          f"{'/'.join(map(str, searches(alone)))} separately")
+    if bar is None:
+        between = "no barrier between the characters"
+    else:
+        between = (f"barrier {spent.get('PartnerBarrier.weighted', 0.0):.1f} s (candidate searches "
+                   f"{spent.get('PartnerBarrier._candidates', 0.0):.1f} s over {bar.refreshes} steps that refreshed, "
+                   f"{bar.block_refreshes} pair refreshes of {len(bar.blocks)} pairs, "
+                   f"{sum(int(c[0].numel()) for c in bar._cand if c is not None)} candidates and "
+                   f"{sum(int(h[0][0].numel()) for h in bar._hot if h is not None)} hot entries at the end)")
+    print(f"{' '.join(args.const + args.set) or 'defaults'}: K = {args.k}, 600 frames, {args.iterations} steps, "
+          f"load average {os.getloadavg()[0]:.1f}: joint {joint:.1f} s, separate {separate:.1f} s "
+          f"({joint / separate:.3f}x); {between}; partner terms' forward "
+          f"{spent.get('PartnerObjective.weighted', 0.0):.1f} s; the characters' own barriers {own_joint:.1f} s "
+          f"jointly, {spent['own barriers']:.1f} s separately; own pair / barrier / hot-entry refreshes summed over "
+          f"the characters {'/'.join(map(str, searches(jobs)))} jointly, {'/'.join(map(str, searches(alone)))} "
+          "separately")
     return 0
 
 
