@@ -34,6 +34,25 @@ def box_distance(lo_a: torch.Tensor, hi_a: torch.Tensor, lo_b: torch.Tensor, hi_
     return gap.norm(dim=-1)
 
 
+def _closer_than(pa: torch.Tensor, pb: torch.Tensor, limit) -> tuple:
+    """(f, i, j) of the pairs of points pa[f, i], pb[f, j] ((F, N_a, 3), (F, N_b, 3)) closer than ``limit``, by
+    the same test as ``sq_norm3(pa[f, i] − pb[f, j]) < limit²``: a product |a|² + |b|² − 2 a·b (one batched
+    matrix product instead of an (F, N_a, N_b, 3) difference, ~10× faster), made conservative by its rounding
+    bound, picks the candidates; the difference test on those decides."""
+    c = pb.mean(1, keepdim=True)                       # about the frame's points: small norms, small rounding
+    a, b = pa - c, pb - c
+    na, nb = sq_norm3(a), sq_norm3(b)
+    s = na[:, :, None] + nb[:, None, :]                                                        # (F, N_a, N_b)
+    # |a|² + |b|² − 2 a·b, the centring and the difference test each round by a few ε (|a|² + |b|²) at most: a
+    # lower bound of the difference test's d² with 16 ε (|a|² + |b|²) taken off
+    lower = torch.baddbmm(s, a, b.transpose(1, 2), beta=1.0 - 16.0 * torch.finfo(pa.dtype).eps, alpha=-2.0)
+    f, i, j = torch.nonzero(lower < limit * limit, as_tuple=True)
+    flat_a, flat_b = pa.reshape(-1, 3), pb.reshape(-1, 3)
+    d2 = sq_norm3(flat_a.index_select(0, f * pa.shape[1] + i) - flat_b.index_select(0, f * pb.shape[1] + j))
+    keep = torch.nonzero(d2 < limit * limit, as_tuple=True)[0]
+    return f.index_select(0, keep), i.index_select(0, keep), j.index_select(0, keep)
+
+
 class PartnerPairs:
     """The active (t, i, j) entries between key vertices of different characters.
 
@@ -116,8 +135,7 @@ class PartnerPairs:
             Nb = self.sizes[b]
             for s in range(0, near.numel(), CHUNK):
                 fr = near[s:s + CHUNK]
-                d2 = sq_norm3(pa[fr][:, :, None, :] - pb[fr][:, None, :, :])              # (F, N_a, N_b)
-                f, i, j = torch.nonzero(d2 < lim * lim, as_tuple=True)
+                f, i, j = _closer_than(pa.index_select(0, fr), pb.index_select(0, fr), lim)
                 t = fr[f] if frames is None else frames.index_select(0, fr[f])
                 keys.append(t * self.num_pairs + self.pair_start[bi] + i * Nb + j)
         if not keys:

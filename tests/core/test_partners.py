@@ -10,7 +10,7 @@ import torch
 
 from core.descriptors import dist_matrix
 from core.gaze import cone_weight, gaze_directions, gaze_setup, head_frames, window_mean
-from core.partners import PartnerPairs, box_distance
+from core.partners import PartnerPairs, _closer_than, box_distance
 from core.solver.objective import pair_terms
 from core.weights import interaction_weight
 from tests.core.synth import make_humanoid, with_face
@@ -135,6 +135,31 @@ def test_candidates_are_kept_when_the_group_moves_as_a_whole_and_stay_exact():
         fresh, fblock = PartnerPairs(src, nrm, [1.0, 1.0], [1.0, 1.0]).active(tgt, 1.0)
         assert all(torch.equal(a, b) for a, b in zip(ps, fresh)) and torch.equal(block, fblock)
     assert pp.refreshes == refreshes
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_narrow_phase_product_finds_what_the_difference_test_finds(dtype):
+    """``_closer_than`` (a batched product, then the difference test on its candidates) returns exactly the
+    pairs of the difference test, far from the origin too (100 m: the product's rounding grows with the norms)
+    and with many pairs within rounding of the limit."""
+    g = torch.Generator().manual_seed(3)
+    for origin in (0.0, 100.0):
+        pa = origin + torch.rand((50, 12, 3), generator=g, dtype=torch.float64)
+        pb = origin + torch.rand((50, 9, 3), generator=g, dtype=torch.float64)
+        d = (pa[:, :, None] - pb[:, None]).norm(dim=-1)
+        limit = float(d.median())
+        # a quarter of the pairs moved onto the limit, within a few ulps of it
+        on = torch.rand(d.shape, generator=g) < 0.25
+        u = (pb[:, None] - pa[:, :, None]) / d[..., None]
+        jitter = 1.0 + 1e-7 * torch.randn(d.shape, generator=g, dtype=torch.float64)
+        near = pa[:, :, None] + u * (limit * jitter)[..., None]
+        pa, pb = pa.to(dtype), pb.to(dtype)
+        for f, i, j in torch.nonzero(on).tolist()[:200]:
+            pb[f, j] = near[f, i, j].to(dtype)
+        dense = ((pa[:, :, None] - pb[:, None]).square() @ torch.ones(3, dtype=dtype)) < limit * limit
+        want = torch.nonzero(dense, as_tuple=True)
+        got = _closer_than(pa, pb, limit)
+        assert all(torch.equal(x, y) for x, y in zip(got, want)) and 0 < len(got[0]) < dense.numel()
 
 
 def test_broad_phase_skips_characters_far_apart():
