@@ -37,8 +37,8 @@ def box_distance(lo_a: torch.Tensor, hi_a: torch.Tensor, lo_b: torch.Tensor, hi_
 def _closer_than(pa: torch.Tensor, pb: torch.Tensor, limit) -> tuple:
     """(f, i, j) of the pairs of points pa[f, i], pb[f, j] ((F, N_a, 3), (F, N_b, 3)) closer than ``limit``, by
     the same test as ``sq_norm3(pa[f, i] − pb[f, j]) < limit²``: a product |a|² + |b|² − 2 a·b (one batched
-    matrix product instead of an (F, N_a, N_b, 3) difference, ~10× faster), made conservative by its rounding
-    bound, picks the candidates; the difference test on those decides."""
+    matrix product instead of an (F, N_a, N_b, 3) difference; tools/experiments/narrow_phase_speed.py), made
+    conservative by its rounding bound, picks the candidates; the difference test on those decides."""
     c = pb.mean(1, keepdim=True)                       # about the frame's points: small norms, small rounding
     a, b = pa - c, pb - c
     na, nb = sq_norm3(a), sq_norm3(b)
