@@ -179,8 +179,8 @@ class PartnerPairs:
         stacked target positions ``tgt_p`` (T, Ntot, 3) (read without gradient; source entries only when α is
         0 or ``tgt_p`` is None). Same refresh rule as ``weights.ActivePairs.active``: the target test runs on
         candidates (source entries and pairs within t_limit at the last refresh), refreshed frame by frame: a
-        frame's once one of its key vertices has moved by half the margin since, so no other pair can have come
-        within t_max."""
+        frame's once one of its key vertices has moved by half the margin since (about the frame's centroid,
+        ``weights.centred``), so no other pair can have come within t_max."""
         if alpha <= 0 or tgt_p is None or not self.blocks:
             if self._src_set is None:
                 self._src_set = self._pairset(self.src_keys)

@@ -229,7 +229,8 @@ class ActivePairs:
         # plus a margin) of the target at the frame's last refresh. While no key vertex of a frame has moved by
         # half the smallest margin since, no other pair of that frame can have come within t_max, so filtering
         # the candidates gives exactly the entries (and their order) of the full (T, P) test, at the cost of one
-        # gather; the frames past it are searched again (``_refresh``).
+        # gather; the frames past it are searched again (``_refresh``). Moves are measured about each frame's centroid
+        # (``centred``): a frame that moves as a whole keeps its distances.
         p = tgt_p.detach()
         cp = centred(p)
         N, P = p.shape[1], max(self.num_pairs, 1)

@@ -19,7 +19,8 @@ never penalised (hands that hold hands). Divided by T·(1 % h̄)², weighted by 
 Sparse as the pair terms: per ordered pair of characters (a block), the entries within ``MARGIN`` of touching
 are found at a search (broad phase on the two bodies' boxes per frame), and a frame of that block is searched
 again once its two characters' capsule ends have moved there, together, by that margin (or, at a frame where the
-two are far apart, by the margin plus their clearance), so no entry left out can have come to overlap (exact):
+two are far apart, by the margin plus their clearance; moves measured about the frame's centroid, ``_centred``:
+a body that moves as a whole keeps its depths), so no entry left out can have come to overlap (exact):
 two characters metres apart are not searched again every few steps, and a solve that moves a few frames far
 searches those frames only. Of the candidates, each step evaluates the hot ones: those within ``HOT`` of their
 allowed depth when last checked (checked again, frame by frame, once the frame has moved by that much).
