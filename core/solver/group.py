@@ -157,7 +157,9 @@ class GroupSolveJob:
             m.setup()
         if capsules is not None:
             self.barrier = PartnerBarrier(self.settings, self.members, capsules)
-        if len(self.members) > 1:
+        # the terms between the characters, unless both their weights are 0 (characters solved together only so
+        # that the barrier keeps their bodies apart, or to compare with solving them alone): nothing to evaluate
+        if len(self.members) > 1 and (self.settings.w_partner > 0 or self.settings.w_gaze > 0):
             self.partners = PartnerObjective(self.settings, self.members)
             with torch.no_grad():
                 p = torch.cat([m.p_init for m in self.members], 1)
@@ -211,9 +213,10 @@ class GroupSolveJob:
                 if not self.settings.partner_lift:    # a partner pulls limbs and moves roots along the floor only
                     ps = [p - self._vertical(m) for p, m in zip(ps, self.members)]
                 partner = self.partners.weighted(torch.cat(ps, 1), torch.cat(ns, 1), alpha)
-                if self.barrier is not None:
-                    partner["partner_barrier"] = self.barrier.weighted(
-                        [m.body_positions.unflatten(1, (-1, 2)) for m in self.members])
+            if self.barrier is not None:
+                partner["partner_barrier"] = self.barrier.weighted(
+                    [m.body_positions.unflatten(1, (-1, 2)) for m in self.members])
+            if partner:
                 loss = loss + sum(partner.values())
             # as the single solve: gradients per control point are O(1 / controls)
             (loss * self.members[0].param.num_controls).backward()

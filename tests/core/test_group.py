@@ -183,6 +183,30 @@ def test_the_joint_solve_joins_the_hands_that_solving_alone_loses(scene):
                                                               res["copy"]["hand_partner_error_mean"])
 
 
+def test_without_terms_between_them_the_characters_are_solved_as_alone(scene):
+    """w_partner and w_gaze 0: no term between the characters is built or evaluated, and with no barrier either
+    each character's result is its single solve's at the group's step (PARTNER_STEP of its learning rates); with
+    the barrier on, the barrier alone joins them."""
+    from core.solver.group import PARTNER_STEP
+    a, ma, b, mb, ta, tb = scene
+    inits = place_together([(a, ma, ClipTrack(a, ma), ta, copy_rotations(a, ma, ta)),
+                            (b, mb, ClipTrack(b, mb), tb, copy_rotations(b, mb, tb))])
+    s = SolverSettings(w_partner=0.0, w_gaze=0.0, w_barrier=0.0, **FAST)
+    group = GroupSolveJob([SolveJob(a, ma, ta, inits[0], s), SolveJob(b, mb, tb, inits[1], s)])
+    joint = group.run()
+    assert group.partners is None and group.barrier is None
+    half = replace(s, lr_rot=s.lr_rot * PARTNER_STEP, lr_root=s.lr_root * PARTNER_STEP)
+    for (src, mo, tgt), init, got in zip([(a, ma, ta), (b, mb, tb)], inits, joint):
+        alone = SolveJob(src, mo, tgt, init, half).run()
+        np.testing.assert_allclose(got.rotations, alone.rotations, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got.locations, alone.locations, rtol=0, atol=1e-6)
+    group = GroupSolveJob([SolveJob(a, ma, ta, inits[0], replace(s, w_barrier=1.0)),
+                           SolveJob(b, mb, tb, inits[1], replace(s, w_barrier=1.0))])
+    group.run()
+    assert group.partners is None and group.barrier is not None
+    assert "partner_barrier" in group.history[-1] and "partner_dist" not in group.history[-1]
+
+
 def test_group_checks_its_pairs(scene):
     a, ma, b, mb, ta, tb = scene
     with pytest.raises(CoreError, match="same frame range"):
