@@ -22,12 +22,19 @@ MAX_FRACTION = 0.15
 REFRESH_LOOKAHEAD = 0.5
 
 
-def centred(p: torch.Tensor) -> torch.Tensor:
-    """(T, ..., 3) ``p`` less each frame's centroid (the mean of the frame's points): what the candidate caches
-    compare (``largest_moves``), every cached quantity being a distance between two points of one frame (a pair's
-    distance, a depth between capsules), unchanged when the frame moves as a whole. For any per-frame shift c,
-    |Δ|p_j − p_i|| ≤ |Δp_i − c| + |Δp_j − c|: the caches stay exact, and a root that slides carries no refresh."""
-    return p - p.flatten(1, -2).mean(1).view(p.shape[0], *([1] * (p.dim() - 2)), 3)
+def frame_centroids(p: torch.Tensor) -> torch.Tensor:
+    """(T, 3) the mean of each frame's points of ``p`` (T, ..., 3)."""
+    return p.flatten(1, -2).mean(1)
+
+
+def centred(p: torch.Tensor, c: torch.Tensor = None) -> torch.Tensor:
+    """(T, ..., 3) ``p`` less each frame's centroid (``frame_centroids``, or the given (T, 3) ``c``): what the
+    candidate caches compare (``largest_moves``), every cached quantity being a distance between two points of one
+    frame (a pair's distance, a depth between capsules), unchanged when the frame moves as a whole. For any
+    per-frame shift c, |Δ|p_j − p_i|| ≤ |Δp_i − c| + |Δp_j − c|: the caches stay exact, and a root that slides
+    carries no refresh."""
+    c = frame_centroids(p) if c is None else c
+    return p - c.view(p.shape[0], *([1] * (p.dim() - 2)), 3)
 
 
 def largest_moves(p: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ from ..measures import segment_exclusion
 from ..metrics_partners import body_capsules, capsule_paths
 from ..partners import box_distance
 from ..vec3 import dot3, norm3, sq_norm3
-from ..weights import centred, largest_moves, refresh_due
+from ..weights import centred, frame_centroids, largest_moves, refresh_due
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -349,8 +349,8 @@ class PartnerBarrier:
         det = [e.detach() for e in ends]
         if self.own:
             return [centred(e) for e in det]
-        shift = torch.stack([e.flatten(1, -2).mean(1) for e in det]).mean(0)                    # (T, 3)
-        return [e - shift[:, None, None] for e in det]
+        shift = torch.stack([frame_centroids(e) for e in det]).mean(0)                           # (T, 3)
+        return [centred(e, shift) for e in det]
 
     def _depths(self, flat: list, a: int, b: int, cand: tuple, rows: tuple) -> torch.Tensor:
         """(E,) depths of block (a, b)'s entries ``cand`` (t, sphere, capsule, allow) whose capsule ends are the

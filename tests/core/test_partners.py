@@ -12,6 +12,7 @@ from core.descriptors import dist_matrix
 from core.gaze import cone_weight, gaze_directions, gaze_setup, head_frames, window_mean
 from core.partners import PartnerPairs, _closer_than, box_distance
 from core.solver.objective import pair_terms
+from core.vec3 import sq_norm3
 from core.weights import interaction_weight
 from tests.core.synth import make_humanoid, with_face
 
@@ -156,7 +157,7 @@ def test_the_narrow_phase_product_finds_what_the_difference_test_finds(dtype):
         pa, pb = pa.to(dtype), pb.to(dtype)
         for f, i, j in torch.nonzero(on).tolist()[:200]:
             pb[f, j] = near[f, i, j].to(dtype)
-        dense = ((pa[:, :, None] - pb[:, None]).square() @ torch.ones(3, dtype=dtype)) < limit * limit
+        dense = sq_norm3(pa[:, :, None] - pb[:, None]) < limit * limit
         want = torch.nonzero(dense, as_tuple=True)
         got = _closer_than(pa, pb, limit)
         assert all(torch.equal(x, y) for x, y in zip(got, want)) and 0 < len(got[0]) < dense.numel()

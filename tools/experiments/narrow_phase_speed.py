@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-import time
 
 import torch
 
@@ -20,14 +19,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from core.partners import _closer_than  # noqa: E402
 from core.vec3 import sq_norm3  # noqa: E402
+from vec3_speed import micros  # noqa: E402  (this script's folder is on sys.path)
 
 
 def millis(fn, repeat: int) -> float:
-    fn()
-    t = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    return (time.perf_counter() - t) / repeat * 1e3
+    return micros(fn, repeat) / 1e3
 
 
 def main(argv=None) -> int:
