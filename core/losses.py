@@ -69,9 +69,15 @@ def dir_loss(tgt_dir, src_dir, weight, scale=None, tgt_norm=None, src_norm=None)
                    scale).sum()
 
 
-def pen_loss(tgt_pen, src_pen, weight, scale=None) -> torch.Tensor:
-    """L_pen = Σ (W ∘ (M_pen^src − M_pen^tgt))².  All (E,)."""
-    return _scaled((weight * (src_pen - tgt_pen)).square(), scale).sum()
+def pen_loss(tgt_pen, src_pen, weight, scale=None, surface: bool = False) -> torch.Tensor:
+    """L_pen = Σ (W ∘ (M_pen^src − M_pen^tgt))².  All (E,).
+
+    ``surface``: an entry whose source value is negative (behind the other key vertex's surface) penalises only
+    the target's being behind it, relu(−M_pen^tgt), instead of copying the source's depth."""
+    diff = src_pen - tgt_pen
+    if surface:
+        diff = torch.where(src_pen < 0, (-tgt_pen).clamp(min=0.0), diff)
+    return _scaled((weight * diff).square(), scale).sum()
 
 
 def floor_barrier(tgt_height: torch.Tensor, scale=None) -> torch.Tensor:

@@ -272,7 +272,8 @@ class SolveJob:
         self.stats["contact_frames"] = 0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum())
         self.stats["locked_frames"] = 0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum())
         yield "Finding the source's contacts"
-        self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs, feet)
+        self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs, feet,
+                                   source_fitted=bool(src.mesh.fitted))
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"

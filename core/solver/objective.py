@@ -36,11 +36,13 @@ def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
     return focused(w_src, w_src, focus).square()
 
 
-def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0) -> dict:
+def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
-    L_dist's weight × (1 + focus · W_src), the source's contacts matched more closely than its far pairs."""
+    L_dist's weight × (1 + focus · W_src), the source's contacts matched more closely than its far pairs;
+    ``surface_pen``: where the source's key vertex is behind the other's surface, L_pen only keeps the target's
+    from being behind it (``losses.pen_loss``)."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -56,7 +58,8 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0) -> 
     fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
     out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, scale["dir"], tgt_norm=d.dist, src_norm=pairset.src_dist)
     ps = scale["pen"]
-    out["pen"] = pen_loss(d.pen, pairset.src_pen_ij, w, ps) + pen_loss(pen_ji, pairset.src_pen_ji, w, ps)
+    out["pen"] = (pen_loss(d.pen, pairset.src_pen_ij, w, ps, surface_pen)
+                  + pen_loss(pen_ji, pairset.src_pen_ji, w, ps, surface_pen))
     return out
 
 
@@ -70,10 +73,12 @@ class Objective:
         h_src, h_tgt: the characters' heights; fps: frame rate.
         limbs: (N,) limb of each key vertex (for per-part factors and the allowed pairs).
         feet: the FootModel, or None.
+        source_fitted: the source's body is a fitted template (``SkinnedMesh.fitted``): with
+            ``fitted_pen_surface`` its negative penetrations are matched at 0.
     """
 
     def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,
-                 feet=None):
+                 feet=None, source_fitted: bool = False):
         s = settings
         self.settings = s
         self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
@@ -97,6 +102,7 @@ class Objective:
         N = len(self.limbs)
         self.pairs = ActivePairs(src_p, src_n, np.full(N, self.h_src), np.full(N, self.h_tgt), mask,
                                  scale=s.scale_pair_terms)
+        self.surface_pen = bool(source_fitted and s.fitted_pen_surface)
         self.pairs_allowed = int(mask.sum())
         self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
         if s.smooth_mode not in ("added", "absolute"):
@@ -226,7 +232,7 @@ class Objective:
             m = vs[term]
             return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
         return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
-                          self.settings.contact_focus)
+                          self.settings.contact_focus, self.surface_pen)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier is reported inside 'height', the foot lock inside

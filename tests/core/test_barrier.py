@@ -238,6 +238,30 @@ def test_a_fitted_source_body_allows_none_of_its_own_depths():
     assert any(allow[True][key] < allow[False][key] - 1e-4 for key in common)   # the source deeper somewhere
 
 
+def test_a_fitted_source_body_lends_l_pen_no_depth():
+    """L_pen copies the source's signed depths along the normals, unless the source's body is a fitted template
+    (``fitted_pen_surface``): then a key vertex behind another's surface in the source only asks the target's not
+    to be behind it. A wide source retargeted onto itself: its own pose costs nothing as a captured body, and its
+    arms' depths in its torso cost L_pen as a fitted one."""
+    from dataclasses import replace
+    src = make_humanoid(girth=1.8, name="wide")                 # its arms overlap its torso
+    mo = walk_motion(src, frames=30)
+    pen = {}
+    for fitted, on in ((False, True), (True, True), (True, False)):
+        s = replace(src, mesh=replace(src.mesh, fitted=fitted))
+        job = SolveJob(s, mo, s, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+                                                    fitted_pen_surface=on))
+        job.setup()
+        assert job.objective.surface_pen == (fitted and on)
+        ps = job.objective.init_pairs
+        assert bool((ps.src_pen_ij < 0).any())                 # the source has key vertices behind a surface
+        with torch.no_grad():
+            p, n, _ = job._forward(job.param.zero_residuals())
+            pen[fitted, on] = float(job.objective._pair_terms(p, n, 0.0, ps)["pen"])
+    assert pen[False, True] < 1e-12 and pen[True, False] < 1e-12    # the source's own depths copied
+    assert pen[True, True] > 1e-6                                     # a fitted body's depths are not
+
+
 def test_fit_body_marks_the_body_fitted():
     from core.body import fit_body_to_skeleton
     ch = make_humanoid()

@@ -36,6 +36,11 @@ def test_dist_pen_dir_losses_by_hand():
     tgt = torch.tensor([0.3, 0.0, 5.0])
     assert float(dist_loss(tgt, src, w)) == pytest.approx(0.04 + 0.01)
     assert float(pen_loss(tgt, src, w)) == pytest.approx(0.05)
+    # surface: where the source is behind the surface (< 0), only the target's being behind it costs
+    src_s = torch.tensor([-0.02, -0.02, 0.01])
+    tgt_s = torch.tensor([0.005, -0.01, 0.0])
+    assert float(pen_loss(tgt_s, src_s, torch.ones(3))) == pytest.approx(0.025 ** 2 + 0.01 ** 2 + 0.01 ** 2)
+    assert float(pen_loss(tgt_s, src_s, torch.ones(3), surface=True)) == pytest.approx(0.0 + 0.01 ** 2 + 0.01 ** 2)
     a = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [1.0, 0, 0]])
     b = torch.tensor([[2.0, 0, 0], [1.0, 0, 0], [-1.0, 0, 0]])
     assert cosine(a, b).tolist() == pytest.approx([1.0, 0.0, -1.0])
