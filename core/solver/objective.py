@@ -74,7 +74,8 @@ class Objective:
         limbs: (N,) limb of each key vertex (for per-part factors and the allowed pairs).
         feet: the FootModel, or None.
         source_fitted: the source's body is a fitted template (``SkinnedMesh.fitted``): with
-            ``fitted_pen_surface`` its negative penetrations are matched at 0.
+            ``fitted_pen_surface`` an entry it holds behind a surface (M_pen^src < 0) only keeps the target's key
+            vertex from being behind it (``losses.pen_loss``).
     """
 
     def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,

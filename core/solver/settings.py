@@ -69,8 +69,8 @@ class SolverSettings:
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     scale_pair_terms: bool = True    #: compare pair distances / penetrations scaled by h_tgt / h_src (not raw)
     contact_focus: float = 3.0       #: L_dist's weight × (1 + contact_focus · W_src): source contacts matched closer
-    #: a fitted source body's (skeleton-only source) key vertex behind another's surface is matched on it: L_pen
-    #: compares max(M_pen^src, 0), as its limbs' overlaps are the fit's, not the capture's (docs/solver.md)
+    #: where a fitted source body (a skeleton-only source) holds a key vertex behind another's surface, L_pen only
+    #: keeps the target's from being behind it: the overlap is the fit's, not the capture's (docs/solver.md)
     fitted_pen_surface: bool = True
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
