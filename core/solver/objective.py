@@ -198,6 +198,12 @@ class Objective:
             # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
             out["smooth"] = out["smooth"] + s.smooth_soles * smooth_loss(
                 sole, self.fps, None, eps=eps, reference=self.sole_jerk_init if s.smooth_mode == "added" else None)
+        if s.smooth_root and root_world.shape[0] >= 4:
+            # the hips' offset from copy-rotations moves every point with it: its jerk is added to all of them
+            # unless a limb takes it back, so it counts once per point (docs/solver.md "Issue 11 item 1, jerk")
+            points = p.shape[1] + (0 if sole is None else sole.shape[1])
+            out["smooth"] = out["smooth"] + s.smooth_root * points * smooth_loss(root_world[:, None, :], self.fps,
+                                                                                 None, eps=eps)
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, self.ground)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()

@@ -324,3 +324,32 @@ def test_smooth_soles_adds_the_sole_points_added_jerk(pair):
             b = float(ob2.raw_terms(p, n, 0.0, ps, s_in, zero)["smooth"])
         assert b - a == pytest.approx(2.0 * float(extra), rel=1e-4)
     assert float(extra) > 100.0 * eps * sole.shape[1]                # the kick is far above the ε floor
+
+
+def test_smooth_root_adds_the_hips_added_jerk_once_per_point(pair):
+    """L_smooth with smooth_root w: w × (key vertices + sole points) × the hips offset's jerk (its offset from
+    copy-rotations moves every point with it). Without an offset it adds only the ε floor; the hips moved 2 cm
+    at one frame add exactly that much, and nothing when w is 0."""
+    from core.losses import smooth_loss
+    src, m, tgt, init = pair
+    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_root=w)) for w in (0.0, 2.0)}
+    for job in jobs.values():
+        job.setup()
+    ob0, ob2 = jobs[0.0].objective, jobs[2.0].objective
+    p, n, sole = jobs[2.0].p_init, jobs[2.0].n_init, jobs[2.0].sole_init
+    points = p.shape[1] + (0 if sole is None else sole.shape[1])
+    zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
+    kicked = zero.clone()
+    kicked[10, 2] = 0.02                                          # the hips 2 cm up at one frame
+    ps = ob2.pairs.active(None, 0.0)
+    eps = 1e-5 * ob2.fps ** 3
+    for root in (zero, kicked):
+        extra = smooth_loss(root[:, None, :], ob2.fps, None, eps=eps)
+        with torch.no_grad():
+            a = float(ob0.raw_terms(p, n, 0.0, ps, sole, root)["smooth"])
+            b = float(ob2.raw_terms(p, n, 0.0, ps, sole, root)["smooth"])
+        assert b - a == pytest.approx(2.0 * points * float(extra), rel=1e-4)
+    assert float(extra) > 100.0 * eps                              # the kick is far above the ε floor
+    with torch.no_grad():                                          # the hips' jerk is not in L_smooth at w = 0
+        assert float(ob0.raw_terms(p, n, 0.0, ps, sole, kicked)["smooth"]) == pytest.approx(
+            float(ob0.raw_terms(p, n, 0.0, ps, sole, zero)["smooth"]), rel=1e-6)
