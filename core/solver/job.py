@@ -272,8 +272,8 @@ class SolveJob:
         self.stats["contact_frames"] = 0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum())
         self.stats["locked_frames"] = 0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum())
         yield "Finding the source's contacts"
-        self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs, feet,
-                                   source_fitted=bool(src.mesh.fitted))
+        self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs,
+                                   feet, src.mesh.fitted)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"
@@ -432,8 +432,7 @@ class SolveJob:
                 p.grad = None
             terms = self.weighted_terms()
             loss = sum(terms.values())
-            # gradients per control point are O(1 / controls): rescale so that adam_eps means the same
-            # thing for every clip length
+            # gradients per control point are O(1 / controls): rescaled, adam_eps means the same at any length
             (loss * self.param.num_controls).backward()
             self.optim.step()
         vals = {k: float(v.detach()) for k, v in terms.items()}
