@@ -300,17 +300,21 @@ def test_pair_terms_scaled_leave_a_scaled_copy_at_rest():
     assert float(terms[True]["pen"]) < 1e-6 * float(terms[False]["pen"])
 
 
+def _objectives_at_0_and_2(pair, setting: str):
+    """The objectives of ``pair`` set up with ``setting`` at 0 and at 2, and (p, n, sole) of copy-rotations."""
+    src, m, tgt, init = pair
+    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, **{setting: w})) for w in (0.0, 2.0)}
+    for job in jobs.values():
+        job.setup()
+    return jobs[0.0].objective, jobs[2.0].objective, (jobs[2.0].p_init, jobs[2.0].n_init, jobs[2.0].sole_init)
+
+
 def test_smooth_soles_adds_the_sole_points_added_jerk(pair):
     """L_smooth with smooth_soles w: the key vertices' added jerk plus w × the sole points' (smooth_loss against
     their copy-rotations jerk). At the start it adds (almost) nothing; one sole point kicked at one frame adds
     exactly w × that point's added-jerk sum."""
     from core.losses import jerk, smooth_loss
-    src, m, tgt, init = pair
-    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_soles=w)) for w in (0.0, 2.0)}
-    for job in jobs.values():
-        job.setup()
-    ob0, ob2 = jobs[0.0].objective, jobs[2.0].objective
-    p, n, sole = jobs[2.0].p_init, jobs[2.0].n_init, jobs[2.0].sole_init
+    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "smooth_soles")
     assert sole is not None and sole.shape[1] > 0
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
     kicked = sole.clone()
@@ -331,12 +335,7 @@ def test_smooth_root_adds_the_hips_added_jerk_once_per_point(pair):
     copy-rotations moves every point with it). Without an offset it adds only the ε floor; the hips moved 2 cm
     at one frame add exactly that much, and nothing when w is 0."""
     from core.losses import smooth_loss
-    src, m, tgt, init = pair
-    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_root=w)) for w in (0.0, 2.0)}
-    for job in jobs.values():
-        job.setup()
-    ob0, ob2 = jobs[0.0].objective, jobs[2.0].objective
-    p, n, sole = jobs[2.0].p_init, jobs[2.0].n_init, jobs[2.0].sole_init
+    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "smooth_root")
     points = p.shape[1] + (0 if sole is None else sole.shape[1])
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
     kicked = zero.clone()
