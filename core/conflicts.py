@@ -187,10 +187,11 @@ def merge_part_weights(*weights: dict) -> dict:
 def resolve(job: SolveJob, part_weights: dict, fraction: float = None) -> SolveJob:
     """A new SolveJob warm-started from ``job``'s result with ``part_weights`` replacing the previous ones.
 
-    It runs ``fraction`` (default ``settings.resolve_fraction``) of the first solve's iterations with α = 1.
+    It runs ``fraction`` (default ``settings.resolve_state_fraction``) of the first solve's iterations with α = 1,
+    continuing ``job``'s optimiser (``SolveJob(warm_state=...)``).
     """
     settings = replace(job.settings, part_weights=dict(part_weights))
     if fraction is not None:
-        settings = replace(settings, resolve_fraction=float(fraction))
+        settings = replace(settings, resolve_fraction=float(fraction), resolve_state_fraction=float(fraction))
     return SolveJob(job.source, job.source_motion, job.target, job.init_motion, settings,
-                    warm_start=job.result(), warm_sixd=job.result_sixd())
+                    warm_start=job.result(), warm_sixd=job.result_sixd(), warm_state=job.optim)

@@ -68,6 +68,7 @@ class RetargetOptions:
             ``settings.resolve_fraction`` of the iterations).
         warm_sixd: the 6D rotation vectors of ``warm_start``'s solve (``SolveJob.result_sixd``), for an exact
             start; optional.
+        warm_state: the optimiser of ``warm_start``'s solve (``SolveJob.optim``), continued; optional.
         ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
             ``core.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or a
             ``core.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
@@ -82,6 +83,7 @@ class RetargetOptions:
     init_motion: Motion = None
     warm_start: Motion = None
     warm_sixd: object = None
+    warm_state: object = None
     ground: object = None
 
 
@@ -315,7 +317,7 @@ class Retarget(Cancellable):
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
             settings = o.settings if terrain is o.settings.terrain else replace(o.settings, terrain=terrain)
             self.job = job = SolveJob(src, source_motion, tgt, init, settings, warm_start=o.warm_start,
-                                      source_track=track, warm_sixd=o.warm_sixd)
+                                      source_track=track, warm_sixd=o.warm_sixd, warm_state=o.warm_state)
             for line in job.prepare():
                 if self._cancel.is_set():
                     job.cancel()

@@ -256,8 +256,9 @@ class ReconformSettings(PropertyGroup):
                                    description="The mesh the target walks on: stairs, a ramp, a terrain (only "
                                                "the region under the clip is sampled)")
     warm_start_fraction: FloatProperty(
-        name="Re-solve Iterations", default=0.3, min=0.05, max=1.0, subtype='FACTOR',
-        description="Share of the first solve's iterations a Re-solve runs, starting from the last result")
+        name="Re-solve Iterations", default=0.05, min=0.01, max=1.0, subtype='FACTOR',
+        description="Share of the first solve's iterations a Re-solve runs, continuing the last solve from its "
+                    "result")
 
     live_window: IntProperty(
         name="Live Window", default=75, min=8, soft_max=300, max=2000,
@@ -355,8 +356,8 @@ class ReconformSettings(PropertyGroup):
         if "source_ground" in fields:
             changes["source_ground"] = (float(self.source_ground_level) if self.source_ground == 'CUSTOM'
                                         else SOURCE_GROUND_MODES[self.source_ground])
-        if "resolve_fraction" in fields:
-            changes["resolve_fraction"] = float(self.warm_start_fraction)
+        if "resolve_state_fraction" in fields:
+            changes["resolve_state_fraction"] = float(self.warm_start_fraction)
         for k, v in (overrides or {}).items():
             if k in fields:
                 changes[k] = v

@@ -56,9 +56,10 @@ class SolveJob:
         source_motion: the source clip (Motion of the source skeleton; never modified).
         init_motion: the copy-rotations result on the target (Motion of the target skeleton, same frames).
         settings: SolverSettings (default: the 'balanced' preset).
-        warm_start: optional previous result (Motion of the target) to start from ('Re-solve'): α is held at 1
-            and ``settings.resolve_fraction · settings.iterations`` steps are taken, at ``settings.warm_lr`` of
-            the learning rates.
+        warm_start: optional previous result (Motion of the target) to start from ('Re-solve'): α held at 1,
+            ``settings.resolve_fraction · settings.iterations`` steps at ``settings.warm_lr`` of the learning rates
+            or, continuing ``warm_state`` (the ``optim`` of the solve that made it, ``Adam.continue_from``),
+            ``resolve_state_fraction`` of them at full rates.
         warm_sixd: optional (T, Jo, 6) 6D vectors of the optimised bones as the solve that made ``warm_start``
             had them (``result_sixd``; NaN on frames it did not solve): its fit is then exact there.
         source_track: the source clip's ClipTrack when the caller already has one (``core.retarget``).
@@ -66,7 +67,7 @@ class SolveJob:
 
     def __init__(self, source: Character, source_motion: Motion, target: Character, init_motion: Motion,
                  settings: SolverSettings = None, warm_start: Motion = None, source_track: ClipTrack = None,
-                 warm_sixd: np.ndarray = None):
+                 warm_sixd: np.ndarray = None, warm_state=None):
         self.settings = settings or SolverSettings.preset("balanced")
         _check_motion(source, source_motion, f"Source motion of '{source.name}'")
         _check_motion(target, init_motion, f"Initial motion of '{target.name}'")
@@ -97,9 +98,9 @@ class SolveJob:
         self.init_motion = init_motion
         self.warm_start = warm_start
         self.warm_sixd = warm_sixd if warm_start is not None else None
+        self.warm_state = warm_state if warm_start is not None else None
         self.fps = float(source_motion.fps)
-        self.total = max(1, int(self.settings.iterations if warm_start is None
-                                else math.ceil(self.settings.iterations * self.settings.resolve_fraction)))
+        self.total = self._num_steps(self.warm_state is not None)
         self._cancel = threading.Event()
         self._ready = False
         self._done = False
@@ -107,8 +108,7 @@ class SolveJob:
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
-        #: evaluated with the key vertices every step (the capsule ends of ``solver.barrier``, set before the
-        #: set-up); their world positions (T, P, 3) at the last ``_forward`` are ``body_positions``
+        #: evaluated with the key vertices (``solver.barrier``'s capsule ends); world: ``body_positions``
         self.body_points = self.body_positions = self.own_barrier = self._own_caps = None
 
     # -- public API -------------------------------------------------------------------------------------
@@ -117,13 +117,8 @@ class SolveJob:
         """Ask the solve to stop before its next step (thread-safe)."""
         self._cancel.set()
 
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    @property
-    def done(self) -> bool:
-        return self._done
+    cancelled = property(lambda self: self._cancel.is_set())
+    done = property(lambda self: self._done)
 
     @property
     def num_frames(self) -> int:
@@ -187,10 +182,8 @@ class SolveJob:
         return self.result()
 
     def result(self) -> Motion:
-        """The retargeted target Motion (sign-continuous WXYZ basis rotations; hips location in basis space).
-
-        Bones that are not optimised keep the initial motion's channels exactly.
-        """
+        """The retargeted target Motion (sign-continuous WXYZ basis rotations; hips location in basis space); bones
+        that are not optimised keep the initial motion's channels exactly."""
         if self.cancelled and not self._done:
             raise CoreError("The solve was cancelled: nothing was produced.")
         if not self._done:
@@ -205,10 +198,8 @@ class SolveJob:
 
     @property
     def metrics(self) -> dict:
-        """Statistics of the solve (timings, frames/s, active pair entries, reference scales, last terms).
-
-        Quality metrics of the result are ``core.metrics.evaluate`` (a full-mesh pass, computed on demand).
-        """
+        """Statistics of the solve (timings, frames/s, active pair entries, reference scales, last terms); the
+        result's quality metrics are ``core.metrics.evaluate`` (a full-mesh pass, computed on demand)."""
         out = dict(self.stats)
         out["steps"] = self._step
         if self.history:
@@ -323,11 +314,19 @@ class SolveJob:
         self.stats.update(source_pair_entries=self.objective.pairs.num_source_entries, frames=T,
                           pairs_allowed=self.objective.pairs_allowed, scales=dict(self.objective.scales),
                           initial_raw={k: float(v) for k, v in raw.items()})
-        lr_scale = s.warm_lr if self.warm_start is not None else 1.0   # near an optimum already: smaller steps
-        self.optim = Adam(self.param.params, [s.lr_rot * lr_scale, s.lr_root * lr_scale], eps=s.adam_eps)
+        self.optim = Adam(self.param.params, [s.lr_rot, s.lr_root], eps=s.adam_eps)
+        # near an optimum already: a fresh Adam takes smaller steps; one continuing the last solve's takes its own
+        cont = self.stats["continued_state"] = self.warm_state is not None and self.optim.continue_from(self.warm_state)
+        self.total = self._num_steps(cont)
+        lr_scale = s.warm_lr if self.warm_start is not None and not cont else 1.0
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         self.own_barrier = own_barrier(self)      # body_positions: the start's (copy-rotations)
         self._ready = True
+
+    def _num_steps(self, continued: bool) -> int:
+        s = self.settings
+        share = 1.0 if self.warm_start is None else s.resolve_state_fraction if continued else s.resolve_fraction
+        return max(1, math.ceil(s.iterations * share) if self.warm_start is not None else int(s.iterations))
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
         """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the

@@ -28,6 +28,19 @@ class Adam:
         self.v = [torch.zeros_like(p) for p in self.params]
 
     @torch.no_grad()
+    def continue_from(self, other: "Adam") -> bool:
+        """Take ``other``'s moment estimates and step count (a re-solve continuing the solve that made its start:
+        its second moments set the step size where a fresh Adam would take learning-rate-sized steps away from the
+        optimum). False, and nothing taken, when the variables' shapes differ."""
+        if len(other.m) != len(self.m) or any(a.shape != b.shape for a, b in zip(self.m, other.m)):
+            return False
+        for mine, theirs in ((self.m, other.m), (self.v, other.v)):
+            for a, b in zip(mine, theirs):
+                a.copy_(b)
+        self.t = other.t
+        return True
+
+    @torch.no_grad()
     def step(self):
         self.t += 1
         bc1 = 1.0 - self.b1 ** self.t

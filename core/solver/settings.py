@@ -87,6 +87,8 @@ class SolverSettings:
     terrain: object = None
     part_weights: dict = field(default_factory=dict)  #: {(body part, term): factor} per-part overrides
     resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
+    #: ... when it continues the last solve's optimiser (``SolveJob(warm_state=...)``, at full learning rates)
+    resolve_state_fraction: float = 0.05
     warm_lr: float = 0.3             #: the learning rates of a warm-started solve, as a share of lr_rot / lr_root
     device: str = "cpu"              #: "cpu", or "cuda" on request
     #: on a GPU, torch's deterministic algorithms (every run gives the same result; off: faster on a GPU, runs

@@ -105,16 +105,18 @@ def start_retarget(req: RetargetRequest):
 
 def start_resolve(s, last: LastSolve):
     """The warm-started Re-solve of ``last`` with the conflict sliders of ``s`` applied (a core Retarget job on
-    the last solve's characters, copy-rotations and source track; α held at 1, a share of the iterations)."""
+    the last solve's characters, copy-rotations and source track; α held at 1, a share of the iterations,
+    continuing the last solve's optimiser)."""
     from ...core.conflicts import merge_part_weights
     from ...core.retarget import Retarget
 
     outcome = last.outcome
     part_weights = merge_part_weights(last.options.settings.part_weights, slider_part_weights(s))
     settings = replace(last.options.settings, part_weights=part_weights,
-                       resolve_fraction=float(s.warm_start_fraction))
+                       resolve_state_fraction=float(s.warm_start_fraction))
     options = replace(last.options, settings=settings, init_motion=outcome.init_motion, warm_start=outcome.motion,
                       warm_sixd=outcome.job.result_sixd() if outcome.job is not None else None,
+                      warm_state=outcome.job.optim if outcome.job is not None else None,
                       baseline_metrics=False,   # the first solve's terrain, as sampled (its report kept on it)
                       ground=outcome.terrain if outcome.terrain is not None else last.options.ground)
     return Retarget(outcome.built["source"], last.inputs.source_motion, outcome.built["target"], options,

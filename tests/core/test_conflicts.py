@@ -50,7 +50,7 @@ def test_resolution_weights_and_merge():
 def test_resolve_warm_starts_with_fewer_steps_and_moves_the_part(job):
     c = Conflict("left_hand", "dist", "pen", -0.9, 0.8, ((1, 30),))
     re = resolve(job, resolution_weights(c, 0.0), fraction=0.25)
-    assert re.total == 5 and re.warm_start is not None
+    assert re.total == 5 and re.warm_start is not None and re.warm_state is job.optim
     assert re.settings.part_weights[("left_hand", "pen")] == 0.0
     res = re.run()
     assert np.isfinite(res.rotations).all()

@@ -172,6 +172,35 @@ def test_warm_start_reproduces_previous_result(pair, solved):
                       warm_sixd=solved[0].result_sixd()[:, 1:]).prepare())
 
 
+def test_a_resolve_continuing_the_optimiser_stays_at_its_optimum(pair, solved):
+    """Re-solve with unchanged weights from the last result: continuing the last solve's Adam (``warm_state``, full
+    learning rates, ``resolve_state_fraction`` of the steps) stays where it starts; a fresh Adam at the same rates
+    takes learning-rate-sized steps away from it. A state whose variables differ is not taken."""
+    from core.solver.optim import Adam
+    src, m, tgt, init = pair
+    first = solved[0]
+    prev, sixd = first.result(), first.result_sixd()
+    ends = {}
+    for state in (True, False):
+        s = SolverSettings(**FAST, resolve_state_fraction=0.2, resolve_fraction=0.2, warm_lr=1.0)
+        job = SolveJob(src, m, tgt, init, s, warm_start=prev, warm_sixd=sixd,
+                       warm_state=first.optim if state else None)
+        rel = [p.relative for p in job.steps()]
+        assert job.total == len(rel) == 6 and job.stats["continued_state"] == state
+        ends[state] = (rel[0], rel[-1])
+        if state:
+            assert job.optim.t == first.optim.t + 6 and job.base_lrs == [s.lr_rot, s.lr_root]
+    start, end = ends[True]
+    assert end <= start * 1.05                                   # continued: at its optimum still (0.8 % here)
+    assert ends[False][1] > end + 0.02 * start                   # fresh at full rates: it leaves it
+    other = Adam([torch.zeros(3)], [0.1])
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.1, warm_lr=0.3), warm_start=prev,
+                   warm_state=other)
+    list(job.prepare())
+    assert not job.stats["continued_state"] and job.total == 3 and job.optim.t == 0
+    assert job.base_lrs == pytest.approx([0.3 * job.settings.lr_rot, 0.3 * job.settings.lr_root])
+
+
 def test_a_warm_start_may_take_smaller_steps(pair, solved):
     src, m, tgt, init = pair
     prev = solved[0].result()

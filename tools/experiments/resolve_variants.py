@@ -3,7 +3,10 @@ step shares (``resolve_fraction``) and learning-rate shares (``warm_lr``) agains
 with the same slider weights: the objective each ends at (over copy-rotations', the same weights) and its time.
 
     .venv/bin/python tools/experiments/resolve_variants.py [--slider 0.2] [--conflict 0]
-        [--variants "[(0.3, 1.0), (0.15, 0.3), (0.15, 0.1), (0.1, 0.3)]"]
+        [--variants "[(0.3, 1.0), (0.15, 0.3), (0.15, 0.1), (0.1, 0.3), (0.05, 1.0, True)]"]
+
+A variant is (resolve_fraction, warm_lr) or (resolve_fraction, warm_lr, True): the last continues the first
+solve's optimiser (``RetargetOptions.warm_state``; its learning rates are then full, warm_lr unused).
 
 The case of `make bench`'s artist line (tools/bench_artist.py: the Bandai kick tiled to 300 frames onto
 mh_teen_girl, 'balanced', 1 thread). The slider is the ``--conflict``-th conflict of the first solve (costliest
@@ -55,12 +58,15 @@ def main(argv=None) -> int:
                                      dataclasses.replace(opts, settings=new, conflicts=False),
                                      source_track=first.source_track))
     print(f"from copy-rotations ({new.iterations} steps): objective {rel[-1]:.3f} in {seconds:.2f} s")
-    for fraction, lr in ast.literal_eval(args.variants):
+    for variant in ast.literal_eval(args.variants):
+        fraction, lr, state = (tuple(variant) + (False,))[:3]
         s = dataclasses.replace(new, resolve_fraction=fraction, warm_lr=lr)
         o = dataclasses.replace(opts, settings=s, conflicts=False, init_motion=first.init_motion,
-                                warm_start=first.motion, warm_sixd=first.job.result_sixd())
+                                warm_start=first.motion, warm_sixd=first.job.result_sixd(),
+                                warm_state=first.job.optim if state else None)
         rel, seconds = solve(rt.Retarget(first.source, motion, first.target, o, source_track=first.source_track))
-        print(f"re-solve, {fraction:.0%} of the steps at {lr:.0%} rates ({len(rel)} steps): objective "
+        how = "continuing the first solve's Adam (full rates)" if state else f"at {lr:.0%} rates"
+        print(f"re-solve, {fraction:.0%} of the steps {how} ({len(rel)} steps): objective "
               f"{rel[0]:.3f} -> {rel[-1]:.3f} in {seconds:.2f} s", flush=True)
     return 0
 
