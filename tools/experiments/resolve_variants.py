@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     print(f"from copy-rotations ({new.iterations} steps): objective {rel[-1]:.3f} in {seconds:.2f} s")
     for variant in ast.literal_eval(args.variants):
         fraction, lr, state = (tuple(variant) + (False,))[:3]
-        s = dataclasses.replace(new, resolve_fraction=fraction, warm_lr=lr)
+        s = dataclasses.replace(new, resolve_fraction=fraction, resolve_state_fraction=fraction, warm_lr=lr)
         o = dataclasses.replace(opts, settings=s, conflicts=False, init_motion=first.init_motion,
                                 warm_start=first.motion, warm_sixd=first.job.result_sixd(),
                                 warm_state=first.job.optim if state else None)
