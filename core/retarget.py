@@ -64,11 +64,9 @@ class RetargetOptions:
         baseline_metrics: measure copy-rotations too, against the same source labels ('reconform').
         conflicts: detect conflicting terms after the solve ('reconform').
         init_motion: a copy-rotations result to reuse (a re-solve), else computed.
-        warm_start: a previous result on the target to start the solve from (a re-solve: α held at 1,
-            ``settings.resolve_fraction`` of the iterations).
-        warm_sixd: the 6D rotation vectors of ``warm_start``'s solve (``SolveJob.result_sixd``), for an exact
-            start; optional.
-        warm_state: the optimiser of ``warm_start``'s solve (``SolveJob.optim``), continued; optional.
+        warm_start: a previous result on the target to start the solve from (a re-solve: α held at 1).
+        warm_sixd, warm_state: optional, ``warm_start``'s solve's 6D rotations (``SolveJob.result_sixd``: an exact
+            start) and optimiser (``SolveJob.optim``: continued; docs/solver.md "Use").
         ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
             ``core.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or a
             ``core.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).

@@ -191,7 +191,7 @@ def test_a_resolve_continuing_the_optimiser_stays_at_its_optimum(pair, solved):
         if state:
             assert job.optim.t == first.optim.t + 6 and job.base_lrs == [s.lr_rot, s.lr_root]
     start, end = ends[True]
-    assert end <= start * 1.05                                   # continued: at its optimum still (0.8 % here)
+    assert end <= start * 1.05                                   # continued: at its optimum still
     assert ends[False][1] > end + 0.02 * start                   # fresh at full rates: it leaves it
     other = Adam([torch.zeros(3)], [0.1])
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.1, warm_lr=0.3), warm_start=prev,
