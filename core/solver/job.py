@@ -325,8 +325,9 @@ class SolveJob:
 
     def _num_steps(self, continued: bool) -> int:
         s = self.settings
-        share = 1.0 if self.warm_start is None else s.resolve_state_fraction if continued else s.resolve_fraction
-        return max(1, math.ceil(s.iterations * share) if self.warm_start is not None else int(s.iterations))
+        if self.warm_start is None:
+            return max(1, int(s.iterations))
+        return max(1, math.ceil(s.iterations * (s.resolve_state_fraction if continued else s.resolve_fraction)))
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
         """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the
