@@ -21,8 +21,8 @@ import torch
 
 from .descriptors import pair_descriptors
 from .vec3 import sq_norm3
-from .weights import (MAX_FRACTION, MIN_FRACTION, PairSet, centred, interaction_weight, largest_moves, refresh_due,
-                      scaled_to_target)
+from .weights import (MAX_FRACTION, MIN_FRACTION, PairSet, centred, frame_centroids, interaction_weight,
+                      largest_moves, refresh_due, scaled_to_target)
 
 #: frames per chunk of the narrow-phase distance test (bounds its temporary memory)
 CHUNK = 1024
@@ -39,8 +39,8 @@ def _closer_than(pa: torch.Tensor, pb: torch.Tensor, limit) -> tuple:
     the same test as ``sq_norm3(pa[f, i] − pb[f, j]) < limit²``: a product |a|² + |b|² − 2 a·b (one batched
     matrix product instead of an (F, N_a, N_b, 3) difference; tools/experiments/narrow_phase_speed.py), made
     conservative by its rounding bound, picks the candidates; the difference test on those decides."""
-    c = pb.mean(1, keepdim=True)                       # about the frame's points: small norms, small rounding
-    a, b = pa - c, pb - c
+    c = frame_centroids(pb)                            # about the frame's points: small norms, small rounding
+    a, b = centred(pa, c), centred(pb, c)
     na, nb = sq_norm3(a), sq_norm3(b)
     s = na[:, :, None] + nb[:, None, :]                                                        # (F, N_a, N_b)
     # |a|² + |b|² − 2 a·b, the centring and the difference test each round by a few ε (|a|² + |b|²) at most: a

@@ -91,7 +91,7 @@ def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, rep
                 scrub_relative=(warm.relative, cold.relative, warm.warm), outcome=first, motion=motion,
                 settings=settings,
                 frames=frames, window_frames=window,
-                resolve_steps=int(math.ceil(settings.iterations * settings.resolve_state_fraction)))
+                resolve_steps=math.ceil(settings.iterations * settings.resolve_state_fraction))
 
 
 def section(out, mods, loader, threads: int) -> dict:
