@@ -114,6 +114,19 @@ def time_methods(spent: dict, cls, *names, key=None):
         setattr(cls, name, wrapper)
 
 
+def setting_overrides(pairs) -> dict:
+    """SolverSettings overrides from ``--set NAME=VALUE`` strings: numbers, true/false and lists as JSON, anything
+    else (track, feet, ...) as text."""
+    out = {}
+    for kv in pairs:
+        k, _, v = kv.partition("=")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
 def tile(motion_cls, motion, frames):
     """The clip repeated (ping-pong, so it stays continuous) up to ``frames`` frames."""
     import numpy as np
@@ -300,13 +313,7 @@ def main(argv=None):
     ap.add_argument("--no-partners", action="store_true", help="leave the partners section out")
     ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench.md"))
     args = ap.parse_args(argv)
-    overrides = {}
-    for kv in args.set:
-        k, _, v = kv.partition("=")
-        try:                     # numbers, true/false, lists: JSON; anything else (track, feet, ...): text
-            overrides[k] = json.loads(v)
-        except json.JSONDecodeError:
-            overrides[k] = v
+    overrides = setting_overrides(args.set)
     if args.memory_child:
         memory_child(args.memory_child, args.threads, args.memory_window, overrides)
         return 0

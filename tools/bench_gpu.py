@@ -1,8 +1,9 @@
 """`make bench`'s GPU lines (issue 16 item 4): the scaling case retargeted on CUDA at 75, 1 000 and 10 000 frames.
 
 For each length: frames/s of the whole retarget (copy-rotations, set-up and solve, no metrics) and of the solve
-alone, reproducible (the default: torch's deterministic algorithms) and not (``SolverSettings.deterministic``
-False), peak GPU memory; where the CPU ran the same clip in the same process, the bone rotations' angles from the
+alone, reproducible (the default: torch's deterministic algorithms), with the pose map not recorded as a CUDA graph
+(``SolverSettings.cuda_graph`` False: the speed-up measured back to back, and whether the two results are identical)
+and not reproducible (``SolverSettings.deterministic`` False), peak GPU memory; where the CPU ran the same clip in the same process, the bone rotations' angles from the
 CPU result (the same solve: same settings, same seed; only the arithmetic's order differs) beside the CPU's own
 float32-vs-float64 angles (how far rounding alone moves this solve); and whether the reproducible GPU solve run
 twice gives identical results. A CUDA device is never needed: without one the section says so and measures nothing.
@@ -54,6 +55,11 @@ def spread(a, b):
     return float(ang.max()), float(np.percentile(ang, 99.9)), float(ang.mean())
 
 
+def _identical(a, b) -> bool:
+    """Whether two Motions have the same rotations and locations, bit for bit."""
+    return bool((a.rotations == b.rotations).all() and (a.locations == b.locations).all())
+
+
 def _fmt(x):
     return "n/a" if x is None else f"{x[0]:.3f}° / {x[1]:.3f}° / {x[2]:.4f}°"
 
@@ -94,6 +100,7 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
     name = torch.cuda.get_device_name(0) if cuda else platform.processor() or "CPU"
     repro = dataclasses.replace(settings, device=device, deterministic=True)
     fast = dataclasses.replace(repro, deterministic=False)
+    eager = dataclasses.replace(repro, cuda_graph=False)
     cpu_results = dict(cpu_results or {})
     # an untimed warm-up: creates the CUDA context and loads the kernels
     _retarget(rt, src, tile(smo, min(75, max(frames))), tgt, dataclasses.replace(repro, iterations=2))
@@ -101,10 +108,11 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
         f"{settings.dtype}; times after an untimed warm-up; CPU runs with {torch.get_num_threads()} threads in the "
         "same process). Rotation differences: largest / 99.9th percentile / mean angle over every frame and bone.")
     out()
-    out("| frames | GPU f/s, reproducible (s) | GPU solve alone f/s | GPU f/s, not reproducible (s) | peak GPU "
-        "memory | CPU f/s (s) | GPU vs CPU | CPU float32 vs float64 | GPU run twice |")
-    out("|---|---|---|---|---|---|---|---|---|")
-    targets, worst, twice = {}, [], []
+    out("| frames | GPU f/s, reproducible (s) | GPU solve alone f/s | GPU f/s, pose not graphed (s) | graphed = not "
+        "graphed | GPU f/s, not reproducible (s) | peak GPU memory | CPU f/s (s) | GPU vs CPU | CPU float32 vs float64 "
+        "| GPU run twice |")
+    out("|---|---|---|---|---|---|---|---|---|---|---|")
+    targets, worst, twice, graphed_same = {}, [], [], []
     for n in frames:
         clip = tile(smo, n)
         cpu_txt, f64 = "not run", None
@@ -116,19 +124,21 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
             r64 = _retarget(rt, src, clip, tgt, dataclasses.replace(settings, dtype="float64")).motion
             f64 = spread(cpu_results[n].rotations, r64.rotations)
         res, dt, peak = _timed(rt, src, clip, tgt, repro, cuda)
-        log(f"  {n} frames on {device}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.timings.items()))
+        log(f"  {n} frames on {device}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.timings.items())
+            + f"; pose graphed: {res.solver_stats.get('cuda_graph')} {res.solver_stats.get('cuda_graph_error', '')}")
         solve = res.timings.get("solve_s", float("nan"))
+        res_eager, dt_eager, _ = _timed(rt, src, clip, tgt, eager, cuda)
+        graphed_same.append(_identical(res.motion, res_eager.motion))
         _, dt_fast, _ = _timed(rt, src, clip, tgt, fast, cuda)
         vs_cpu = spread(res.motion.rotations, cpu_results[n].rotations) if n in cpu_results else None
         if vs_cpu is not None:
             worst.append(vs_cpu)
         same = "not run"
         if n <= 1000:
-            again = _retarget(rt, src, clip, tgt, repro).motion
-            twice.append(bool((again.rotations == res.motion.rotations).all()
-                              and (again.locations == res.motion.locations).all()))
+            twice.append(_identical(_retarget(rt, src, clip, tgt, repro).motion, res.motion))
             same = "identical" if twice[-1] else "differ"
-        out(f"| {n} | {n / dt:.0f} ({dt:.1f} s) | {n / solve:.0f} | {n / dt_fast:.0f} ({dt_fast:.1f} s) | "
+        out(f"| {n} | {n / dt:.0f} ({dt:.1f} s) | {n / solve:.0f} | {n / dt_eager:.0f} ({dt_eager:.1f} s) | "
+            f"{'identical' if graphed_same[-1] else 'differ'} | {n / dt_fast:.0f} ({dt_fast:.1f} s) | "
             + (f"{peak:.0f} MB" if peak is not None else "n/a")
             + f" | {cpu_txt} | {_fmt(vs_cpu)} | {_fmt(f64)} | {same} |")
         if n >= 1000:
@@ -142,6 +152,8 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
     if twice:
         targets["GPU: a reproducible solve run twice gives identical rotations and locations"] = (
             f"{sum(twice)} of {len(twice)} lengths identical", all(twice))
+    targets["GPU: the pose map as a CUDA graph gives the eager solve's rotations and locations"] = (
+        f"{sum(graphed_same)} of {len(graphed_same)} lengths identical", all(graphed_same))
     return targets
 
 
@@ -213,6 +225,8 @@ def main(argv=None):
     ap.add_argument("--cpu-frames", default=",".join(map(str, CPU_FRAMES)))
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable), as "
+                    "tools/bench.py's")
     ap.add_argument("--group", action="store_true", help="also a joint solve of two synthetic characters, twice "
                     "on the device and once on the CPU (group_check)")
     ap.add_argument("--profile", type=int, default=0, help="then profile one retarget of this many frames on the "
@@ -227,7 +241,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tools"))
-    from bench import tile
+    from bench import setting_overrides, tile
     from core import retarget as rt
     from core.solver import SolverSettings
     from core.types import Motion
@@ -237,7 +251,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     ints = lambda s: tuple(int(x) for x in s.split(",") if x)
     targets = section(print, rt, lambda m, n: tile(Motion, m, n), case["source"], case["motion"], case["target"],
-                      SolverSettings.preset("balanced"), ints(args.frames), ints(args.cpu_frames),
+                      SolverSettings.preset("balanced", **setting_overrides(args.set)), ints(args.frames),
+                      ints(args.cpu_frames),
                       device=args.device, log=lambda line: print(f"{line} [{time.perf_counter() - t0:.0f} s]"))
     if args.group:
         print()
@@ -246,10 +261,9 @@ def main(argv=None):
     for label, (measured, ok) in targets.items():
         print(f"- {label}: {measured} — {'PASS' if ok else 'FAIL'}")
     if args.profile:
-        import dataclasses
         from torch.profiler import ProfilerActivity, profile
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
-        on_dev = dataclasses.replace(SolverSettings.preset("balanced"), device=args.device)
+        on_dev = SolverSettings.preset("balanced", device=args.device, **setting_overrides(args.set))
         with profile(activities=acts) as prof:
             _retarget(rt, case["source"], tile(Motion, case["motion"], args.profile), case["target"], on_dev)
         key = "self_cuda_time_total" if args.device.startswith("cuda") else "self_cpu_time_total"

@@ -189,13 +189,7 @@ def section(out, log, args, mods=None):
     import torch
     torch.set_num_threads(args.threads)
     mods = mods or modules()
-    overrides = {}
-    for kv in args.set:
-        k, _, v = kv.partition("=")
-        try:
-            overrides[k] = json.loads(v)
-        except json.JSONDecodeError:
-            overrides[k] = v
+    overrides = bench.setting_overrides(args.set)
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads, **overrides)
     loader = bench.Loader(mods, log)
     frames = 150 if args.quick else FRAMES

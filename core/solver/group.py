@@ -24,7 +24,7 @@ import torch
 
 from ..errors import CoreError
 from ..weights import alpha_ramp
-from .optim import Adam, deterministic, learning_rates
+from .optim import Adam, deterministic, learning_rates, torch_threads
 from .barrier import PartnerBarrier, capsule_points
 from .partners import PartnerObjective
 from .settings import Progress
@@ -97,11 +97,7 @@ class GroupSolveJob:
 
     def steps(self):
         """Generator: sets every member up (first call), then yields one Progress per Adam step of the group."""
-        s = self.settings
-        prev_threads = torch.get_num_threads()
-        if s.num_threads:
-            torch.set_num_threads(int(s.num_threads))
-        try:
+        with torch_threads(self.settings.num_threads):
             if not self._ready:
                 t0 = time.perf_counter()
                 m0 = self.members[0].settings
@@ -119,9 +115,6 @@ class GroupSolveJob:
             self._done = True
             self.stats["solve_s"] = seconds
             self.stats["frames_per_s"] = self.num_frames / max(seconds, 1e-9)
-        finally:
-            if s.num_threads:
-                torch.set_num_threads(prev_threads)
 
     def run(self) -> list:
         """Run every step synchronously and return the results."""

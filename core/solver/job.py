@@ -11,7 +11,6 @@ once): set-up, one Adam step per ``next()``, cancel between steps, result.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
@@ -33,7 +32,8 @@ from ..weights import alpha_ramp
 from .barrier import own_barrier, own_capsules
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
-from .optim import Adam, deterministic, learning_rates
+from .graphed import graphed_pose, pose
+from .optim import Adam, deterministic, learning_rates, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse
 from .settings import Progress, SolverSettings
 from .terrain_start import onto_terrain, terrain_lift
@@ -104,6 +104,7 @@ class SolveJob:
         self._cancel = threading.Event()
         self._ready = False
         self._done = False
+        self._pose = None   #: GraphedPose on a GPU (set-up), else None
         self._step = 0
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
@@ -131,7 +132,7 @@ class SolveJob:
             return
         # the set-up's scatters too (the spline's fit to copy-rotations, the skinning weights): on a GPU they set
         # where the steps start, and the deterministic switch is what makes two runs equal there
-        with self._threads(), deterministic(self.settings.device, self.settings.deterministic):
+        with torch_threads(self.settings.num_threads), deterministic(self.settings.device, self.settings.deterministic):
             t0 = time.perf_counter()
             yield from self._setup()
             self.stats["setup_s"] = time.perf_counter() - t0
@@ -142,25 +143,13 @@ class SolveJob:
         for _ in self.prepare():
             if self._cancel.is_set():
                 return
-        with self._threads():
+        with torch_threads(self.settings.num_threads):
             t0 = time.perf_counter()
             while self._step < self.total:
                 if self._cancel.is_set():
                     return
                 yield self._adam_step()
             self.finish(time.perf_counter() - t0)
-
-    @contextlib.contextmanager
-    def _threads(self):
-        """torch's intra-op threads at ``settings.num_threads`` while the block runs (left alone when None)."""
-        n, prev = self.settings.num_threads, torch.get_num_threads()
-        if n:
-            torch.set_num_threads(int(n))
-        try:
-            yield
-        finally:
-            if n:
-                torch.set_num_threads(prev)
 
     def setup(self):
         """Build everything the steps need (once; ``steps()`` calls it, a ``GroupSolveJob`` calls it for each of
@@ -321,6 +310,7 @@ class SolveJob:
         lr_scale = s.warm_lr if self.warm_start is not None and not cont else 1.0
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         self.own_barrier = own_barrier(self)      # body_positions: the start's (copy-rotations)
+        self._pose = graphed_pose(self)
         self._ready = True
 
     def _num_steps(self, continued: bool) -> int:
@@ -393,11 +383,13 @@ class SolveJob:
     def _forward(self, residuals=None):
         """(key-vertex positions (T, N, 3), normals (T, N, 3), sole points (T, S, 3) or None) at the current
         variables (or at per-frame ``residuals`` = (6D (T, Jo, 6), root offset (T, 3)))."""
-        d, off = self.param.frame_residuals() if residuals is None else residuals
+        if residuals is None and self._pose is not None:     # one CUDA graph, replayed (core/solver/graphed.py)
+            off, p, n, self.body_positions = self._pose(*self.param.params)
+        else:
+            off, p, n, self.body_positions = pose(self, *(self.param.frame_residuals() if residuals is None
+                                                          else residuals))
         self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
-        p, n = self.vars(self.param.local_rotations(d), self.param.root_location(off))
         N = self.num_keyverts
-        self.body_positions = self.vars.last_points
         if p.shape[1] > N:
             return p[:, :N], n[:, :N], p[:, N:]
         return p, n, None
@@ -419,6 +411,11 @@ class SolveJob:
             pairset = self.objective.pairs.active(p, alpha)
             self._last_entries = len(pairset)
         out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world))
+        if self.settings.reg_rotation:     # on the control points: each stands for T / C frames
+            P = self.param
+            rot = (P.T / P.num_controls) * P.delta.square().sum() * (0.1 * self.h_tgt) ** 2
+            out["reg"] = out["reg"] + self.settings.weight("reg") * self.settings.reg_rotation * rot / \
+                self.objective.scales["reg"]
         if self.own_barrier is not None:       # a limb inside the character's own body: reported in 'pen'
             out["pen"] = out["pen"] + self.own_barrier.weighted([self.body_positions.unflatten(1, (-1, 2))])
         return out

@@ -64,6 +64,19 @@ def learning_rates(base_lrs, step: int, total: int, warmup: float, lr_final: flo
 
 
 @contextlib.contextmanager
+def torch_threads(n):
+    """torch's intra-op threads at ``n`` while the block runs (left alone when None or 0)."""
+    prev = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        if n:
+            torch.set_num_threads(prev)
+
+
+@contextlib.contextmanager
 def deterministic(device, on: bool = True):
     """torch's deterministic algorithms for the block when ``device`` is a GPU and ``on`` (``index_add_`` and
     scatters are not deterministic there otherwise: off, they add in whatever order the GPU's threads run). On the

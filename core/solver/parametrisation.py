@@ -160,8 +160,13 @@ class Parametrisation:
 
     def frame_residuals(self):
         """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
-        C, Jo = self.delta.shape[:2]
-        return self.spline(self.delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6), self.spline(self.root_off)
+        return self.residuals(self.delta, self.root_off)
+
+    def residuals(self, delta: torch.Tensor, root_off: torch.Tensor):
+        """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from control points ``delta`` (C, Jo, 6) and
+        ``root_off`` (C, 3) (the variables' shapes)."""
+        C, Jo = delta.shape[:2]
+        return self.spline(delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6), self.spline(root_off)
 
     def root_location(self, off: torch.Tensor) -> torch.Tensor:
         """(T, 3) hips basis location for root offsets ``off`` (T, 3) (units of h_tgt)."""

@@ -381,3 +381,44 @@ def test_smooth_root_adds_the_hips_added_jerk_once_per_point(pair):
     with torch.no_grad():                                          # the hips' jerk is not in L_smooth at w = 0
         assert float(ob0.raw_terms(p, n, 0.0, ps, sole, kicked)["smooth"]) == pytest.approx(
             float(ob0.raw_terms(p, n, 0.0, ps, sole, zero)["smooth"]), rel=1e-6)
+
+
+def test_the_cpu_never_records_a_cuda_graph(solved):
+    job, _ = solved
+    assert job._pose is None and job.stats["cuda_graph"] is False
+
+
+def test_a_solve_through_the_graphed_pose_is_the_eager_solve(pair, solved, monkeypatch):
+    """Recording needs a GPU (`make bench`'s GPU section compares graph and eager there, bit for bit); here the
+    plumbing around it runs with the recording replaced by the function itself."""
+    from core.solver.graphed import GraphedPose
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda fn, sample: fn)
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+    job.setup()
+    job._pose = GraphedPose(job)
+    first = job._pose(*job.param.params)
+    again = job._pose(*job.param.params)
+    assert len(first) == 4 and first[3] is not None              # off, positions, normals, body points
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(first, again))   # copies: a kept tensor stays
+    np.testing.assert_array_equal(job.run().rotations, solved[0].result().rotations)
+
+
+def test_a_graph_that_cannot_be_recorded_leaves_the_solve_eager(monkeypatch):
+    from types import SimpleNamespace
+
+    from core.solver.graphed import graphed_pose
+
+    calls = []
+
+    def refuse(fn, sample):
+        calls.append(fn)
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", refuse)
+    job = SimpleNamespace(settings=SolverSettings(), device=torch.device("cuda"), total=100, stats={},
+                          vars=SimpleNamespace(last_points=None), param=SimpleNamespace(params=[torch.zeros(2)]))
+    assert graphed_pose(job) is None
+    assert job.stats == {"cuda_graph": False,
+                         "cuda_graph_error": "operation not permitted when stream is capturing"}
+    job.total, job.stats = 5, {}                    # a short solve (a re-solve) is never recorded
+    assert graphed_pose(job) is None and job.stats == {"cuda_graph": False} and len(calls) == 1

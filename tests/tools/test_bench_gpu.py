@@ -43,6 +43,10 @@ def test_the_section_compares_a_device_with_the_cpu(case):
     assert targets["GPU: a reproducible solve run twice gives identical rotations and locations"] == (
         "2 of 2 lengths identical", True)
     assert not any("frames/s" in k for k in targets)          # the speed target starts at 1 000 frames
+    # no CUDA graph on the CPU: the "graphed" and the eager solve are one and the same computation
+    assert targets["GPU: the pose map as a CUDA graph gives the eager solve's rotations and locations"] == (
+        "2 of 2 lengths identical", True)
+    assert all(row.count("| identical |") == 2 for row in rows.values())
 
 
 def test_a_result_off_by_more_than_the_tolerance_fails(case):
@@ -80,3 +84,11 @@ def test_a_case_pickled_under_the_extension_names_loads_as_this_checkout(case, t
     with open(path, "rb") as f:
         back = bench_gpu._CoreUnpickler(f).load()["motion"]
     assert isinstance(back, Motion) and np.array_equal(back.rotations, mo.rotations)
+
+
+def test_setting_overrides_read_as_the_benches_read_them():
+    from tools.bench import setting_overrides
+    over = setting_overrides(["smooth_root=0", "fitted_pen_surface=false", "source_ground=track", "w_pen=7.5"])
+    assert over == {"smooth_root": 0, "fitted_pen_surface": False, "source_ground": "track", "w_pen": 7.5}
+    s = SolverSettings.preset("balanced", **over)
+    assert (s.smooth_root, s.fitted_pen_surface, s.source_ground) == (0, False, "track")
