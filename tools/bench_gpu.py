@@ -35,8 +35,11 @@ CPU_FRAMES = (75, 1000)
 #: bone (degrees): (largest, 99.9th percentile, mean). Both run the same float32 solve; the GPU sums in another
 #: order, and Adam's normalised steps carry such rounding through the whole clip's optimisation. The scale is the
 #: solve's own sensitivity to rounding: the CPU's float32 result against its float64 result on the same clip, which
-#: this section prints beside it (docs/solver.md "GPU")
+#: this section prints beside it. A GPU result as accurate as the CPU's float32 one is within twice that of it (the
+#: triangle inequality through the float64 result), so the allowed angles are the larger of TOLERANCE_DEG and
+#: ROUNDING_FACTOR × that column, per length (docs/solver.md "GPU")
 TOLERANCE_DEG = (2.0, 0.5, 0.01)
+ROUNDING_FACTOR = 2.0
 #: frames/s the issue aims for on a data-centre GPU at 1 000+ frames
 TARGET_FPS = 1000.0
 
@@ -58,6 +61,12 @@ def spread(a, b):
 def _identical(a, b) -> bool:
     """Whether two Motions have the same rotations and locations, bit for bit."""
     return bool((a.rotations == b.rotations).all() and (a.locations == b.locations).all())
+
+
+def allowed(f64) -> tuple:
+    """The angles (largest, 99.9th percentile, mean) a GPU result may differ from the CPU's by, given the CPU's own
+    float32-vs-float64 spread ``f64`` on the same clip (None: not measured)."""
+    return tuple(max(t, ROUNDING_FACTOR * (f if f64 else 0.0)) for t, f in zip(TOLERANCE_DEG, f64 or (0.0,) * 3))
 
 
 def _fmt(x):
@@ -112,7 +121,7 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
         "graphed | GPU f/s, not reproducible (s) | peak GPU memory | CPU f/s (s) | GPU vs CPU | CPU float32 vs float64 "
         "| GPU run twice |")
     out("|---|---|---|---|---|---|---|---|---|---|---|")
-    targets, worst, twice, graphed_same = {}, [], [], []
+    targets, checked, twice, graphed_same = {}, [], [], []
     for n in frames:
         clip = tile(smo, n)
         cpu_txt, f64 = "not run", None
@@ -132,7 +141,7 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
         _, dt_fast, _ = _timed(rt, src, clip, tgt, fast, cuda)
         vs_cpu = spread(res.motion.rotations, cpu_results[n].rotations) if n in cpu_results else None
         if vs_cpu is not None:
-            worst.append(vs_cpu)
+            checked.append((n, vs_cpu, allowed(f64)))
         same = "not run"
         if n <= 1000:
             twice.append(_identical(_retarget(rt, src, clip, tgt, repro).motion, res.motion))
@@ -144,11 +153,12 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
         if n >= 1000:
             targets[f"GPU ≥ {TARGET_FPS:.0f} frames/s at {n} frames (whole retarget, reproducible)"] = (
                 f"{n / dt:.0f} f/s (not reproducible: {n / dt_fast:.0f} f/s)", n / dt >= TARGET_FPS)
-    if worst:
-        top = tuple(max(w[i] for w in worst) for i in range(3))
+    if checked:
         tol = "° / ".join(f"{t:g}" for t in TOLERANCE_DEG)
-        targets[f"GPU rotations within {tol}° of the CPU's (largest / 99.9th pct / mean)"] = (
-            _fmt(top), all(t <= b for t, b in zip(top, TOLERANCE_DEG)))
+        targets[f"GPU rotations within the larger of {tol}° and {ROUNDING_FACTOR:g} × the CPU's float32-vs-float64 "
+                "of the CPU's (largest / 99.9th pct / mean)"] = (
+            "; ".join(f"{n} frames {_fmt(got)} (allowed {_fmt(ok)})" for n, got, ok in checked),
+            all(g <= a for _, got, ok in checked for g, a in zip(got, ok)))
     if twice:
         targets["GPU: a reproducible solve run twice gives identical rotations and locations"] = (
             f"{sum(twice)} of {len(twice)} lengths identical", all(twice))

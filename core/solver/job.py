@@ -411,11 +411,6 @@ class SolveJob:
             pairset = self.objective.pairs.active(p, alpha)
             self._last_entries = len(pairset)
         out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world))
-        if self.settings.reg_rotation:     # on the control points: each stands for T / C frames
-            P = self.param
-            rot = (P.T / P.num_controls) * P.delta.square().sum() * (0.1 * self.h_tgt) ** 2
-            out["reg"] = out["reg"] + self.settings.weight("reg") * self.settings.reg_rotation * rot / \
-                self.objective.scales["reg"]
         if self.own_barrier is not None:       # a limb inside the character's own body: reported in 'pen'
             out["pen"] = out["pen"] + self.own_barrier.weighted([self.body_positions.unflatten(1, (-1, 2))])
         return out

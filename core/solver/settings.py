@@ -67,9 +67,6 @@ class SolverSettings:
     sole_points: int = 24            #: per foot, mesh sole points under the floor barrier (0: key vertices only)
     root_init: str = "feet"          #: "feet": start the root where planted feet stay put; "copy": copy-rot's
     reg_free_root_xy: bool = True    #: L_reg ignores the horizontal root offset (docs/solver.md)
-    #: L_reg also holds the optimised bones' rotations near copy-rotations': Σ ||6D residual||² × (0.1 h_tgt)² per
-    #: frame, × this. A twist the key vertices cannot see is otherwise left to rounding (docs/solver.md "GPU")
-    reg_rotation: float = 0.0
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     scale_pair_terms: bool = True    #: compare pair distances / penetrations scaled by h_tgt / h_src (not raw)
     contact_focus: float = 3.0       #: L_dist's weight × (1 + contact_focus · W_src): source contacts matched closer

@@ -49,7 +49,9 @@ def test_the_section_compares_a_device_with_the_cpu(case):
     assert all(row.count("| identical |") == 2 for row in rows.values())
 
 
-def test_a_result_off_by_more_than_the_tolerance_fails(case):
+def test_a_result_off_by_more_than_the_tolerance_fails(case, monkeypatch):
+    # the turned CPU result below is also what the float64 run is compared with: the fixed tolerance alone decides
+    monkeypatch.setattr(bench_gpu, "ROUNDING_FACTOR", 0.0)
     src, mo, tgt = case
     cpu = rt.run(rt.Retarget(src, tile(Motion, mo, 20), tgt, rt.RetargetOptions(settings=SETTINGS, metrics=False,
                                                                               conflicts=False))).motion
@@ -61,7 +63,14 @@ def test_a_result_off_by_more_than_the_tolerance_fails(case):
     _, targets = _section(case, cpu_results={20: Motion(rot, cpu.locations, cpu.fps, cpu.frame_start)})
     (label,) = [k for k in targets if k.startswith("GPU rotations within")]
     measured, ok = targets[label]
-    assert not ok and measured.startswith(f"{bench_gpu.TOLERANCE_DEG[0] + 1.0:.3f}°")
+    assert not ok and measured.startswith(f"20 frames {bench_gpu.TOLERANCE_DEG[0] + 1.0:.3f}°")
+
+
+def test_the_allowed_angles_follow_the_solves_own_rounding_above_the_fixed_tolerance():
+    tol, k = bench_gpu.TOLERANCE_DEG, bench_gpu.ROUNDING_FACTOR
+    assert bench_gpu.allowed(None) == tol
+    f64 = (tol[0] / k + 1.0, tol[1] / k / 2, tol[2] / k * 3)     # above, below, above the fixed tolerance
+    assert bench_gpu.allowed(f64) == pytest.approx((k * f64[0], tol[1], k * f64[2]))
 
 
 def test_without_cuda_the_section_says_so_and_measures_nothing(case, monkeypatch):
