@@ -427,12 +427,13 @@ class SolveJob:
             # gradients per control point are O(1 / controls): rescaled, adam_eps means the same at any length
             (loss * self.param.num_controls).backward()
             self.optim.step()
-        vals = {k: float(v.detach()) for k, v in terms.items()}
+        *vals, total = torch.stack([v.detach() for v in terms.values()] + [loss.detach()]).tolist()  # one GPU sync
+        vals = dict(zip(terms, vals))
         self.history.append(vals)
         self.stats["pair_entries_last"] = self._last_entries
-        relative = self.relative(float(loss.detach()))      # at this step's α, before the step count moves
+        relative = self.relative(total)      # at this step's α, before the step count moves
         self._step += 1
-        return Progress(self._step / self.total, step, self.total, float(loss.detach()), vals, relative)
+        return Progress(self._step / self.total, step, self.total, total, vals, relative)
 
     def relative(self, loss: float, alpha: float = None) -> float:
         """``loss`` (at α, default the current step's) over copy-rotations' loss at the same α: 1 where the
