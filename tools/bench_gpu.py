@@ -136,7 +136,7 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
         log(f"  {n} frames on {device}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.timings.items())
             + f"; pose graphed: {res.solver_stats.get('cuda_graph')} {res.solver_stats.get('cuda_graph_error', '')}")
         solve = res.timings.get("solve_s", float("nan"))
-        res_eager, dt_eager, _ = _timed(rt, src, clip, tgt, eager, cuda)
+        res_eager, dt_eager, peak_eager = _timed(rt, src, clip, tgt, eager, cuda)
         graphed_same.append(_identical(res.motion, res_eager.motion))
         _, dt_fast, _ = _timed(rt, src, clip, tgt, fast, cuda)
         vs_cpu = spread(res.motion.rotations, cpu_results[n].rotations) if n in cpu_results else None
@@ -148,7 +148,7 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
             same = "identical" if twice[-1] else "differ"
         out(f"| {n} | {n / dt:.0f} ({dt:.1f} s) | {n / solve:.0f} | {n / dt_eager:.0f} ({dt_eager:.1f} s) | "
             f"{'identical' if graphed_same[-1] else 'differ'} | {n / dt_fast:.0f} ({dt_fast:.1f} s) | "
-            + (f"{peak:.0f} MB" if peak is not None else "n/a")
+            + (f"{peak:.0f} MB (not graphed {peak_eager:.0f} MB)" if peak is not None else "n/a")
             + f" | {cpu_txt} | {_fmt(vs_cpu)} | {_fmt(f64)} | {same} |")
         if n >= 1000:
             targets[f"GPU ≥ {TARGET_FPS:.0f} frames/s at {n} frames (whole retarget, reproducible)"] = (
