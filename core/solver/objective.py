@@ -17,8 +17,8 @@ import torch
 from ..descriptors import height, pair_descriptors, sliding
 from ..errors import CoreError
 from ..vec3 import dot3
-from ..losses import (dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss, reg_loss, sliding_loss,
-                      smooth_loss)
+from ..losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss,
+                      reg_loss, sliding_loss, smooth_loss)
 from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
                        time_mean)
 from .settings import TERMS
@@ -36,13 +36,15 @@ def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
     return focused(w_src, w_src, focus).square()
 
 
-def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False) -> dict:
+def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False,
+               state_margin: float = None) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
     L_dist's weight × (1 + focus · W_src), the source's contacts matched more closely than its far pairs;
     ``surface_pen``: where the source's key vertex is behind the other's surface, L_pen only keeps the target's
-    from being behind it (``losses.pen_loss``)."""
+    from being behind it (``losses.pen_loss``); ``state_margin``: also 'state', the pairs' contact state at d_min
+    with this margin (``losses.contact_state_loss``, in L_dist's units), when not None."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -52,6 +54,9 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     pen_ji = -dot3(n_j, d.dir)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
     out = {"dist": dist_loss(d.dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
+    if state_margin is not None:
+        out["state"] = contact_state_loss(d.dist, pairset.src_dist, pairset.src_dmin, pairset.tgt_dmin, w,
+                                          state_margin, scale["dist"])
     # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
     # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
     fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
@@ -239,7 +244,8 @@ class Objective:
             m = vs[term]
             return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
         return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
-                          self.settings.contact_focus, self.surface_pen)
+                          self.settings.contact_focus, self.surface_pen,
+                          self.settings.contact_margin if self.settings.contact_state else None)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier is reported inside 'height', the foot lock inside
@@ -247,6 +253,8 @@ class Objective:
         s = self.settings
         out = {k: s.weight(k) * raw[k] / self.scales[k] for k in TERMS}
         out["height"] = out["height"] + s.weight("height") * raw["floor"] / self.scales["floor"]
+        if "state" in raw:      # the contact state, on L_dist's scale (docs/solver.md "Pair terms")
+            out["dist"] = out["dist"] + s.weight("dist") * s.contact_state * raw["state"] / self.scales["dist"]
         if "lock" in raw:
             out["sliding"] = out["sliding"] + s.weight("sliding") * s.foot_lock * raw["lock"] / self.scales["lock"]
         return out

@@ -70,6 +70,11 @@ class SolverSettings:
     scale_floor_terms: bool = True   #: compare heights / foot velocities scaled by h_tgt / h_src (not raw)
     scale_pair_terms: bool = True    #: compare pair distances / penetrations scaled by h_tgt / h_src (not raw)
     contact_focus: float = 3.0       #: L_dist's weight × (1 + contact_focus · W_src): source contacts matched closer
+    #: L_dist also keeps each pair on the source's side of d_min (in contact or apart), as far from it as the
+    #: source is, up to ``contact_margin`` of d_min: × this, on L_dist's scale (``losses.contact_state_loss``,
+    #: docs/solver.md "Pair terms: the contact state"). 0: off
+    contact_state: float = 100.0
+    contact_margin: float = 0.1
     #: where a fitted source body (a skeleton-only source) holds a key vertex behind another's surface, L_pen only
     #: keeps the target's from being behind it: the overlap is the fit's, not the capture's (docs/solver.md)
     fitted_pen_surface: bool = True

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from core.losses import (cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss, reg_loss,
-                         sliding_loss, smooth_loss)
+from core.losses import (contact_state_loss, cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss,
+                         reg_loss, sliding_loss, smooth_loss)
 
 
 def test_reg_loss_is_sum_of_squared_offsets():
@@ -84,3 +84,18 @@ def test_time_mean_by_hand():
     assert torch.allclose(m[:, 0], torch.tensor([1.5, 3.0, 3.0, 3.0]))
     assert torch.allclose(m[:, 1], torch.tensor([1.0, 1.0, 2.0, 2.5]))
     assert time_mean(w, 0) is w
+
+
+def test_contact_state_loss_keeps_the_sources_side_of_d_min_by_hand():
+    # d_min 0.1 in the source, 0.2 in the target, margin 10 %: entries (source, target) distances
+    src = torch.tensor([0.05, 0.05, 0.15, 0.15, 0.15, 0.103, 0.103])
+    tgt = torch.tensor([0.17, 0.25, 0.25, 0.21, 0.15, 0.207, 0.205])
+    dmin_s, dmin_t = torch.full((7,), 0.1), torch.full((7,), 0.2)
+    w = torch.tensor([1.0, 1.0, 1.0, 1.0, 2.0, 1.0, 1.0])
+    # 1: contact kept (0.17 < 0.9 × 0.2); 2: contact lost by 0.25 − 0.18; 3: gap kept; 4: gap kept, but inside the
+    # margin (0.22 − 0.21); 5: gap closed by 0.22 − 0.15, weight 2; 6, 7: a source 3 % beyond d_min asks the target
+    # to be 3 % beyond its own, not 10 %: 7 pays 0.206 − 0.205
+    want = 0.07 ** 2 + 0.01 ** 2 + (2 * 0.07) ** 2 + 0.001 ** 2
+    assert float(contact_state_loss(tgt, src, dmin_s, dmin_t, w, 0.1)) == pytest.approx(want, rel=1e-4)
+    assert float(contact_state_loss(tgt, src, dmin_s, dmin_t, w, 0.1, torch.full((7,), 0.5))) == pytest.approx(
+        0.5 * want, rel=1e-4)
