@@ -68,8 +68,8 @@ def main(argv=None) -> int:
         for _ in range(K):
             job._adam_step()
     total = sum(c.by_place.values())
-    print(f"{pathlib.Path(bench.SCALING[0]).stem} tiled to {args.frames} frames -> {pathlib.Path(bench.SCALING[1]).stem}:"
-          f" {total / K:.0f} operations a step (mean of {K})")
+    case = f"{pathlib.Path(bench.SCALING[0]).stem} tiled to {args.frames} frames -> {pathlib.Path(bench.SCALING[1]).stem}"
+    print(f"{case}: {total / K:.0f} operations a step (mean of {K})")
     for place, n in c.by_place.most_common(args.top):
         print(f"{n / K:8.1f}  {place}")
     print()
