@@ -93,6 +93,9 @@ ADVANCED_BOOLS = (
     ("foot_contact", "Foot Contact", "Where the source foot is grounded, put the target's sole on the floor "
      "instead of matching raw key-vertex heights (bodies differ in how high key vertices sit above the sole)",
      True),
+    ("partner_contact_state", "Partner Contact State", "Partners solved together: keep the contact state (Contact "
+     "State) between the characters too. Hands are held more often, each character's own contacts a little less",
+     False),
 )
 #: Every advanced field name, in panel order.
 ADVANCED_NAMES = tuple(f[0] for f in ADVANCED_INTS + ADVANCED_FLOATS + ADVANCED_BOOLS)

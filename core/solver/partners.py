@@ -282,8 +282,11 @@ class PartnerObjective:
             inv = (1.0 / self.scales[k]).index_select(0, block)
             v = self._pscale(k, ps)
             scale[k] = inv if v is None else inv * v
-        vals = pair_terms(p, n, alpha, ps, scale, s.contact_focus)
+        vals = pair_terms(p, n, alpha, ps, scale, s.contact_focus,
+                          state_margin=s.contact_margin if s.contact_state and s.partner_contact_state else None)
         out = {f"partner_{k}": s.weight(k) * s.w_partner * vals[k] for k in PAIR_TERMS}
+        if "state" in vals:     # the contact state between the characters too, on partner L_dist's scale
+            out["partner_dist"] = out["partner_dist"] + s.weight("dist") * s.w_partner * s.contact_state * vals["state"]
         e, c = self._gaze(p, p.detach(), alpha)
         self.last_gaze_entries = int(e.numel())
         out["gaze"] = s.weight("dir") * s.w_gaze * (e / self.scales["gaze"].index_select(0, c)).sum()

@@ -75,6 +75,9 @@ class SolverSettings:
     #: docs/solver.md "Pair terms: the contact state"). 0: off
     contact_state: float = 100.0
     contact_margin: float = 0.1
+    #: the contact state between the characters of a joint solve too (× contact_state, on the partner L_dist's
+    #: scale): hands held more often, but each character's own contacts kept less (docs/solver.md "Multi-character")
+    partner_contact_state: bool = False
     #: where a fitted source body (a skeleton-only source) holds a key vertex behind another's surface, L_pen only
     #: keeps the target's from being behind it: the overlap is the fit's, not the capture's (docs/solver.md)
     fitted_pen_surface: bool = True

@@ -164,6 +164,23 @@ def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):
     assert set(out) == {"partner_dist", "partner_dir", "partner_pen", "gaze"}
 
 
+def test_the_contact_state_between_partners_is_added_to_partner_l_dist_on_request(group_job):
+    """partner_contact_state: the pairs between the characters pay the contact state too, inside partner L_dist;
+    off (the default), nothing of it. With the follow moved 30 cm away, held hands are on the wrong side of d_min."""
+    import dataclasses
+    po = group_job.partners
+    with torch.no_grad():
+        p = torch.cat([m.p_init for m in group_job.members], 1).clone()
+        n = torch.cat([m.n_init for m in group_job.members], 1)
+        p[:, group_job.members[0].num_keyverts:, 0] += 0.3
+        entries = po.raw_entries(p, 1.0)
+        off = po.weighted(p, n, 1.0, entries)
+        po.settings = dataclasses.replace(po.settings, partner_contact_state=True)
+        on = po.weighted(p, n, 1.0, entries)
+    assert float(on["partner_dist"]) > 1.01 * float(off["partner_dist"])
+    assert all(float(on[k]) == float(off[k]) for k in ("partner_dir", "partner_pen", "gaze"))
+
+
 @pytest.mark.slow
 def test_the_joint_solve_joins_the_hands_that_solving_alone_loses(scene):
     a, ma, b, mb, ta, tb = scene
