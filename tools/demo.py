@@ -1,6 +1,6 @@
 """`make demo`: build the embedded demo scene and retarget it headless.
 
-    python tools/demo.py --out demo_output [--method auto|reconform|copy_rotations] [--quality fast]
+    python tools/demo.py --out demo_output [--method auto|reconform|copy_rotations] [--quality fast] [--set NAME=VALUE]
 
 1. tools/make_demo_scene.py generates three skinned humanoids (core.body) and a source motion keyed by code
    (steps, clap, hands on hips, squat) and saves <out>/demo.blend.
@@ -45,7 +45,15 @@ def parse_args(argv):
     p.add_argument("--method", choices=("auto", "reconform", "copy_rotations"), default="auto")
     p.add_argument("--quality", choices=("fast", "balanced", "best"), default="fast", help="solver preset")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="frame range (default: all)")
+    p.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable), as "
+                   "tools/bench.py's")
     return p.parse_args(argv)
+
+
+def _settings(args) -> dict:
+    """The solver settings as the panel names them: the preset ('quality') and any ``--set`` overrides."""
+    from bench import setting_overrides
+    return {"quality": args.quality, **setting_overrides(args.set)}
 
 
 def run(args, log):
@@ -67,7 +75,7 @@ def run(args, log):
     def retarget(name, label, **kw):
         """One retarget through the pipeline; with ReConForM, its copy-rotations start written beside it."""
         tgt = bpy.data.objects[name]
-        res = pipeline.retarget(src, tgt, method=method, settings={"quality": args.quality},   # as the panel names it
+        res = pipeline.retarget(src, tgt, method=method, settings=_settings(args),   # as the panel names it
                                 **kw)
         entry = {method: res.report}
         if method == "reconform":   # the copy-rotations baseline, kept in the file beside the result
@@ -111,7 +119,7 @@ def _couple(args, log, method, group, write):
 
     pairs = [(bpy.data.objects[s], bpy.data.objects[t], bpy.data.actions[a]) for s, t, a in COUPLE]
     log(f"{method} ({args.quality}), together: " + ", ".join(f"{s} -> {t}" for s, t, _ in COUPLE))
-    res = group.retarget_group(pairs, method=method, settings={"quality": args.quality},
+    res = group.retarget_group(pairs, method=method, settings=_settings(args),
                                report=lambda m: log("  " + m) if m.startswith("Solving") else None)
     rep = dict(res.report)
     if method == "reconform":
