@@ -37,7 +37,17 @@ class GraphedPose:
             off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
             return (off, p, n) + ((pts,) if self.has_points else ())
         sample = tuple(t.detach().clone().requires_grad_(True) for t in job.param.params)
-        self._graphed = torch.cuda.make_graphed_callables(controls_pose, sample)
+        # recording warms up on a side stream, and torch then warns once per process that an AccumulateGrad node's
+        # stream differs from its producer's; the replays give the eager pose's results bit for bit (bench_gpu), so
+        # the warning is silenced while recording only
+        quiet = getattr(torch.autograd.graph, "set_warn_on_accumulate_grad_stream_mismatch", None)
+        if quiet is not None:
+            quiet(False)
+        try:
+            self._graphed = torch.cuda.make_graphed_callables(controls_pose, sample)
+        finally:
+            if quiet is not None:
+                quiet(True)
 
     def __call__(self, delta: torch.Tensor, root_off: torch.Tensor):
         out = [t.clone() for t in self._graphed(delta, root_off)]
