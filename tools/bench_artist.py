@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import math
 import os
 import pathlib
 import statistics
@@ -91,7 +90,7 @@ def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, rep
                 scrub_relative=(warm.relative, cold.relative, warm.warm), outcome=first, motion=motion,
                 settings=settings,
                 frames=frames, window_frames=window,
-                resolve_steps=math.ceil(settings.iterations * settings.resolve_state_fraction))
+                resolve_steps=settings.num_steps(warm=True, continued=True))
 
 
 def section(out, mods, loader, threads: int) -> dict:

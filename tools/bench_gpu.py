@@ -194,8 +194,7 @@ def group_check(out, device: str = "cuda", frames: int = 60, iterations: int = 6
     first, dt = solve(device)
     again, _ = solve(device)
     cpu, dt_cpu = solve("cpu")
-    same = all(np.array_equal(x.rotations, y.rotations) and np.array_equal(x.locations, y.locations)
-               for x, y in zip(first, again))
+    same = all(_identical(x, y) for x, y in zip(first, again))
     top = [spread(x.rotations, y.rotations) for x, y in zip(first, cpu)]
     worst = tuple(max(t[i] for t in top) for i in range(3))
     out(f"Joint solve of two characters (synthetic couple, {frames} frames, {iterations} steps) on {device}: "

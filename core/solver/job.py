@@ -11,7 +11,6 @@ once): set-up, one Adam step per ``next()``, cancel between steps, result.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 
@@ -100,7 +99,7 @@ class SolveJob:
         self.warm_sixd = warm_sixd if warm_start is not None else None
         self.warm_state = warm_state if warm_start is not None else None
         self.fps = float(source_motion.fps)
-        self.total = self._num_steps(self.warm_state is not None)
+        self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None)
         self._cancel = threading.Event()
         self._ready = False
         self._done = False
@@ -118,8 +117,13 @@ class SolveJob:
         """Ask the solve to stop before its next step (thread-safe)."""
         self._cancel.set()
 
-    cancelled = property(lambda self: self._cancel.is_set())
-    done = property(lambda self: self._done)
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        return self._done
 
     @property
     def num_frames(self) -> int:
@@ -306,18 +310,12 @@ class SolveJob:
         self.optim = Adam(self.param.params, [s.lr_rot, s.lr_root], eps=s.adam_eps)
         # near an optimum already: a fresh Adam takes smaller steps; one continuing the last solve's takes its own
         cont = self.stats["continued_state"] = self.warm_state is not None and self.optim.continue_from(self.warm_state)
-        self.total = self._num_steps(cont)
+        self.total = s.num_steps(self.warm_start is not None, cont)
         lr_scale = s.warm_lr if self.warm_start is not None and not cont else 1.0
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
         self.own_barrier = own_barrier(self)      # body_positions: the start's (copy-rotations)
         self._pose = graphed_pose(self)
         self._ready = True
-
-    def _num_steps(self, continued: bool) -> int:
-        s = self.settings
-        if self.warm_start is None:
-            return max(1, int(s.iterations))
-        return max(1, math.ceil(s.iterations * (s.resolve_state_fraction if continued else s.resolve_fraction)))
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
         """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the

@@ -5,6 +5,8 @@ Defaults and the measurements behind them: docs/solver.md.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple
 
@@ -116,6 +118,14 @@ class SolverSettings:
         if name not in PRESETS:
             raise CoreError(f"Unknown quality preset '{name}': use one of {', '.join(PRESETS)}.")
         return replace(cls(), **{**PRESETS[name], **overrides})
+
+    def num_steps(self, warm: bool = False, continued: bool = False) -> int:
+        """Adam steps of a solve: ``iterations``, or for a warm-started re-solve that share of them
+        (``resolve_state_fraction`` when it continues the last solve's optimiser, else ``resolve_fraction``)."""
+        if not warm:
+            return max(1, int(self.iterations))
+        share = self.resolve_state_fraction if continued else self.resolve_fraction
+        return max(1, math.ceil(self.iterations * share))
 
     def weight(self, term: str) -> float:
         w = getattr(self, f"w_{term}")
