@@ -82,6 +82,8 @@ ADVANCED_FLOATS = (
      1000.0),
     ("foot_lock", "Foot Lock", "Where the source foot stands still on the floor, the target's sole must not "
      "slide (a factor on the sliding weight; 0 turns it off)", 2.0, 0.0, 1000.0),
+    ("foot_contact_weight", "Foot Contact Weight", "Where the source foot is on the floor, how firmly the "
+     "target's sole is held on it (a factor on the height weight; with Foot Contact on)", 2.0, 0.0, 1000.0),
     ("lr_rot", "Rotation Step", "Adam step on the rotation residual (about radians)", 0.02, 1e-5, 1.0),
     ("lr_root", "Root Step", "Adam step on the root offset, in target heights", 0.01, 1e-5, 1.0),
 )

@@ -225,8 +225,7 @@ class Objective:
             out["floor"] = out["floor"] + floor_barrier(hs)
             if feet is not None and feet.contact_w is not None:
                 lows = feet.sole_lows(sole, hs)                                     # (T, 2)
-                f, hgt = feet.contact_terms(h, lows, vs["height"], feet.relief(p, sole, hs))
-                out["floor"] = out["floor"] + f
+                out["sole_contact"], hgt = feet.contact_terms(h, lows, vs["height"], feet.relief(p, sole, hs))
                 out["height"] = out["height"] + hgt
         vel = sliding(p, self.fps)
         ws = time_mean(wf, int(round(0.5 * s.sliding_window_s * self.fps))) if s.sliding_window_s > 0 else wf
@@ -248,11 +247,14 @@ class Objective:
                           self.settings.contact_margin if self.settings.contact_state else None)
 
     def weighted(self, raw: dict) -> dict:
-        """{term: weight · raw / scale}; the floor barrier is reported inside 'height', the foot lock inside
-        'sliding' (both are about the same thing)."""
+        """{term: weight · raw / scale}; the floor barrier and the foot contact are reported inside 'height', the
+        foot lock inside 'sliding' (each is about the same thing)."""
         s = self.settings
         out = {k: s.weight(k) * raw[k] / self.scales[k] for k in TERMS}
         out["height"] = out["height"] + s.weight("height") * raw["floor"] / self.scales["floor"]
+        if "sole_contact" in raw:   # foot contact: the lowest sole points at the source feet's heights, same scale
+            out["height"] = out["height"] + (s.weight("height") * s.foot_contact_weight * raw["sole_contact"]
+                                             / self.scales["floor"])
         if "state" in raw:      # the contact state, on L_dist's scale (docs/solver.md "Pair terms")
             out["dist"] = out["dist"] + s.weight("dist") * s.contact_state * raw["state"] / self.scales["dist"]
         if "lock" in raw:

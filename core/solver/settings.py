@@ -85,6 +85,9 @@ class SolverSettings:
     fitted_pen_surface: bool = True
     foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
+    #: where the source foot is grounded, its lowest sole point held at the source foot's height: × this, beside
+    #: L_height on the floor barrier's scale (docs/solver.md "Foot contact weight"; 1 until 2026-11-26)
+    foot_contact_weight: float = 2.0
     contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
     lock_band: tuple = (LOCK_MIN, LOCK_MAX)           #: source foot speed (share of h_c per s): locked 1 -> 0
     optimise_fingers: bool = False

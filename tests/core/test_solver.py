@@ -454,3 +454,25 @@ def test_the_contact_state_enters_l_dist_on_its_own_scale(pair):
         assert float(ob2.weighted(raw2)["dist"]) == pytest.approx(
             w * float(raw2["dist"] + 2.0 * raw2["state"]) / ob2.scales["dist"], rel=1e-5)
     assert float(raw2["state"]) > 0.0                              # the moved pose leaves some pair on the wrong side
+
+
+def test_the_foot_contact_weight_scales_the_sole_contact_on_the_floor_scale(pair):
+    """foot_contact_weight w adds w × the foot-contact match (each grounded foot's lowest sole point against the
+    source foot's height) to 'height', on the floor barrier's fixed scale; at 0 the match is gone and the rest of
+    'height' is untouched. Feet lowered 2 cm make the match (and so the difference) grow."""
+    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "foot_contact_weight")
+    assert ob2.scales == ob0.scales
+    zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
+    ps = ob2.pairs.active(p, 1.0)
+    lowered = sole.clone()
+    lowered[..., 2] -= 0.02
+    gaps = []
+    for s_in in (sole, lowered):
+        with torch.no_grad():
+            raw0, raw2 = ob0.raw_terms(p, n, 1.0, ps, s_in, zero), ob2.raw_terms(p, n, 1.0, ps, s_in, zero)
+        assert float(raw0["sole_contact"]) == pytest.approx(float(raw2["sole_contact"]), rel=1e-6)
+        gap = float(ob2.weighted(raw2)["height"]) - float(ob0.weighted(raw0)["height"])
+        w = ob2.settings.weight("height")
+        assert gap == pytest.approx(2.0 * w * float(raw2["sole_contact"]) / ob2.scales["floor"], rel=1e-4, abs=1e-9)
+        gaps.append(gap)
+    assert gaps[1] > gaps[0] > 0.0
