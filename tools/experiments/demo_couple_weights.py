@@ -1,6 +1,7 @@
 """The demo couple ('Lead'/'Follow' retargeted together onto 'Giant' 2.05 m and 'Child' 1.30 m, tools/demo.py)
 solved with solver setting overrides, to see what keeps the hands apart (docs/solver.md "Multi-character",
-"The demo couple"): the partner metrics, the solver's final weighted terms and each target's own F1s.
+"The demo couple"): the partner metrics, the solver's final weighted terms, each target's own F1s and how far
+its feet go under the floor.
 
     .venv/bin/python tools/demo.py --out /tmp/d --quality fast          # builds /tmp/d/demo.blend
     .venv/bin/python tools/experiments/demo_couple_weights.py /tmp/d/demo.blend [--set w_partner=3] [--quality balanced]
@@ -12,6 +13,8 @@ import argparse
 import json
 import pathlib
 import sys
+
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -41,10 +44,15 @@ def main(argv=None) -> int:
           f"(source {100 * pm['source_partner_pen_mean']:.3f} %)")
     terms = out.solver_stats.get("final_terms") or {}
     print("  final weighted terms: " + ", ".join(f"{k} {float(v):.2f}" for k, v in terms.items()))
+    track = mod("core.track")
     for m in out.members:
         print(f"  {m.target.name}: " + ", ".join(f"{k} {m.metrics[k]:.3f}" for k in
                                                  ("contact_f1", "grounded_f1", "locked_f1", "locked_strict_f1", "floor_pen_mean", "jerk_mean")
                                                  if k in m.metrics))
+        # how far its feet go under the floor (z = 0): the lowest mesh point of either foot, per frame
+        low = np.minimum(*(f[..., 2].min(1) for f in track.ClipTrack(m.target, m.motion).foot_points))
+        print(f"    lowest foot point: min {1000 * low.min():.1f} mm, 10th percentile "
+              f"{1000 * np.percentile(low, 10):.1f} mm, {int((low < -0.002).sum())} of {len(low)} frames below -2 mm")
     sys.stdout.flush()
     return 0
 
