@@ -18,6 +18,7 @@ from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProp
                        IntProperty, PointerProperty, StringProperty)
 from bpy.types import PropertyGroup
 
+from .advanced_fields import ADVANCED_BOOLS, ADVANCED_FLOATS, ADVANCED_INTS, ADVANCED_NAMES
 from .bridge.terrain import GROUND_TYPES
 
 ROLES = ('source', 'target')
@@ -62,45 +63,6 @@ ROLE_ITEMS = (
     ('SOURCE', "Source", "The character whose motion is retargeted"),
     ('TARGET', "Target", "The character receiving the motion"),
 )
-
-#: Advanced solver fields shown in the panel: (SolverSettings field, label, description, default, min, max).
-#: Defaults here only matter until the first preset is applied; ``apply_preset`` copies the preset's values.
-ADVANCED_FLOATS = (
-    ("w_reg", "Regularisation", "Weight of staying close to the copied rotations", 0.3, 0.0, 1000.0),
-    ("w_smooth", "Smoothness", "Weight of temporal smoothness (jerk of key vertices)", 0.5, 0.0, 1000.0),
-    ("w_sem", "Semantics", "Global weight of the semantic terms below", 1.0, 0.0, 1000.0),
-    ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 2.0, 0.0, 1000.0),
-    ("contact_state", "Contact State", "Each key-vertex pair in contact in the source (closer than 5 % of the "
-     "height) stays in contact, and each pair apart stays apart (a factor on the distance weight; 0 turns it off)",
-     100.0, 0.0, 10000.0),
-    ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
-    ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 1.0, 0.0, 1000.0),
-    ("w_self_barrier", "Self Collision", "Keep each limb out of the character's own body, no deeper than in the "
-     "source or in copy rotations (capsule proxies; 0 turns it off, a little faster)", 1.0, 0.0, 1000.0),
-    ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),
-    ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 5.0, 0.0,
-     1000.0),
-    ("foot_lock", "Foot Lock", "Where the source foot stands still on the floor, the target's sole must not "
-     "slide (a factor on the sliding weight; 0 turns it off)", 2.0, 0.0, 1000.0),
-    ("foot_contact_weight", "Foot Contact Weight", "Where the source foot is on the floor, how firmly the "
-     "target's sole is held on it (a factor on the height weight; with Foot Contact on)", 2.0, 0.0, 1000.0),
-    ("lr_rot", "Rotation Step", "Adam step on the rotation residual (about radians)", 0.02, 1e-5, 1.0),
-    ("lr_root", "Root Step", "Adam step on the root offset, in target heights", 0.01, 1e-5, 1.0),
-)
-ADVANCED_INTS = (
-    ("iterations", "Iterations", "Adam steps over the whole clip (a first solve)", 120, 1, 100000),
-)
-#: (SolverSettings field, label, description, default).
-ADVANCED_BOOLS = (
-    ("foot_contact", "Foot Contact", "Where the source foot is grounded, put the target's sole on the floor "
-     "instead of matching raw key-vertex heights (bodies differ in how high key vertices sit above the sole)",
-     True),
-    ("partner_contact_state", "Partner Contact State", "Partners solved together: keep the contact state (Contact "
-     "State) between the characters too. Hands are held more often, each character's own contacts a little less",
-     False),
-)
-#: Every advanced field name, in panel order.
-ADVANCED_NAMES = tuple(f[0] for f in ADVANCED_INTS + ADVANCED_FLOATS + ADVANCED_BOOLS)
 
 
 def _is_armature(self, obj):

@@ -3,6 +3,7 @@
 from bpy.types import Panel
 
 from .. import deps, live, session
+from ..advanced_fields import ADVANCED_NAMES
 from .common import _Base
 
 
@@ -56,8 +57,6 @@ class VIEW3D_PT_reconform_solver_advanced(_Base, Panel):
         self.layout.prop(context.scene.reconform, "use_advanced", text="")
 
     def draw(self, context):
-        from ..properties import ADVANCED_NAMES
-
         layout = self.layout
         s = context.scene.reconform
         layout.operator("reconform.apply_preset", icon='PRESET')
