@@ -111,9 +111,9 @@ class Objective:
         self.surface_pen = bool(source_fitted and s.fitted_pen_surface)
         self.pairs_allowed = int(mask.sum())
         self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
-        if s.smooth_mode not in ("added", "absolute"):
-            raise CoreError(f"smooth_mode must be 'added' or 'absolute', not '{s.smooth_mode}'.")
-        self.p_init = self.jerk_init = self.sole_jerk_init = None
+        if s.smooth_mode not in ("added", "source", "absolute"):
+            raise CoreError(f"smooth_mode must be 'added', 'source' or 'absolute', not '{s.smooth_mode}'.")
+        self.p_init = self.jerk_ref = self.sole_jerk_init = None
         self.scales = None
 
     # -- set-up at the initial state -------------------------------------------------------------------------
@@ -123,7 +123,10 @@ class Objective:
         anchor, the added-jerk reference, and the reference scales of every term (α = 0)."""
         T = p_init.shape[0]
         self.p_init = p_init
-        self.jerk_init = jerk(p_init, self.fps) if T >= 4 else None
+        #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk, or the source's own to the target's height
+        src = self.settings.smooth_mode == "source"
+        self.jerk_ref = None if T < 4 else (jerk(self.src_p, self.fps) * (self.h_tgt / self.h_src) if src
+                                            else jerk(p_init, self.fps))
         self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and T >= 4 else None   # (T−3, S, 3)
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)
@@ -194,7 +197,7 @@ class Objective:
             out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
         else:
             out["reg"] = reg_loss(p, self.p_init, vs["reg"])
-        ref = self.jerk_init if s.smooth_mode == "added" else None
+        ref = None if s.smooth_mode == "absolute" else self.jerk_ref
         # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
         eps = 1e-5 * self.fps ** 3
         out["smooth"] = smooth_loss(p, self.fps, vs["smooth"], eps=eps, reference=ref)
@@ -202,7 +205,7 @@ class Objective:
             # the sole points (the toes, the heels) move most where the foot terms correct a frame, and no key
             # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
             out["smooth"] = out["smooth"] + s.smooth_soles * smooth_loss(
-                sole, self.fps, None, eps=eps, reference=self.sole_jerk_init if s.smooth_mode == "added" else None)
+                sole, self.fps, None, eps=eps, reference=None if s.smooth_mode == "absolute" else self.sole_jerk_init)
         if s.smooth_root and root_world.shape[0] >= 4:
             # the hips' offset from copy-rotations moves every point with it: its jerk is added to all of them
             # unless a limb takes it back, so it counts once per point (docs/solver.md "Issue 11 item 1, jerk")

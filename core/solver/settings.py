@@ -60,7 +60,9 @@ class SolverSettings:
     warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
     lr_final: float = 0.1       #: the learning rate decays (cosine) to this fraction at the last step
     alpha_end: float = 1.0      #: share of the steps at which α (the target's adaptive weights) reaches 1
-    smooth_mode: str = "added"  #: "added": jerk added to the initial motion; "absolute": the jerk itself
+    #: "added": the key vertices' jerk added to the initial motion's; "source": added to the source's own (× h_tgt /
+    #: h_src; the sole points' still to the initial motion's); "absolute": the jerk itself (docs/solver.md)
+    smooth_mode: str = "added"
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
     exclude_same_limb: bool = True
     clamp_source_height: bool = True  #: L_height matches source heights below the floor at 0

@@ -476,3 +476,30 @@ def test_the_foot_contact_weight_scales_the_sole_contact_on_the_floor_scale(pair
         assert gap == pytest.approx(2.0 * w * float(raw2["sole_contact"]) / ob2.scales["floor"], rel=1e-4, abs=1e-9)
         gaps.append(gap)
     assert gaps[1] > gaps[0] > 0.0
+
+
+def test_smooth_mode_source_measures_the_jerk_added_to_the_sources_own(pair):
+    """smooth_mode 'source': L_smooth's reference is the source key vertices' jerk × h_tgt / h_src, so the source's
+    own paths scaled to the target's height add (almost) nothing, and copy-rotations' paths (another jerk on this
+    target) add what 'added' mode reads there for the source's scaled paths; an unknown mode is refused."""
+    src, m, tgt, init = pair
+    jobs = {}
+    for mode in ("added", "source"):
+        jobs[mode] = SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_mode=mode, smooth_soles=0.0,
+                                                                smooth_root=0.0))
+        jobs[mode].setup()
+    ob_a, ob_s = jobs["added"].objective, jobs["source"].objective
+    p0, n0 = jobs["added"].p_init, jobs["added"].n_init
+    scaled = ob_s.src_p * (ob_s.h_tgt / ob_s.h_src)
+    zero = torch.zeros((p0.shape[0], 3), dtype=p0.dtype)
+    ps = ob_a.pairs.active(p0, 1.0)
+
+    def smooth(ob, p):
+        with torch.no_grad():
+            return float(ob.raw_terms(p, n0, 1.0, ps, None, zero)["smooth"])
+    floor = smooth(ob_a, p0)                       # the ε floor: copy-rotations against itself
+    assert smooth(ob_s, scaled) == pytest.approx(floor, rel=1e-3)
+    assert smooth(ob_s, p0) == pytest.approx(smooth(ob_a, scaled), rel=1e-3)
+    assert smooth(ob_s, p0) > 10.0 * floor
+    with pytest.raises(CoreError, match="smooth_mode"):
+        SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_mode="gentle")).setup()
