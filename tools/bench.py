@@ -22,6 +22,7 @@ Timings are wall-clock on whatever machine runs it; on a shared 2-core machine t
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import os
@@ -115,15 +116,18 @@ def time_methods(spent: dict, cls, *names, key=None):
 
 
 def setting_overrides(pairs) -> dict:
-    """SolverSettings overrides from ``--set NAME=VALUE`` strings: numbers, true/false and lists as JSON, anything
-    else (track, feet, ...) as text."""
+    """SolverSettings overrides from ``--set NAME=VALUE`` strings: numbers, true/false and lists as JSON, Python's
+    own literals (True, False, None, tuples) as Python reads them, anything else (track, feet, ...) as text."""
     out = {}
     for kv in pairs:
         k, _, v = kv.partition("=")
         try:
             out[k] = json.loads(v)
         except json.JSONDecodeError:
-            out[k] = v
+            try:
+                out[k] = ast.literal_eval(v)
+            except (ValueError, SyntaxError):
+                out[k] = v
     return out
 
 

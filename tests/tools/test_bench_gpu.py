@@ -99,5 +99,8 @@ def test_setting_overrides_read_as_the_benches_read_them():
     from tools.bench import setting_overrides
     over = setting_overrides(["smooth_root=0", "fitted_pen_surface=false", "source_ground=track", "w_pen=7.5"])
     assert over == {"smooth_root": 0, "fitted_pen_surface": False, "source_ground": "track", "w_pen": 7.5}
+    # Python's spelling of a flag is a flag, not the (truthy) text 'False'
+    assert setting_overrides(["partner_lift=False", "contact_band=(0.01, 0.02)", "smooth_mode=source"]) == {
+        "partner_lift": False, "contact_band": (0.01, 0.02), "smooth_mode": "source"}
     s = SolverSettings.preset("balanced", **over)
     assert (s.smooth_root, s.fitted_pen_surface, s.source_ground) == (0, False, "track")

@@ -10,7 +10,6 @@ its feet go under the floor.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 
@@ -21,6 +20,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import render_docs as rd  # noqa: E402  (enables the add-on; imports bpy)
 from render_docs import bpy, mod  # noqa: E402
+from bench import setting_overrides  # noqa: E402  (the benches' --set)
 
 COUPLE = (("Lead", "Giant", "LeadDance"), ("Follow", "Child", "FollowDance"))
 
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     rd.enable_addon()
     bpy.ops.wm.open_mainfile(filepath=args.blend)
     group = mod("reconform_addon.pipeline_group")
-    overrides = {k: json.loads(v) for k, _, v in (kv.partition("=") for kv in args.set)}
+    overrides = setting_overrides(args.set)
     pairs = [(bpy.data.objects[s], bpy.data.objects[t], bpy.data.actions[a]) for s, t, a in COUPLE]
     res = group.retarget_group(pairs, method="reconform", settings={"quality": args.quality, **overrides})
     out = res.outcome

@@ -14,7 +14,6 @@ backward pass through the terms between characters. Runs on older checkouts too 
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import os
 import pathlib
@@ -37,10 +36,10 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a SolverSettings field for both the joint and the separate solves (w_partner=0, ...)")
     args = ap.parse_args(argv)
-    fields = {k: ast.literal_eval(v) for k, _, v in (item.partition("=") for item in args.set)}
     import torch
     torch.set_num_threads(1)
     import bench
+    fields = bench.setting_overrides(args.set)
     import bench_partners as bp
     mods = bp.modules()
     loader = bench.Loader(mods, lambda s: None)

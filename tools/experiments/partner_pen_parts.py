@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import pathlib
 import sys
 
@@ -69,7 +68,7 @@ def main(argv=None) -> int:
     mod = lambda name: importlib.import_module(f"{bench.MODULE}.core.{name}")     # noqa: E731
     rt, grp = mods["core.retarget"], mods["core.retarget_group"]
     mp, ClipTrack = mod("metrics_partners"), mod("track").ClipTrack
-    overrides = {k: json.loads(v) for k, _, v in (kv.partition("=") for kv in args.set)}
+    overrides = bench.setting_overrides(args.set)
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=1, **overrides)
     loader = bench.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
