@@ -7,6 +7,7 @@ at once, on key-vertex descriptors of source and target.
 - ``footing``: the foot model (contact and lock);
 - ``terrain_start``: on a terrain (ReConForM §6.2), the solve's start put onto it (footings, hips, leg IK);
 - ``optim``: Adam and its learning-rate schedule;
+- ``lifecycle``: what a solve driven step by step shares (cancel between steps, done);
 - ``job``: one solve as a generator (``SolveJob``);
 - ``partners``: the terms between characters solved together (pairs of two characters, gaze);
 - ``group``: a joint solve of several pairs as one generator (``GroupSolveJob``, ReConForM §6.1).

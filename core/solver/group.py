@@ -17,7 +17,6 @@ the step is exactly the single solve's (tests/core/test_group.py).
 
 from __future__ import annotations
 
-import threading
 import time
 
 import torch
@@ -26,6 +25,7 @@ from ..errors import CoreError
 from ..weights import alpha_ramp
 from .optim import Adam, deterministic, learning_rates, torch_threads
 from .barrier import PartnerBarrier, capsule_points
+from .lifecycle import StepLifecycle
 from .partners import PartnerObjective
 from .settings import Progress
 
@@ -35,7 +35,7 @@ from .settings import Progress
 PARTNER_STEP = 0.5
 
 
-class GroupSolveJob:
+class GroupSolveJob(StepLifecycle):
     """One joint solve of K ≥ 1 ``SolveJob`` members (not started; their own ``steps()`` are never driven).
 
     Args:
@@ -46,6 +46,7 @@ class GroupSolveJob:
     """
 
     def __init__(self, members, settings=None):
+        super().__init__()
         members = list(members)
         if not members:
             raise CoreError("A joint solve needs at least one source→target pair.")
@@ -67,10 +68,6 @@ class GroupSolveJob:
         self.partners = None
         self.barrier = None
         self.optim = None
-        self._cancel = threading.Event()
-        self._ready = False
-        self._done = False
-        self._step = 0
         self.history = []
         self.stats = {}
         self.notes = []      #: lines for the user (a character without face key vertices does not look)
@@ -78,18 +75,10 @@ class GroupSolveJob:
     # -- public API -------------------------------------------------------------------------------------------
 
     def cancel(self):
-        """Ask the solve to stop before its next step (thread-safe)."""
-        self._cancel.set()
+        """Ask the solve, and each member's, to stop before its next step (thread-safe)."""
+        super().cancel()
         for m in self.members:
             m.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    @property
-    def done(self) -> bool:
-        return self._done
 
     @property
     def num_frames(self) -> int:

@@ -11,7 +11,6 @@ once): set-up, one Adam step per ``next()``, cancel between steps, result.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -32,6 +31,7 @@ from .barrier import own_barrier, own_capsules
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .graphed import graphed_pose, pose
+from .lifecycle import StepLifecycle
 from .optim import Adam, deterministic, learning_rates, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse
 from .settings import Progress, SolverSettings
@@ -47,7 +47,7 @@ def _check_motion(character: Character, motion: Motion, what: str):
         raise CoreError(f"{what} has no frames: pick a frame range with at least one frame.")
 
 
-class SolveJob:
+class SolveJob(StepLifecycle):
     """One retargeting solve of ``source_motion`` from ``source`` onto ``target``.
 
     Args:
@@ -67,6 +67,7 @@ class SolveJob:
     def __init__(self, source: Character, source_motion: Motion, target: Character, init_motion: Motion,
                  settings: SolverSettings = None, warm_start: Motion = None, source_track: ClipTrack = None,
                  warm_sixd: np.ndarray = None, warm_state=None):
+        super().__init__()
         self.settings = settings or SolverSettings.preset("balanced")
         _check_motion(source, source_motion, f"Source motion of '{source.name}'")
         _check_motion(target, init_motion, f"Initial motion of '{target.name}'")
@@ -100,11 +101,7 @@ class SolveJob:
         self.warm_state = warm_state if warm_start is not None else None
         self.fps = float(source_motion.fps)
         self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None)
-        self._cancel = threading.Event()
-        self._ready = False
-        self._done = False
         self._pose = None   #: GraphedPose on a GPU (set-up), else None
-        self._step = 0
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
@@ -112,18 +109,6 @@ class SolveJob:
         self.body_points = self.body_positions = self.own_barrier = self._own_caps = None
 
     # -- public API -------------------------------------------------------------------------------------
-
-    def cancel(self):
-        """Ask the solve to stop before its next step (thread-safe)."""
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    @property
-    def done(self) -> bool:
-        return self._done
 
     @property
     def num_frames(self) -> int:
