@@ -149,16 +149,28 @@ class PartnerPairs:
         local = (i - self._offsets_t[a]) * self._sizes_t[b] + (j - self._offsets_t[b])
         return t * self.num_pairs + self.pair_start[block] + local
 
-    def _pairset(self, keys: torch.Tensor):
-        """(PairSet, block (E,)) of entries ``keys`` (global indices i < j, source descriptors)."""
+    def _decode(self, keys: torch.Tensor):
+        """(frame t, global index i, global index j > i, block), each (E,), of entries ``keys`` (``_keys``' inverse)."""
         t = torch.div(keys, self.num_pairs, rounding_mode="floor")
         k = keys - t * self.num_pairs
         block = torch.searchsorted(self.pair_start, k, right=True) - 1
         local = k - self.pair_start[block]
         a, b = self._blocks_t[block, 0], self._blocks_t[block, 1]
         nb = self._sizes_t[b]
-        i = self._offsets_t[a] + torch.div(local, nb, rounding_mode="floor")
-        j = self._offsets_t[b] + local % nb
+        return t, self._offsets_t[a] + torch.div(local, nb, rounding_mode="floor"), self._offsets_t[b] + local % nb, block
+
+    def source_vertices(self) -> np.ndarray:
+        """(T, Ntot) bool: the key vertices of a source entry on each frame (closer than the source's limit to a
+        key vertex of another character)."""
+        out = np.zeros((self.num_frames, int(self.offsets[-1])), dtype=bool)
+        t, i, j, _ = (x.cpu().numpy() for x in self._decode(self.src_keys))
+        out[t, i] = True
+        out[t, j] = True
+        return out
+
+    def _pairset(self, keys: torch.Tensor):
+        """(PairSet, block (E,)) of entries ``keys`` (global indices i < j, source descriptors)."""
+        t, i, j, block = self._decode(keys)
         d = pair_descriptors(self.src_p, self.src_n, t, i, j)
         N = self.src_p.shape[1]
         n_j = self.src_n.reshape(-1, 3).index_select(0, t * N + j)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
 from ..errors import CoreError
@@ -33,6 +34,42 @@ from .settings import Progress
 #: "Multi-character", "Step size"): a term between two characters is corrected by both of them at once, so at
 #: the single solve's rates their relative position moves twice as far per step as one character's limbs
 PARTNER_STEP = 0.5
+#: limb chains of a member's bones (``SolveJob.opt_parts``): each moves only its own key vertices, so where no term
+#: between the characters acts on them it steps at the single solve's rate (``member_rates``)
+CHAINS = tuple((f"{side}_{a}", f"{side}_{b}") for side in ("left", "right") for a, b in (("leg", "foot"),
+                                                                                          ("arm", "hand")))
+
+
+def member_rates(member, step: float, shared) -> list:
+    """A group member's learning rates [rotations, root offset]: floats, or per control point (C, Jo, 1) and
+    (C, 1) tensors.
+
+    ``step`` × the single-solve rates where a term between the characters acts, the single solve's elsewhere:
+    ``shared`` (T, N) bool (``PartnerObjective.shared_vertices``: the member's key vertices such a term acts on,
+    frame by frame). A limb chain's bones (a leg with its foot, an arm with its hand) take ``step`` on the
+    control points of the frames where one of that chain's key vertices is shared, the other bones and the root
+    (they move every key vertex above them) where any of the member's is. ``shared`` None: ``step`` everywhere."""
+    rot, root = member.base_lrs
+    if step == 1.0 or shared is None:
+        return [rot * step, root * step]
+    if not shared.any():                    # a character no term between them reaches: as if solved alone
+        return [rot, root]
+    acts = np.abs(member.param.basis) > 0                                  # (T, C): the controls of each frame
+
+    def scale(frames):
+        """(C,) ``step`` on the controls of ``frames`` (T,) bool, 1 elsewhere."""
+        return np.where(acts[frames].any(0), step, 1.0)
+    anywhere = scale(shared.any(1))
+    rot_scale = np.repeat(anywhere[:, None], len(member.opt_parts), 1)    # (C, Jo)
+    limbs = np.asarray(member.limbs)
+    for chain in CHAINS:
+        cols = [k for k, part in enumerate(member.opt_parts) if part in chain]
+        if cols:
+            rot_scale[:, cols] = scale(shared[:, np.isin(limbs, chain)].any(1))[:, None]
+    if (rot_scale == step).all() and (anywhere == step).all():
+        return [rot * step, root * step]
+    as_t = lambda x: torch.as_tensor(x, dtype=member.dtype, device=member.device)      # noqa: E731
+    return [rot * as_t(rot_scale)[..., None], root * as_t(anywhere)[:, None]]
 
 
 class GroupSolveJob(StepLifecycle):
@@ -156,9 +193,11 @@ class GroupSolveJob(StepLifecycle):
             self.notes.extend(self.partners.notes)
         params, lrs = [], []
         step = 1.0 if len(self.members) == 1 else PARTNER_STEP
-        for m in self.members:
+        shared = None if self.partners is None else self.partners.shared_vertices()     # (T, Ntot) bool
+        for c, m in enumerate(self.members):
             params += m.param.params
-            lrs += [lr * step for lr in m.base_lrs]
+            own = None if shared is None else shared[:, self.partners.offsets[c]:self.partners.offsets[c + 1]]
+            lrs += member_rates(m, step, own)
         s = self.members[0].settings
         self.base_lrs = lrs
         self.optim = Adam(params, lrs, eps=s.adam_eps)

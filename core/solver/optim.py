@@ -52,7 +52,10 @@ class Adam:
             m.mul_(self.b1).add_(g, alpha=1.0 - self.b1)
             v.mul_(self.b2).addcmul_(g, g, value=1.0 - self.b2)
             denom = (v.sqrt() / bc2).add_(self.eps)
-            p.addcdiv_(m, denom, value=-lr / bc1)
+            if isinstance(lr, torch.Tensor):            # one rate per slice (broadcast against the variable)
+                p.addcdiv_(m * lr, denom, value=-1.0 / bc1)
+            else:
+                p.addcdiv_(m, denom, value=-lr / bc1)
 
 
 def learning_rates(base_lrs, step: int, total: int, warmup: float, lr_final: float) -> list:

@@ -126,6 +126,17 @@ class PartnerObjective:
         self.gaze_refreshes = 0
         self.scales = None
 
+    def shared_vertices(self) -> np.ndarray:
+        """(T, Ntot) bool: the key vertices that a term between the characters acts on from the start, frame by
+        frame: those of the source entries (``PartnerPairs.source_vertices``), and where a looker looks at a
+        partner's key vertex in the source, its eye and that key vertex."""
+        out = self.pairs.source_vertices()
+        if self.look_src.numel():
+            t, c, m = (x.cpu().numpy() for x in torch.nonzero(self.look_src > 0, as_tuple=True))
+            out[t, self.tgt_eyes.cpu().numpy()[c]] = True
+            out[t, self.others.cpu().numpy()[c, m]] = True
+        return out
+
     # -- set-up at the initial state ----------------------------------------------------------------------------
 
     def set_initial(self, p: torch.Tensor, n: torch.Tensor):

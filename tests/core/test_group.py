@@ -135,6 +135,48 @@ def group_job(scene):
     return job
 
 
+def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(group_job):
+    """The couple's hands meet, their legs stay apart: on the control points of the frames where a hand's key
+    vertex is shared with the partner, the arm's bones, the other non-leg bones and the root step at PARTNER_STEP of
+    their single-solve rates; the legs' bones everywhere, and every bone where nothing is shared, at the single
+    solve's (``group.member_rates``). Nothing shared at all: the single solve's rates; no partner terms:
+    PARTNER_STEP everywhere."""
+    from core.solver.group import PARTNER_STEP, member_rates
+    job = group_job
+    shared = job.partners.shared_vertices()                               # (T, Ntot)
+    off = job.partners.offsets
+    s = job.members[0].settings
+    for c, m in enumerate(job.members):
+        own = shared[:, off[c]:off[c + 1]]
+        limbs = np.asarray(m.limbs)
+        hands = own[:, np.char.endswith(limbs, "_hand")].any(1)          # (T,) frames where a hand is shared
+        assert 0 < hands.sum() < len(hands)                               # the hands meet on some frames
+        assert not own[:, np.char.endswith(limbs, "_leg") | np.char.endswith(limbs, "_foot")].any()
+        rot, root = (x.squeeze(-1).numpy() for x in job.base_lrs[2 * c:2 * c + 2])   # (C, Jo), (C,)
+        basis = m.param.basis
+        mixed = False
+        near = np.zeros(basis.shape[1], dtype=bool)                       # controls of the frames where any is
+        for t in np.nonzero(own.any(1))[0]:
+            near |= basis[t] != 0
+        for k, part in enumerate(m.opt_parts):
+            if part.endswith(("_leg", "_foot")):
+                np.testing.assert_allclose(rot[:, k], s.lr_rot, rtol=1e-6)
+            elif part.startswith(("left", "right")):                    # an arm: where its own chain is shared
+                chain = own[:, np.isin(limbs, [part.replace("_hand", "_arm"), part.replace("_arm", "_hand")])]
+                mine = np.zeros_like(near)
+                for t in np.nonzero(chain.any(1))[0]:
+                    mine |= basis[t] != 0
+                np.testing.assert_allclose(rot[:, k], np.where(mine, s.lr_rot * PARTNER_STEP, s.lr_rot), rtol=1e-6)
+                mixed = mixed or (mine.any() and not mine.all())
+            else:
+                np.testing.assert_allclose(rot[:, k], np.where(near, s.lr_rot * PARTNER_STEP, s.lr_rot), rtol=1e-6)
+        np.testing.assert_allclose(root, np.where(near, s.lr_root * PARTNER_STEP, s.lr_root), rtol=1e-6)
+        assert near.any() and mixed                 # (the eyes look at the partner throughout: ``near`` is all)
+        assert member_rates(m, PARTNER_STEP, np.zeros_like(own)) == [s.lr_rot, s.lr_root]
+        assert member_rates(m, PARTNER_STEP, None) == [s.lr_rot * PARTNER_STEP, s.lr_root * PARTNER_STEP]
+        assert member_rates(m, 1.0, own) == [s.lr_rot, s.lr_root]
+
+
 def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):
     job = group_job
     po = job.partners
