@@ -198,6 +198,9 @@ class GroupSolveJob(StepLifecycle):
             params += m.param.params
             own = None if shared is None else shared[:, self.partners.offsets[c]:self.partners.offsets[c + 1]]
             lrs += member_rates(m, step, own)
+        # per member, the share of its rotation variables (control points × bones) at the single solve's rate
+        self.stats["single_rate_share"] = [float((torch.as_tensor(rot) == m.base_lrs[0]).float().mean())
+                                           for m, rot in zip(self.members, lrs[::2])]
         s = self.members[0].settings
         self.base_lrs = lrs
         self.optim = Adam(params, lrs, eps=s.adam_eps)

@@ -172,6 +172,7 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
                 np.testing.assert_allclose(rot[:, k], np.where(near, s.lr_rot * PARTNER_STEP, s.lr_rot), rtol=1e-6)
         np.testing.assert_allclose(root, np.where(near, s.lr_root * PARTNER_STEP, s.lr_root), rtol=1e-6)
         assert near.any() and mixed                 # (the eyes look at the partner throughout: ``near`` is all)
+        assert job.stats["single_rate_share"][c] == pytest.approx(float(np.mean(rot == rot.max())))
         assert member_rates(m, PARTNER_STEP, np.zeros_like(own)) == [s.lr_rot, s.lr_root]
         assert member_rates(m, PARTNER_STEP, None) == [s.lr_rot * PARTNER_STEP, s.lr_root * PARTNER_STEP]
         assert member_rates(m, 1.0, own) == [s.lr_rot, s.lr_root]
