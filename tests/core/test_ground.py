@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from core.errors import CoreError
-from core.ground import estimate_ground, ground_levels, planted_soles, running_ground, track_ground
+from core.ground import (_windows, estimate_ground, ground_levels, planted_soles, running_ground, track_ground,
+                         window_percentile)
 from core.metrics import evaluate
 from core.solver import SolveJob, SolverSettings
 from core.track import ClipTrack
@@ -42,6 +43,16 @@ def test_running_ground_follows_a_drift_and_ignores_lifted_feet():
     assert np.abs(level[inner] - drift[inner]).max() < 0.003
     assert np.abs(level - drift).max() < 0.006                # the ends: a one-sided window
     assert np.all(np.abs(np.diff(level, 2)) < 1e-3)           # smooth: no kink for the height terms to copy
+
+
+def test_the_window_percentile_is_numpys_nanpercentile_to_the_bit():
+    """window_percentile: every row at once, the same values as numpy's row-by-row nanpercentile of the windows
+    (clamped at the clip's ends), on clips shorter and longer than the window, at the ends of the range of q."""
+    rng = np.random.default_rng(3)
+    for T, k, q in [(300, 30, 5.0), (1, 5, 5.0), (7, 30, 5.0), (1000, 60, 37.3), (50, 1, 50.0), (20, 3, 100.0),
+                    (20, 3, 0.0)]:
+        x = rng.normal(size=T)
+        np.testing.assert_array_equal(window_percentile(x, k, q), np.nanpercentile(_windows(x, k), q, axis=1))
 
 
 def test_running_ground_of_a_clip_shorter_than_its_window_is_one_line():
