@@ -20,6 +20,7 @@ import torch
 from .errors import CoreError
 from .progress import drive
 from .solver import SEMANTIC_TERMS, SolveJob
+from .solver.continued import solve_job
 
 #: Body parts: the key-vertex limbs of core.humanoid.LIMBS (a bone belongs to the limb of its canonical name).
 DEFAULT_THRESHOLD = -0.5
@@ -188,10 +189,10 @@ def resolve(job: SolveJob, part_weights: dict, fraction: float = None) -> SolveJ
     """A new SolveJob warm-started from ``job``'s result with ``part_weights`` replacing the previous ones.
 
     It runs ``fraction`` (default ``settings.resolve_state_fraction``) of the first solve's iterations with α = 1,
-    continuing ``job``'s optimiser (``SolveJob(warm_state=...)``).
+    continuing ``job``'s optimiser and its set-up (``core.solver.continued``: ready to step).
     """
     settings = replace(job.settings, part_weights=dict(part_weights))
     if fraction is not None:
         settings = replace(settings, resolve_fraction=float(fraction), resolve_state_fraction=float(fraction))
-    return SolveJob(job.source, job.source_motion, job.target, job.init_motion, settings,
-                    warm_start=job.result(), warm_sixd=job.result_sixd(), warm_state=job.optim)
+    return solve_job(job.source, job.source_motion, job.target, job.init_motion, settings, job.source_track,
+                     job.result(), job.result_sixd(), job.optim, job)

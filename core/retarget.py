@@ -38,6 +38,7 @@ from .heap import release_free_memory
 from .metrics import evaluations
 from .progress import drive
 from .solver import Progress, SolveJob, SolverSettings
+from .solver.continued import solve_job
 from .terrain import GroundSurface, HeightField, check_covers, clip_footprint, sample_ground
 from .track import ClipTrack
 from .types import Character, Motion
@@ -65,8 +66,9 @@ class RetargetOptions:
         conflicts: detect conflicting terms after the solve ('reconform').
         init_motion: a copy-rotations result to reuse (a re-solve), else computed.
         warm_start: a previous result on the target to start the solve from (a re-solve: α held at 1).
-        warm_sixd, warm_state: optional, ``warm_start``'s solve's 6D rotations (``SolveJob.result_sixd``: an exact
-            start) and optimiser (``SolveJob.optim``: continued; docs/solver.md "Use").
+        warm_sixd, warm_state, warm_job: optional, ``warm_start``'s solve's 6D rotations (``SolveJob.result_sixd``:
+            an exact start), optimiser (``SolveJob.optim``: continued; docs/solver.md "Use") and SolveJob (its set-up
+            reused where only weights differ: ``core.solver.continued``).
         ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
             ``core.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or a
             ``core.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
@@ -82,6 +84,7 @@ class RetargetOptions:
     warm_start: Motion = None
     warm_sixd: object = None
     warm_state: object = None
+    warm_job: object = None
     ground: object = None
 
 
@@ -314,8 +317,8 @@ class Retarget(Cancellable):
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
             settings = o.settings if terrain is o.settings.terrain else replace(o.settings, terrain=terrain)
-            self.job = job = SolveJob(src, source_motion, tgt, init, settings, warm_start=o.warm_start,
-                                      source_track=track, warm_sixd=o.warm_sixd, warm_state=o.warm_state)
+            self.job = job = solve_job(src, source_motion, tgt, init, settings, track, o.warm_start, o.warm_sixd,
+                                       o.warm_state, o.warm_job)
             for line in job.prepare():
                 if self._cancel.is_set():
                     job.cancel()
@@ -351,7 +354,7 @@ class Retarget(Cancellable):
         report = None if terrain is None else getattr(terrain, "report", None)
         result_track = ClipTrack(tgt, motion)
         if report is not None and tgt.mesh is not None:   # where the field clamps, heights are the border's
-            report = replace(report, outside_frames=feet_outside(terrain, result_track))
+            report = replace(report, outside_frames=terrain.frames_outside(result_track))
             if report.outside_frames:
                 notes.append(f"ground '{report.name}': the result's feet leave the sampled region on "
                              f"{report.outside_frames} frames (heights there are the border's)")
@@ -426,15 +429,6 @@ def clip_terrain(surface: GroundSurface, target: Character, init: Motion) -> Hei
     return field
 
 
-def feet_outside(terrain: HeightField, track: ClipTrack) -> int:
-    """Frames of a clip (its ClipTrack) where a foot vertex lies beyond the terrain's sampled region."""
-    out = np.zeros(track.num_frames, bool)
-    for p in track.foot_points:
-        if p.shape[1]:
-            out |= terrain.outside(p[..., :2]).any(-1)
-    return int(out.sum())
-
-
 def run(job: Retarget, on_step=None) -> Outcome:
     """Drive ``job`` to the end on this thread (``on_step(step)`` sees each Step); returns its Outcome."""
     for step in job.steps():
@@ -446,5 +440,5 @@ def run(job: Retarget, on_step=None) -> Outcome:
 
 
 __all__ = ["METHODS", "Cancellable", "CharacterSpec", "Outcome", "Retarget", "RetargetOptions", "Step",
-           "check_spec", "clip_terrain", "complete_character", "feet_outside", "measure", "measuring", "phase_steps",
+           "check_spec", "clip_terrain", "complete_character", "measure", "measuring", "phase_steps",
            "run", "scene_channels"]

@@ -6,8 +6,8 @@ conflict slider, a 75-frame window (alone, and as the panel's Live solves it), a
 The case of the issue: the Bandai kick (tiled to --frames) onto mh_teen_girl, 'balanced' preset; every run goes
 through core.retarget (copy-rotations, the solver's set-up and its steps; no metrics, no conflicts), as the
 panel's Retarget and Re-solve do (the re-solve: the panel's slider path, ``operators.retarget.start_resolve``:
-the last result as warm start continuing the first solve's optimiser, α held at 1, ``resolve_state_fraction``
-of the steps, one per-part weight changed).
+the last result as warm start continuing the first solve's optimiser and set-up (``core.solver.continued``), α
+held at 1, ``resolve_state_fraction`` of the steps, one per-part weight changed).
 Medians of --repeat runs in one process. With --parts, then one step of the first solve, part by part (forward,
 and forward plus backward), median of 20 after 5 warm-up steps. `make bench` prints the three times and the
 issue's targets (tools/bench.py calls ``section``).
@@ -72,7 +72,7 @@ def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, rep
     resolve_settings = dataclasses.replace(settings, part_weights={("left_leg", "sliding"): 2.0})
     re_opts = dataclasses.replace(opts, settings=resolve_settings, init_motion=first.init_motion,
                                   warm_start=first.motion, warm_sixd=first.job.result_sixd(),
-                                  warm_state=first.job.optim)
+                                  warm_state=first.job.optim, warm_job=first.job)
     t_resolve = timed(lambda: rt.run(rt.Retarget(first.source, motion, first.target, re_opts,
                                                  source_track=first.source_track)), repeat)
     t_window = timed(lambda: rt.run(rt.Retarget(src, motion.slice(0, window), tgt, opts)), repeat)

@@ -274,33 +274,43 @@ class SolveJob(StepLifecycle):
         yield "Measuring copy-rotations' objective"
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
+        self._measure_start()
+        if self.warm_start is None and feet_xy:
+            self.param.set_root_xy(root_xy)
+            self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
+        self._last_entries = 0
+        self.stats.update(source_pair_entries=self.objective.pairs.num_source_entries, frames=T,
+                          pairs_allowed=self.objective.pairs_allowed)
+        self._start_optimiser()
+        self.own_barrier = own_barrier(self)      # body_positions: the start's (copy-rotations)
+        self._pose = graphed_pose(self)
+        self._ready = True
+
+    def _measure_start(self):
+        """The objective's reference scales at copy-rotations (``p_init``, ``n_init``, ``sole_init``) and
+        copy-rotations' own objective at α = 0, ½ and 1 (``start_loss``): every term is a polynomial of degree ≤ 2
+        in α (its weights are W_src + α W_tgt, squared inside the dist, height and sliding terms), so these three
+        give it at any α, the yardstick of Progress.relative."""
+        with torch.no_grad():
             raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
-            # copy-rotations' own objective at α = 0, ½ and 1: every term is a polynomial of degree ≤ 2 in α (its
-            # weights are W_src + α W_tgt, squared inside the dist, height and sliding terms), so these three give
-            # it at any α, the yardstick of Progress.relative
-            zero = torch.zeros((T, 3), dtype=dt, device=dev)
+            zero = torch.zeros((self.num_frames, 3), dtype=self.dtype, device=self.device)
 
             def at(alpha):
                 return self.objective.raw_terms(self.p_init, self.n_init, alpha,
                                                 self.objective.pairs.active(self.p_init, alpha), self.sole_init, zero)
             self.start_loss = tuple(float(sum(self.objective.weighted(r).values()))
                                     for r in (raw, at(0.5), at(1.0)))
-        if self.warm_start is None and feet_xy:
-            self.param.set_root_xy(root_xy)
-            self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
-        self._last_entries = 0
-        self.stats.update(source_pair_entries=self.objective.pairs.num_source_entries, frames=T,
-                          pairs_allowed=self.objective.pairs_allowed, scales=dict(self.objective.scales),
-                          initial_raw={k: float(v) for k, v in raw.items()})
+        self.stats.update(scales=dict(self.objective.scales), initial_raw={k: float(v) for k, v in raw.items()})
+
+    def _start_optimiser(self):
+        """Adam on the variables (continuing ``warm_state``'s where it fits), the step count and base rates."""
+        s = self.settings
         self.optim = Adam(self.param.params, [s.lr_rot, s.lr_root], eps=s.adam_eps)
         # near an optimum already: a fresh Adam takes smaller steps; one continuing the last solve's takes its own
         cont = self.stats["continued_state"] = self.warm_state is not None and self.optim.continue_from(self.warm_state)
         self.total = s.num_steps(self.warm_start is not None, cont)
         lr_scale = s.warm_lr if self.warm_start is not None and not cont else 1.0
         self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
-        self.own_barrier = own_barrier(self)      # body_positions: the start's (copy-rotations)
-        self._pose = graphed_pose(self)
-        self._ready = True
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
         """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the

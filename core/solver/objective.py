@@ -9,6 +9,7 @@ factors) and evaluates the terms at target key-vertex positions and normals. Los
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -115,6 +116,15 @@ class Objective:
             raise CoreError(f"smooth_mode must be 'added', 'source' or 'absolute', not '{s.smooth_mode}'.")
         self.p_init = self.jerk_ref = self.sole_jerk_init = None
         self.scales = None
+
+    def with_settings(self, settings) -> "Objective":
+        """A copy at other ``settings`` whose per-part weights may differ (``core.solver.continued``): the
+        source's descriptors, the foot model and the pair caches are shared, the per-key-vertex multipliers are
+        computed again; call ``set_initial`` on it for its reference scales."""
+        out = copy.copy(self)
+        out.settings = settings
+        out.vertex_scale = out._vertex_scales()
+        return out
 
     # -- set-up at the initial state -------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ parametrised as a smooth residual on the copy-rotations motion.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -133,6 +135,13 @@ class Parametrisation:
         C = self.num_controls
         self.delta = torch.zeros((C, Jo, 6), dtype=dt, device=dev)
         self.root_off = torch.zeros((C, 3), dtype=dt, device=dev)
+
+    def copy(self) -> "Parametrisation":
+        """The same parametrisation with its own copy of the control points (constants shared)."""
+        out = copy.copy(self)
+        out.delta = self.delta.detach().clone()
+        out.root_off = self.root_off.detach().clone()
+        return out
 
     def require_grad(self):
         self.delta.requires_grad_(True)

@@ -87,6 +87,14 @@ class HeightField:
         return ((xy[..., 0] < x0 - tol) | (xy[..., 0] > x1 + tol) | (xy[..., 1] < y0 - tol)
                 | (xy[..., 1] > y1 + tol))
 
+    def frames_outside(self, track) -> int:
+        """Frames of a clip (its ``core.track.ClipTrack``) where a foot vertex lies beyond the sampled region."""
+        out = np.zeros(track.num_frames, bool)
+        for p in track.foot_points:
+            if p.shape[1]:
+                out |= self.outside(p[..., :2]).any(-1)
+        return int(out.sum())
+
 
 def ground_height(ground, x: torch.Tensor, y: torch.Tensor, frames=None) -> torch.Tensor:
     """Ground height under world (x, y), shaped like ``x`` (B, ...) where axis 0 runs over clip frames.

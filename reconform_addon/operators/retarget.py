@@ -116,7 +116,7 @@ def start_resolve(s, last: LastSolve):
                        resolve_state_fraction=float(s.warm_start_fraction))
     options = replace(last.options, settings=settings, init_motion=outcome.init_motion, warm_start=outcome.motion,
                       warm_sixd=outcome.job.result_sixd() if outcome.job is not None else None,
-                      warm_state=outcome.job.optim if outcome.job is not None else None,
+                      warm_state=outcome.job.optim if outcome.job is not None else None, warm_job=outcome.job,
                       baseline_metrics=False,   # the first solve's terrain, as sampled (its report kept on it)
                       ground=outcome.terrain if outcome.terrain is not None else last.options.ground)
     return Retarget(outcome.built["source"], last.inputs.source_motion, outcome.built["target"], options,

@@ -156,6 +156,7 @@ def test_resolve_warm_starts_with_slider_weights_and_fewer_steps(addon, solved, 
     job = last.job
     assert job.total == math.ceil(ITERATIONS * s.warm_start_fraction) < ITERATIONS
     assert job.stats["continued_state"]                   # it continued the last solve's optimiser
+    assert job.stats["setup_reused"]                      # and its set-up (core.solver.continued)
     np.testing.assert_allclose(job.warm_start.rotations, prev_result.rotations)  # started from the last result
     pw = job.settings.part_weights
     assert pw[(part, term_a)] == pytest.approx(1.5) and pw[(part, term_b)] == pytest.approx(0.5)

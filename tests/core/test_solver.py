@@ -214,6 +214,45 @@ def test_a_resolve_continuing_the_optimiser_stays_at_its_optimum(pair, solved):
     assert job.base_lrs == pytest.approx([0.3 * job.settings.lr_rot, 0.3 * job.settings.lr_root])
 
 
+def test_a_resolve_continuing_the_first_solves_set_up_is_the_resolve_with_a_new_one(pair, solved):
+    """core.solver.continued: a re-solve with other per-part weights continues the finished solve's set-up and
+    optimiser, and takes the steps a new SolveJob warm-started from its result takes (to float32 round-off: the
+    new one fits the result back into control points); the first solve's result stays as it was. Any other
+    setting, another start or an unfinished solve: a new set-up."""
+    from dataclasses import replace
+
+    from core.solver.continued import can_continue, continued, solve_job
+    src, m, tgt, init = pair
+    first = solved[0]
+    before = first.result()
+    s = replace(first.settings, part_weights={("left_leg", "sliding"): 2.0, ("right_hand", "dist"): 0.5},
+                resolve_state_fraction=0.2)
+    assert can_continue(first, s, src, m, tgt, init)
+    fast = solve_job(src, m, tgt, init, s, first.source_track, before, first.result_sixd(), first.optim, first)
+    assert fast.stats["setup_reused"] and fast.objective is not first.objective
+    new = SolveJob(src, m, tgt, init, s, warm_start=before, warm_sixd=first.result_sixd(), warm_state=first.optim)
+    got, want = [p.total for p in fast.steps()], [p.total for p in new.steps()]
+    assert len(got) == len(want) == 6 and fast.stats["continued_state"] and fast.optim.t == first.optim.t + 6
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    assert fast.start_loss == pytest.approx(new.start_loss, rel=1e-6)
+    for k in fast.objective.scales:
+        assert float(fast.objective.scales[k]) == pytest.approx(float(new.objective.scales[k]), rel=1e-5), k
+    a, b = fast.result(), new.result()
+    angle = 2 * np.degrees(np.arccos(np.clip(np.abs((a.rotations * b.rotations).sum(-1)), 0, 1)))
+    assert angle.max() < 0.01 and np.abs(a.locations - b.locations).max() < 1e-5
+    assert not np.allclose(a.rotations, before.rotations)                 # the weights moved it
+    np.testing.assert_array_equal(first.result().rotations, before.rotations)   # the first solve's is kept
+    assert solved[0].objective.vertex_scale["sliding"] is None               # and so are its weights
+    assert not can_continue(first, replace(s, w_dist=s.w_dist + 1.0), src, m, tgt, init)
+    moved = Motion(init.rotations, init.locations + 0.01, init.fps, init.frame_start)
+    assert not can_continue(first, s, src, m, tgt, moved)
+    assert not can_continue(new.__class__(src, m, tgt, init, s), s, src, m, tgt, init)      # not finished
+    other = solve_job(src, m, tgt, init, replace(s, w_dist=s.w_dist + 1.0), first.source_track, before, first.result_sixd(),
+                      first.optim, first)
+    assert not other._ready and "setup_reused" not in other.stats
+    assert continued(first, s).param.delta is not first.param.delta
+
+
 def test_a_warm_start_may_take_smaller_steps(pair, solved):
     src, m, tgt, init = pair
     prev = solved[0].result()
