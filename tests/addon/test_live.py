@@ -54,6 +54,7 @@ def preview_motion(addon, c):
     return bridge.read_motion(tgt, bridge.read_skeleton(tgt), action=act)
 
 
+@pytest.mark.slow
 def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_leaves_nothing(addon, live_blend):
     live, retarget = ui(addon, "live"), ui(addon, "operators.retarget")
     run = __import__(addon.__name__ + ".core.retarget", fromlist=["run"]).run
@@ -179,6 +180,7 @@ def test_a_failing_window_stops_live_and_puts_the_target_back(addon, live_blend,
     assert not any("Live preview" in a.name for a in bpy.data.actions)
 
 
+@pytest.mark.slow
 def test_the_live_operator_ticks_on_timer_events_and_ends_with_live(addon, live_blend):
     """The modal operator's own code, driven with stand-in events (a background Blender runs no modal
     operator): every event passes through, a timer event ticks the scene's controller, Live off ends it."""

@@ -85,6 +85,7 @@ def _dense(barrier, ends) -> float:
     return dense
 
 
+@pytest.mark.slow
 def test_a_limb_inside_the_partner_where_the_source_is_not_is_penalised_and_pushed_out():
     (a, ma), (b, mb) = _lead_into_follow(1.2)         # the source: his hands stop short of her chest
     (ta, _), (tb, _) = _lead_into_follow(0.55)        # the targets' start: his forearms through her chest

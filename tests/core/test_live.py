@@ -122,6 +122,7 @@ def test_live_refuses_copy_rotations_and_tiny_windows(live_pair):
         LiveClip(src, clip, tgt, opts, length=4)
 
 
+@pytest.mark.slow
 def test_a_window_overlapping_the_last_one_starts_from_it(live_pair):
     src, clip, tgt, _ = live_pair
     opts = RetargetOptions(settings=SolverSettings.preset("balanced", num_threads=1))    # converged windows
