@@ -20,7 +20,7 @@ import torch
 from .errors import CoreError
 from .progress import drive
 from .solver import SEMANTIC_TERMS, SolveJob
-from .solver.continued import solve_job
+from .solver.continued import can_continue, continued
 
 #: Body parts: the key-vertex limbs of core.humanoid.LIMBS (a bone belongs to the limb of its canonical name).
 DEFAULT_THRESHOLD = -0.5
@@ -194,5 +194,7 @@ def resolve(job: SolveJob, part_weights: dict, fraction: float = None) -> SolveJ
     settings = replace(job.settings, part_weights=dict(part_weights))
     if fraction is not None:
         settings = replace(settings, resolve_fraction=float(fraction), resolve_state_fraction=float(fraction))
-    return solve_job(job.source, job.source_motion, job.target, job.init_motion, settings, job.source_track,
-                     job.result(), job.result_sixd(), job.optim, job)
+    if can_continue(job, settings, job.source, job.source_motion, job.target, job.init_motion):
+        return continued(job, settings)
+    return SolveJob(job.source, job.source_motion, job.target, job.init_motion, settings, warm_start=job.result(),
+                    source_track=job.source_track, warm_sixd=job.result_sixd(), warm_state=job.optim)

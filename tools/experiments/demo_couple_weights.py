@@ -50,7 +50,7 @@ def main(argv=None) -> int:
                                                  ("contact_f1", "grounded_f1", "locked_f1", "locked_strict_f1", "floor_pen_mean", "jerk_mean")
                                                  if k in m.metrics))
         # how far its feet go under the floor (z = 0): the lowest mesh point of either foot, per frame
-        low = np.minimum(*(f[..., 2].min(1) for f in track.ClipTrack(m.target, m.motion).foot_points))
+        low = track.ClipTrack(m.target, m.motion).lowest_foot
         print(f"    lowest foot point: min {1000 * low.min():.1f} mm, 10th percentile "
               f"{1000 * np.percentile(low, 10):.1f} mm, {int((low < -0.002).sum())} of {len(low)} frames below -2 mm")
     sys.stdout.flush()
