@@ -31,6 +31,8 @@ from ..weights import MIN_FRACTION
 from .objective import focused_square, pair_terms
 
 PAIR_TERMS = ("dist", "dir", "pen")
+#: ``SolverSettings.gaze_term`` values (``PartnerObjective._gaze``)
+GAZE_TERMS = ("look", "direction")
 #: the floor of a character pair's scale counts at least this many full-weight entries per frame
 FLOOR_ENTRIES = 1.0
 #: gaze candidates are refreshed once a target's gaze turned by this many degrees, or a key vertex moved by
@@ -116,15 +118,20 @@ class PartnerObjective:
             g_src = torch.stack([gaze_directions(src_p[c], g, self.fps) for c, g in zip(self.lookers, gs)], 1)
             self.look_src = self._look(src_all, self.eyes, g_src)                                    # (T, L, M)
             self.look_dir = src_all[:, self.others] - src_all[:, self.eyes][:, :, None]            # (T, L, M, 3)
+            # (T, L, M) cosine between each source gaze and its eye → key-vertex direction ("look" gaze term)
+            self.look_cos = dot3(self.look_dir, g_src[:, :, None]) / norm3(self.look_dir).clamp_min(1e-9)
         else:
             self.look_src = torch.zeros((T, 0, M), dtype=self.dtype, device=self.device)
             self.look_dir = torch.zeros((T, 0, M, 3), dtype=self.dtype, device=self.device)
+            self.look_cos = torch.zeros((T, 0, M), dtype=self.dtype, device=self.device)
         self._src_gaze = self._gaze_ref = self._gaze_cand = None
         self._gaze_cos_slack = math.cos(math.radians(GAZE_SLACK_DEG))
         self._gaze_angle_limit = math.radians(GAZE_MAX_DEG + GAZE_SLACK_DEG)
         self._gaze_dist_slack = GAZE_SLACK_DIST * float(self.heights.mean())
         self.gaze_refreshes = 0
         self.scales = None
+        if settings.gaze_term not in GAZE_TERMS:
+            raise CoreError(f"gaze_term must be one of {', '.join(GAZE_TERMS)}, not '{settings.gaze_term}'.")
 
     def shared_vertices(self) -> np.ndarray:
         """(T, Ntot) bool: the key vertices that a term between the characters acts on from the start, frame by
@@ -270,12 +277,22 @@ class PartnerObjective:
         self.gaze_refreshes += 1
 
     def _gaze(self, p, p_det, alpha: float):
-        """((E,) squared weighted (1 − S_cos) of the gaze entries, (E,) their looking character): each eye and
-        the others' key vertices where the mixed cone weight is non-zero."""
+        """((E,) squared weighted gaze errors of the gaze entries, (E,) their looking character): each eye and
+        the others' key vertices where the mixed cone weight is non-zero.
+
+        "look" (``settings.gaze_term``): S_cos(gaze, eye → key vertex) of the target against the source's, the
+        eye → key-vertex direction read without gradient, so only the looker's head turns (a tall character looks
+        down at a partner the source looked up at). "direction": the paper's 1 − S_cos between the source's and
+        the target's eye → key-vertex directions, which both characters' bodies move to keep."""
         t, c, m, w = self._gaze_entries(p_det, alpha)
         N = p.shape[1]
         flat = p.reshape(-1, 3)
         tgt_dir = flat.index_select(0, t * N + self.others[c, m]) - flat.index_select(0, t * N + self.tgt_eyes[c])
+        if self.settings.gaze_term == "look":
+            g = self.target_gaze(p)                                                               # (T, L, 3)
+            d = tgt_dir.detach()
+            cos_t = dot3(g[t, c], d) / norm3(d).clamp_min(1e-9)
+            return (w * (cos_t - self.look_cos[t, c, m])).square(), c
         return (w * (1.0 - cosine(self.look_dir[t, c, m], tgt_dir))).square(), c
 
     def raw_entries(self, p: torch.Tensor, alpha: float):
@@ -304,4 +321,4 @@ class PartnerObjective:
         return out
 
 
-__all__ = ["FLOOR_ENTRIES", "PAIR_TERMS", "PartnerObjective"]
+__all__ = ["FLOOR_ENTRIES", "GAZE_TERMS", "PAIR_TERMS", "PartnerObjective"]

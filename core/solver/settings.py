@@ -49,7 +49,10 @@ class SolverSettings:
     w_height: float = 1.0       #: includes the unweighted floor barrier
     w_sliding: float = 5.0      #: measured: mean foot-locked F1 0.32 -> 0.37 over the bench cases
     w_partner: float = 1.0      #: a joint solve: multiplies dist, dir and pen between characters
-    w_gaze: float = 1.0         #: a joint solve: multiplies L_dir on eye -> partner pairs in the gaze cone
+    w_gaze: float = 1.0         #: a joint solve: multiplies the gaze term on eye -> partner pairs in the gaze cone
+    #: the gaze term: "look" keeps the angle between each character's gaze and its eye → partner direction, by
+    #: turning its head; "direction": the paper's L_dir on the eye → partner direction itself (docs/solver.md "Gaze")
+    gaze_term: str = "look"
     w_barrier: float = 1.0      #: a joint solve: a body deeper inside the partner's than in the source (barrier.py)
     w_self_barrier: float = 1.0  #: a limb deeper in its own body than the source's or copy-rotations' (docs/solver.md)
     partner_lift: bool = True   #: a joint solve: the terms between characters may move a root up or down

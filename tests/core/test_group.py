@@ -192,19 +192,56 @@ def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):
     assert e.numel() > 0
     e.sum().backward()
     assert q.grad is None and torch.count_nonzero(p.grad) > 0
-    # and the solve hands it a detached copy: the gradient is that of the weights held constant
-    p.grad = None
+    # and the solve hands it a detached copy: the gradient is that of the weights held constant, for either form
+    # of the gaze term
     t, c, m, w = po._gaze_entries(p.detach(), 1.0)
     N = p.shape[1]
     flat = p.reshape(-1, 3)
     d = flat[t * N + po.others[c, m]] - flat[t * N + po.tgt_eyes[c]]
-    held = (w * (1 - torch.nn.functional.cosine_similarity(po.look_dir[t, c, m], d, dim=-1))).square().sum()
-    (g_held,) = torch.autograd.grad(held, p)
-    e, _ = po._gaze(p, p.detach(), 1.0)
-    (g,) = torch.autograd.grad(e.sum(), p)
-    assert torch.allclose(g, g_held, atol=1e-5)
+    cos = torch.nn.functional.cosine_similarity
+    held = {"direction": (w * (1 - cos(po.look_dir[t, c, m], d, dim=-1))).square().sum(),
+            "look": (w * (cos(po.target_gaze(p)[t, c], d.detach(), dim=-1) - po.look_cos[t, c, m])).square().sum()}
+    settings = po.settings
+    try:
+        for term, value in held.items():
+            po.settings = replace(settings, gaze_term=term)
+            (g_held,) = torch.autograd.grad(value, p, retain_graph=True)
+            e, _ = po._gaze(p, p.detach(), 1.0)
+            (g,) = torch.autograd.grad(e.sum(), p)
+            assert torch.allclose(g, g_held, atol=1e-5), term
+    finally:
+        po.settings = settings
     out = po.weighted(p, n, 1.0)
     assert set(out) == {"partner_dist", "partner_dir", "partner_pen", "gaze"}
+
+
+def test_the_look_gaze_term_turns_only_the_lookers_head(group_job):
+    """gaze_term 'look' (the default): the angle between a target's gaze and its eye → partner direction against
+    the source's. Only the looker's three head key vertices (its head's orientation) get a gradient: neither
+    the partner looked at nor the looker's body is moved to keep a direction, as the paper's form does (a tall
+    character crouching to look up at a short partner the way the source looked up)."""
+    po = group_job.partners
+    assert po.settings.gaze_term == "look"
+    with torch.no_grad():
+        p = torch.cat([m.p_init for m in group_job.members], 1).clone()
+    p.requires_grad_(True)
+    e, c = po._gaze(p, p.detach(), 1.0)
+    assert e.numel() > 0 and float(e.detach().sum()) > 0
+    (g,) = torch.autograd.grad(e.sum(), p)
+    moved = set(torch.nonzero(g.abs().sum(-1).sum(0) > 0, as_tuple=True)[0].tolist())
+    heads = set(po.tgt_head[torch.unique(c)].reshape(-1).tolist())
+    assert moved and moved <= heads
+    settings = po.settings
+    try:    # the paper's form moves the eyes and the partners' key vertices
+        po.settings = replace(settings, gaze_term="direction")
+        e, _ = po._gaze(p, p.detach(), 1.0)
+        (g,) = torch.autograd.grad(e.sum(), p)
+        assert set(torch.nonzero(g.abs().sum(-1).sum(0) > 0, as_tuple=True)[0].tolist()) - heads
+        po.settings = replace(settings, gaze_term="sideways")
+        with pytest.raises(CoreError, match="gaze_term must be one of look, direction"):
+            type(po)(po.settings, group_job.members)
+    finally:
+        po.settings = settings
 
 
 def test_the_contact_state_between_partners_is_added_to_partner_l_dist_on_request(group_job):
