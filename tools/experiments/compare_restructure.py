@@ -11,8 +11,9 @@ clip (NC_bandai_walk_giant_001, ping-pong tiled, onto mh_female_average; or ``--
 in ../shared/assets) is retargeted ``--repeat`` times by
 each side in turn (old, new, old, new, ...): a machine busy for a while slows both. Timed: copy-rotations plus
 the solve (set-up included), no metrics — the new side through core.retarget, the old one as its bench timed
-it. Printed: the median seconds of each side, their ratio, and the largest bone-rotation angle (degrees) and
-hips-location difference (mm) between the two results.
+it. Printed: the median seconds of each side, their ratio, the largest bone-rotation angle (degrees) and
+hips-location difference (mm) between the two results, and each side's solver split into set-up and Adam steps
+(its ``stats``). ``--new-first`` swaps the order within each repeat (the side timed second is favoured).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def main(argv=None):
     ap.add_argument("--frames", type=int, nargs="+", default=[75, 300])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--new-first", action="store_true",
+                    help="run this checkout first in each repeat (one process favours the side timed second)")
     ap.add_argument("--case", nargs=2, metavar=("SOURCE", "TARGET"), default=None,
                     help="source clip and target character under ../shared/assets (default: the scaling line's)")
     args = ap.parse_args(argv)
@@ -70,30 +73,40 @@ def main(argv=None):
         t = time.perf_counter()
         if label == "new":
             rt = m(prefix, "core.retarget")
-            res = rt.run(rt.Retarget(src, mo, tgt, rt.RetargetOptions(settings=settings, metrics=False,
-                                                                       conflicts=False))).motion
+            out = rt.run(rt.Retarget(src, mo, tgt, rt.RetargetOptions(settings=settings, metrics=False,
+                                                                       conflicts=False)))
+            res, stats = out.motion, out.solver_stats
         else:
             init = m(prefix, "core.copy_rotations").copy_rotations(src, mo, tgt)
-            res = m(prefix, "core.solver").SolveJob(src, mo, tgt, init, settings).run()
-        return time.perf_counter() - t, res
+            job = m(prefix, "core.solver").SolveJob(src, mo, tgt, init, settings)
+            res, stats = job.run(), job.stats
+        # the solver's own split: its set-up (source paths, pairs, scales) and its Adam steps
+        return time.perf_counter() - t, res, (stats.get("setup_s", float("nan")), stats.get("solve_s", float("nan")))
 
     print(f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} CPUs; baseline {args.baseline}; "
           f"{case[0]} -> {case[1]}")
-    print("frames | old median s | new median s | new / old | largest rotation difference ° | hips difference mm")
+    order = ("new", "old") if args.new_first else ("old", "new")
+    print(f"each repeat runs {' then '.join(order)}; set-up / steps: the solver's own split, medians")
+    print("frames | old median s | new median s | new / old | largest rotation difference ° | hips difference mm "
+          "| old set-up / steps s | new set-up / steps s")
     for n in args.frames:
         times = {"old": [], "new": []}
+        split = {"old": [], "new": []}
         res = {}
         for _ in range(args.repeat):
-            for label in ("old", "new"):
-                dt, res[label] = run(label, n)
+            for label in order:
+                dt, res[label], parts = run(label, n)
                 times[label].append(dt)
+                split[label].append(parts)
         a, b = res["old"], res["new"]
         dots = np.abs((a.rotations * b.rotations).sum(-1)).clip(0.0, 1.0)
         angle = float(np.degrees(2.0 * np.arccos(dots)).max())
         hips = sides["new"][2].skeleton.index(sides["new"][2].bone_map["hips"])
         dloc = float(np.abs(a.locations[:, hips] - b.locations[:, hips]).max()) * 1000
         to, tn = statistics.median(times["old"]), statistics.median(times["new"])
-        print(f"{n} | {to:.2f} | {tn:.2f} | {tn / to:.2f} | {angle:.3f} | {dloc:.2f}", flush=True)
+        parts = {k: " / ".join(f"{statistics.median(x):.2f}" for x in zip(*v)) for k, v in split.items()}
+        print(f"{n} | {to:.2f} | {tn:.2f} | {tn / to:.2f} | {angle:.3f} | {dloc:.2f} | {parts['old']} | "
+              f"{parts['new']}", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
     return 0
 
