@@ -38,6 +38,10 @@ PARTNER_STEP = 0.5
 #: between the characters acts on them it steps at the single solve's rate (``member_rates``)
 CHAINS = tuple((f"{side}_{a}", f"{side}_{b}") for side in ("left", "right") for a, b in (("leg", "foot"),
                                                                                           ("arm", "hand")))
+#: share of its single-solve rate an arm (with its hand) steps at where a term between the characters acts on it,
+#: instead of PARTNER_STEP: measured, the hold is kept as well at the full rate and the arms' own contacts
+#: (an elbow at the side while both hands hold the partner's) much better (docs/solver.md "Step size")
+ARM_STEP = 1.0
 
 
 def member_rates(member, step: float, shared) -> list:
@@ -46,9 +50,10 @@ def member_rates(member, step: float, shared) -> list:
 
     ``step`` × the single-solve rates where a term between the characters acts, the single solve's elsewhere:
     ``shared`` (T, N) bool (``PartnerObjective.shared_vertices``: the member's key vertices such a term acts on,
-    frame by frame). A limb chain's bones (a leg with its foot, an arm with its hand) take ``step`` on the
-    control points of the frames where one of that chain's key vertices is shared, the other bones and the root
-    (they move every key vertex above them) where any of the member's is. ``shared`` None: ``step`` everywhere."""
+    frame by frame). A leg's bones (with its foot) take ``step`` on the control points of the frames where one
+    of that chain's key vertices is shared, an arm's (with its hand) ``ARM_STEP`` there; the other bones and the
+    root (they move every key vertex above them) ``step`` where any of the member's is. ``shared`` None: ``step``
+    everywhere."""
     rot, root = member.base_lrs
     if step == 1.0 or shared is None:
         return [rot * step, root * step]
@@ -56,7 +61,7 @@ def member_rates(member, step: float, shared) -> list:
         return [rot, root]
     acts = np.abs(member.param.basis) > 0                                  # (T, C): the controls of each frame
 
-    def scale(frames):
+    def scale(frames, step=step):
         """(C,) ``step`` on the controls of ``frames`` (T,) bool, 1 elsewhere."""
         return np.where(acts[frames].any(0), step, 1.0)
     anywhere = scale(shared.any(1))
@@ -65,7 +70,8 @@ def member_rates(member, step: float, shared) -> list:
     for chain in CHAINS:
         cols = [k for k, part in enumerate(member.opt_parts) if part in chain]
         if cols:
-            rot_scale[:, cols] = scale(shared[:, np.isin(limbs, chain)].any(1))[:, None]
+            rot_scale[:, cols] = scale(shared[:, np.isin(limbs, chain)].any(1),
+                                       ARM_STEP if chain[0].endswith("_arm") else step)[:, None]
     if (rot_scale == step).all() and (anywhere == step).all():
         return [rot * step, root * step]
     as_t = lambda x: torch.as_tensor(x, dtype=member.dtype, device=member.device)      # noqa: E731

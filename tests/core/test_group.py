@@ -107,7 +107,10 @@ def test_a_couple_retargeted_onto_itself_comes_back_as_the_source(scene):
         err = np.linalg.norm(ClipTrack(member.target, member.motion).keyverts[0] - want, axis=-1)
         err_alone = np.linalg.norm(ClipTrack(member.target, single).keyverts[0] - want, axis=-1)
         assert err.max() < 3e-3 and err.mean() < 5e-4         # metres
-        assert err.max() <= 1.25 * err_alone.max() and err.mean() <= 1.25 * err_alone.mean()
+        # on average as close as alone; the largest error up to 1.5× alone's: the arms step at the single solve's
+        # rate where the hands hold (group.ARM_STEP), and two held hands corrected by both characters at once
+        # overshoot by a fraction of a millimetre more on the first steps (1.86 against 1.37 mm, 2026-11-26)
+        assert err.max() <= 1.5 * err_alone.max() and err.mean() <= 1.25 * err_alone.mean()
     pm = out.partner_metrics
     pm_alone = evaluate_partners([ClipTrack(a, ma), ClipTrack(b, mb)], [(a2, alone[0]), (b2, alone[1])])
     assert pm["partner_contact_f1"] == pytest.approx(1.0)
@@ -137,11 +140,12 @@ def group_job(scene):
 
 def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(group_job):
     """The couple's hands meet, their legs stay apart: on the control points of the frames where a hand's key
-    vertex is shared with the partner, the arm's bones, the other non-leg bones and the root step at PARTNER_STEP of
-    their single-solve rates; the legs' bones everywhere, and every bone where nothing is shared, at the single
-    solve's (``group.member_rates``). Nothing shared at all: the single solve's rates; no partner terms:
-    PARTNER_STEP everywhere."""
-    from core.solver.group import PARTNER_STEP, member_rates
+    vertex is shared with the partner, the arm's bones step at ARM_STEP of their single-solve rates, the other
+    non-leg bones and the root at PARTNER_STEP; the legs' bones everywhere, and every bone where nothing is shared,
+    at the single solve's (``group.member_rates``). Nothing shared at all: the single solve's rates; no partner
+    terms: PARTNER_STEP everywhere."""
+    from core.solver import group
+    from core.solver.group import ARM_STEP, PARTNER_STEP, member_rates
     job = group_job
     shared = job.partners.shared_vertices()                               # (T, Ntot)
     off = job.partners.offsets
@@ -166,7 +170,8 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
                 mine = np.zeros_like(near)
                 for t in np.nonzero(chain.any(1))[0]:
                     mine |= basis[t] != 0
-                np.testing.assert_allclose(rot[:, k], np.where(mine, s.lr_rot * PARTNER_STEP, s.lr_rot), rtol=1e-6)
+                np.testing.assert_allclose(rot[:, k], np.where(mine, s.lr_rot * ARM_STEP, s.lr_rot), rtol=1e-6)
+                np.testing.assert_allclose(member_rates(m, PARTNER_STEP, own)[0][:, k, 0].numpy(), rot[:, k])
                 mixed = mixed or (mine.any() and not mine.all())
             else:
                 np.testing.assert_allclose(rot[:, k], np.where(near, s.lr_rot * PARTNER_STEP, s.lr_rot), rtol=1e-6)
@@ -176,6 +181,18 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
         assert member_rates(m, PARTNER_STEP, np.zeros_like(own)) == [s.lr_rot, s.lr_root]
         assert member_rates(m, PARTNER_STEP, None) == [s.lr_rot * PARTNER_STEP, s.lr_root * PARTNER_STEP]
         assert member_rates(m, 1.0, own) == [s.lr_rot, s.lr_root]
+    # the arm's share is its own: at PARTNER_STEP too, the arms step as the torso does where their hands are shared
+    m, own = job.members[0], shared[:, off[0]:off[1]]
+    arm = [k for k, part in enumerate(m.opt_parts) if part.endswith(("_arm", "_hand"))]
+    torso = [k for k, part in enumerate(m.opt_parts) if not part.startswith(("left", "right"))]
+    prev = group.ARM_STEP
+    try:
+        group.ARM_STEP = PARTNER_STEP
+        rot = member_rates(m, PARTNER_STEP, own)[0][..., 0].numpy()
+    finally:
+        group.ARM_STEP = prev
+    assert arm and torso and np.isclose(rot[:, arm], s.lr_rot * PARTNER_STEP).any()
+    assert rot[:, arm].min() == rot[:, torso].min() == pytest.approx(s.lr_rot * PARTNER_STEP)
 
 
 def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):
