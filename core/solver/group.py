@@ -38,10 +38,11 @@ PARTNER_STEP = 0.5
 #: between the characters acts on them it steps at the single solve's rate (``member_rates``)
 CHAINS = tuple((f"{side}_{a}", f"{side}_{b}") for side in ("left", "right") for a, b in (("leg", "foot"),
                                                                                           ("arm", "hand")))
-#: share of its single-solve rate an arm (with its hand) steps at where a term between the characters acts on it,
-#: instead of PARTNER_STEP: measured, the hold is kept as well at the full rate and the arms' own contacts
-#: (an elbow at the side while both hands hold the partner's) much better (docs/solver.md "Step size")
-ARM_STEP = 1.0
+#: share of its single-solve rate an arm (with its hand) steps at where a term between the characters acts on it.
+#: PARTNER_STEP, as the rest of the body: at 1 the arms keep more of their own contacts while holding a partner, but
+#: the searches of a K = 5 solve grow by a quarter and the feet and the demo couple's hold lose (docs/solver.md
+#: "Step size", "The arms' rate")
+ARM_STEP = PARTNER_STEP
 
 
 def member_rates(member, step: float, shared) -> list:

@@ -107,10 +107,7 @@ def test_a_couple_retargeted_onto_itself_comes_back_as_the_source(scene):
         err = np.linalg.norm(ClipTrack(member.target, member.motion).keyverts[0] - want, axis=-1)
         err_alone = np.linalg.norm(ClipTrack(member.target, single).keyverts[0] - want, axis=-1)
         assert err.max() < 3e-3 and err.mean() < 5e-4         # metres
-        # on average as close as alone; the largest error up to 1.5× alone's: the arms step at the single solve's
-        # rate where the hands hold (group.ARM_STEP), and two held hands corrected by both characters at once
-        # overshoot by a fraction of a millimetre more on the first steps (1.86 against 1.37 mm, 2026-11-26)
-        assert err.max() <= 1.5 * err_alone.max() and err.mean() <= 1.25 * err_alone.mean()
+        assert err.max() <= 1.25 * err_alone.max() and err.mean() <= 1.25 * err_alone.mean()
     pm = out.partner_metrics
     pm_alone = evaluate_partners([ClipTrack(a, ma), ClipTrack(b, mb)], [(a2, alone[0]), (b2, alone[1])])
     assert pm["partner_contact_f1"] == pytest.approx(1.0)
@@ -181,18 +178,19 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
         assert member_rates(m, PARTNER_STEP, np.zeros_like(own)) == [s.lr_rot, s.lr_root]
         assert member_rates(m, PARTNER_STEP, None) == [s.lr_rot * PARTNER_STEP, s.lr_root * PARTNER_STEP]
         assert member_rates(m, 1.0, own) == [s.lr_rot, s.lr_root]
-    # the arm's share is its own: at PARTNER_STEP too, the arms step as the torso does where their hands are shared
+    # the arm's share is its own (ARM_STEP): at 1 the arms step at the single solve's rate where their hands are
+    # shared, while the torso keeps PARTNER_STEP there
     m, own = job.members[0], shared[:, off[0]:off[1]]
     arm = [k for k, part in enumerate(m.opt_parts) if part.endswith(("_arm", "_hand"))]
     torso = [k for k, part in enumerate(m.opt_parts) if not part.startswith(("left", "right"))]
     prev = group.ARM_STEP
     try:
-        group.ARM_STEP = PARTNER_STEP
+        group.ARM_STEP = 1.0
         rot = member_rates(m, PARTNER_STEP, own)[0][..., 0].numpy()
     finally:
         group.ARM_STEP = prev
-    assert arm and torso and np.isclose(rot[:, arm], s.lr_rot * PARTNER_STEP).any()
-    assert rot[:, arm].min() == rot[:, torso].min() == pytest.approx(s.lr_rot * PARTNER_STEP)
+    assert arm and torso and np.allclose(rot[:, arm], s.lr_rot)
+    assert rot[:, torso].min() == pytest.approx(s.lr_rot * PARTNER_STEP)
 
 
 def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true", help="the joint solve under cProfile: the 30 costliest "
                     "functions by their own time, then by cumulative time")
     ap.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
-                    help="a module constant of core.solver.partners / barrier / core.partners for this run "
+                    help="a module constant of core.solver.partners / barrier / group / core.partners for this run "
                          "(GAZE_SLACK_DEG, GAZE_SLACK_DIST, MARGIN, ...)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a SolverSettings field for both the joint and the separate solves (w_partner=0, ...)")
@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     partners = importlib.import_module(f"{bench.MODULE}.core.solver.partners")
     for item in args.const:
         name, _, value = item.partition("=")
-        owners = [m for m in (barrier, partners, importlib.import_module(f"{bench.MODULE}.core.partners"))
+        owners = [m for m in (barrier, partners, importlib.import_module(f"{bench.MODULE}.core.partners"),
+                              importlib.import_module(f"{bench.MODULE}.core.solver.group"))
                   if hasattr(m, name)]
         if not owners:
             raise SystemExit(f"no module constant {name}")
