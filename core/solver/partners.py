@@ -209,7 +209,7 @@ class PartnerObjective:
         g = window_mean((frames @ self.tgt_local[..., None])[..., 0], plan=self._window)
         return g / g.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
-    def _gaze_entries(self, p_det, alpha: float):
+    def _gaze_entries(self, p_det, alpha: float, gaze=None):
         """(t, c, m, w): the gaze entries (frame, looker, index into its ``others``) whose mixed cone weight
         w = W_src + α·W_tgt is non-zero, the targets' cones read at ``p_det`` (T, Ntot, 3) without gradient.
 
@@ -218,17 +218,18 @@ class PartnerObjective:
         target height), and the source's. While no target gaze has turned by more than GAZE_SLACK_DEG and no key
         vertex has moved by more than D since, the angle of any other entry is still above a_max, so the
         candidates hold every non-zero weight: the set is exact. Refreshed frame by frame: only the frames where
-        that no longer holds are searched again."""
+        that no longer holds are searched again. ``gaze``: the targets' gazes (T, L, 3) at ``p_det`` when the caller
+        has them (``target_gaze``), read without gradient."""
         if self._src_gaze is None:
             t, c, m = torch.nonzero(self.look_src > 0, as_tuple=True)
             self._src_gaze = (t, c, m, self.look_src[t, c, m])
         if alpha <= 0 or p_det is None or not self.lookers:
             return self._src_gaze
         with torch.no_grad():
-            return self._target_gaze_entries(p_det.detach(), alpha)
+            return self._target_gaze_entries(p_det.detach(), alpha, None if gaze is None else gaze.detach())
 
-    def _target_gaze_entries(self, p_det, alpha: float):
-        g = self.target_gaze(p_det)                                                               # (T, L, 3)
+    def _target_gaze_entries(self, p_det, alpha: float, gaze=None):
+        g = self.target_gaze(p_det) if gaze is None else gaze                                     # (T, L, 3)
         if self._gaze_ref is None:
             frames = None
         else:   # frame by frame: a frame whose gazes all turned less than the slack and whose key vertices all moved
@@ -283,13 +284,16 @@ class PartnerObjective:
         "look" (``settings.gaze_term``): S_cos(gaze, eye → key vertex) of the target against the source's, the
         eye → key-vertex direction read without gradient, so only the looker's head turns (a tall character looks
         down at a partner the source looked up at). "direction": the paper's 1 − S_cos between the source's and
-        the target's eye → key-vertex directions, which both characters' bodies move to keep."""
-        t, c, m, w = self._gaze_entries(p_det, alpha)
+        the target's eye → key-vertex directions, which both characters' bodies move to keep. ``p_det``: the same
+        positions without gradient (the target cones are read there); the "look" term's gazes at ``p``, computed
+        once, serve both."""
+        look = self.settings.gaze_term == "look"
+        g = self.target_gaze(p) if look else None                                                  # (T, L, 3)
+        t, c, m, w = self._gaze_entries(p_det, alpha, g)
         N = p.shape[1]
         flat = p.reshape(-1, 3)
         tgt_dir = flat.index_select(0, t * N + self.others[c, m]) - flat.index_select(0, t * N + self.tgt_eyes[c])
-        if self.settings.gaze_term == "look":
-            g = self.target_gaze(p)                                                               # (T, L, 3)
+        if look:
             d = tgt_dir.detach()
             cos_t = dot3(g[t, c], d) / norm3(d).clamp_min(1e-9)
             return (w * (cos_t - self.look_cos[t, c, m])).square(), c
