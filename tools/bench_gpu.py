@@ -10,7 +10,8 @@ far rounding alone moves this solve); and whether the reproducible GPU solve run
 A CUDA device is never needed: without one the section says so and measures nothing.
 
 A GPU machine often has no Blender. The characters are then prepared here, where the bpy wheel imports the assets,
-and carried over as a pickle; the GPU machine needs torch, numpy and POT only:
+and carried over as a pickle; the GPU machine needs torch and numpy only (POT too where it is installed: without
+it a stand-in refuses any key-vertex transfer, which a prepared case never runs):
 
     .venv/bin/python tools/bench_gpu.py --save-case case.pkl          # here (bpy): the scaling case, prepared
     python3 tools/bench_gpu.py --case case.pkl [--frames 75,1000,10000] [--cpu-frames 75,1000] [--threads 16]
@@ -227,6 +228,21 @@ def save_case(path):
     print(f"saved {path}: {bench.SCALING[0]} ({smo.num_frames} frames) → {bench.SCALING[1]}")
 
 
+def _without_pot():
+    """Let core import where POT is not installed (a GPU machine's image may lack it): a prepared case's characters
+    carry their key vertices, so the bench runs no optimal transport; a stand-in module says so if anything calls it."""
+    try:
+        import ot  # noqa: F401
+    except ImportError:
+        import types
+
+        def absent(*_, **__):
+            raise RuntimeError("POT is not installed on this machine: key vertices cannot be transferred here; "
+                               "prepare the case where POT is (--save-case).")
+        sys.modules["ot"] = types.SimpleNamespace(__name__="ot", dist=absent, sinkhorn=absent)
+        print("POT is not installed here: the prepared case needs no key-vertex transfer (a stand-in refuses any).")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--save-case", help="prepare the scaling case here (needs bpy) and pickle it to this file")
@@ -249,6 +265,7 @@ def main(argv=None):
     import torch
     if args.threads:
         torch.set_num_threads(args.threads)
+    _without_pot()
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tools"))
     from bench import setting_overrides, tile
