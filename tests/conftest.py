@@ -3,6 +3,7 @@ through pytest-blender. Tests that need ../shared/assets skip when it is absent,
 
 import os
 import pathlib
+import subprocess
 import sys
 import tempfile
 
@@ -60,6 +61,20 @@ def addon():
     mod, repo = enable_addon("reconform_test")
     yield mod
     disable_addon("reconform_test", repo)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """``tools/demo.py`` run once for the session on the demo's first 40 frames, fast preset: (exit status,
+    stdout, stderr, output folder). The folder holds demo.blend (the generated demo scene as `make demo` builds
+    it), output.blend and report.txt; the demo's test and the demo scene's read them."""
+    pytest.importorskip("bpy")
+    out = tmp_path_factory.mktemp("demo")
+    env = dict(os.environ)
+    env.pop("BLENDER_USER_RESOURCES", None)
+    p = subprocess.run([sys.executable, str(ROOT / "tools" / "demo.py"), "--out", str(out), "--frames", "1", "40",
+                        "--quality", "fast"], capture_output=True, text=True, timeout=1500, env=env, cwd=str(ROOT))
+    return p.returncode, p.stdout, p.stderr, out
 
 
 @pytest.fixture

@@ -474,8 +474,14 @@ def build_scene(out_path, report=print):
     scene.render.fps = FPS
     info = {"characters": {}}
     bodies = {}
+    made = {}       # (params, pose) -> (skeleton, mesh): a walker on a ground has the body of another character
+
+    def body(params, pose):
+        if (params, pose) not in made:
+            made[params, pose] = make_body(params, pose=pose)[:2]
+        return made[params, pose]
     for name, params, pose, x in CHARACTERS:
-        skel, mesh, _ = make_body(params, pose=pose)
+        skel, mesh = body(params, pose)
         bodies[name] = (skel, mesh)
         build_character(name, skel, mesh, x)
         height = float(np.ptp(mesh.rest_verts[:, 2]))
@@ -483,7 +489,7 @@ def build_scene(out_path, report=print):
                                     "bones": skel.num_bones, "params": params.name}
         report(f"character '{name}': {params.name}, {height:.2f} m, {mesh.num_verts} vertices, {pose}-pose rest")
     for name, params, pose, xy, turn in COUPLE + PARTNERS:
-        skel, mesh, _ = make_body(params, pose=pose)
+        skel, mesh = body(params, pose)
         bodies[name] = (skel, mesh)
         arm = build_character(name, skel, mesh, xy[0])
         arm.location.y = xy[1]

@@ -1,26 +1,20 @@
 """The embedded demo scene (tools/make_demo_scene.py): its source motion keeps the feet on the floor
 (Blender's own evaluation, every 10th frame, squat included) and its claps bring the hands together."""
 
-import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 bpy = pytest.importorskip("bpy")
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow   # the demo scene is generated in a subprocess (about 15 s)
+pytestmark = pytest.mark.slow   # the demo runs in a subprocess (tests/conftest.py demo_run: about a minute)
 
 
 @pytest.fixture(scope="module")
-def demo_blend(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo") / "demo.blend"
-    res = subprocess.run([sys.executable, str(ROOT / "tools" / "make_demo_scene.py"), "--out", str(out)],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return out
+def demo_blend(demo_run):
+    """The demo scene as `make demo` generates it (tools/make_demo_scene.py, through tools/demo.py)."""
+    rc, _, se, out = demo_run
+    assert rc == 0, se[-2000:]
+    return out / "demo.blend"
 
 
 def test_demo_source_keeps_feet_on_the_floor_and_claps(demo_blend, clean_scene):

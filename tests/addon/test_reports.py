@@ -85,9 +85,8 @@ def test_batch_reports_read_well(generated_blend, tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_writes_the_baselines_it_names_and_a_readable_report(tmp_path):
-    out = tmp_path / "demo"
-    rc, so, se = run("demo.py", "--out", out, "--frames", 1, 40, "--quality", "fast", timeout=1500)
+def test_demo_writes_the_baselines_it_names_and_a_readable_report(demo_run):
+    rc, so, se, out = demo_run            # tools/demo.py --frames 1 40 --quality fast (tests/conftest.py)
     assert rc == 0, se
     text = (out / "report.txt").read_text()
     for name in ("TallThin", "ShortHeavy"):
