@@ -79,18 +79,29 @@ def torch_threads(n):
             torch.set_num_threads(prev)
 
 
+#: whether torch fills each tensor it allocates uninitialised while its deterministic algorithms are on
+#: (``torch.utils.deterministic.fill_uninitialized_memory``, True by default: NaN, so that code reading memory it
+#: never wrote gives the same result every run). The solver reads none, and on a GPU those fills were a third of a
+#: step's kernel launches (docs/solver.md "GPU"): off within ``deterministic``, torch's setting restored after it
+FILL_UNINITIALIZED = False
+
+
 @contextlib.contextmanager
 def deterministic(device, on: bool = True):
     """torch's deterministic algorithms for the block when ``device`` is a GPU and ``on`` (``index_add_`` and
-    scatters are not deterministic there otherwise: off, they add in whatever order the GPU's threads run). On the
-    CPU those ops already are, and the switch is left alone: its first use in a process imports ``torch._dynamo``
-    (2-3 s, measured on the first solver step of every process)."""
+    scatters are not deterministic there otherwise: off, they add in whatever order the GPU's threads run), without
+    filling new tensors (``FILL_UNINITIALIZED``). On the CPU those ops already are, and the switch is left alone:
+    its first use in a process imports ``torch._dynamo`` (2-3 s, measured on the first solver step of every
+    process)."""
     if torch.device(device).type == "cpu" or not on:
         yield
         return
-    prev = torch.are_deterministic_algorithms_enabled()
+    import torch.utils.deterministic as torch_det
+    prev, prev_fill = torch.are_deterministic_algorithms_enabled(), torch_det.fill_uninitialized_memory
     torch.use_deterministic_algorithms(True, warn_only=True)
+    torch_det.fill_uninitialized_memory = FILL_UNINITIALIZED
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(prev)
+        torch_det.fill_uninitialized_memory = prev_fill

@@ -103,6 +103,30 @@ def test_deterministic(pair, solved):
     np.testing.assert_array_equal(job2.run().rotations, solved[0].result().rotations)
 
 
+def test_the_gpu_switch_keeps_new_tensors_unfilled_and_restores_torchs_settings():
+    """``deterministic`` on a GPU: torch's deterministic algorithms on, its NaN fill of every new tensor off (a
+    third of a GPU step's kernel launches, docs/solver.md "GPU"), both as they were afterwards, also after an
+    error; on the CPU nothing is set. The device is only named: entering the switch needs no GPU."""
+    import torch.utils.deterministic as torch_det
+
+    from core.solver.optim import deterministic
+    state = lambda: (torch.are_deterministic_algorithms_enabled(), torch_det.fill_uninitialized_memory)  # noqa: E731
+    before = state()
+    assert before == (False, True)                     # torch's defaults
+    with deterministic("cpu", True):
+        assert state() == before
+    with deterministic("cuda", False):
+        assert state() == before
+    with deterministic("cuda", True):
+        assert state() == (True, False)
+        assert torch.empty(4).shape == (4,)            # allocated, not filled (nothing reads it)
+    assert state() == before
+    with pytest.raises(RuntimeError, match="inside"):
+        with deterministic("cuda:0", True):
+            raise RuntimeError("inside")
+    assert state() == before
+
+
 #: a self-retarget's terms are ~0 at the start, yet Adam's first steps move the pose a little before the terms
 #: bring it back: it is judged after the fast preset's 60 steps (after 30 the self-contact barrier, which pushes
 #: any deepening limb out rather than back, can still leave a hand just over the bound)

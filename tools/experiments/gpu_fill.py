@@ -1,0 +1,66 @@
+"""Torch's fill of new tensors under its deterministic algorithms, on and off, back to back on a GPU
+(``core.solver.optim.FILL_UNINITIALIZED``; docs/solver.md "GPU"): the bench's scaling case (a pickle from
+``tools/bench_gpu.py --save-case``), the whole retarget (copy-rotations, set-up, solve; reproducible) at each
+length, alternating fill on / off ``--repeat`` times after an untimed warm-up: median seconds and frames/s of
+each, and whether the two results are identical bit for bit.
+
+    python3 tools/experiments/gpu_fill.py --case .whl/case.pkl [--frames 75,1000] [--repeat 3] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", required=True)
+    ap.add_argument("--frames", default="75,1000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args(argv)
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import bench_gpu
+    bench_gpu._without_pot()
+    from bench import tile
+    from core import retarget as rt
+    from core.solver import SolverSettings, optim
+    from core.types import Motion
+    with open(args.case, "rb") as f:
+        case = bench_gpu._CoreUnpickler(f).load()
+    settings = SolverSettings.preset("balanced", device=args.device, deterministic=True)
+    cuda = args.device.startswith("cuda")
+    print(f"{case['case'][0]} -> {case['case'][1]}, reproducible, on {args.device}"
+          + (f" ({torch.cuda.get_device_name(0)}, torch {torch.__version__})" if cuda else ""))
+    bench_gpu._retarget(rt, case["source"], tile(Motion, case["motion"], 75), case["target"],
+                        SolverSettings.preset("balanced", device=args.device, iterations=2))   # warm-up
+    for n in (int(x) for x in args.frames.split(",") if x):
+        clip = tile(Motion, case["motion"], n)
+        times, results = {True: [], False: []}, {}
+        for _ in range(args.repeat):
+            for fill in (True, False):
+                optim.FILL_UNINITIALIZED = fill
+                res, dt, _ = bench_gpu._timed(rt, case["source"], clip, case["target"], settings, cuda)
+                times[fill].append(dt)
+                results[fill] = res.motion
+        optim.FILL_UNINITIALIZED = False
+        on, off = statistics.median(times[True]), statistics.median(times[False])
+        same = bench_gpu._identical(results[True], results[False])
+        print(f"{n} frames: fill on {on:.2f} s ({n / on:.0f} f/s), off {off:.2f} s ({n / off:.0f} f/s), "
+              f"on / off {on / off:.2f}; results {'identical' if same else 'differ'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
