@@ -243,6 +243,25 @@ def _without_pot():
         print("POT is not installed here: the prepared case needs no key-vertex transfer (a stand-in refuses any).")
 
 
+def load_case(path, threads=None) -> dict:
+    """The case pickled by ``--save-case`` (``case``, ``source``, ``motion``, ``target``), read on this machine with or
+    without POT; ``threads``: torch's CPU threads, when given."""
+    import torch
+    if threads:
+        torch.set_num_threads(threads)
+    _without_pot()
+    with open(path, "rb") as f:
+        return _CoreUnpickler(f).load()
+
+
+def device_label(device: str) -> str:
+    """``device``, with the GPU's name and torch's version when it is CUDA."""
+    import torch
+    if not device.startswith("cuda"):
+        return device
+    return f"{device} ({torch.cuda.get_device_name(0)}, torch {torch.__version__})"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--save-case", help="prepare the scaling case here (needs bpy) and pickle it to this file")
@@ -262,18 +281,13 @@ def main(argv=None):
         return save_case(args.save_case)
     if not args.case:
         ap.error("give --case FILE (or --save-case FILE where bpy is installed)")
-    import torch
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    _without_pot()
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tools"))
+    case = load_case(args.case, args.threads)
     from bench import setting_overrides, tile
     from core import retarget as rt
     from core.solver import SolverSettings
     from core.types import Motion
-    with open(args.case, "rb") as f:
-        case = _CoreUnpickler(f).load()
     print(f"case: {case['case'][0]} → {case['case'][1]}; balanced preset")
     t0 = time.perf_counter()
     ints = lambda s: tuple(int(x) for x in s.split(",") if x)

@@ -28,21 +28,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
-    import torch
-    if args.threads:
-        torch.set_num_threads(args.threads)
     import bench_gpu
-    bench_gpu._without_pot()
+    case = bench_gpu.load_case(args.case, args.threads)
     from bench import tile
     from core import retarget as rt
     from core.solver import SolverSettings, optim
     from core.types import Motion
-    with open(args.case, "rb") as f:
-        case = bench_gpu._CoreUnpickler(f).load()
     settings = SolverSettings.preset("balanced", device=args.device, deterministic=True)
     cuda = args.device.startswith("cuda")
-    print(f"{case['case'][0]} -> {case['case'][1]}, reproducible, on {args.device}"
-          + (f" ({torch.cuda.get_device_name(0)}, torch {torch.__version__})" if cuda else ""))
+    print(f"{case['case'][0]} -> {case['case'][1]}, reproducible, on {bench_gpu.device_label(args.device)}")
     bench_gpu._retarget(rt, case["source"], tile(Motion, case["motion"], 75), case["target"],
                         SolverSettings.preset("balanced", device=args.device, iterations=2))   # warm-up
     for n in (int(x) for x in args.frames.split(",") if x):

@@ -36,22 +36,18 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
     from torch.profiler import ProfilerActivity, profile
-    if args.threads:
-        torch.set_num_threads(args.threads)
     import bench_gpu
-    bench_gpu._without_pot()
+    case = bench_gpu.load_case(args.case, args.threads)
     from bench import setting_overrides, tile
     from core import retarget as rt
     from core.solver import SolverSettings
     from core.types import Motion
-    with open(args.case, "rb") as f:
-        case = bench_gpu._CoreUnpickler(f).load()
     clip = tile(Motion, case["motion"], args.frames)
     base = SolverSettings.preset("balanced", device=args.device, **setting_overrides(args.set))
     cuda = args.device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    print(f"{case['case'][0]} tiled to {args.frames} frames -> {case['case'][1]}, on {args.device}"
-          + (f" ({torch.cuda.get_device_name(0)}, torch {torch.__version__})" if cuda else ""))
+    print(f"{case['case'][0]} tiled to {args.frames} frames -> {case['case'][1]}, on "
+          f"{bench_gpu.device_label(args.device)}")
     per_op = {}
     for det in (True, False):
         settings = dataclasses.replace(base, deterministic=det)
