@@ -136,7 +136,8 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
             f64 = spread(cpu_results[n].rotations, r64.rotations)
         res, dt, peak = _timed(rt, src, clip, tgt, repro, cuda)
         log(f"  {n} frames on {device}: " + ", ".join(f"{k} {v:.2f}" for k, v in res.timings.items())
-            + f"; pose graphed: {res.solver_stats.get('cuda_graph')} {res.solver_stats.get('cuda_graph_error', '')}")
+            + f"; pose graphed: {res.solver_stats.get('cuda_graph')}, with the dense terms: "
+            f"{res.solver_stats.get('cuda_graph_terms')} {res.solver_stats.get('cuda_graph_error', '')}")
         solve = res.timings.get("solve_s", float("nan"))
         res_eager, dt_eager, peak_eager = _timed(rt, src, clip, tgt, eager, cuda)
         graphed_same.append(_identical(res.motion, res_eager.motion))

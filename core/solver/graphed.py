@@ -1,11 +1,13 @@
-"""The solver's pose map as one CUDA graph (issue 16 item 4; docs/solver.md "GPU").
+"""The solver's pose map and its dense terms as one CUDA graph (issue 16 item 4; docs/solver.md "GPU").
 
-On a GPU a step is bound by kernel launches, not arithmetic: a third of them are the pose map, from the control
+On a GPU a step is bound by kernel launches, not arithmetic. A third of them are the pose map, from the control
 points to the key vertices (the B-spline, the 6D rotations, forward kinematics level by level, skinning) and back
-through it. Its shapes never change during a solve, so it is recorded once, forward and backward, with
-``torch.cuda.make_graphed_callables`` and replayed at every step: the same kernels in the same order (the same
-result, bit for bit), launched by one call. The rest of a step (the active pairs, the barriers' searches) changes
-shape from step to step and stays eager.
+through it; many more are the terms over every frame's key vertices and sole points (``Objective.dense_terms``:
+reg, smooth, height, floor, the feet's contact and lock, sliding). The shapes of both never change during a solve,
+so they are recorded once, forward and backward, with ``torch.cuda.make_graphed_callables`` and replayed at every
+step, launched by one call; α (the ramp of the target's adaptive weights) is the graph's input. The rest of a
+step (the active pairs, the barriers' searches and the terms on them) changes shape from step to step and stays
+eager.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import torch
 
 #: below this many steps recording (three warm-up passes and the capture) costs more than replaying saves
 MIN_STEPS = 20
+#: the dense terms recorded with the pose map (False: the pose map alone, as before 2026-11-27)
+GRAPH_TERMS = True
 
 
 def pose(job, d: torch.Tensor, off: torch.Tensor):
@@ -23,20 +27,37 @@ def pose(job, d: torch.Tensor, off: torch.Tensor):
     return off, p, n, job.vars.last_points
 
 
+def dense_at(job, off: torch.Tensor, p: torch.Tensor, alpha) -> dict:
+    """``job.objective.dense_terms`` at ``pose``'s hips offsets ``off`` and stacked key-vertex and sole positions
+    ``p``, as ``SolveJob.terms_at`` evaluates them (the hips moved by ``off`` × h_tgt)."""
+    N = job.num_keyverts
+    sole = p[:, N:] if p.shape[1] > N else None
+    return job.objective.dense_terms(p[:, :N], alpha, sole, off * job.h_tgt)
+
+
 class GraphedPose:
-    """``pose`` from the control points (delta (C, Jo, 6), root_off (C, 3)), recorded as a CUDA graph.
+    """``pose`` from the control points (delta (C, Jo, 6), root_off (C, 3)), and with ``terms`` the dense terms at
+    it, recorded as a CUDA graph.
 
-    Calling it returns (off, p, n, points) as ``pose`` does, differentiable w.r.t. both control tensors. The
-    graph's outputs are static buffers that the next replay overwrites; what is returned are copies, so a tensor
-    a caller keeps (a refresh's positions) stays what it was."""
+    Calling it returns (off, p, n, points, dense) with ``pose``'s four and {term: value} of the dense terms at α
+    (None without ``terms`` or α), differentiable w.r.t. both control tensors. The graph's outputs are static
+    buffers that the next replay overwrites; what is returned are copies, so a tensor a caller keeps (a refresh's
+    positions) stays what it was."""
 
-    def __init__(self, job):
+    def __init__(self, job, terms: bool = True):
         self.has_points = job.vars.last_points is not None
+        self.keys = ()                #: the dense terms' names, in the order of the graph's last outputs
+        self._alpha = job.param.params[0].new_zeros(())
 
-        def controls_pose(delta, root_off):
+        def controls_pose(delta, root_off, alpha):
             off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
-            return (off, p, n) + ((pts,) if self.has_points else ())
-        sample = tuple(t.detach().clone().requires_grad_(True) for t in job.param.params)
+            out = (off, p, n) + ((pts,) if self.has_points else ())
+            if terms:                 # which terms a job has (a foot model's, the soles' jerk) is set at its set-up
+                dense = dense_at(job, off, p, alpha)
+                self.keys = tuple(dense)
+                out = out + tuple(dense.values())
+            return out
+        sample = tuple(t.detach().clone().requires_grad_(True) for t in job.param.params) + (self._alpha.clone(),)
         # recording warms up on a side stream, and torch then warns once per process that an AccumulateGrad node's
         # stream differs from its producer's; the replays give the eager pose's results bit for bit (bench_gpu), so
         # the warning is silenced while recording only
@@ -49,23 +70,33 @@ class GraphedPose:
             if quiet is not None:
                 quiet(True)
 
-    def __call__(self, delta: torch.Tensor, root_off: torch.Tensor):
-        out = [t.clone() for t in self._graphed(delta, root_off)]
-        return tuple(out) if self.has_points else (*out, None)
+    def __call__(self, delta: torch.Tensor, root_off: torch.Tensor, alpha=None):
+        if alpha is not None:
+            self._alpha.fill_(float(alpha))
+        out = [t.clone() for t in self._graphed(delta, root_off, self._alpha)]
+        k = 4 if self.has_points else 3
+        head = tuple(out[:k]) if self.has_points else (*out[:k], None)
+        dense = dict(zip(self.keys, out[k:])) if self.keys and alpha is not None else None
+        return head + (dense,)
 
 
 def graphed_pose(job):
-    """A GraphedPose for ``job``'s variables when its device is a GPU, ``settings.cuda_graph`` is on and the solve
-    takes at least MIN_STEPS steps; else None (the pose is then evaluated eagerly). A graph that cannot be
-    recorded (an operation a capture does not allow) leaves the solve eager and says why in ``job.stats``."""
+    """A GraphedPose for ``job``'s variables (with its dense terms, ``GRAPH_TERMS``) when its device is a GPU,
+    ``settings.cuda_graph`` is on and the solve takes at least MIN_STEPS steps; else None (the pose is then
+    evaluated eagerly). A graph that cannot be recorded (an operation a capture does not allow) is tried again
+    without the terms, then the solve stays eager; ``job.stats`` says why."""
     s = job.settings
     if job.device.type != "cuda" or not s.cuda_graph or job.total < MIN_STEPS:
         job.stats["cuda_graph"] = False
         return None
-    try:
-        graphed = GraphedPose(job)
-    except RuntimeError as e:
-        job.stats.update(cuda_graph=False, cuda_graph_error=str(e).splitlines()[0][:200])
-        return None
-    job.stats["cuda_graph"] = True
-    return graphed
+    for terms in ((True, False) if GRAPH_TERMS else (False,)):
+        try:
+            graphed = GraphedPose(job, terms)
+        except RuntimeError as e:
+            job.stats["cuda_graph_error"] = str(e).splitlines()[0][:200]
+            continue
+        job.stats["cuda_graph"] = True
+        job.stats["cuda_graph_terms"] = bool(graphed.keys)
+        return graphed
+    job.stats["cuda_graph"] = False
+    return None

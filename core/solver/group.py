@@ -234,7 +234,7 @@ class GroupSolveJob(StepLifecycle):
                 p.grad = None
             member_terms, ps, ns = [], [], []
             for m in self.members:
-                p, n, sole = m._forward()
+                p, n, sole = m._forward(alpha=alpha)
                 member_terms.append(m.terms_at(p, n, sole, alpha))
                 ps.append(p)
                 ns.append(n)

@@ -30,7 +30,7 @@ from ..weights import alpha_ramp
 from .barrier import own_barrier, own_capsules
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
-from .graphed import graphed_pose, pose
+from .graphed import dense_at, graphed_pose, pose
 from .lifecycle import StepLifecycle
 from .optim import Adam, deterministic, learning_rates, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse
@@ -102,6 +102,7 @@ class SolveJob(StepLifecycle):
         self.fps = float(source_motion.fps)
         self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None)
         self._pose = None   #: GraphedPose on a GPU (set-up), else None
+        self._dense = None  #: (key-vertex positions, α, dense terms there) from the last graph replay
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
@@ -373,19 +374,23 @@ class SolveJob(StepLifecycle):
         """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
         return self.param.frame_residuals()
 
-    def _forward(self, residuals=None):
+    def _forward(self, residuals=None, alpha: float = None):
         """(key-vertex positions (T, N, 3), normals (T, N, 3), sole points (T, S, 3) or None) at the current
-        variables (or at per-frame ``residuals`` = (6D (T, Jo, 6), root offset (T, 3)))."""
+        variables (or at per-frame ``residuals`` = (6D (T, Jo, 6), root offset (T, 3))); with ``alpha``, also the
+        dense terms there (on a GPU from its graph), which ``terms_at`` then takes for these positions."""
+        dense = None
         if residuals is None and self._pose is not None:     # one CUDA graph, replayed (core/solver/graphed.py)
-            off, p, n, self.body_positions = self._pose(*self.param.params)
+            off, p, n, self.body_positions, dense = self._pose(*self.param.params, alpha=alpha)
         else:
             off, p, n, self.body_positions = pose(self, *(self.param.frame_residuals() if residuals is None
                                                           else residuals))
+            if alpha is not None:                    # in the graph's order of operations (the same result)
+                dense = dense_at(self, off, p, alpha)
         self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
         N = self.num_keyverts
-        if p.shape[1] > N:
-            return p[:, :N], n[:, :N], p[:, N:]
-        return p, n, None
+        out = (p[:, :N], n[:, :N], p[:, N:]) if p.shape[1] > N else (p, n, None)
+        self._dense = None if dense is None else (out[0], alpha, dense)
+        return out
 
     def _alpha(self) -> float:
         return 1.0 if self.warm_start is not None else alpha_ramp(self._step, self.total, self.settings.alpha_end)
@@ -394,7 +399,7 @@ class SolveJob(StepLifecycle):
         """{term: weight · raw / scale} at the current variables (differentiable w.r.t. them, or w.r.t.
         ``residuals`` = (per-frame 6D (T, Jo, 6), root offset (T, 3)) when given)."""
         alpha = self._alpha() if alpha is None else alpha
-        p, n, sole = self._forward(residuals)
+        p, n, sole = self._forward(residuals, alpha)
         return self.terms_at(p, n, sole, alpha, pairset)
 
     def terms_at(self, p, n, sole, alpha: float, pairset=None) -> dict:
@@ -403,7 +408,9 @@ class SolveJob(StepLifecycle):
         if pairset is None:
             pairset = self.objective.pairs.active(p, alpha)
             self._last_entries = len(pairset)
-        out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world))
+        last = self._dense               # the graph's dense terms, when they are at these positions and α
+        dense = last[2] if last is not None and last[0] is p and last[1] == alpha else None
+        out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world, dense))
         if self.own_barrier is not None:       # a limb inside the character's own body: reported in 'pen'
             out["pen"] = out["pen"] + self.own_barrier.weighted([self.body_positions.unflatten(1, (-1, 2))])
         return out

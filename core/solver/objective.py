@@ -195,9 +195,18 @@ class Objective:
 
     # -- evaluation ------------------------------------------------------------------------------------------
 
-    def raw_terms(self, p, n, alpha: float, pairset, sole, root_world) -> dict:
+    def raw_terms(self, p, n, alpha: float, pairset, sole, root_world, dense: dict = None) -> dict:
         """Unweighted, unnormalised terms at key-vertex positions p (T, N, 3), normals n (T, N, 3), sole points
-        (T, S, 3) or None, with the hips moved by ``root_world`` (T, 3) metres from copy-rotations."""
+        (T, S, 3) or None, with the hips moved by ``root_world`` (T, 3) metres from copy-rotations; ``dense``:
+        ``dense_terms`` at the same arguments when the caller has them (a GPU's graph, core/solver/graphed.py)."""
+        out = self.dense_terms(p, alpha, sole, root_world) if dense is None else dict(dense)
+        out.update(self._pair_terms(p, n, alpha, pairset))
+        return out
+
+    def dense_terms(self, p, alpha, sole, root_world) -> dict:
+        """The terms over every frame's key vertices and sole points (reg, smooth, height, floor, sole_contact,
+        sliding, lock): shapes fixed for the whole solve, unlike the pair terms'; ``alpha`` a float or a 0-dim
+        tensor."""
         s = self.settings
         vs = self.vertex_scale
         ht = self.h_tgt
@@ -245,7 +254,6 @@ class Objective:
         out["sliding"] = sliding_loss(vel, self.src_vel_cmp, ws[:-1], vs["sliding"])
         if feet is not None and feet.lock_w is not None and sole is not None and sole.shape[0] > 1:
             out["lock"] = feet.lock_loss(sole, hs, lows)
-        out.update(self._pair_terms(p, n, alpha, pairset))
         return out
 
     def _pair_terms(self, p, n, alpha: float, pairset) -> dict:

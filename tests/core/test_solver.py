@@ -465,7 +465,8 @@ def test_the_cpu_never_records_a_cuda_graph(solved):
 
 def test_a_solve_through_the_graphed_pose_is_the_eager_solve(pair, solved, monkeypatch):
     """Recording needs a GPU (`make bench`'s GPU section compares graph and eager there, bit for bit); here the
-    plumbing around it runs with the recording replaced by the function itself."""
+    plumbing around it runs with the recording replaced by the function itself: the pose map and the dense
+    terms at α come from it (``terms_at`` takes them instead of evaluating them again), the same solve."""
     from core.solver.graphed import GraphedPose
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda fn, sample: fn)
     src, m, tgt, init = pair
@@ -473,10 +474,20 @@ def test_a_solve_through_the_graphed_pose_is_the_eager_solve(pair, solved, monke
     job.setup()
     job._pose = GraphedPose(job)
     first = job._pose(*job.param.params)
-    again = job._pose(*job.param.params)
-    assert len(first) == 4 and first[3] is not None              # off, positions, normals, body points
-    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(first, again))   # copies: a kept tensor stays
-    np.testing.assert_array_equal(job.run().rotations, solved[0].result().rotations)
+    again = job._pose(*job.param.params, alpha=0.5)
+    assert len(first) == 5 and first[3] is not None and first[4] is None      # off, positions, normals, body points
+    assert {"reg", "smooth", "height", "floor", "sliding"} <= set(again[4])   # and at α the dense terms
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(first[:4], again[:4]))  # copies: a kept tensor stays
+    taken, raw_terms = [], job.objective.raw_terms
+
+    def spy(*args, **kw):
+        taken.append(args[-1] is not None)                                      # the dense terms handed over
+        return raw_terms(*args, **kw)
+    monkeypatch.setattr(job.objective, "raw_terms", spy)
+    res = job.run()
+    assert len(taken) == FAST["iterations"] and all(taken)
+    np.testing.assert_array_equal(res.rotations, solved[0].result().rotations)
+    np.testing.assert_array_equal(res.locations, solved[0].result().locations)
 
 
 def test_a_graph_that_cannot_be_recorded_leaves_the_solve_eager(monkeypatch):
@@ -492,11 +503,12 @@ def test_a_graph_that_cannot_be_recorded_leaves_the_solve_eager(monkeypatch):
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", refuse)
     job = SimpleNamespace(settings=SolverSettings(), device=torch.device("cuda"), total=100, stats={},
                           vars=SimpleNamespace(last_points=None), param=SimpleNamespace(params=[torch.zeros(2)]))
-    assert graphed_pose(job) is None
+    assert graphed_pose(job) is None                # tried with the dense terms, then the pose map alone
     assert job.stats == {"cuda_graph": False,
                          "cuda_graph_error": "operation not permitted when stream is capturing"}
+    assert len(calls) == 2
     job.total, job.stats = 5, {}                    # a short solve (a re-solve) is never recorded
-    assert graphed_pose(job) is None and job.stats == {"cuda_graph": False} and len(calls) == 1
+    assert graphed_pose(job) is None and job.stats == {"cuda_graph": False} and len(calls) == 2
 
 
 def test_the_contact_state_enters_l_dist_on_its_own_scale(pair):

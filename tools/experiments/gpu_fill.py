@@ -5,6 +5,10 @@ length, alternating fill on / off ``--repeat`` times after an untimed warm-up: m
 each, and whether the two results are identical bit for bit.
 
     python3 tools/experiments/gpu_fill.py --case .whl/case.pkl [--frames 75,1000] [--repeat 3] [--device cuda]
+        [--const core.solver.graphed.GRAPH_TERMS]
+
+``--const`` switches another boolean constant of core the same way (on = True), named in the lines instead of
+"fill": ``core.solver.graphed.GRAPH_TERMS``, the dense terms recorded in the GPU's graph with the pose map.
 """
 
 from __future__ import annotations
@@ -27,13 +31,20 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--const", default="core.solver.optim.FILL_UNINITIALIZED",
+                    help="the boolean module constant switched (default: torch's fill of new tensors)")
     args = ap.parse_args(argv)
+    import importlib
     import bench_gpu
     case = bench_gpu.load_case(args.case, args.threads)
     from bench import tile
     from core import retarget as rt
-    from core.solver import SolverSettings, optim
+    from core.solver import SolverSettings
     from core.types import Motion
+    module, _, name = args.const.rpartition(".")
+    switched = importlib.import_module(module)
+    label = "fill" if args.const == "core.solver.optim.FILL_UNINITIALIZED" else name
+    default = getattr(switched, name)
     settings = SolverSettings.preset("balanced", device=args.device, deterministic=True)
     cuda = args.device.startswith("cuda")
     print(f"{case['case'][0]} -> {case['case'][1]}, reproducible, on {bench_gpu.device_label(args.device)}")
@@ -43,15 +54,15 @@ def main(argv=None) -> int:
         clip = tile(Motion, case["motion"], n)
         times, results = {True: [], False: []}, {}
         for _ in range(args.repeat):
-            for fill in (True, False):
-                optim.FILL_UNINITIALIZED = fill
+            for on in (True, False):
+                setattr(switched, name, on)
                 res, dt, _ = bench_gpu._timed(rt, case["source"], clip, case["target"], settings, cuda)
-                times[fill].append(dt)
-                results[fill] = res.motion
-        optim.FILL_UNINITIALIZED = False
+                times[on].append(dt)
+                results[on] = res.motion
+        setattr(switched, name, default)
         on, off = statistics.median(times[True]), statistics.median(times[False])
         same = bench_gpu._identical(results[True], results[False])
-        print(f"{n} frames: fill on {on:.2f} s ({n / on:.0f} f/s), off {off:.2f} s ({n / off:.0f} f/s), "
+        print(f"{n} frames: {label} on {on:.2f} s ({n / on:.0f} f/s), off {off:.2f} s ({n / off:.0f} f/s), "
               f"on / off {on / off:.2f}; results {'identical' if same else 'differ'}", flush=True)
     return 0
 
