@@ -205,8 +205,9 @@ class Objective:
 
     def dense_terms(self, p, alpha, sole, root_world) -> dict:
         """The terms over every frame's key vertices and sole points (reg, smooth, height, floor, sole_contact,
-        sliding, lock): shapes fixed for the whole solve, unlike the pair terms'; ``alpha`` a float or a 0-dim
-        tensor."""
+        sliding, lock): shapes fixed for the whole solve, unlike the pair terms', so on a GPU they are recorded
+        in the CUDA graph with the pose map (``graphed.py``: nothing here may read a value back to Python);
+        ``alpha`` a float or a 0-dim tensor."""
         s = self.settings
         vs = self.vertex_scale
         ht = self.h_tgt
