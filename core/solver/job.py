@@ -102,7 +102,7 @@ class SolveJob(StepLifecycle):
         self.fps = float(source_motion.fps)
         self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None)
         self._pose = None   #: GraphedPose on a GPU (set-up), else None
-        self._dense = None  #: (key-vertex positions, α, dense terms there) from the last graph replay
+        self._dense = None  #: (key-vertex positions, α, the dense terms there) from the last _forward with α
         self.history = []     # per step {term: weighted normalised value}
         self.stats = {}
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
