@@ -510,6 +510,18 @@ def test_a_graph_that_cannot_be_recorded_leaves_the_solve_eager(monkeypatch):
     job.total, job.stats = 5, {}                    # a short solve (a re-solve) is never recorded
     assert graphed_pose(job) is None and job.stats == {"cuda_graph": False} and len(calls) == 2
 
+    def refuse_the_terms(fn, sample):               # the pose map alone can be recorded: it is, and the stats say so
+        calls.append(fn)
+        if len(calls) == 3:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return fn
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", refuse_the_terms)
+    job.total, job.stats = 100, {}
+    graphed = graphed_pose(job)
+    assert graphed is not None and graphed.keys == () and len(calls) == 4
+    assert job.stats == {"cuda_graph": True, "cuda_graph_terms": False,
+                         "cuda_graph_error": "operation not permitted when stream is capturing"}
+
 
 def test_the_contact_state_enters_l_dist_on_its_own_scale(pair):
     """contact_state w adds w × the pairs' contact-state loss to L_dist, divided by L_dist's reference scale, which
