@@ -7,7 +7,8 @@ The bench's scaling case (tools/bench.py SCALING) is set up as the product runs 
 ``--steps`` more are counted with a ``TorchDispatchMode``: every aten operation (views included; on a GPU most of
 the others are a kernel launch each), attributed to the innermost function under ``core/`` on the Python stack, or
 to BACKWARD when autograd's engine runs it. Then the pose map alone (control points → key vertices, sole and body
-points, and its backward: what ``core/solver/graphed.py`` records as a CUDA graph) counted the same way.
+points, and its backward) and the dense terms alone at the pose (``Objective.dense_terms`` and their backward):
+what ``core/solver/graphed.py`` records as a CUDA graph, counted the same way.
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ def main(argv=None) -> int:
             torch.stack([t.sum() for t in outs if t is not None]).sum().backward()
     print(f"\nthe pose map and its backward: {sum(c.by_place.values()) / K:.0f} operations (of which BACKWARD "
           f"{c.by_place['BACKWARD'] / K:.0f}; a sum of its outputs included)")
+    graphed = sys.modules[type(job).__module__.rsplit(".", 1)[0] + ".graphed"]
+    if hasattr(graphed, "dense_at"):           # the dense terms alone, at the pose (what a GPU records with it)
+        with torch.no_grad():
+            off, p, _, _ = graphed.pose(job, *job.param.frame_residuals())
+        off, p = off.requires_grad_(True), p.requires_grad_(True)
+        with counter() as c:
+            for _ in range(K):
+                terms = graphed.dense_at(job, off, p, 0.5)
+                torch.stack(list(terms.values())).sum().backward()
+        print(f"the dense terms ({', '.join(terms)}) and their backward: {sum(c.by_place.values()) / K:.0f} "
+              f"operations (of which BACKWARD {c.by_place['BACKWARD'] / K:.0f}; a sum of them included)")
     return 0
 
 
