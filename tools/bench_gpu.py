@@ -263,14 +263,20 @@ def device_label(device: str) -> str:
     return f"{device} ({torch.cuda.get_device_name(0)}, torch {torch.__version__})"
 
 
+def case_arguments(ap, required: bool = True):
+    """``--case`` (a pickle from ``--save-case``), ``--device`` and ``--threads`` on ``ap``: what this bench and the
+    GPU experiments (tools/experiments/gpu_*.py) take to run a prepared case (``load_case``)."""
+    ap.add_argument("--case", required=required, help="a pickled case (--save-case) to run on this machine's GPU")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--save-case", help="prepare the scaling case here (needs bpy) and pickle it to this file")
-    ap.add_argument("--case", help="a pickled case (--save-case) to run on this machine's GPU")
+    case_arguments(ap, required=False)
     ap.add_argument("--frames", default=",".join(map(str, FRAMES)))
     ap.add_argument("--cpu-frames", default=",".join(map(str, CPU_FRAMES)))
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--device", default="cuda")
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable), as "
                     "tools/bench.py's")
     ap.add_argument("--group", action="store_true", help="also a joint solve of two synthetic characters, twice "

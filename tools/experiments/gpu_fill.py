@@ -25,17 +25,15 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 
 def main(argv=None) -> int:
+    import bench_gpu
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", required=True)
+    bench_gpu.case_arguments(ap)
     ap.add_argument("--frames", default="75,1000")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--const", default="core.solver.optim.FILL_UNINITIALIZED",
                     help="the boolean module constant switched (default: torch's fill of new tensors)")
     args = ap.parse_args(argv)
     import importlib
-    import bench_gpu
     case = bench_gpu.load_case(args.case, args.threads)
     from bench import tile
     from core import retarget as rt

@@ -25,22 +25,21 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 
 def main(argv=None) -> int:
+    import bench_gpu
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", required=True)
+    bench_gpu.case_arguments(ap)
     ap.add_argument("--frames", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--top", type=int, default=15)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
     args = ap.parse_args(argv)
     import torch
     from torch.profiler import ProfilerActivity, profile
-    import bench_gpu
     case = bench_gpu.load_case(args.case, args.threads)
     from bench import setting_overrides, tile
     from core import retarget as rt
     from core.solver import SolverSettings
+    from core.solver.optim import deterministic
     from core.types import Motion
     clip = tile(Motion, case["motion"], args.frames)
     base = SolverSettings.preset("balanced", device=args.device, **setting_overrides(args.set))
@@ -58,7 +57,6 @@ def main(argv=None) -> int:
             job = getattr(run, "job", None)
             if job is not None and job._step >= 5:
                 break
-        from core.solver.optim import deterministic
         with deterministic(job.device, det):
             sync()
             t = time.perf_counter()

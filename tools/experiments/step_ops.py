@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib
 import pathlib
 import sys
 import traceback
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
             torch.stack([t.sum() for t in outs if t is not None]).sum().backward()
     print(f"\nthe pose map and its backward: {sum(c.by_place.values()) / K:.0f} operations (of which BACKWARD "
           f"{c.by_place['BACKWARD'] / K:.0f}; a sum of its outputs included)")
-    graphed = sys.modules[type(job).__module__.rsplit(".", 1)[0] + ".graphed"]
+    graphed = importlib.import_module(f"{bench.MODULE}.core.solver.graphed")
     if hasattr(graphed, "dense_at"):           # the dense terms alone, at the pose (what a GPU records with it)
         with torch.no_grad():
             off, p, _, _ = graphed.pose(job, *job.param.frame_residuals())
