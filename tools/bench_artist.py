@@ -141,6 +141,7 @@ def main(argv=None):
 
     # one step of the first solve, part by part
     job_mod = importlib.import_module(f"{bench.MODULE}.core.solver.job")
+    optim = importlib.import_module(f"{bench.MODULE}.core.solver.optim")
     job = job_mod.SolveJob(first.source, motion, first.target, first.init_motion, settings,
                            source_track=first.source_track)
     job.setup()
@@ -160,7 +161,7 @@ def main(argv=None):
             p.grad = None
         p, n = rig()
         (p.sum() + n.sum()).backward()
-    with job._threads():
+    with optim.torch_threads(settings.num_threads):
         for _ in range(5):
             job._adam_step()
         whole_step = median_ms(job._adam_step)
