@@ -28,7 +28,6 @@ from .optim import Adam, deterministic, learning_rates, torch_threads
 from .barrier import PartnerBarrier, capsule_points
 from .lifecycle import StepLifecycle
 from .partners import PartnerObjective
-from .placement import place_members
 from .settings import Progress
 
 #: share of its single-solve learning rates each member of a group of K ≥ 2 steps with (docs/solver.md
@@ -199,9 +198,6 @@ class GroupSolveJob(StepLifecycle):
             self.stats["partner_scales"] = {k: v.tolist() for k, v in self.partners.scales.items()}
             self.stats["gaze_source_entries"] = int((self.partners.look_src > 0).sum())
             self.notes.extend(self.partners.notes)
-            starts_cold = all(m.warm_start is None and m.settings.terrain is None for m in self.members)
-            if self.settings.place_partners and starts_cold:
-                self.stats["placement_offsets_m"] = place_members(self.members, self.partners.pairs).tolist()
         params, lrs = [], []
         step = 1.0 if len(self.members) == 1 else PARTNER_STEP
         shared = None if self.partners is None else self.partners.shared_vertices()     # (T, Ntot) bool

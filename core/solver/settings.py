@@ -56,9 +56,6 @@ class SolverSettings:
     w_barrier: float = 1.0      #: a joint solve: a body deeper inside the partner's than in the source (barrier.py)
     w_self_barrier: float = 1.0  #: a limb deeper in its own body than the source's or copy-rotations' (docs/solver.md)
     partner_lift: bool = True   #: a joint solve: the terms between characters may move a root up or down
-    #: a joint solve starts with each character moved (one constant horizontal offset) so the source's contacts
-    #: between the characters line up (``placement``; docs/solver.md "Placement")
-    place_partners: bool = True
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
