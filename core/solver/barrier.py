@@ -37,6 +37,7 @@ from ..metrics_partners import body_capsules, capsule_paths
 from ..partners import box_distance
 from ..vec3 import dot3, norm3, sq_norm3
 from ..weights import centred, frame_centroids, largest_moves, refresh_due
+from .bulges import bulge_points
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -50,19 +51,25 @@ HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
 _CHUNK = 256
 
 
-def capsule_points(character):
-    """(capsules, (bones (2B,), (2B, 3) positions in each bone's frame)): a character's capsule cores and their
-    axis ends as points carried by their bones (``SolveJob.body_points``)."""
+def capsule_points(character, bulges: bool = False):
+    """(capsules, (bones (2R,), (2R, 3) positions in each bone's frame)): a character's capsule cores and their
+    axis ends as points carried by their bones (``SolveJob.body_points``), R = B rows of two ends; with
+    ``bulges``, followed by its ``bulges.bulge_points`` as P more rows whose two ends are the same point."""
     caps = body_capsules(character)
-    return caps, (np.repeat(caps.bone, 2), caps.ends.reshape(-1, 3))
+    bones, ends = np.repeat(caps.bone, 2), caps.ends.reshape(-1, 3)
+    if bulges:
+        _, b_bone, b_local = bulge_points(character, caps)
+        bones, ends = np.concatenate([bones, np.repeat(b_bone, 2)]), np.concatenate([ends, np.repeat(b_local, 2, 0)])
+    return caps, (bones, ends)
 
 
 def own_capsules(job):
-    """The target's capsules for ``job``'s self-contact barrier, its ``body_points`` set to their ends when a
-    joint solve has not set them already; None when ``w_self_barrier`` is 0 or the target has no mesh."""
+    """The target's capsules for ``job``'s self-contact barrier, its ``body_points`` set to their ends and its bulge
+    points when a joint solve has not set them already (it sets the same); None when ``w_self_barrier`` is 0 or
+    the target has no mesh."""
     if job.settings.w_self_barrier <= 0 or job.target.mesh is None or job.source.mesh is None:
         return None
-    caps, points = capsule_points(job.target)
+    caps, points = capsule_points(job.target, bulges=True)
     if job.body_points is None:
         job.body_points = points
     return caps
@@ -91,8 +98,9 @@ def own_barrier(job):
     caps = job._own_caps
     if caps is None:
         return None
+    bulge_seg = bulge_points(job.target, caps)[0]
     return PartnerBarrier(job.settings, [job], [caps], own=True, init_ends=[job.body_positions.unflatten(1, (-1, 2))],
-                          contacts=[own_contacts(job, caps)])
+                          contacts=[own_contacts(job, caps)], bulges=[bulge_seg])
 
 
 def _spheres(ends: torch.Tensor) -> torch.Tensor:
@@ -123,10 +131,17 @@ class PartnerBarrier:
             allowed the larger of the source's depth and its depth there (the solve adds none); a source body
             that is a fitted template (``SkinnedMesh.fitted``) allows none of its own depths.
         contacts: per member, (T, B, B) bool (``own_contacts``): segment pairs left free at a frame.
+        bulges: per member, (P,) the segment of each of its bulge points (``bulges.bulge_points``), whose rows
+            follow the B capsules' in its ``body_points`` (``capsule_points(target, bulges=True)``): each is one
+            more sphere, of radius 0, of that segment (spheres only: never a capsule). None: the capsules only
+            (rows past the B capsules' are then ignored).
+
+    A member's spheres: B·U along its capsule axes (sphere q: row q // U, at ``SPHERES[q % U]``), then one per
+    bulge point (row B + q − B·U); its rows of ends: the B capsules', then the P bulge points'.
     """
 
     def __init__(self, settings, members, capsules, own: bool = False, init_ends: list = None,
-                 contacts: list = None):
+                 contacts: list = None, bulges: list = None):
         self.settings = settings
         self.own = own
         m0 = members[0]
@@ -136,7 +151,21 @@ class PartnerBarrier:
         T = m0.num_frames
         self.num_frames = T
         self.radius = [torch.as_tensor(c.radius, dtype=self.dtype, device=self.device) for c in capsules]
-        self.sphere_r = [r.repeat_interleave(U) for r in self.radius]
+        bulges = bulges or [None] * K
+        as_long = lambda x: torch.as_tensor(np.asarray(x, dtype=np.int64), device=self.device)   # noqa: E731
+        #: per member: its number of capsules B, the segment of each row of ends (R,), each row's sphere radius (R,)
+        #: (a bulge point's 0), each sphere's row (Q,) and place along the row's axis (Q,), each sphere's radius (Q,)
+        self.num_caps = [len(c.names) for c in capsules]
+        self.row_seg = [torch.cat([torch.arange(B, device=self.device), as_long([] if g is None else g)])
+                        for B, g in zip(self.num_caps, bulges)]
+        self.row_r = [torch.cat([r, r.new_zeros(len(g) - B)]) for r, g, B in zip(self.radius, self.row_seg,
+                                                                                 self.num_caps)]
+        u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
+        self.q_row = [torch.cat([torch.arange(B * U, device=self.device) // U,
+                                 torch.arange(B, len(g), device=self.device)]) for B, g in zip(self.num_caps,
+                                                                                               self.row_seg)]
+        self.q_u = [torch.cat([u.repeat(B), u.new_zeros(len(g) - B)]) for B, g in zip(self.num_caps, self.row_seg)]
+        self.sphere_r = [r.index_select(0, q) for r, q in zip(self.row_r, self.q_row)]
         src_ends, src_r = [], []
         for m, caps in zip(members, capsules):
             sc = body_capsules(m.source)
@@ -146,8 +175,10 @@ class PartnerBarrier:
             missing = torch.as_tensor([w < 0 for w in where])
             src_ends.append(ends.to(self.device))
             src_r.append(torch.where(missing, torch.full_like(r, -1e3), r).to(self.device))  # never inside
-        self.src_spheres = [_spheres(e) for e in src_ends]                       # (T, B·U, 3)
-        self.src_sphere_r = [r.repeat_interleave(U) for r in src_r]
+        # a bulge point has no sphere in the source (it allows no depth there): at the origin, of radius −1e3
+        P = [len(g) - B for g, B in zip(self.row_seg, self.num_caps)]
+        self.src_spheres = [torch.cat([_spheres(e), e.new_zeros((T, n, 3))], 1) for e, n in zip(src_ends, P)]
+        self.src_sphere_r = [torch.cat([r.repeat_interleave(U), r.new_full((n,), -1e3)]) for r, n in zip(src_r, P)]
         self.src_ends, self.src_r = src_ends, src_r
         kind = [[n.partition("_")[2] if limb_of(n) != "torso" else n for n in c.names] for c in capsules]
         ht = np.asarray([m.h_tgt for m in members])
@@ -171,7 +202,7 @@ class PartnerBarrier:
                     hold = segment_exclusion(list(capsules[a].names))
                 else:
                     hold = np.asarray([[kb in HOLDS.get(ka, ()) for kb in kind[b]] for ka in kind[a]])
-                excl = torch.as_tensor(hold, device=self.device)                     # (B_a, B_b) segments
+                excl = torch.as_tensor(hold, device=self.device)[self.row_seg[a]]     # (R_a, B_b) rows, segments
                 self.blocks.append((a, b, h_t / h_s, (0.01 * h_t) ** 2, MARGIN * h_t, excl,
                                     HOT * h_t))
         self.release()
@@ -192,9 +223,9 @@ class PartnerBarrier:
         U = len(SPHERES)
         u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
         a, b, ratio, _, margin, excl, _ = self.blocks[i]
-        ea, eb = ends[a][frames], ends[b][frames]
-        mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (F, B, 3)
-        reach_a = 0.5 * norm3(ea[:, :, 1] - ea[:, :, 0]) + self.radius[a]
+        ea, eb = ends[a][frames], ends[b][frames][:, :self.num_caps[b]]       # rows of spheres, capsules
+        mid_a, mid_b = ea.mean(2), eb.mean(2)                                  # (F, R_a, 3), (F, B_b, 3)
+        reach_a = 0.5 * norm3(ea[:, :, 1] - ea[:, :, 0]) + self.row_r[a]
         reach_b = 0.5 * norm3(eb[:, :, 1] - eb[:, :, 0]) + self.radius[b]
         pad = reach_a.amax(1) + reach_b.amax(1) + margin                      # (F,)
         box = box_distance(mid_a.amin(1), mid_a.amax(1), mid_b.amin(1), mid_b.amax(1))          # (F,)
@@ -206,16 +237,20 @@ class PartnerBarrier:
             fr = near[c:c + _CHUNK]
             gap = norm3(mid_a[fr][:, :, None] - mid_b[fr][:, None])                   # (F, Ba, Bb)
             close = (gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin) & ~excl
-            if self.contacts is not None and a == b:
-                close &= ~self.contacts[a][frames[fr]]         # limbs that touch in the source are free there
+            if self.contacts is not None and a == b:    # limbs that touch in the source are free there
+                close &= ~self.contacts[a][frames[fr]].index_select(1, self.row_seg[a])
             f, sa, k = torch.nonzero(close, as_tuple=True)
             row = fr[f]                                                              # rows of ``frames``
             e = ea[row, sa]                                                          # (E, 2, 3)
             q = e[:, None, 0] + u[:, None] * (e[:, None, 1] - e[:, None, 0])        # (E, U, 3)
-            d = _depth(q, self.radius[a][sa, None], eb[row, k, None, 0], eb[row, k, None, 1],
+            d = _depth(q, self.row_r[a][sa, None], eb[row, k, None, 0], eb[row, k, None, 1],
                        self.radius[b][k, None])                                     # (E, U)
-            qi = sa[:, None] * U + torch.arange(U, device=self.device)
-            e_idx, u_idx = torch.nonzero(d > -margin, as_tuple=True)
+            B = self.num_caps[a]
+            axis = (sa < B)[:, None]
+            qi = torch.where(axis, sa[:, None] * U + torch.arange(U, device=self.device), B * (U - 1) + sa[:, None])
+            # a bulge point's row has both ends at the point: its U spheres are one, kept once
+            e_idx, u_idx = torch.nonzero((d > -margin) & (axis | (torch.arange(U, device=self.device) == 0)),
+                                         as_tuple=True)
             t, q, k, depth = frames[row[e_idx]], qi[e_idx, u_idx], k[e_idx], d[e_idx, u_idx]
             allow = self._allowed(a, b, ratio, t, q, k)
             # only entries within the margin of their allowed depth can reach it before the next search (a
@@ -245,16 +280,14 @@ class PartnerBarrier:
         """(E,) the depth allowed to entries (frame t, sphere q of character a, capsule k of character b): the
         source's there (≥ 0, scaled by ``ratio``; none for an own block on a fitted source body) and, in own
         blocks, copy-rotations' (where the solve starts)."""
-        U = len(SPHERES)
         src = self.src_ends[b]
         d_src = _depth(self.src_spheres[a][t, q], self.src_sphere_r[a][q], src[t, k, 0], src[t, k, 1],
                        self.src_r[b][k])
         allow = d_src.clamp_min(0.0) * (ratio * self.source_depth[a])
         if self.init_ends is not None:
-            u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)
             ia, ib = self.init_ends[a], self.init_ends[b]
-            qa = ia[t, torch.div(q, U, rounding_mode="floor")]
-            qa = qa[:, 0] + u[q % U, None] * (qa[:, 1] - qa[:, 0])
+            qa = ia[t, self.q_row[a][q]]
+            qa = qa[:, 0] + self.q_u[a][q, None] * (qa[:, 1] - qa[:, 0])
             allow = torch.maximum(allow, _depth(qa, self.sphere_r[a][q], ib[t, k, 0], ib[t, k, 1],
                                                 self.radius[b][k]).clamp_min(0.0))
         return allow
@@ -264,7 +297,6 @@ class PartnerBarrier:
         allows since their last search (exact: no entry left out can overlap before that), then pick again the
         hot entries of the frames that moved by ``HOT`` · h̄ since theirs. Frame by frame: a solve that moves a
         few frames far leaves the others' entries as they are."""
-        U = len(SPHERES)
         any_block = False
         flat = [e.reshape(-1, 2, 3) for e in det]
         every = torch.arange(self.num_frames, device=self.device)
@@ -291,7 +323,7 @@ class PartnerBarrier:
             if frames.numel():
                 cand, reach = self._candidates(i, det, frames)
                 t, q, k, _ = cand
-                rows = (t * det[a].shape[1] + torch.div(q, U, rounding_mode="floor"), t * det[b].shape[1] + k)
+                rows = (t * det[a].shape[1] + self.q_row[a][q], t * det[b].shape[1] + k)
                 if ref is None:
                     self._ref[i] = (det[a].clone(), det[b].clone())
                     self._reach[i] = reach
@@ -355,17 +387,17 @@ class PartnerBarrier:
     def _depths(self, flat: list, a: int, b: int, cand: tuple, rows: tuple) -> torch.Tensor:
         """(E,) depths of block (a, b)'s entries ``cand`` (t, sphere, capsule, allow) whose capsule ends are the
         rows ``rows`` of ``flat`` (per member, (T·B, 2, 3))."""
-        U = len(SPHERES)
         _, q, k, _ = cand
         ea = flat[a].index_select(0, rows[0])                                                 # (E, 2, 3)
-        u = torch.as_tensor(SPHERES, dtype=self.dtype, device=self.device)[q % U, None]
+        u = self.q_u[a][q, None]
         e = flat[b].index_select(0, rows[1])
         return _depth(ea[:, 0] + u * (ea[:, 1] - ea[:, 0]), self.sphere_r[a][q], e[:, 0], e[:, 1],
                       self.radius[b][k])
 
     def weighted(self, ends: list) -> torch.Tensor:
-        """w_barrier · Σ_blocks Σ relu(d − allow)² / (T·(1 % h̄)²) at the capsule ends (T, B_c, 2, 3) of every
-        member (differentiable w.r.t. them)."""
+        """w_barrier · Σ_blocks Σ relu(d − allow)² / (T·(1 % h̄)²) at the rows of ends (T, R_c, 2, 3) of every
+        member (differentiable w.r.t. them; rows past a member's capsules and bulge points are ignored)."""
+        ends = [e if e.shape[1] == len(g) else e[:, :len(g)] for e, g in zip(ends, self.row_seg)]
         with torch.no_grad():
             self._refresh(self._centred(ends))
         total = ends[0].new_zeros(())

@@ -177,7 +177,7 @@ class GroupSolveJob(StepLifecycle):
         if len(self.members) > 1 and self.settings.w_barrier > 0:
             capsules = []
             for m in self.members:      # the bodies' capsule ends, evaluated with the key vertices every step
-                caps, m.body_points = capsule_points(m.target)
+                caps, m.body_points = capsule_points(m.target, bulges=True)   # the own barrier reads the bulges
                 capsules.append(caps)
         for m in self.members:
             m.setup()

@@ -8,7 +8,7 @@ import torch
 
 from core.metrics_partners import body_capsules, capsule_paths, evaluate_partners
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
-from core.solver.barrier import SPHERES, _depth, capsule_points
+from core.solver.barrier import SPHERES, PartnerBarrier, _depth, capsule_points
 from core.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
@@ -272,21 +272,22 @@ def test_fit_body_marks_the_body_fitted():
 
 def _own_dense(bar, ends) -> float:
     """The own block's barrier by hand over every (frame, sphere, capsule): depth beyond the larger of the source's
-    (scaled) and the start's, segment pairs within two hops and those touching in the source left out."""
-    U = len(SPHERES)
+    (scaled) and the start's, segment pairs within two hops and those touching in the source left out. Spheres:
+    ``SPHERES`` along each capsule axis, then one of radius 0 per bulge point (its row's two ends)."""
     (a, b, ratio, unit, _, excl, _), = bar.blocks
-    u = torch.as_tensor(SPHERES, dtype=ends.dtype)[:, None]
+    B = bar.num_caps[0]
+    row, u = bar.q_row[0], bar.q_u[0][:, None]
 
-    def depths(e, r_sphere, r_caps):
-        q = (e[:, :, None, 0] + u * (e[:, :, None, 1] - e[:, :, None, 0])).reshape(e.shape[0], -1, 3)
-        return _depth(q[:, :, None], r_sphere[:, None], e[:, None, :, 0], e[:, None, :, 1], r_caps)
-    d = depths(ends, bar.sphere_r[0], bar.radius[0])
+    def depths(e):
+        q = e[:, row, 0] + u * (e[:, row, 1] - e[:, row, 0])                       # (T, Q, 3)
+        return _depth(q[:, :, None], bar.sphere_r[0][:, None], e[:, None, :B, 0], e[:, None, :B, 1], bar.radius[0])
+    d = depths(ends)
     src = bar.src_ends[0]
     q = bar.src_spheres[0]
     d_src = _depth(q[:, :, None], bar.src_sphere_r[0][:, None], src[:, None, :, 0], src[:, None, :, 1], bar.src_r[0])
-    allow = torch.maximum(d_src.clamp_min(0) * ratio * bar.source_depth[0],
-                          depths(bar.init_ends[0], bar.sphere_r[0], bar.radius[0]).clamp_min(0))
-    out = excl.repeat_interleave(U, 0)[None] | bar.contacts[0].repeat_interleave(U, 1)
+    allow = torch.maximum(d_src.clamp_min(0) * ratio * bar.source_depth[0], depths(bar.init_ends[0]).clamp_min(0))
+    seg = bar.row_seg[0][row]                                                        # (Q,) each sphere's segment
+    out = excl[row][None] | bar.contacts[0][:, seg]
     return float(torch.where(out, torch.zeros_like(d), (d - allow).clamp_min(0)).square().sum()) / (
         ends.shape[0] * unit)
 
@@ -364,3 +365,61 @@ def test_release_free_memory_runs_on_glibc():
         assert release_free_memory() is True
     else:
         assert release_free_memory() is False
+
+
+def _bulgy(depth=0.06):
+    """The synthetic body with a bulge: the chest's front vertices pushed ``depth`` forward (out of its core)."""
+    import dataclasses
+    from core.parts import vertex_segments
+    ch = make_humanoid(name="bulgy")
+    seg, bones, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    v = ch.mesh.rest_verts.copy()
+    front = np.nonzero((seg == bones.index("chest")) & (v[:, 1] > 0.1))[0]
+    v[front, 1] += depth
+    return dataclasses.replace(ch, mesh=dataclasses.replace(ch.mesh, rest_verts=v)), front
+
+
+def test_bulge_points_are_the_surface_that_sticks_out_of_its_segments_core():
+    """``bulges.bulge_points``: none on the tubes of the synthetic body (every vertex on its core's surface); on a
+    chest pushed forward, points on the chest, on those vertices, carried by the chest's bone."""
+    from core.skinning import bind_matrices
+    from core.solver.bulges import BULGE_POINTS, bulge_points
+    plain = make_humanoid()
+    assert len(bulge_points(plain, body_capsules(plain))[0]) == 0
+    ch, front = _bulgy()
+    caps = body_capsules(ch)
+    seg, bone, local = bulge_points(ch, caps)
+    chest = caps.names.index("chest")
+    assert 0 < len(seg) <= BULGE_POINTS and set(seg.tolist()) == {chest}
+    assert set(bone.tolist()) == {int(caps.bone[chest])}
+    G = bind_matrices(ch.skeleton, ch.mesh)[caps.bone[chest]]
+    rest = local @ G[:3, :3].T + G[:3, 3]                     # back in the rest pose: mesh vertices of the bulge
+    assert np.abs(rest[:, None] - ch.mesh.rest_verts[front][None]).sum(-1).min(1).max() < 1e-9
+    # carried as rows of two equal ends after the capsules' (capsule_points with bulges)
+    _, (bones_b, ends_b) = capsule_points(ch, bulges=True)
+    B = len(caps.names)
+    assert len(bones_b) == 2 * (B + len(seg)) and np.allclose(ends_b[2 * B::2], ends_b[2 * B + 1::2])
+
+
+def test_a_limb_sunk_into_a_bulge_is_penalised_where_the_cores_stay_apart():
+    """The self barrier tests each bulge point (a sphere of radius 0 of its segment) against the other segments'
+    cores: a bulge point put inside the left hand's core costs, exactly as the dense sum says, though no
+    capsule sphere of the chest reaches the hand; the start (copy-rotations, the source's pose) costs nothing."""
+    ch, _ = _bulgy()
+    mo = _arms_ahead(ch, frames=4)
+    job = SolveJob(ch, mo, ch, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64", w_self_barrier=1.0))
+    job.setup()
+    bar = job.own_barrier
+    B, R = bar.num_caps[0], len(bar.row_seg[0])
+    assert R > B and len(bar.sphere_r[0]) == B * len(SPHERES) + R - B
+    ends = job.body_positions.unflatten(1, (-1, 2)).detach().clone()
+    assert ends.shape[1] == R
+    assert float(bar.weighted([ends])) == pytest.approx(0.0, abs=1e-12)
+    hand = job._own_caps.names.index("left_hand")
+    moved = ends.clone()
+    moved[:, B] = ends[:, hand].mean(1, keepdim=True)          # the first bulge point on the hand's axis
+    got = float(bar.weighted([moved])) / bar.weight
+    assert got > 0 and got == pytest.approx(_own_dense(bar, moved), rel=1e-9)
+    without = PartnerBarrier(job.settings, [job], [job._own_caps], own=True, init_ends=[ends],
+                             contacts=bar.contacts)              # the capsules alone: the hand is not inside
+    assert float(without.weighted([moved])) == pytest.approx(0.0, abs=1e-12)
