@@ -24,6 +24,10 @@ a body that moves as a whole keeps its depths), so no entry left out can have co
 two characters metres apart are not searched again every few steps, and a solve that moves a few frames far
 searches those frames only. Of the candidates, each step evaluates the hot ones: those within ``HOT`` of their
 allowed depth when last checked (checked again, frame by frame, once the frame has moved by that much).
+
+The self barrier (``own_barrier``, ``w_self_barrier``) is the same term between one character's segments, with
+one more sphere per bulky segment: its surface point farthest outside its core (``bulges.py``, radius 0), so a
+limb cannot sink into a belly or a chest whose core it does not reach (docs/solver.md "Bulge points").
 """
 
 from __future__ import annotations

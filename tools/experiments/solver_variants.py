@@ -4,12 +4,14 @@ solver's defaults (docs/solver.md).
     .venv/bin/python tools/experiments/solver_variants.py "[{}, {'w_sliding': 1}]" [--cases kick,salsa]
         [--max-frames 400] [--threads 1]
     .venv/bin/python tools/experiments/solver_variants.py "[{}, {'knot_spacing': 0}]" --synthetic
+    .venv/bin/python tools/experiments/solver_variants.py "[{}]" --const core.solver.bulges.BULGE_POINTS=0
 
 Each variant is a dict of SolverSettings overrides of the 'balanced' preset. Cases are tools/bench.py's
 (../shared/assets; characters prepared once by its loader), or with ``--synthetic`` the synthetic pair of
 tests/core/synth.py (no assets, about a minute). Every retarget goes through core.retarget, as the product's;
 copy-rotations is its baseline, measured against the same source labels (above the floor the solve used).
-Timings are not the point here (``make bench``).
+Timings are not the point here (``make bench``). ``--const module.NAME=VALUE`` (repeatable) sets a module constant of
+the package the cases run in (e.g. ``core.solver.bulges.BULGE_POINTS``) for every variant of the run.
 """
 
 from __future__ import annotations
@@ -54,6 +56,19 @@ def bench_cases(args):
     return out, mods["core.retarget"], mods["core.solver"]
 
 
+def set_constants(items, package: str):
+    """Set each ``module.NAME=VALUE`` of ``items`` (``VALUE`` a Python literal) on ``package.module``."""
+    import importlib
+    for item in items:
+        name, _, value = item.partition("=")
+        module, _, attr = name.rpartition(".")
+        mod = importlib.import_module(f"{package}.{module}" if package else module)
+        if not hasattr(mod, attr):
+            raise SystemExit(f"no module constant {name}")
+        setattr(mod, attr, ast.literal_eval(value))
+        print(f"{name} = {getattr(mod, attr)!r}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("variants", nargs="?", default="[{}]")
@@ -61,6 +76,8 @@ def main(argv=None):
     ap.add_argument("--max-frames", type=int, default=400, help="first frames of each clip (speed)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cases", default="", help="comma-separated substrings of clip names (default: all cases)")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="a module constant for the whole run, e.g. core.solver.bulges.BULGE_POINTS=0")
     args = ap.parse_args(argv)
     variants = ast.literal_eval(args.variants)
     import numpy as np
@@ -72,6 +89,8 @@ def main(argv=None):
         cases = synthetic_cases(min(args.max_frames, 150))
     else:
         cases, rt, solver = bench_cases(args)
+    from tools import bench
+    set_constants(args.const, package="" if args.synthetic else bench.MODULE)
     rows = {i: [] for i in range(-1, len(variants))}
     print("case | variant | seconds | " + " | ".join(KEYS))
     for name, src, smo, tgt in cases:
