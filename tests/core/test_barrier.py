@@ -423,3 +423,21 @@ def test_a_limb_sunk_into_a_bulge_is_penalised_where_the_cores_stay_apart():
     without = PartnerBarrier(job.settings, [job], [job._own_caps], own=True, init_ends=[ends],
                              contacts=bar.contacts)              # the capsules alone: the hand is not inside
     assert float(without.weighted([moved])) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_joint_solve_carries_the_bulge_points_for_the_own_barriers_and_not_between_the_characters():
+    """In a joint solve the group sets each member's carried points (capsule ends, then bulge points): each member's
+    own barrier reads them all, the barrier between the characters only the capsules (a bulge has no counterpart in
+    the source couple)."""
+    a, _ = _bulgy()
+    b = make_humanoid(name="partner", object_matrix=facing(np.pi, 0.0, -1.0))
+    ma, mb = _arms_ahead(a), _still(b)
+    job = _job([(a, ma), (b, mb)], [a, b], [ma, mb], w_self_barrier=1.0)
+    m = job.members[0]
+    rows = m.body_positions.unflatten(1, (-1, 2)).shape[1]
+    assert rows == len(m.own_barrier.row_seg[0]) > m.own_barrier.num_caps[0]
+    assert job.barrier.num_caps == [len(body_capsules(a).names), len(body_capsules(b).names)]
+    assert [len(r) for r in job.barrier.row_seg] == job.barrier.num_caps
+    ends = [x.body_positions.unflatten(1, (-1, 2)) for x in job.members]
+    assert float(job.barrier.weighted(ends)) == pytest.approx(_dense(job.barrier, [e[:, :B] for e, B in
+                                                                             zip(ends, job.barrier.num_caps)]))
