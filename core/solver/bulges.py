@@ -1,5 +1,5 @@
-"""Surface points where a body bulges out of its capsule cores (docs/solver.md "Bulges"): the self barrier's proxy
-for a breast, a belly or a heavy thigh.
+"""Surface points where a body bulges out of its capsule cores: the self barrier's proxy for a breast, a belly or a
+heavy thigh (docs/solver.md "Issue 11 item 2, self-penetration: bulge points").
 
 The barriers (``barrier.py``) see a body as capsule cores, one per segment, whose radius is the median distance of
 the segment's vertices to its axis, so half of a segment's surface lies outside its core. Where it sticks out far
@@ -22,7 +22,7 @@ from ..affine import inv
 from ..parts import vertex_segments
 from ..skinning import bind_matrices
 
-#: at most this many bulge points per segment (docs/solver.md "Bulges": 2, 3 and 6 measured no better)
+#: at most this many bulge points per segment (2 and 6 measured worse: the same docs/solver.md section)
 BULGE_POINTS = 1
 #: a vertex bulges where it lies this share of its segment's core radius or more outside the core
 BULGE_MIN = 0.25
