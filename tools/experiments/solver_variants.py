@@ -89,8 +89,9 @@ def main(argv=None):
         cases = synthetic_cases(min(args.max_frames, 150))
     else:
         cases, rt, solver = bench_cases(args)
-    from tools import bench
-    set_constants(args.const, package="" if args.synthetic else bench.MODULE)
+    if args.const:
+        from tools import bench
+        set_constants(args.const, package="" if args.synthetic else bench.MODULE)
     rows = {i: [] for i in range(-1, len(variants))}
     print("case | variant | seconds | " + " | ".join(KEYS))
     for name, src, smo, tgt in cases:
