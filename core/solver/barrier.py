@@ -156,12 +156,11 @@ class PartnerBarrier:
         T = m0.num_frames
         self.num_frames = T
         self.radius = [torch.as_tensor(c.radius, dtype=self.dtype, device=self.device) for c in capsules]
-        bulges = bulges or [None] * K
-        as_long = lambda x: torch.as_tensor(np.asarray(x, dtype=np.int64), device=self.device)   # noqa: E731
+        bulges = [np.zeros(0, np.int64) if g is None else np.asarray(g, np.int64) for g in bulges or [None] * K]
         #: per member: its number of capsules B, the segment of each row of ends (R,), each row's sphere radius (R,)
         #: (a bulge point's 0), each sphere's row (Q,) and place along the row's axis (Q,), each sphere's radius (Q,)
         self.num_caps = [len(c.names) for c in capsules]
-        self.row_seg = [torch.cat([torch.arange(B, device=self.device), as_long([] if g is None else g)])
+        self.row_seg = [torch.cat([torch.arange(B, device=self.device), torch.as_tensor(g, device=self.device)])
                         for B, g in zip(self.num_caps, bulges)]
         self.row_r = [torch.cat([r, r.new_zeros(len(g) - B)]) for r, g, B in zip(self.radius, self.row_seg,
                                                                                  self.num_caps)]

@@ -57,7 +57,7 @@ def _bulge_points(character, caps) -> tuple:
     scale = float(np.cbrt(abs(np.linalg.det(sk.object_matrix[:3, :3])))) or 1.0
     segs, bone, local = [], [], []
     for s, name in enumerate(caps.names):
-        if BULGE_SEGMENTS is not None and name.removeprefix("left_").removeprefix("right_") not in BULGE_SEGMENTS:
+        if name.removeprefix("left_").removeprefix("right_") not in BULGE_SEGMENTS:
             continue
         ids = np.nonzero(seg == bones.index(name))[0] if name in bones else np.zeros(0, np.int64)
         if not len(ids):
