@@ -69,15 +69,16 @@ def capsule_points(character, bulges: bool = False):
 
 
 def own_capsules(job):
-    """The target's capsules for ``job``'s self-contact barrier, its ``body_points`` set to their ends and its bulge
-    points when a joint solve has not set them already (it sets the same); None when ``w_self_barrier`` is 0 or
-    the target has no mesh."""
-    if job.settings.w_self_barrier <= 0 or job.target.mesh is None or job.source.mesh is None:
+    """The target's capsules for ``job``'s self-contact barrier, or None when ``w_self_barrier`` is 0 or the target
+    has no mesh. Sets ``job.body_points`` to their ends and bulge points (when a joint solve has not set the same
+    already) for the barrier and for L_smooth's joints (``smooth_joints``), also when only the latter reads them."""
+    s = job.settings
+    if (s.w_self_barrier <= 0 and s.smooth_joints <= 0) or job.target.mesh is None or job.source.mesh is None:
         return None
     caps, points = capsule_points(job.target, bulges=True)
     if job.body_points is None:
         job.body_points = points
-    return caps
+    return caps if s.w_self_barrier > 0 else None
 
 
 def own_contacts(job, caps) -> torch.Tensor:

@@ -27,12 +27,12 @@ def pose(job, d: torch.Tensor, off: torch.Tensor):
     return off, p, n, job.vars.last_points
 
 
-def dense_at(job, off: torch.Tensor, p: torch.Tensor, alpha) -> dict:
-    """``job.objective.dense_terms`` at ``pose``'s hips offsets ``off`` and stacked key-vertex and sole positions
-    ``p``, as ``SolveJob.terms_at`` evaluates them (the hips moved by ``off`` × h_tgt)."""
+def dense_at(job, off: torch.Tensor, p: torch.Tensor, alpha, points: torch.Tensor = None) -> dict:
+    """``job.objective.dense_terms`` at ``pose``'s hips offsets ``off``, stacked key-vertex and sole positions
+    ``p`` and body points ``points``, as ``SolveJob.terms_at`` evaluates them (the hips moved by ``off`` × h_tgt)."""
     N = job.num_keyverts
     sole = p[:, N:] if p.shape[1] > N else None
-    return job.objective.dense_terms(p[:, :N], alpha, sole, off * job.h_tgt)
+    return job.objective.dense_terms(p[:, :N], alpha, sole, off * job.h_tgt, points)
 
 
 class GraphedPose:
@@ -53,7 +53,7 @@ class GraphedPose:
             off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
             out = (off, p, n) + ((pts,) if self.has_points else ())
             if terms:                 # which terms a job has (a foot model's, the soles' jerk) is set at its set-up
-                dense = dense_at(job, off, p, alpha)
+                dense = dense_at(job, off, p, alpha, pts)
                 self.keys = tuple(dense)
                 out = out + tuple(dense.values())
             return out

@@ -107,7 +107,7 @@ class SolveJob(StepLifecycle):
         self.stats = {}
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
         #: evaluated with the key vertices (``solver.barrier``'s capsule ends); world: ``body_positions``
-        self.body_points = self.body_positions = self.own_barrier = self._own_caps = None
+        self.body_points = self.body_positions = self.body_init = self.own_barrier = self._own_caps = None
 
     # -- public API -------------------------------------------------------------------------------------
 
@@ -275,6 +275,7 @@ class SolveJob(StepLifecycle):
         yield "Measuring copy-rotations' objective"
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
+        self.body_init = self.body_positions          # (T, P, 3) copy-rotations' body points, or None
         self._measure_start()
         if self.warm_start is None and feet_xy:
             self.param.set_root_xy(root_xy)
@@ -293,12 +294,13 @@ class SolveJob(StepLifecycle):
         in α (its weights are W_src + α W_tgt, squared inside the dist, height and sliding terms), so these three
         give it at any α, the yardstick of Progress.relative."""
         with torch.no_grad():
-            raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init)
+            raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init, self.body_init)
             zero = torch.zeros((self.num_frames, 3), dtype=self.dtype, device=self.device)
 
             def at(alpha):
                 return self.objective.raw_terms(self.p_init, self.n_init, alpha,
-                                                self.objective.pairs.active(self.p_init, alpha), self.sole_init, zero)
+                                                self.objective.pairs.active(self.p_init, alpha), self.sole_init, zero,
+                                                body=self.body_init)
             self.start_loss = tuple(float(sum(self.objective.weighted(r).values()))
                                     for r in (raw, at(0.5), at(1.0)))
         self.stats.update(scales=dict(self.objective.scales), initial_raw={k: float(v) for k, v in raw.items()})
@@ -385,7 +387,7 @@ class SolveJob(StepLifecycle):
             off, p, n, self.body_positions = pose(self, *(self.param.frame_residuals() if residuals is None
                                                           else residuals))
             if alpha is not None:                    # in the graph's order of operations (the same result)
-                dense = dense_at(self, off, p, alpha)
+                dense = dense_at(self, off, p, alpha, self.body_positions)
         self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
         N = self.num_keyverts
         out = (p[:, :N], n[:, :N], p[:, N:]) if p.shape[1] > N else (p, n, None)
@@ -410,7 +412,8 @@ class SolveJob(StepLifecycle):
             self._last_entries = len(pairset)
         last = self._dense               # the graph's dense terms, when they are at these positions and α
         dense = last[2] if last is not None and last[0] is p and last[1] == alpha else None
-        out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world, dense))
+        out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world, dense,
+                                                               self.body_positions))
         if self.own_barrier is not None:       # a limb inside the character's own body: reported in 'pen'
             out["pen"] = out["pen"] + self.own_barrier.weighted([self.body_positions.unflatten(1, (-1, 2))])
         return out

@@ -25,6 +25,12 @@ from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, f
 from .settings import TERMS
 
 
+#: the sole points' floor barrier × SOLE_FLOOR_GAIN ** α (1: off; a geometric ramp, since at full strength from the
+#: first step it lifts a body whose copy-rotations feet start under the floor far above it). Measured and not kept:
+#: docs/solver.md "Issue 11 item 3, the salsa's floor: a stronger sole barrier" (solver_variants.py --const)
+SOLE_FLOOR_GAIN = 1.0
+
+
 def focused(w: torch.Tensor, w_src: torch.Tensor, focus: float) -> torch.Tensor:
     """(E,) L_dist's entry weight: the mixed weight ``w`` × (1 + focus · W_src), the source's contacts matched more
     closely than its far pairs (docs/solver.md "Pair terms")."""
@@ -128,9 +134,10 @@ class Objective:
 
     # -- set-up at the initial state -------------------------------------------------------------------------
 
-    def set_initial(self, p_init: torch.Tensor, n_init: torch.Tensor, sole_init):
-        """The copy-rotations key vertices (T, N, 3) and sole points (T, S, 3) or None: the regularisation's
-        anchor, the added-jerk reference, and the reference scales of every term (α = 0)."""
+    def set_initial(self, p_init: torch.Tensor, n_init: torch.Tensor, sole_init, body_init=None):
+        """The copy-rotations key vertices (T, N, 3), sole points (T, S, 3) or None and body points (T, P, 3) or
+        None: the regularisation's anchor, the added-jerk references, and the reference scales of every term
+        (α = 0)."""
         T = p_init.shape[0]
         self.p_init = p_init
         #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk, or the source's own to the target's height
@@ -138,12 +145,13 @@ class Objective:
         self.jerk_ref = None if T < 4 else (jerk(self.src_p, self.fps) * (self.h_tgt / self.h_src) if src
                                             else jerk(p_init, self.fps))
         self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and T >= 4 else None   # (T−3, S, 3)
+        self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and T >= 4 else None   # (T−3, P, 3)
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():
             self.init_pairs = self.pairs.active(None, 0.0)
             zero = torch.zeros((T, 3), dtype=self.dtype, device=self.device)
-            raw = self.raw_terms(p_init, n_init, 0.0, self.init_pairs, sole_init, zero)
+            raw = self.raw_terms(p_init, n_init, 0.0, self.init_pairs, sole_init, zero, body=body_init)
         self.scales = self._reference_scales(raw)
         return raw
 
@@ -195,17 +203,18 @@ class Objective:
 
     # -- evaluation ------------------------------------------------------------------------------------------
 
-    def raw_terms(self, p, n, alpha: float, pairset, sole, root_world, dense: dict = None) -> dict:
+    def raw_terms(self, p, n, alpha: float, pairset, sole, root_world, dense: dict = None, body=None) -> dict:
         """Unweighted, unnormalised terms at key-vertex positions p (T, N, 3), normals n (T, N, 3), sole points
         (T, S, 3) or None, with the hips moved by ``root_world`` (T, 3) metres from copy-rotations; ``dense``:
-        ``dense_terms`` at the same arguments when the caller has them (a GPU's graph, core/solver/graphed.py)."""
-        out = self.dense_terms(p, alpha, sole, root_world) if dense is None else dict(dense)
+        ``dense_terms`` at the same arguments when the caller has them (a GPU's graph, core/solver/graphed.py);
+        ``body``: the body points (T, P, 3) or None."""
+        out = self.dense_terms(p, alpha, sole, root_world, body) if dense is None else dict(dense)
         out.update(self._pair_terms(p, n, alpha, pairset))
         return out
 
-    def dense_terms(self, p, alpha, sole, root_world) -> dict:
-        """The terms over every frame's key vertices and sole points (reg, smooth, height, floor, sole_contact,
-        sliding, lock): shapes fixed for the whole solve, unlike the pair terms', so on a GPU they are recorded
+    def dense_terms(self, p, alpha, sole, root_world, body=None) -> dict:
+        """The terms over every frame's key vertices, sole points and body points (reg, smooth, height, floor,
+        sole_contact, sliding, lock): shapes fixed for the whole solve, unlike the pair terms', so on a GPU they are recorded
         in the CUDA graph with the pose map (``graphed.py``: nothing here may read a value back to Python);
         ``alpha`` a float or a 0-dim tensor."""
         s = self.settings
@@ -232,6 +241,11 @@ class Objective:
             points = p.shape[1] + (0 if sole is None else sole.shape[1])
             out["smooth"] = out["smooth"] + s.smooth_root * points * smooth_loss(root_world[:, None, :], self.fps,
                                                                                  None, eps=eps)
+        if s.smooth_joints and body is not None and body.shape[0] >= 4:
+            # the joint-jerk measure reads the joints, between the key vertices: the body points (the capsules'
+            # ends, at the joints) add their added jerk too (docs/solver.md "Issue 11 item 1, jerk: the joints")
+            out["smooth"] = out["smooth"] + s.smooth_joints * smooth_loss(
+                body, self.fps, None, eps=eps, reference=None if s.smooth_mode == "absolute" else self.body_jerk_init)
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, self.ground)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()
@@ -245,7 +259,7 @@ class Objective:
         hs = lows = None
         if sole is not None:
             hs = height(sole, self.ground)                                          # (T, S)
-            out["floor"] = out["floor"] + floor_barrier(hs)
+            out["floor"] = out["floor"] + SOLE_FLOOR_GAIN ** alpha * floor_barrier(hs)
             if feet is not None and feet.contact_w is not None:
                 lows = feet.sole_lows(sole, hs)                                     # (T, 2)
                 out["sole_contact"], hgt = feet.contact_terms(h, lows, vs["height"], feet.relief(p, sole, hs))

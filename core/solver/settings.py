@@ -41,6 +41,9 @@ class SolverSettings:
     w_reg: float = 0.3          #: key vertices stay near the copy-rotations result
     w_smooth: float = 0.5       #: jerk of key vertices (non-squared, as printed)
     smooth_soles: float = 1.0   #: the sole points' added jerk in L_smooth beside the key vertices', times this
+    #: the body points' (the capsules' ends, at the joints) added jerk in L_smooth beside the key vertices', × this
+    #: (an option: docs/solver.md "Issue 11 item 1, jerk: the joints in L_smooth, again")
+    smooth_joints: float = 0.0
     smooth_root: float = 3.0    #: the hips' added jerk in L_smooth, × this, once per key vertex and sole point
     w_sem: float = 1.0          #: multiplies the five semantic terms below
     w_dist: float = 2.0         #: with contact_focus: the source's contacts kept (docs/solver.md "Pair terms")

@@ -589,3 +589,45 @@ def test_smooth_mode_source_measures_the_jerk_added_to_the_sources_own(pair):
     assert smooth(ob_s, p0) > 10.0 * floor
     with pytest.raises(CoreError, match="smooth_mode"):
         SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_mode="gentle")).setup()
+
+
+def test_smooth_joints_adds_the_body_points_added_jerk(pair):
+    """L_smooth with smooth_joints w: w × the body points' (the capsules' ends, at the joints) added jerk against
+    copy-rotations'. At the start it adds only the ε floor; one body point kicked at one frame adds exactly w × that
+    point's added-jerk sum, and nothing at w = 0."""
+    from core.losses import jerk, smooth_loss
+    src, m, tgt, init = pair
+    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_joints=w)) for w in (0.0, 2.0)}
+    for job in jobs.values():
+        job.setup()
+    ob0, ob2 = jobs[0.0].objective, jobs[2.0].objective
+    job = jobs[2.0]
+    p, n, sole, body = job.p_init, job.n_init, job.sole_init, job.body_init
+    assert body is not None and body.shape[1] >= 2
+    zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
+    kicked = body.clone()
+    kicked[10, 0, 2] += 0.02                                      # 2 cm up at one frame
+    ps = ob2.pairs.active(None, 0.0)
+    eps = 1e-5 * ob2.fps ** 3
+    for b_in in (body, kicked):
+        extra = smooth_loss(b_in, ob2.fps, None, eps=eps, reference=jerk(body, ob2.fps))
+        with torch.no_grad():
+            a = float(ob0.raw_terms(p, n, 0.0, ps, sole, zero, body=b_in)["smooth"])
+            b = float(ob2.raw_terms(p, n, 0.0, ps, sole, zero, body=b_in)["smooth"])
+        assert b - a == pytest.approx(2.0 * float(extra), rel=1e-4)
+    assert float(extra) > 100.0 * eps * body.shape[1]             # the kick is far above the ε floor
+    with torch.no_grad():                                         # not in L_smooth at w = 0
+        assert float(ob0.raw_terms(p, n, 0.0, ps, sole, zero, body=kicked)["smooth"]) == pytest.approx(
+            float(ob0.raw_terms(p, n, 0.0, ps, sole, zero, body=body)["smooth"]), rel=1e-6)
+
+
+def test_smooth_joints_has_its_body_points_without_the_self_barrier(pair):
+    """The body points are the self barrier's capsule ends; with the barrier off (w_self_barrier 0) L_smooth's
+    joints still read them, and the job has no own barrier."""
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, w_self_barrier=0.0, smooth_joints=1.0))
+    job.setup()
+    assert job.own_barrier is None and job.body_init is not None
+    off = SolveJob(src, m, tgt, init, SolverSettings(**FAST, w_self_barrier=0.0, smooth_joints=0.0))
+    off.setup()
+    assert off.own_barrier is None and off.body_init is None

@@ -9,6 +9,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py soles
     .venv/bin/python tools/experiments/diagnostics.py contacts [CASE] [OVERRIDES] [--max-frames 300]
     .venv/bin/python tools/experiments/diagnostics.py self-pen [CASE] [OVERRIDES] [--max-frames 300]
+    .venv/bin/python tools/experiments/diagnostics.py floor [CASE] [OVERRIDES] [--max-frames 1000]
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
 the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
@@ -32,6 +33,10 @@ source contact lost), and the median target distance of the lost ones as a share
 ``self-pen``: for one case (default the salsa), where the self-penetration is: the mean area share of each
 segment's surface inside each other segment's capsule (docs/metrics.md), the largest eight, for the source,
 copy-rotations and ReConForM.
+``floor``: for one case (default the salsa), what goes under the target's floor: for copy-rotations and ReConForM,
+the frames with any mesh vertex under it and the deepest one, the solve's sole points' lowest height, each foot's
+toe bend, and every burst of frames where a sole point is more than 1 mm under, with the source foot's contact
+weight and height there (docs/solver.md "Issue 11 item 3, the salsa's floor").
 Every retarget goes through core.retarget, as the product's.
 """
 
@@ -280,10 +285,54 @@ def soles(mods, loader, bench, track_cls):
               + "; ".join(cells), flush=True)
 
 
+def floor(mods, loader, bench, which, overrides, threads, max_frames):
+    import importlib
+
+    import numpy as np
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
+    o = _retarget(mods, src, smo, tgt, overrides, threads)
+    job = o.job
+    ids, side = np.asarray(job.sole_ids), np.asarray(job.sole_side)
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames, overrides {overrides}, "
+          f"{len(ids)} sole points")
+    lows = {}
+    for label, motion in (("copy-rot", o.init_motion), ("ReConForM", o.motion)):
+        tr = track_cls(o.target, motion)
+        z = tr.vertices(np.arange(o.target.mesh.num_verts))[..., 2]
+        zs = tr.vertices(ids)[..., 2]
+        lows[label] = np.stack([zs[:, side == k].min(1) for k in (0, 1)], 1)             # (T, 2)
+        bends = []
+        for s in ("left", "right"):
+            b = o.target.bone_map.get(f"{s}_toes")
+            if b is not None:
+                w = np.abs(motion.rotations[:, o.target.skeleton.index(b), 0])      # WXYZ: the angle from the rest pose
+                angle = np.degrees(2.0 * np.arccos(np.clip(w, 0.0, 1.0)))
+                bends.append(f"{s} mean {angle.mean():.1f}°, max {angle.max():.1f}°")
+        print(f"{label}: {int((z < 0).any(1).sum())} frames with a vertex under the floor, deepest "
+              f"{1000 * z.min():.1f} mm; sole points lowest {1000 * zs.min():.1f} mm, {int((zs < -3e-3).any(1).sum())} "
+              f"frames below -3 mm; toe bend from the rest pose: {', '.join(bends) or 'no toe bones'}")
+    feet = job.feet
+    if feet is None or feet.contact_w is None:
+        return
+    w, h = feet.contact_w.numpy(), feet.contact_h.numpy()
+    for k in (0, 1):
+        under = lows["ReConForM"][:, k] < -1e-3
+        starts = np.nonzero(under & ~np.r_[False, under[:-1]])[0]
+        for t0 in starts:
+            t1 = t0 + int(np.argmin(under[t0:])) if not under[t0:].all() else len(under)
+            a, b = max(0, t0 - 2), min(len(under), t1 + 2)
+            print(f"  foot {k}, frames {t0}-{t1 - 1}: lowest sole point {1000 * lows['ReConForM'][t0:t1, k].min():.1f}"
+                  f" mm; frames {a}-{b - 1}: source contact weight "
+                  + " ".join(f"{x:.1f}" for x in w[a:b, k]) + " | its height mm "
+                  + " ".join(f"{1000 * x:.0f}" for x in h[a:b, k]) + " | copy-rot's lowest sole point mm "
+                  + " ".join(f"{1000 * x:.0f}" for x in lows["copy-rot"][a:b, k]))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts",
-                                            "soles", "contacts", "self-pen"))
+                                            "soles", "contacts", "self-pen", "floor"))
     ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
     ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
@@ -314,6 +363,8 @@ def main(argv=None):
         jerk(mods, loader, bench, met, track_cls, args.case or "kick", overrides, args.threads, args.max_frames)
     elif args.mode == "self-pen":
         self_pen(mods, loader, bench, args.case or "salsa", overrides, args.threads, args.max_frames)
+    elif args.mode == "floor":
+        floor(mods, loader, bench, args.case or "salsa", overrides, args.threads, args.max_frames)
     elif args.mode == "contacts":
         contacts(mods, loader, bench, args.case or "07_01", overrides, args.threads, args.max_frames)
     else:

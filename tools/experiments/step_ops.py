@@ -88,11 +88,12 @@ def main(argv=None) -> int:
     graphed = importlib.import_module(f"{bench.MODULE}.core.solver.graphed")
     if hasattr(graphed, "dense_at"):           # the dense terms alone, at the pose (what a GPU records with it)
         with torch.no_grad():
-            off, p, _, _ = graphed.pose(job, *job.param.frame_residuals())
+            off, p, _, pts = graphed.pose(job, *job.param.frame_residuals())
         off, p = off.requires_grad_(True), p.requires_grad_(True)
+        pts = None if pts is None else pts.requires_grad_(True)
         with counter() as c:
             for _ in range(K):
-                terms = graphed.dense_at(job, off, p, 0.5)
+                terms = graphed.dense_at(job, off, p, 0.5, pts)
                 torch.stack(list(terms.values())).sum().backward()
         print(f"the dense terms ({', '.join(terms)}) and their backward: {sum(c.by_place.values()) / K:.0f} "
               f"operations (of which BACKWARD {c.by_place['BACKWARD'] / K:.0f}; a sum of them included)")
