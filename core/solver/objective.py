@@ -214,9 +214,9 @@ class Objective:
 
     def dense_terms(self, p, alpha, sole, root_world, body=None) -> dict:
         """The terms over every frame's key vertices, sole points and body points (reg, smooth, height, floor,
-        sole_contact, sliding, lock): shapes fixed for the whole solve, unlike the pair terms', so on a GPU they are recorded
-        in the CUDA graph with the pose map (``graphed.py``: nothing here may read a value back to Python);
-        ``alpha`` a float or a 0-dim tensor."""
+        sole_contact, sliding, lock): shapes fixed for the whole solve, unlike the pair terms', so on a GPU they are
+        recorded in the CUDA graph with the pose map (``graphed.py``: nothing here may read a value back to Python);
+        ``alpha`` a float or a 0-dim tensor; ``body`` (T, P, 3) or None."""
         s = self.settings
         vs = self.vertex_scale
         ht = self.h_tgt
@@ -243,7 +243,7 @@ class Objective:
                                                                                  None, eps=eps)
         if s.smooth_joints and body is not None and body.shape[0] >= 4:
             # the joint-jerk measure reads the joints, between the key vertices: the body points (the capsules'
-            # ends, at the joints) add their added jerk too (docs/solver.md "Issue 11 item 1, jerk: the joints")
+            # ends, at the joints) add their added jerk too (docs/solver.md "... the joints in L_smooth, again")
             out["smooth"] = out["smooth"] + s.smooth_joints * smooth_loss(
                 body, self.fps, None, eps=eps, reference=None if s.smooth_mode == "absolute" else self.body_jerk_init)
         # height & sliding (dense over key vertices: (T, N))

@@ -306,8 +306,8 @@ def floor(mods, loader, bench, which, overrides, threads, max_frames):
         for s in ("left", "right"):
             b = o.target.bone_map.get(f"{s}_toes")
             if b is not None:
-                w = np.abs(motion.rotations[:, o.target.skeleton.index(b), 0])      # WXYZ: the angle from the rest pose
-                angle = np.degrees(2.0 * np.arccos(np.clip(w, 0.0, 1.0)))
+                qw = np.abs(motion.rotations[:, o.target.skeleton.index(b), 0])     # WXYZ: the angle from the rest pose
+                angle = np.degrees(2.0 * np.arccos(np.clip(qw, 0.0, 1.0)))
                 bends.append(f"{s} mean {angle.mean():.1f}°, max {angle.max():.1f}°")
         print(f"{label}: {int((z < 0).any(1).sum())} frames with a vertex under the floor, deepest "
               f"{1000 * z.min():.1f} mm; sole points lowest {1000 * zs.min():.1f} mm, {int((zs < -3e-3).any(1).sum())} "
