@@ -631,3 +631,30 @@ def test_smooth_joints_has_its_body_points_without_the_self_barrier(pair):
     off = SolveJob(src, m, tgt, init, SolverSettings(**FAST, w_self_barrier=0.0, smooth_joints=0.0))
     off.setup()
     assert off.own_barrier is None and off.body_init is None
+
+
+def test_sole_floor_gain_ramps_the_sole_points_barrier_with_alpha(pair, monkeypatch):
+    """SOLE_FLOOR_GAIN G (an experiment constant, 1 by default): the sole points' floor barrier × G^α, the key
+    vertices' barrier as it is. Sole points 1 cm under the floor add (G^α − 1) × their barrier at α = 0, ½, 1."""
+    from core.descriptors import height
+    from core.losses import floor_barrier
+    from core.solver import objective as objective_module
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+    job.setup()
+    ob = job.objective
+    p, n = job.p_init, job.n_init
+    sunk = job.sole_init.clone()
+    sunk[..., 2] -= 0.01
+    zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
+    ps = ob.pairs.active(None, 0.0)
+
+    def floor(alpha):
+        with torch.no_grad():
+            return float(ob.raw_terms(p, n, alpha, ps, sunk, zero)["floor"])
+    before = {a: floor(a) for a in (0.0, 0.5, 1.0)}
+    soles = float(floor_barrier(height(sunk, ob.ground)))
+    assert soles > 0.0
+    monkeypatch.setattr(objective_module, "SOLE_FLOOR_GAIN", 100.0)
+    for alpha, gain in ((0.0, 1.0), (0.5, 10.0), (1.0, 100.0)):
+        assert floor(alpha) - before[alpha] == pytest.approx((gain - 1.0) * soles, rel=1e-4, abs=1e-9)
