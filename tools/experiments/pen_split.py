@@ -23,10 +23,9 @@ def main(argv=None) -> int:
 
     from core.solver import SolveJob, SolverSettings
     from core.types import Motion
-    from tests.core.synth import make_humanoid, walk_motion
+    from tools.experiments.solver_variants import synthetic_cases
     torch.set_num_threads(1)
-    src, tgt = make_humanoid(), make_humanoid(scale=0.8, girth=1.6, leg=0.8, name="tgt")   # tests/core's pair
-    m = walk_motion(src, frames=40, clap=True)
+    _, src, m, tgt = synthetic_cases(40)[0]                  # tests/core's pair, 40 frames
     ratio = tgt.skeleton.rest_global[0, 2, 3] / src.skeleton.rest_global[0, 2, 3]
     init = Motion(m.rotations.copy(), m.locations * ratio, m.fps)
     print("w_pen | L_pen weighted: start, end | self barrier: start, end   (α = 0, contact state off, 30 steps)")
