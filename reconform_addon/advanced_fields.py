@@ -14,7 +14,7 @@ ADVANCED_FLOATS = (
      "height) stays in contact, and each pair apart stays apart (a factor on the distance weight; 0 turns it off)",
      100.0, 0.0, 10000.0),
     ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
-    ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 1.0, 0.0, 1000.0),
+    ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 0.5, 0.0, 1000.0),
     ("w_self_barrier", "Self Collision", "Keep each limb out of the character's own body, no deeper than in the "
      "source or in copy rotations (capsule proxies; 0 turns it off, a little faster)", 1.0, 0.0, 1000.0),
     ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),

@@ -207,6 +207,7 @@ def section(out, log, args, mods=None):
     out("| " + " | ".join(header) + " |")
     out("|" + "---|" * len(header))
     agg = {m: {k: [] for k in PARTNER + OWN} for m in ("copy", "alone", "joint", "source")}
+    locked = []              # per target: what its foot-locked F1 is an F1 of (the source's locked foot-frames)
     for label, lead, follow, t_lead, t_follow in cases:
         log(f"partners: {label}")
         pairs = load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], FIRST, frames)
@@ -226,6 +227,9 @@ def section(out, log, args, mods=None):
         src_pen = res["joint"]["partner"].get("source_partner_pen_mean")
         agg["source"]["partner_pen_mean"].append(src_pen)
         out("| | source | | | " + fmt(src_pen, "partner_pen_mean") + " |" + " |" * (len(PARTNER) - 3 + len(OWN)))
+        for role, a, jt in zip(("lead", "follow"), res["alone"]["own"], res["joint"]["own"]):
+            n = round(a["source_locked_share"] * 2 * a["frames"])    # both feet pooled
+            locked.append(f"{label} {role} {a['locked_f1']:.3f} → {jt['locked_f1']:.3f} ({n})")
         log(f"  joint: {stats.get('partner_source_entries')} source partner entries, "
             f"{stats.get('gaze_source_entries')} source gaze entries, solve {stats.get('solve_s', 0):.1f} s")
     out()
@@ -237,6 +241,9 @@ def section(out, log, args, mods=None):
         out(f"| {title} | " + " | ".join(fmt(mean(agg[meth][k]), k) for k in PARTNER + OWN) + " |")
     out("| source | | | " + fmt(mean(agg["source"]["partner_pen_mean"]), "partner_pen_mean") + " |"
         + " |" * (len(PARTNER) - 3 + len(OWN)))
+    out()
+    out("Own foot-locked F1 per target, alone → joint (the source's locked foot-frames of the two feet, out of "
+        f"2 × {frames}: an F1 over a few of them moves by a frame): " + "; ".join(locked) + ".")
     j, a, c = agg["joint"], agg["alone"], agg["copy"]
     f1 = [(jj, max(aa, cc)) for jj, aa, cc in zip(j["partner_contact_f1"], a["partner_contact_f1"],
                                                    c["partner_contact_f1"])]
