@@ -48,7 +48,7 @@ class SolverSettings:
     w_sem: float = 1.0          #: multiplies the five semantic terms below
     w_dist: float = 2.0         #: with contact_focus: the source's contacts kept (docs/solver.md "Pair terms")
     w_dir: float = 1.0
-    w_pen: float = 0.5          #: measured: the self barrier keeps limbs out; at 1 L_pen costs contacts (docs/solver.md)
+    w_pen: float = 0.5          #: the self barrier keeps limbs out; at 1 L_pen costs contacts (docs/solver.md)
     w_height: float = 1.0       #: includes the unweighted floor barrier
     w_sliding: float = 5.0      #: measured: mean foot-locked F1 0.32 -> 0.37 over the bench cases
     w_partner: float = 1.0      #: a joint solve: multiplies dist, dir and pen between characters
