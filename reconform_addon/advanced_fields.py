@@ -38,6 +38,9 @@ ADVANCED_BOOLS = (
     ("partner_contact_state", "Partner Contact State", "Partners solved together: keep the contact state (Contact "
      "State) between the characters too. Hands are held more often, each character's own contacts a little less",
      False),
+    ("compile", "Compile (CPU)", "Compile the pose map with torch.compile: faster per solve on the CPU once "
+     "compiled, but the first solve of each clip length in a Blender session waits for the compilation "
+     "(seconds to a minute); needs a C++ compiler, else the solve runs as usual", False),
 )
 #: Every advanced field name, in panel order.
 ADVANCED_NAMES = tuple(f[0] for f in ADVANCED_INTS + ADVANCED_FLOATS + ADVANCED_BOOLS)

@@ -464,6 +464,11 @@ def main(argv=None):
         out(f"Scaling (retarget frames/s incl. copy-rotations and solver set-up, no metrics, "
             f"{pathlib.Path(SCALING[0]).stem} ping-pong tiled → "
             f"{pathlib.Path(SCALING[1]).stem}): " + "; ".join(parts))
+        out()                            # --- the same case with the pose map compiled (tools/bench_compile.py) ---
+        import bench_compile
+        targets.update(bench_compile.section(out, lambda *a: retarget(mods, *a, metrics=False),
+                                             lambda m, n: tile(mods["core.types"].Motion, m, n), src, smo, tgt,
+                                             settings, log=log))
         out()                            # --- the same case on CUDA, when torch sees one (tools/bench_gpu.py) ---
         import bench_gpu
         targets.update(bench_gpu.section(out, mods["core.retarget"], lambda m, n: tile(mods["core.types"].Motion, m, n),

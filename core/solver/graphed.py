@@ -8,6 +8,11 @@ so they are recorded once, forward and backward, with ``torch.cuda.make_graphed_
 step, launched by one call; α (the ramp of the target's adaptive weights) is the graph's input. The rest of a
 step (the active pairs, the barriers' searches and the terms on them) changes shape from step to step and stays
 eager.
+
+On the CPU the same function can be compiled by ``torch.compile`` (``SolverSettings.compile``, off by default):
+inductor fuses its few hundred small operations, forward and backward, into a few C++ kernels (docs/solver.md
+"Compiled pose map"). It needs a C++ compiler and costs the compilation on the first solve of each clip length in
+a process (torch caches it on disk); where compiling fails the solve goes on eagerly and ``job.stats`` says why.
 """
 
 from __future__ import annotations
@@ -80,15 +85,59 @@ class GraphedPose:
         return head + (dense,)
 
 
+class CompiledPose:
+    """``GraphedPose``'s interface on the CPU: the pose and the dense terms as one function of (delta, root_off, α
+    as a 0-dim tensor) compiled by ``torch.compile`` (shapes fixed: a clip of another length compiles again).
+    If compiling or running the compiled code raises, that call and every later one evaluate the same function
+    eagerly (the same terms, in the same order) and ``job.stats["compile_error"]`` says why."""
+
+    def __init__(self, job):
+        self.job = job
+        self.has_points = job.vars.last_points is not None
+        self._compiled = torch.compile(self._controls_pose, dynamic=False)
+        self._failed = False
+
+    def _controls_pose(self, delta, root_off, alpha):
+        job = self.job
+        off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
+        return off, p, n, pts, dense_at(job, off, p, alpha, pts)
+
+    def __call__(self, delta: torch.Tensor, root_off: torch.Tensor, alpha=None):
+        a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=delta.dtype)
+        out = None
+        if not self._failed:
+            try:
+                out = self._compiled(delta, root_off, a)
+            except Exception as e:          # no C++ compiler, an operation inductor cannot lower, ...
+                self._failed = True
+                self.job.stats["compiled"] = False
+                self.job.stats["compile_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+        if out is None:
+            out = self._controls_pose(delta, root_off, a)
+        off, p, n, pts, dense = out
+        return off, p, n, pts, (dense if alpha is not None else None)
+
+
+def compiled_pose(job):
+    """A CompiledPose for ``job`` when ``settings.compile`` is on, its device is the CPU and the solve takes at
+    least MIN_STEPS steps; else None."""
+    if not job.settings.compile or job.device.type != "cpu" or job.total < MIN_STEPS:
+        job.stats["compiled"] = False
+        return None
+    job.stats["compiled"] = True
+    return CompiledPose(job)
+
+
 def graphed_pose(job):
     """A GraphedPose for ``job``'s variables (with its dense terms, ``GRAPH_TERMS``) when its device is a GPU,
-    ``settings.cuda_graph`` is on and the solve takes at least MIN_STEPS steps; else None (the pose is then
-    evaluated eagerly). A graph that cannot be recorded (an operation a capture does not allow) is tried again
-    without the terms, then the solve stays eager; ``job.stats`` says why."""
+    ``settings.cuda_graph`` is on and the solve takes at least MIN_STEPS steps; on the CPU a CompiledPose when
+    ``settings.compile`` is on; else None (the pose is then evaluated eagerly). A graph that cannot be recorded
+    (an operation a capture does not allow) is tried again without the terms, then the solve stays eager;
+    ``job.stats`` says why."""
     s = job.settings
     if job.device.type != "cuda" or not s.cuda_graph or job.total < MIN_STEPS:
         job.stats["cuda_graph"] = False
-        return None
+        return compiled_pose(job)
     for terms in ((True, False) if GRAPH_TERMS else (False,)):
         try:
             graphed = GraphedPose(job, terms)

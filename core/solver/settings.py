@@ -119,6 +119,9 @@ class SolverSettings:
     #: forward and backward, and replayed at every step: the same kernels without their launch cost (docs/solver.md
     #: "GPU"). Nothing changes on the CPU
     cuda_graph: bool = True
+    #: on the CPU, the pose map and its dense terms compiled by torch.compile (needs a C++ compiler; the first
+    #: solve of each clip length in a process pays the compilation; falls back to eager; docs/solver.md)
+    compile: bool = False
     dtype: str = "float32"
     seed: int = 0
     num_threads: int = None          #: torch intra-op threads (None: leave torch's setting)

@@ -659,3 +659,43 @@ def test_sole_floor_gain_ramps_the_sole_points_barrier_with_alpha(pair, monkeypa
     monkeypatch.setattr(objective_module, "SOLE_FLOOR_GAIN", 100.0)
     for alpha, gain in ((0.0, 1.0), (0.5, 10.0), (1.0, 100.0)):
         assert floor(alpha) - before[alpha] == pytest.approx((gain - 1.0) * soles, rel=1e-4, abs=1e-9)
+
+
+def _eager_and_compiled(pair, monkeypatch, compile_fn):
+    """The synthetic pair solved eagerly and with ``compile`` on, ``torch.compile`` replaced by ``compile_fn``."""
+    src, m, tgt, init = pair
+    eager = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+    eager.run()
+    monkeypatch.setattr(torch, "compile", compile_fn)
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, compile=True))
+    job.run()
+    return eager, job
+
+
+def test_the_compiled_pose_evaluates_the_eager_pose_and_terms(pair, monkeypatch):
+    """``compile`` on the CPU routes every step's pose and dense terms through one function of the control points
+    (what torch.compile compiles; here compiled as itself, so the test needs no C++ compiler): the same solve, to
+    float32 rounding (α enters as a tensor). A real compilation is measured by `make bench` (tools/bench_compile.py)."""
+    calls = []
+
+    def as_itself(fn, **kw):
+        calls.append(kw)
+        return fn
+    eager, job = _eager_and_compiled(pair, monkeypatch, as_itself)
+    assert calls == [{"dynamic": False}] and job.stats["compiled"] is True and "compile_error" not in job.stats
+    assert eager.stats["compiled"] is False
+    np.testing.assert_allclose(job.result().rotations, eager.result().rotations, atol=1e-4)
+    assert [h.keys() for h in job.history] == [h.keys() for h in eager.history]
+
+
+def test_a_compilation_that_fails_leaves_the_solve_eager(pair, monkeypatch):
+    """Without a C++ compiler (or with an operation inductor cannot lower) the compiled call raises: the solve goes
+    on eagerly from that step, with the same result, and its stats say why."""
+    def failing(fn, **kw):
+        def compiled(*a):
+            raise RuntimeError("InductorError: CppCompileError: C++ compile error\ncommand failed")
+        return compiled
+    eager, job = _eager_and_compiled(pair, monkeypatch, failing)
+    assert job.stats["compiled"] is False
+    assert job.stats["compile_error"] == "RuntimeError: InductorError: CppCompileError: C++ compile error"
+    np.testing.assert_allclose(job.result().rotations, eager.result().rotations, atol=1e-4)

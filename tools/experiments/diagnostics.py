@@ -10,6 +10,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py contacts [CASE] [OVERRIDES] [--max-frames 300]
     .venv/bin/python tools/experiments/diagnostics.py self-pen [CASE] [OVERRIDES] [--max-frames 300]
     .venv/bin/python tools/experiments/diagnostics.py floor [CASE] [OVERRIDES] [--max-frames 1000]
+    .venv/bin/python tools/experiments/diagnostics.py locked [CASE] [OVERRIDES] [--max-frames 1000]
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
 the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
@@ -37,6 +38,10 @@ copy-rotations and ReConForM.
 the frames with any mesh vertex under it and the deepest one, the solve's sole points' lowest height, each foot's
 toe bend, and every burst of frames where a sole point is more than 1 mm under, with the source foot's contact
 weight and height there (docs/solver.md "Issue 11 item 3, the salsa's floor").
+``locked``: for one case (default the CMU walk), what its foot-locked F1 is an F1 of: per foot, the source's locked
+frames (windowed speed under 1 % h/s, docs/metrics.md), copy-rotations' and ReConForM's true positives, false
+positives and false negatives, and each run of ReConForM's misses with the source's and the target's speeds
+(% h/s) and the solve's lock weight there (docs/solver.md "What meets the targets").
 Every retarget goes through core.retarget, as the product's.
 """
 
@@ -329,10 +334,42 @@ def floor(mods, loader, bench, which, overrides, threads, max_frames):
                   + " ".join(f"{1000 * x:.0f}" for x in lows["copy-rot"][a:b, k]))
 
 
+def locked(mods, loader, bench, met, track_cls, which, overrides, threads, max_frames):
+    import numpy as np
+    clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
+    o = _retarget(mods, src, smo, tgt, overrides, threads)
+    fps, hs, ht = smo.fps, float(src.height), float(tgt.height)
+    speed = {"source": 100 * met.foot_speed_windowed(met.measure(o.source_track, 0.0), fps) / hs}     # (2, T) % h/s
+    for label, motion in (("copy-rot", o.init_motion), ("ReConForM", o.motion)):
+        speed[label] = 100 * met.foot_speed_windowed(met.measure(track_cls(o.target, motion), 0.0), fps) / ht
+    lock = None if o.job.feet is None or o.job.feet.lock_w is None else o.job.feet.lock_w.numpy().T    # (2, T)
+    limit = 100 * met.LOCKED_FRACTION
+    print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames at {fps:g} fps, "
+          f"overrides {overrides}; locked: windowed foot speed < {limit:g} % h/s")
+    truth = speed["source"] < limit
+    for label in ("copy-rot", "ReConForM"):
+        pred = speed[label] < limit
+        tp, fp, fn = (int((truth & pred).sum()), int((~truth & pred).sum()), int((truth & ~pred).sum()))
+        print(f"{label}: source locked foot-frames {int(truth.sum())} of {truth.size}; TP {tp}, FP {fp}, FN {fn}; "
+              f"F1 {met.f1_counts(tp, fp, fn):.3f}")
+    pred = speed["ReConForM"] < limit
+    for k, side in enumerate(("left", "right")):
+        miss = truth[k] != pred[k]
+        starts = np.nonzero(miss & ~np.r_[False, miss[:-1]])[0]
+        for t0 in starts:
+            t1 = t0 + int(np.argmin(miss[t0:])) if not miss[t0:].all() else miss.shape[1]
+            kind = "FN" if truth[k, t0] else "FP"
+            def span(x):
+                return f"{x[t0:t1].min():.2f}–{x[t0:t1].max():.2f}"
+            print(f"  {side} foot, frames {t0}–{t1 - 1} ({kind}): source {span(speed['source'][k])}, copy-rot "
+                  f"{span(speed['copy-rot'][k])}, ReConForM {span(speed['ReConForM'][k])} % h/s"
+                  + ("" if lock is None else f"; lock weight {span(lock[k])}"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("feet-sources", "feet-planted", "jerk", "progress", "conflicts",
-                                            "soles", "contacts", "self-pen", "floor"))
+                                            "soles", "contacts", "self-pen", "floor", "locked"))
     ap.add_argument("case", nargs="?", default=None, help="a substring of a bench clip's name")
     ap.add_argument("overrides", nargs="?", default="{}", help="SolverSettings overrides (a Python dict)")
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
@@ -365,6 +402,8 @@ def main(argv=None):
         self_pen(mods, loader, bench, args.case or "salsa", overrides, args.threads, args.max_frames)
     elif args.mode == "floor":
         floor(mods, loader, bench, args.case or "salsa", overrides, args.threads, args.max_frames)
+    elif args.mode == "locked":
+        locked(mods, loader, bench, met, track_cls, args.case or "07_01", overrides, args.threads, args.max_frames)
     elif args.mode == "contacts":
         contacts(mods, loader, bench, args.case or "07_01", overrides, args.threads, args.max_frames)
     else:
