@@ -40,7 +40,7 @@ ADVANCED_BOOLS = (
      False),
     ("compile", "Compile (CPU)", "Compile the pose map with torch.compile: faster per solve on the CPU once "
      "compiled, but the first solve of each clip length in a Blender session waits for the compilation "
-     "(seconds to a minute); needs a C++ compiler, else the solve runs as usual", False),
+     "(a minute or two); needs a C++ compiler, else the solve runs as usual", False),
 )
 #: Every advanced field name, in panel order.
 ADVANCED_NAMES = tuple(f[0] for f in ADVANCED_INTS + ADVANCED_FLOATS + ADVANCED_BOOLS)

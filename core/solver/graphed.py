@@ -93,7 +93,6 @@ class CompiledPose:
 
     def __init__(self, job):
         self.job = job
-        self.has_points = job.vars.last_points is not None
         self._compiled = torch.compile(self._controls_pose, dynamic=False)
         self._failed = False
 
@@ -135,9 +134,12 @@ def graphed_pose(job):
     (an operation a capture does not allow) is tried again without the terms, then the solve stays eager;
     ``job.stats`` says why."""
     s = job.settings
-    if job.device.type != "cuda" or not s.cuda_graph or job.total < MIN_STEPS:
+    if job.device.type != "cuda":
         job.stats["cuda_graph"] = False
         return compiled_pose(job)
+    if not s.cuda_graph or job.total < MIN_STEPS:
+        job.stats["cuda_graph"] = False
+        return None
     for terms in ((True, False) if GRAPH_TERMS else (False,)):
         try:
             graphed = GraphedPose(job, terms)
