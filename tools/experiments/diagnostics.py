@@ -358,7 +358,8 @@ def locked(mods, loader, bench, met, track_cls, which, overrides, threads, max_f
         starts = np.nonzero(miss & ~np.r_[False, miss[:-1]])[0]
         for t0 in starts:
             t1 = t0 + int(np.argmin(miss[t0:])) if not miss[t0:].all() else miss.shape[1]
-            kind = "FN" if truth[k, t0] else "FP"
+            kinds = {bool(x) for x in truth[k, t0:t1]}            # a run may hold both: FN where the source is locked
+            kind = "FN" if kinds == {True} else "FP" if kinds == {False} else "FN and FP"
             def span(x):
                 return f"{x[t0:t1].min():.2f}–{x[t0:t1].max():.2f}"
             print(f"  {side} foot, frames {t0}–{t1 - 1} ({kind}): source {span(speed['source'][k])}, copy-rot "
