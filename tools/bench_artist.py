@@ -2,6 +2,7 @@
 conflict slider, a 75-frame window (alone, and as the panel's Live solves it), and one solver step taken apart.
 
     .venv/bin/python tools/bench_artist.py [--frames 300] [--window 75] [--threads 2] [--repeat 3] [--parts]
+        [--set NAME=VALUE ...]
 
 The case of the issue: the Bandai kick (tiled to --frames) onto mh_teen_girl, 'balanced' preset; every run goes
 through core.retarget (copy-rotations, the solver's set-up and its steps; no metrics, no conflicts), as the
@@ -59,13 +60,14 @@ def issue_case(frames: int = 300, threads: int = 1) -> tuple:
     return (mods,) + load_case(mods, bench.Loader(mods, lambda s: None), frames)
 
 
-def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, repeat: int = 3) -> dict:
+def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, repeat: int = 3,
+            overrides: dict = None) -> dict:
     """Median seconds of the first solve, the re-solve and the window's solve (see the module docstring), and the
-    first solve's Outcome."""
+    first solve's Outcome; ``overrides``: SolverSettings fields over the 'balanced' preset."""
     import bench
     src, tgt, motion = load_case(mods, loader, frames)
     rt, solver = mods["core.retarget"], mods["core.solver"]
-    settings = solver.SolverSettings.preset("balanced", num_threads=threads)
+    settings = solver.SolverSettings.preset("balanced", num_threads=threads, **(overrides or {}))
     opts = rt.RetargetOptions(settings=settings, metrics=False, conflicts=False)
     first = rt.run(rt.Retarget(src, motion, tgt, opts))
     t_first = timed(lambda: rt.run(rt.Retarget(src, motion, tgt, opts)), repeat)
@@ -117,16 +119,18 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--parts", action="store_true", help="also one solver step, part by part")
+    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
     args = ap.parse_args(argv)
     import bench
     import torch
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
     loader = bench.Loader(mods, lambda s: None)
-    r = measure(mods, loader, args.threads, args.frames, args.window, args.repeat)
+    r = measure(mods, loader, args.threads, args.frames, args.window, args.repeat, bench.setting_overrides(args.set))
     first, motion, settings = r["outcome"], r["motion"], r["settings"]
     print(f"torch {torch.__version__}, {args.threads} threads, load average {os.getloadavg()[0]:.1f}; "
-          f"{pathlib.Path(CASE[0]).stem} -> {pathlib.Path(CASE[1]).stem}, 'balanced' ({settings.iterations} steps)")
+          f"{pathlib.Path(CASE[0]).stem} -> {pathlib.Path(CASE[1]).stem}, 'balanced' ({settings.iterations} steps)"
+          + (f", overrides {args.set}" if args.set else ""))
     print(f"first solve, {args.frames} frames (copy-rotations + set-up + {settings.iterations} steps): "
           f"{r['first']:.2f} s ({first.timings['copy_rotations_s']:.2f} s copy-rotations, set-up "
           f"{first.solver_stats['setup_s']:.2f} s)")
