@@ -23,12 +23,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-
-def rotation_difference_deg(a, b) -> float:
-    """Largest angle (degrees) between two (T, J, 4) WXYZ quaternion arrays, sign-blind."""
-    import numpy as np
-    dots = np.abs((a * b).sum(-1)).clip(0.0, 1.0)
-    return float(np.degrees(2.0 * np.arccos(dots)).max())
+from bench_gpu import angles_deg  # noqa: E402  (the GPU line's rotation difference, the same measure)
 
 
 def section(out, retarget, tile, src, smo, tgt, settings, frames=(75, 300), repeat=2, log=print) -> dict:
@@ -58,7 +53,7 @@ def section(out, retarget, tile, src, smo, tgt, settings, frames=(75, 300), repe
                     rot_e = rot
         e, c = statistics.median(times[False]), statistics.median(times[True])
         ratios.append(c / e)
-        diffs.append(rotation_difference_deg(rot_e, rot_c))
+        diffs.append(float(angles_deg(rot_e, rot_c).max()))
         rows.append(f"{n} frames: first compiled run {first:.1f} s, then eager {e:.2f} s, compiled {c:.2f} s "
                     f"(compiled / eager {c / e:.2f}), largest rotation difference {diffs[-1]:.3f}°")
         log(f"  compiled pose {n}: {c / e:.2f}")

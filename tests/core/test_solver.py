@@ -405,13 +405,19 @@ def test_pair_terms_scaled_leave_a_scaled_copy_at_rest():
     assert float(terms[True]["pen"]) < 1e-6 * float(terms[False]["pen"])
 
 
+def _jobs_at_0_and_2(pair, setting: str):
+    """The jobs of ``pair`` set up with ``setting`` at 0 and at 2."""
+    src, m, tgt, init = pair
+    jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **{setting: w})) for w in (0.0, 2.0)]
+    for job in jobs:
+        job.setup()
+    return jobs
+
+
 def _objectives_at_0_and_2(pair, setting: str):
     """The objectives of ``pair`` set up with ``setting`` at 0 and at 2, and (p, n, sole) of copy-rotations."""
-    src, m, tgt, init = pair
-    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, **{setting: w})) for w in (0.0, 2.0)}
-    for job in jobs.values():
-        job.setup()
-    return jobs[0.0].objective, jobs[2.0].objective, (jobs[2.0].p_init, jobs[2.0].n_init, jobs[2.0].sole_init)
+    job0, job2 = _jobs_at_0_and_2(pair, setting)
+    return job0.objective, job2.objective, (job2.p_init, job2.n_init, job2.sole_init)
 
 
 def test_smooth_soles_adds_the_sole_points_added_jerk(pair):
@@ -597,12 +603,8 @@ def test_smooth_joints_adds_the_body_points_added_jerk(pair):
     copy-rotations'. At the start it adds only the ε floor; one body point kicked at one frame adds exactly w × that
     point's added-jerk sum, and nothing at w = 0."""
     from core.losses import jerk, smooth_loss
-    src, m, tgt, init = pair
-    jobs = {w: SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_joints=w)) for w in (0.0, 2.0)}
-    for job in jobs.values():
-        job.setup()
-    ob0, ob2 = jobs[0.0].objective, jobs[2.0].objective
-    job = jobs[2.0]
+    job0, job = _jobs_at_0_and_2(pair, "smooth_joints")
+    ob0, ob2 = job0.objective, job.objective
     p, n, sole, body = job.p_init, job.n_init, job.sole_init, job.body_init
     assert body is not None and body.shape[1] >= 2
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
@@ -661,18 +663,17 @@ def test_sole_floor_gain_ramps_the_sole_points_barrier_with_alpha(pair, monkeypa
         assert floor(alpha) - before[alpha] == pytest.approx((gain - 1.0) * soles, rel=1e-4, abs=1e-9)
 
 
-def _eager_and_compiled(pair, monkeypatch, compile_fn):
-    """The synthetic pair solved eagerly and with ``compile`` on, ``torch.compile`` replaced by ``compile_fn``."""
+def _eager_and_compiled(pair, solved, monkeypatch, compile_fn):
+    """The synthetic pair solved eagerly (the ``solved`` fixture) and with ``compile`` on, ``torch.compile`` replaced
+    by ``compile_fn``."""
     src, m, tgt, init = pair
-    eager = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
-    eager.run()
     monkeypatch.setattr(torch, "compile", compile_fn)
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, compile=True))
     job.run()
-    return eager, job
+    return solved[0], job
 
 
-def test_the_compiled_pose_evaluates_the_eager_pose_and_terms(pair, monkeypatch):
+def test_the_compiled_pose_evaluates_the_eager_pose_and_terms(pair, solved, monkeypatch):
     """``compile`` on the CPU routes every step's pose and dense terms through one function of the control points
     (what torch.compile compiles; here compiled as itself, so the test needs no C++ compiler): the same solve, to
     float32 rounding (α enters as a tensor). A real compilation is measured by `make bench` (tools/bench_compile.py)."""
@@ -681,21 +682,21 @@ def test_the_compiled_pose_evaluates_the_eager_pose_and_terms(pair, monkeypatch)
     def as_itself(fn, **kw):
         calls.append(kw)
         return fn
-    eager, job = _eager_and_compiled(pair, monkeypatch, as_itself)
+    eager, job = _eager_and_compiled(pair, solved, monkeypatch, as_itself)
     assert calls == [{"dynamic": False}] and job.stats["compiled"] is True and "compile_error" not in job.stats
     assert eager.stats["compiled"] is False
     np.testing.assert_allclose(job.result().rotations, eager.result().rotations, atol=1e-4)
     assert [h.keys() for h in job.history] == [h.keys() for h in eager.history]
 
 
-def test_a_compilation_that_fails_leaves_the_solve_eager(pair, monkeypatch):
+def test_a_compilation_that_fails_leaves_the_solve_eager(pair, solved, monkeypatch):
     """Without a C++ compiler (or with an operation inductor cannot lower) the compiled call raises: the solve goes
     on eagerly from that step, with the same result, and its stats say why."""
     def failing(fn, **kw):
         def compiled(*a):
             raise RuntimeError("InductorError: CppCompileError: C++ compile error\ncommand failed")
         return compiled
-    eager, job = _eager_and_compiled(pair, monkeypatch, failing)
+    eager, job = _eager_and_compiled(pair, solved, monkeypatch, failing)
     assert job.stats["compiled"] is False
     assert job.stats["compile_error"] == "RuntimeError: InductorError: CppCompileError: C++ compile error"
     np.testing.assert_allclose(job.result().rotations, eager.result().rotations, atol=1e-4)
