@@ -46,6 +46,26 @@ def smooth_loss(p: torch.Tensor, fps: float, scale=None, eps: float = 1e-3, refe
     return _scaled((sq_norm3(j) + eps * eps).sqrt(), scale).sum()
 
 
+def jerk_totals(p: torch.Tensor, fps: float, window: int, eps: float = 1e-3) -> torch.Tensor:
+    """Each point's jerk magnitude summed over windows of ``window`` frames: p (T, N, 3) -> (W, N), the last
+    window shorter (its missing frames count 0), magnitudes smoothed as sqrt(||·||² + eps²) like L_smooth's."""
+    j = (sq_norm3(jerk(p, fps)) + eps * eps).sqrt()                  # (T − 3, N)
+    pad = (-j.shape[0]) % window
+    if pad:
+        j = torch.cat([j, j.new_zeros((pad,) + j.shape[1:])])
+    return j.unflatten(0, (-1, window)).sum(1)
+
+
+def jerk_excess_loss(p: torch.Tensor, fps: float, budget: torch.Tensor, window: int, scale=None,
+                     eps: float = 1e-3) -> torch.Tensor:
+    """Σ_i Σ_w relu(Σ_{t∈w} ||jerk(p)_{i,t}|| − budget_{w,i}): the jerk a point spends in each window beyond its
+    budget (W, N) (``jerk_totals`` of the initial motion: a point may move its jerk within a window, not add
+    to it). p (T, N, 3); scale (N,). Returns 0 for clips shorter than 4 frames."""
+    if p.shape[0] < 4:
+        return p.sum() * 0.0
+    return _scaled((jerk_totals(p, fps, window, eps) - budget).clamp_min(0.0), scale).sum()
+
+
 def dist_loss(tgt_dist, src_dist, weight, scale=None) -> torch.Tensor:
     """L_dist = Σ (W ∘ (M_dist^src − M_dist^tgt))².  All (E,) on the same entries."""
     return _scaled((weight * (src_dist - tgt_dist)).square(), scale).sum()

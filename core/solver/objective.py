@@ -18,8 +18,8 @@ import torch
 from ..descriptors import height, pair_descriptors, sliding
 from ..errors import CoreError
 from ..vec3 import dot3
-from ..losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss,
-                      reg_loss, sliding_loss, smooth_loss)
+from ..losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
+                      jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
 from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
                        time_mean)
 from .settings import TERMS
@@ -120,7 +120,7 @@ class Objective:
         self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
         if s.smooth_mode not in ("added", "source", "absolute"):
             raise CoreError(f"smooth_mode must be 'added', 'source' or 'absolute', not '{s.smooth_mode}'.")
-        self.p_init = self.jerk_ref = self.sole_jerk_init = None
+        self.p_init = self.jerk_ref = self.sole_jerk_init = self.jerk_budgets = None
         self.scales = None
 
     def with_settings(self, settings) -> "Objective":
@@ -146,6 +146,17 @@ class Objective:
                                             else jerk(p_init, self.fps))
         self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and T >= 4 else None   # (T−3, S, 3)
         self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and T >= 4 else None   # (T−3, P, 3)
+        #: the jerk budget's windows and per point (key vertices, sole points, body points) copy-rotations' jerk
+        #: summed over each (W, ·), or None
+        self.budget_window = max(1, int(round(self.settings.jerk_budget_s * self.fps)))
+        self.jerk_budgets = None
+        if self.settings.jerk_budget and T >= 4:
+            eps = 1e-5 * self.fps ** 3
+            self.jerk_budgets = tuple(None if x is None else jerk_totals(x, self.fps, self.budget_window, eps)
+                                      for x in (p_init, sole_init, body_init))
+            if self.settings.jerk_budget_source:     # nor the source's own there, to the target's height
+                src = jerk_totals(self.src_p, self.fps, self.budget_window, eps) * (self.h_tgt / self.h_src)
+                self.jerk_budgets = (torch.minimum(self.jerk_budgets[0], src),) + self.jerk_budgets[1:]
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():
@@ -246,6 +257,13 @@ class Objective:
             # ends, at the joints) add their added jerk too (docs/solver.md "... the joints in L_smooth, again")
             out["smooth"] = out["smooth"] + s.smooth_joints * smooth_loss(
                 body, self.fps, None, eps=eps, reference=None if s.smooth_mode == "absolute" else self.body_jerk_init)
+        if self.jerk_budgets is not None:
+            # no point spends more jerk in a window than copy-rotations' there (docs/solver.md "... a budget")
+            excess = p.sum() * 0.0
+            for x, budget, scale in zip((p, sole, body), self.jerk_budgets, (vs["smooth"], None, None)):
+                if x is not None and budget is not None:
+                    excess = excess + jerk_excess_loss(x, self.fps, budget, self.budget_window, scale, eps=eps)
+            out["smooth"] = out["smooth"] + s.jerk_budget * excess
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, self.ground)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()

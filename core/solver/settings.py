@@ -45,6 +45,12 @@ class SolverSettings:
     #: (an option: docs/solver.md "Issue 11 item 1, jerk: the joints in L_smooth, again")
     smooth_joints: float = 0.0
     smooth_root: float = 3.0    #: the hips' added jerk in L_smooth, × this, once per key vertex and sole point
+    #: each point's (key vertices, sole points, body points) jerk summed over windows of ``jerk_budget_s``,
+    #: beyond copy-rotations' sum there, in L_smooth × this (docs/solver.md "Issue 11 item 1, jerk: a budget")
+    jerk_budget: float = 2.0
+    jerk_budget_s: float = 1.0
+    #: the key vertices' budget is also at most the source's own jerk there, × h_tgt / h_src
+    jerk_budget_source: bool = True
     w_sem: float = 1.0          #: multiplies the five semantic terms below
     w_dist: float = 2.0         #: with contact_focus: the source's contacts kept (docs/solver.md "Pair terms")
     w_dir: float = 1.0

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from core.losses import (contact_state_loss, cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk, pen_loss,
-                         reg_loss, sliding_loss, smooth_loss)
+from core.losses import (contact_state_loss, cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
+                         jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
 
 
 def test_reg_loss_is_sum_of_squared_offsets():
@@ -28,6 +28,32 @@ def test_jerk_stencil_and_smooth_loss():
     lin = torch.stack([t, 2 * t, -t], -1)[:, None]
     assert float(smooth_loss(lin, fps, eps=1e-9)) == pytest.approx(0.0, abs=1e-6)
     assert float(smooth_loss(p[:3], fps)) == 0.0
+
+
+def test_jerk_totals_and_excess_by_hand():
+    """Windows of 2 jerk frames: a point kicked 1 cm at frame 4 has third differences 1, −3, 3, −1 cm at jerk
+    frames 1–4 (× fps³); its totals are (1, 6, 1) cm·fps³ in windows (0–1, 2–3, 4: the last one short)."""
+    fps = 10.0
+    p = torch.zeros(8, 2, 3, dtype=torch.float64)
+    p[4, 0, 2] = 0.01
+    tot = jerk_totals(p, fps, 2, eps=1e-12)
+    assert tot.shape == (3, 2)
+    assert torch.allclose(tot[:, 0], torch.tensor([1.0, 6.0, 1.0], dtype=torch.float64) * 0.01 * fps ** 3)
+    assert float(tot[:, 1].abs().max()) < 1e-9
+    # against a budget of its own totals the point pays nothing; a second kick, −0.5 cm at frame 3, makes them
+    # (3, 8, 1) cm·fps³: it pays exactly the 2 + 2 it adds
+    assert float(jerk_excess_loss(p, fps, tot, 2, eps=1e-12)) == pytest.approx(0.0, abs=1e-9)
+    q = p.clone()
+    q[3, 0, 2] = -0.005
+    extra = jerk_totals(q, fps, 2, eps=1e-12) - tot
+    assert float(jerk_excess_loss(q, fps, tot, 2, eps=1e-12)) == pytest.approx(float(extra.clamp_min(0).sum()))
+    assert float(extra.clamp_min(0).sum()) == pytest.approx(0.04 * fps ** 3)
+    # a point that spends less than its budget in a window earns nothing there (no push under copy-rotations')
+    assert float(jerk_excess_loss(p * 0.5, fps, tot, 2, eps=1e-12)) == pytest.approx(0.0, abs=1e-9)
+    # per-point scale, and clips shorter than 4 frames give 0
+    assert float(jerk_excess_loss(q, fps, tot, 2, torch.tensor([2.0, 1.0], dtype=torch.float64), eps=1e-12)) == \
+        pytest.approx(2.0 * float(extra.clamp_min(0).sum()))
+    assert float(jerk_excess_loss(p[:3], fps, tot, 2)) == 0.0
 
 
 def test_dist_pen_dir_losses_by_hand():

@@ -405,10 +405,10 @@ def test_pair_terms_scaled_leave_a_scaled_copy_at_rest():
     assert float(terms[True]["pen"]) < 1e-6 * float(terms[False]["pen"])
 
 
-def _jobs_at_0_and_2(pair, setting: str):
-    """The jobs of ``pair`` set up with ``setting`` at 0 and at 2."""
+def _jobs_at_0_and_2(pair, setting: str, **others):
+    """The jobs of ``pair`` set up with ``setting`` at 0 and at 2 (and ``others``)."""
     src, m, tgt, init = pair
-    jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **{setting: w})) for w in (0.0, 2.0)]
+    jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **others, **{setting: w})) for w in (0.0, 2.0)]
     for job in jobs:
         job.setup()
     return jobs
@@ -579,7 +579,7 @@ def test_smooth_mode_source_measures_the_jerk_added_to_the_sources_own(pair):
     jobs = {}
     for mode in ("added", "source"):
         jobs[mode] = SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_mode=mode, smooth_soles=0.0,
-                                                                smooth_root=0.0))
+                                                                smooth_root=0.0, jerk_budget=0.0))
         jobs[mode].setup()
     ob_a, ob_s = jobs["added"].objective, jobs["source"].objective
     p0, n0 = jobs["added"].p_init, jobs["added"].n_init
@@ -603,7 +603,7 @@ def test_smooth_joints_adds_the_body_points_added_jerk(pair):
     copy-rotations'. At the start it adds only the ε floor; one body point kicked at one frame adds exactly w × that
     point's added-jerk sum, and nothing at w = 0."""
     from core.losses import jerk, smooth_loss
-    job0, job = _jobs_at_0_and_2(pair, "smooth_joints")
+    job0, job = _jobs_at_0_and_2(pair, "smooth_joints", jerk_budget=0.0)     # L_smooth's added-jerk part alone
     ob0, ob2 = job0.objective, job.objective
     p, n, sole, body = job.p_init, job.n_init, job.sole_init, job.body_init
     assert body is not None and body.shape[1] >= 2
@@ -622,6 +622,44 @@ def test_smooth_joints_adds_the_body_points_added_jerk(pair):
     with torch.no_grad():                                         # not in L_smooth at w = 0
         assert float(ob0.raw_terms(p, n, 0.0, ps, sole, zero, body=kicked)["smooth"]) == pytest.approx(
             float(ob0.raw_terms(p, n, 0.0, ps, sole, zero, body=body)["smooth"]), rel=1e-6)
+
+
+def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair):
+    """jerk_budget w: w × each point's jerk beyond its budget in each window. Against copy-rotations' own jerk
+    (``jerk_budget_source`` off) it adds nothing at copy-rotations (a self-retarget has no push) and a body point
+    kicked at one frame adds exactly w × its windows' excess; with ``jerk_budget_source`` (the default) the key
+    vertices' budget is at most the source's own jerk × h_tgt / h_src, and copy-rotations pays its excess over that."""
+    from core.losses import jerk_totals
+    src, m, tgt, init = pair
+    jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **kw)) for kw in (
+        dict(jerk_budget=0.0), dict(jerk_budget=2.0, jerk_budget_source=False), dict(jerk_budget=2.0))]
+    for job in jobs:
+        job.setup()
+    ob0, ob2, capped = (job.objective for job in jobs)
+    assert ob0.jerk_budgets is None and capped.settings.jerk_budget_source
+    p, n, sole, body = jobs[1].p_init, jobs[1].n_init, jobs[1].sole_init, jobs[1].body_init
+    assert body is not None
+    zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
+    ps = ob2.pairs.active(None, 0.0)
+    eps = 1e-5 * ob2.fps ** 3
+    w = ob2.budget_window
+
+    def smooth(ob, b_in):
+        with torch.no_grad():
+            return float(ob.raw_terms(p, n, 0.0, ps, sole, zero, body=b_in)["smooth"])
+    assert smooth(ob2, body) == pytest.approx(smooth(ob0, body), rel=1e-6)
+    kicked = body.clone()
+    kicked[10, 0, 2] += 0.02                                      # 2 cm up at one frame
+    excess = (jerk_totals(kicked, ob2.fps, w, eps) - jerk_totals(body, ob2.fps, w, eps)).clamp_min(0).sum()
+    assert float(excess) > 0.0
+    assert smooth(ob2, kicked) - smooth(ob0, kicked) == pytest.approx(2.0 * float(excess), rel=1e-4)
+    own = ob2.jerk_budgets[0]
+    assert torch.allclose(own, jerk_totals(p, ob2.fps, w, eps))       # copy-rotations' own jerk
+    src_tot = jerk_totals(ob2.src_p, ob2.fps, w, eps) * (ob2.h_tgt / ob2.h_src)
+    assert torch.allclose(capped.jerk_budgets[0], torch.minimum(own, src_tot))
+    over = float((own - src_tot).clamp_min(0).sum())
+    assert over > 0.0                                                 # the cap binds somewhere on this pair
+    assert smooth(capped, body) - smooth(ob0, body) == pytest.approx(2.0 * over, rel=1e-3)
 
 
 def test_smooth_joints_has_its_body_points_without_the_self_barrier(pair):
