@@ -81,6 +81,28 @@ def own_capsules(job):
     return caps if s.w_self_barrier > 0 else None
 
 
+def source_body_points(job):
+    """The source's counterpart of ``job.body_points`` over the clip, for the jerk budget's cap
+    (``jerk_budget_source``): ((T, P, 3) world positions, (P,) bool) — each capsule end of a segment the source's
+    body has too (the same segment's end), zeros and False for the other rows (the bulge points, a segment the
+    source lacks); None without the budget's cap, body points or a source mesh."""
+    s = job.settings
+    if not (s.jerk_budget and s.jerk_budget_source) or job.body_points is None or job.source.mesh is None:
+        return None
+    tc, sc = body_capsules(job.target), body_capsules(job.source)
+    rows = [(r, sc.names.index(n)) for r, n in enumerate(tc.names) if n in sc.names]
+    P = len(job.body_points[0])
+    out = torch.zeros((job.num_frames, P, 3), dtype=job.dtype, device=job.device)
+    has = torch.zeros(P, dtype=torch.bool, device=job.device)
+    if rows:
+        tr, sr = (torch.as_tensor(x, device=job.device) for x in zip(*rows))
+        ends = capsule_paths(job.source_track, sc).to(device=job.device, dtype=job.dtype)       # (T, B_s, 2, 3)
+        at = torch.stack([2 * tr, 2 * tr + 1], 1).reshape(-1)                                  # target points
+        out[:, at] = ends[:, sr].reshape(job.num_frames, -1, 3)
+        has[at] = True
+    return out, has
+
+
 def own_contacts(job, caps) -> torch.Tensor:
     """(T, B, B) bool: the target's capsule segments whose limbs touch in the source at that frame (a key-vertex
     pair of those limbs closer than its d_min, ``job.objective``'s source pairs): the self barrier leaves them
@@ -419,4 +441,5 @@ class PartnerBarrier:
         return self.weight * total
 
 
-__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_barrier", "own_capsules", "own_contacts"]
+__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_barrier", "own_capsules", "own_contacts",
+           "source_body_points"]

@@ -27,7 +27,7 @@ from ..rotations import quat_to_matrix
 from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
-from .barrier import own_barrier, own_capsules
+from .barrier import own_barrier, own_capsules, source_body_points
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .graphed import dense_at, graphed_pose, pose
@@ -108,6 +108,7 @@ class SolveJob(StepLifecycle):
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
         #: evaluated with the key vertices (``solver.barrier``'s capsule ends); world: ``body_positions``
         self.body_points = self.body_positions = self.body_init = self.own_barrier = self._own_caps = None
+        self.source_body = None
 
     # -- public API -------------------------------------------------------------------------------------
 
@@ -276,6 +277,7 @@ class SolveJob(StepLifecycle):
         with torch.no_grad():  # through the same path as the solve, so zero residuals give exactly p_init
             self.p_init, self.n_init, self.sole_init = self._forward(self.param.zero_residuals())
         self.body_init = self.body_positions          # (T, P, 3) copy-rotations' body points, or None
+        self.source_body = source_body_points(self)   # the jerk budget's cap on the body points, or None
         self._measure_start()
         if self.warm_start is None and feet_xy:
             self.param.set_root_xy(root_xy)
@@ -294,7 +296,8 @@ class SolveJob(StepLifecycle):
         in α (its weights are W_src + α W_tgt, squared inside the dist, height and sliding terms), so these three
         give it at any α, the yardstick of Progress.relative."""
         with torch.no_grad():
-            raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init, self.body_init)
+            raw = self.objective.set_initial(self.p_init, self.n_init, self.sole_init, self.body_init,
+                                             self.source_body)
             zero = torch.zeros((self.num_frames, 3), dtype=self.dtype, device=self.device)
 
             def at(alpha):

@@ -134,10 +134,12 @@ class Objective:
 
     # -- set-up at the initial state -------------------------------------------------------------------------
 
-    def set_initial(self, p_init: torch.Tensor, n_init: torch.Tensor, sole_init, body_init=None):
+    def set_initial(self, p_init: torch.Tensor, n_init: torch.Tensor, sole_init, body_init=None, src_body=None):
         """The copy-rotations key vertices (T, N, 3), sole points (T, S, 3) or None and body points (T, P, 3) or
         None: the regularisation's anchor, the added-jerk references, and the reference scales of every term
-        (α = 0)."""
+        (α = 0). ``src_body``: the source's body points and which have one (``barrier.source_body_points``), or
+        None: with ``jerk_budget_source`` they cap the body points' jerk budget as the source's key vertices cap
+        the key vertices'."""
         T = p_init.shape[0]
         self.p_init = p_init
         #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk, or the source's own to the target's height
@@ -155,8 +157,14 @@ class Objective:
             self.jerk_budgets = tuple(None if x is None else jerk_totals(x, self.fps, self.budget_window, eps)
                                       for x in (p_init, sole_init, body_init))
             if self.settings.jerk_budget_source:     # nor the source's own there, to the target's height
-                src = jerk_totals(self.src_p, self.fps, self.budget_window, eps) * (self.h_tgt / self.h_src)
-                self.jerk_budgets = (torch.minimum(self.jerk_budgets[0], src),) + self.jerk_budgets[1:]
+                ratio = self.h_tgt / self.h_src
+                src = jerk_totals(self.src_p, self.fps, self.budget_window, eps) * ratio
+                kv, sole_b, body_b = self.jerk_budgets
+                kv = torch.minimum(kv, src)
+                if body_b is not None and src_body is not None:
+                    sb = jerk_totals(src_body[0], self.fps, self.budget_window, eps) * ratio
+                    body_b = torch.where(src_body[1], torch.minimum(body_b, sb), body_b)
+                self.jerk_budgets = (kv, sole_b, body_b)
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():

@@ -628,7 +628,8 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair):
     """jerk_budget w: w × each point's jerk beyond its budget in each window. Against copy-rotations' own jerk
     (``jerk_budget_source`` off) it adds nothing at copy-rotations (a self-retarget has no push) and a body point
     kicked at one frame adds exactly w × its windows' excess; with ``jerk_budget_source`` (the default) the key
-    vertices' budget is at most the source's own jerk × h_tgt / h_src, and copy-rotations pays its excess over that."""
+    vertices' budget is at most the source's own jerk × h_tgt / h_src, and copy-rotations pays its excess over that;
+    the body points' budget likewise, at the source's capsule ends of the same segments."""
     from core.losses import jerk_totals
     src, m, tgt, init = pair
     jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **kw)) for kw in (
@@ -659,6 +660,16 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair):
     assert torch.allclose(capped.jerk_budgets[0], torch.minimum(own, src_tot))
     over = float((own - src_tot).clamp_min(0).sum())
     assert over > 0.0                                                 # the cap binds somewhere on this pair
+    # the body points' budget likewise, at the source's capsule ends of the same segments (the bulge points have
+    # none: copy-rotations' own)
+    from core.metrics_partners import body_capsules
+    sb, has = jobs[2].source_body
+    B = len(body_capsules(tgt).names)                                 # the same segments on both: all capsule ends
+    assert bool(has[:2 * B].all()) and not bool(has[2 * B:].any())
+    body_own = ob2.jerk_budgets[2]
+    body_src = jerk_totals(sb, ob2.fps, w, eps) * (ob2.h_tgt / ob2.h_src)
+    assert torch.allclose(capped.jerk_budgets[2], torch.where(has, torch.minimum(body_own, body_src), body_own))
+    over = over + float((body_own - capped.jerk_budgets[2]).sum())
     assert smooth(capped, body) - smooth(ob0, body) == pytest.approx(2.0 * over, rel=1e-3)
 
 
