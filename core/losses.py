@@ -30,26 +30,28 @@ def jerk(p: torch.Tensor, fps: float) -> torch.Tensor:
     return (p[3:] - 3.0 * p[2:-1] + 3.0 * p[1:-2] - p[:-3]) * float(fps) ** 3
 
 
-def smooth_loss(p: torch.Tensor, fps: float, scale=None, eps: float = 1e-3, reference=None) -> torch.Tensor:
+def smooth_loss(p: torch.Tensor, fps: float, scale=None, eps: float = 1e-3, reference=None,
+                j: torch.Tensor = None) -> torch.Tensor:
     """L_smooth = Σ_t Σ_i ||jerk(p)_{i,t} − reference_{i,t}|| (non-squared L2, as printed), smoothed as
     sqrt(||·||² + eps²).
 
     p (T, N, 3); scale (N,); reference: optional (T − 3, N, 3) jerk to subtract (the solver passes the
     initial motion's jerk so only *added* jerk is penalised); eps in m/s³ keeps the gradient finite where the
-    argument vanishes. Returns 0 for clips shorter than 4 frames.
+    argument vanishes; ``j``: ``jerk(p, fps)`` when the caller has it. Returns 0 for clips shorter than 4 frames.
     """
     if p.shape[0] < 4:
         return p.sum() * 0.0
-    j = jerk(p, fps)
+    j = jerk(p, fps) if j is None else j
     if reference is not None:
         j = j - reference
     return _scaled((sq_norm3(j) + eps * eps).sqrt(), scale).sum()
 
 
-def jerk_totals(p: torch.Tensor, fps: float, window: int, eps: float = 1e-3) -> torch.Tensor:
+def jerk_totals(p: torch.Tensor, fps: float, window: int, eps: float = 1e-3, j: torch.Tensor = None) -> torch.Tensor:
     """Each point's jerk magnitude summed over windows of ``window`` frames: p (T, N, 3) -> (W, N), the last
-    window shorter (its missing frames count 0), magnitudes smoothed as sqrt(||·||² + eps²) like L_smooth's."""
-    j = (sq_norm3(jerk(p, fps)) + eps * eps).sqrt()                  # (T − 3, N)
+    window shorter (its missing frames count 0), magnitudes smoothed as sqrt(||·||² + eps²) like L_smooth's;
+    ``j``: ``jerk(p, fps)`` when the caller has it."""
+    j = (sq_norm3(jerk(p, fps) if j is None else j) + eps * eps).sqrt()        # (T − 3, N)
     pad = (-j.shape[0]) % window
     if pad:
         j = torch.cat([j, j.new_zeros((pad,) + j.shape[1:])])
@@ -57,13 +59,14 @@ def jerk_totals(p: torch.Tensor, fps: float, window: int, eps: float = 1e-3) -> 
 
 
 def jerk_excess_loss(p: torch.Tensor, fps: float, budget: torch.Tensor, window: int, scale=None,
-                     eps: float = 1e-3) -> torch.Tensor:
+                     eps: float = 1e-3, j: torch.Tensor = None) -> torch.Tensor:
     """Σ_i Σ_w relu(Σ_{t∈w} ||jerk(p)_{i,t}|| − budget_{w,i}): the jerk a point spends in each window beyond its
     budget (W, N) (``jerk_totals`` of the initial motion: a point may move its jerk within a window, not add
-    to it). p (T, N, 3); scale (N,). Returns 0 for clips shorter than 4 frames."""
+    to it). p (T, N, 3); scale (N,); ``j``: ``jerk(p, fps)`` when the caller has it. Returns 0 for clips shorter
+    than 4 frames."""
     if p.shape[0] < 4:
         return p.sum() * 0.0
-    return _scaled((jerk_totals(p, fps, window, eps) - budget).clamp_min(0.0), scale).sum()
+    return _scaled((jerk_totals(p, fps, window, eps, j) - budget).clamp_min(0.0), scale).sum()
 
 
 def dist_loss(tgt_dist, src_dist, weight, scale=None) -> torch.Tensor:

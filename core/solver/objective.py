@@ -24,6 +24,9 @@ from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, f
                        time_mean)
 from .settings import TERMS
 
+#: the jerk budget's allowance for round-off, a share of each budget
+JERK_BUDGET_SLACK = 1e-4
+
 
 #: the sole points' floor barrier × SOLE_FLOOR_GAIN ** α (1: off; a geometric ramp, since at full strength from the
 #: first step it lifts a body whose copy-rotations feet start under the floor far above it). Measured and not kept:
@@ -165,6 +168,10 @@ class Objective:
                     sb = jerk_totals(src_body[0], self.fps, self.budget_window, eps) * ratio
                     body_b = torch.where(src_body[1], torch.minimum(body_b, sb), body_b)
                 self.jerk_budgets = (kv, sole_b, body_b)
+            # a point exactly at its budget (a self-retarget) must not pay for round-off (sums in another order)
+            self.jerk_budgets = tuple(None if b is None else b * (1.0 + JERK_BUDGET_SLACK) for b in self.jerk_budgets)
+            #: the budgets side by side (W, N + S + P), as ``_smooth`` sums them
+            self.jerk_budget_all = torch.cat([b for b in self.jerk_budgets if b is not None], 1)
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():
@@ -231,6 +238,60 @@ class Objective:
         out.update(self._pair_terms(p, n, alpha, pairset))
         return out
 
+    def _smooth(self, p, sole, root_world, body) -> torch.Tensor:
+        """L_smooth at key vertices p (T, N, 3), sole points (T, S, 3) or None, the hips' offset (T, 3) and body
+        points (T, P, 3) or None: the added jerk of each kind of point, the hips' once per point, and the jerk
+        budget's excess; one third difference of all the points together."""
+        s = self.settings
+        vs = self.vertex_scale
+        # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
+        eps = 1e-5 * self.fps ** 3
+        if p.shape[0] < 4:
+            return p.sum() * 0.0
+        absolute = s.smooth_mode == "absolute"
+        budgets = self.jerk_budgets or (None, None, None)
+        # the points whose jerk some part reads, differentiated together: (T − 3, N + S + P, 3)
+        kinds = [(k, x) for k, x, w, b in zip(("p", "sole", "body"), (p, sole, body),
+                                               (1.0, s.smooth_soles, s.smooth_joints), budgets)
+                 if x is not None and (w or b is not None)]
+        j_all = jerk(torch.cat([x for _, x in kinds], 1) if len(kinds) > 1 else p, self.fps)
+        j = dict.fromkeys(("p", "sole", "body"))
+        at = 0
+        for k, x in kinds:
+            j[k] = j_all[:, at:at + x.shape[1]]
+            at += x.shape[1]
+        out = smooth_loss(p, self.fps, vs["smooth"], eps=eps, reference=None if absolute else self.jerk_ref,
+                          j=j["p"])
+        if s.smooth_soles and sole is not None:
+            # the sole points (the toes, the heels) move most where the foot terms correct a frame, and no key
+            # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
+            out = out + s.smooth_soles * smooth_loss(sole, self.fps, None, eps=eps, j=j["sole"],
+                                                     reference=None if absolute else self.sole_jerk_init)
+        if s.smooth_root:
+            # the hips' offset from copy-rotations moves every point with it: its jerk is added to all of them
+            # unless a limb takes it back, so it counts once per point (docs/solver.md "Issue 11 item 1, jerk")
+            points = p.shape[1] + (0 if sole is None else sole.shape[1])
+            out = out + s.smooth_root * points * smooth_loss(root_world[:, None, :], self.fps, None, eps=eps)
+        if s.smooth_joints and body is not None:
+            # the joint-jerk measure reads the joints, between the key vertices: the body points (the capsules'
+            # ends, at the joints) add their added jerk too (docs/solver.md "... the joints in L_smooth, again")
+            out = out + s.smooth_joints * smooth_loss(body, self.fps, None, eps=eps, j=j["body"],
+                                                      reference=None if absolute else self.body_jerk_init)
+        if self.jerk_budgets is not None:
+            # no point spends more jerk in a window than copy-rotations' there (docs/solver.md "... a budget"):
+            # every kind of point that has a budget, in one sum
+            have = [(j[k], b) for k, b in zip(("p", "sole", "body"), budgets) if j[k] is not None and b is not None]
+            every = len(have) == len(kinds)         # (the usual case: the budgets' kinds are the points read)
+            jb = j_all if every else torch.cat([x for x, _ in have], 1)
+            budget = self.jerk_budget_all if len(have) == sum(b is not None for b in budgets) else \
+                torch.cat([b for _, b in have], 1)
+            scale = vs["smooth"]
+            if scale is not None and jb.shape[1] > scale.shape[0]:
+                scale = torch.cat([scale, scale.new_ones(jb.shape[1] - scale.shape[0])])
+            out = out + s.jerk_budget * jerk_excess_loss(p, self.fps, budget, self.budget_window, scale,
+                                                         eps=eps, j=jb)
+        return out
+
     def dense_terms(self, p, alpha, sole, root_world, body=None) -> dict:
         """The terms over every frame's key vertices, sole points and body points (reg, smooth, height, floor,
         sole_contact, sliding, lock): shapes fixed for the whole solve, unlike the pair terms', so on a GPU they are
@@ -245,33 +306,7 @@ class Objective:
             out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
         else:
             out["reg"] = reg_loss(p, self.p_init, vs["reg"])
-        ref = None if s.smooth_mode == "absolute" else self.jerk_ref
-        # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
-        eps = 1e-5 * self.fps ** 3
-        out["smooth"] = smooth_loss(p, self.fps, vs["smooth"], eps=eps, reference=ref)
-        if s.smooth_soles and sole is not None and sole.shape[0] >= 4:
-            # the sole points (the toes, the heels) move most where the foot terms correct a frame, and no key
-            # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
-            out["smooth"] = out["smooth"] + s.smooth_soles * smooth_loss(
-                sole, self.fps, None, eps=eps, reference=None if s.smooth_mode == "absolute" else self.sole_jerk_init)
-        if s.smooth_root and root_world.shape[0] >= 4:
-            # the hips' offset from copy-rotations moves every point with it: its jerk is added to all of them
-            # unless a limb takes it back, so it counts once per point (docs/solver.md "Issue 11 item 1, jerk")
-            points = p.shape[1] + (0 if sole is None else sole.shape[1])
-            out["smooth"] = out["smooth"] + s.smooth_root * points * smooth_loss(root_world[:, None, :], self.fps,
-                                                                                 None, eps=eps)
-        if s.smooth_joints and body is not None and body.shape[0] >= 4:
-            # the joint-jerk measure reads the joints, between the key vertices: the body points (the capsules'
-            # ends, at the joints) add their added jerk too (docs/solver.md "... the joints in L_smooth, again")
-            out["smooth"] = out["smooth"] + s.smooth_joints * smooth_loss(
-                body, self.fps, None, eps=eps, reference=None if s.smooth_mode == "absolute" else self.body_jerk_init)
-        if self.jerk_budgets is not None:
-            # no point spends more jerk in a window than copy-rotations' there (docs/solver.md "... a budget")
-            excess = p.sum() * 0.0
-            for x, budget, scale in zip((p, sole, body), self.jerk_budgets, (vs["smooth"], None, None)):
-                if x is not None and budget is not None:
-                    excess = excess + jerk_excess_loss(x, self.fps, budget, self.budget_window, scale, eps=eps)
-            out["smooth"] = out["smooth"] + s.jerk_budget * excess
+        out["smooth"] = self._smooth(p, sole, root_world, body)
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, self.ground)
         wf = self.wf_src + alpha * floor_weight(h, MIN_FRACTION * ht, MAX_FRACTION * ht).detach()
