@@ -123,7 +123,7 @@ class Objective:
         self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
         if s.smooth_mode not in ("added", "source", "absolute"):
             raise CoreError(f"smooth_mode must be 'added', 'source' or 'absolute', not '{s.smooth_mode}'.")
-        self.p_init = self.jerk_ref = self.sole_jerk_init = self.jerk_budgets = None
+        self.p_init = self.jerk_ref = self.sole_jerk_init = self.body_jerk_init = self.jerk_budgets = None
         self.scales = None
 
     def with_settings(self, settings) -> "Objective":
@@ -149,8 +149,11 @@ class Objective:
         src = self.settings.smooth_mode == "source"
         self.jerk_ref = None if T < 4 else (jerk(self.src_p, self.fps) * (self.h_tgt / self.h_src) if src
                                             else jerk(p_init, self.fps))
-        self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and T >= 4 else None   # (T−3, S, 3)
-        self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and T >= 4 else None   # (T−3, P, 3)
+        # copy-rotations' jerk of the sole points (T−3, S, 3) and body points (T−3, P, 3), where L_smooth reads it
+        s = self.settings
+        read = T >= 4 and s.smooth_mode != "absolute"
+        self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and read and s.smooth_soles else None
+        self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and read and s.smooth_joints else None
         #: the jerk budget's windows and per point (key vertices, sole points, body points) copy-rotations' jerk
         #: summed over each (W, ·), or None
         self.budget_window = max(1, int(round(self.settings.jerk_budget_s * self.fps)))
