@@ -49,7 +49,7 @@ class SolverSettings:
     #: beyond copy-rotations' sum there, in L_smooth × this (docs/solver.md "Issue 11 item 1, jerk: a budget")
     jerk_budget: float = 2.0
     jerk_budget_s: float = 1.0
-    #: the key vertices' budget is also at most the source's own jerk there, × h_tgt / h_src
+    #: the key vertices' and body points' budgets are also at most the source's own jerk there, × h_tgt / h_src
     jerk_budget_source: bool = True
     w_sem: float = 1.0          #: multiplies the five semantic terms below
     w_dist: float = 2.0         #: with contact_focus: the source's contacts kept (docs/solver.md "Pair terms")
