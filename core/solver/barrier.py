@@ -81,6 +81,17 @@ def own_capsules(job):
     return caps if s.w_self_barrier > 0 else None
 
 
+def source_capsules(job, names) -> tuple:
+    """The source's capsules of the segments ``names`` (a target's, in that order) over ``job``'s clip: their axis
+    ends (T, B, 2, 3) float64, radii (B,) float64, and (B,) bool, the segments the source's body lacks (their rows
+    hold its first capsule's: to be ignored)."""
+    sc = body_capsules(job.source)
+    where = [sc.names.index(n) if n in sc.names else -1 for n in names]
+    idx = [max(w, 0) for w in where]
+    return (capsule_paths(job.source_track, sc)[:, idx], torch.as_tensor(sc.radius, dtype=torch.float64)[idx],
+            torch.as_tensor([w < 0 for w in where]))
+
+
 def source_body_points(job):
     """The source's counterpart of ``job.body_points`` over the clip, for the jerk budget's cap
     (``jerk_budget_source``): ((T, P, 3) world positions, (P,) bool) — each capsule end of a segment the source's
@@ -89,17 +100,13 @@ def source_body_points(job):
     s = job.settings
     if not (s.jerk_budget and s.jerk_budget_source) or job.body_points is None or job.source.mesh is None:
         return None
-    tc, sc = body_capsules(job.target), body_capsules(job.source)
-    rows = [(r, sc.names.index(n)) for r, n in enumerate(tc.names) if n in sc.names]
-    P = len(job.body_points[0])
-    out = torch.zeros((job.num_frames, P, 3), dtype=job.dtype, device=job.device)
-    has = torch.zeros(P, dtype=torch.bool, device=job.device)
-    if rows:
-        tr, sr = (torch.as_tensor(x, device=job.device) for x in zip(*rows))
-        ends = capsule_paths(job.source_track, sc).to(device=job.device, dtype=job.dtype)       # (T, B_s, 2, 3)
-        at = torch.stack([2 * tr, 2 * tr + 1], 1).reshape(-1)                                  # target points
-        out[:, at] = ends[:, sr].reshape(job.num_frames, -1, 3)
-        has[at] = True
+    names = body_capsules(job.target).names
+    ends, _, missing = source_capsules(job, names)
+    T, rows = job.num_frames, 2 * len(names)                  # the body points' first rows: the capsules' two ends
+    has = torch.zeros(len(job.body_points[0]), dtype=torch.bool, device=job.device)
+    has[:rows] = ~missing.repeat_interleave(2).to(job.device)
+    out = torch.zeros((T, len(has), 3), dtype=job.dtype, device=job.device)
+    out[:, :rows] = ends.reshape(T, rows, 3).to(dtype=job.dtype, device=job.device) * has[:rows, None]
     return out, has
 
 
@@ -195,12 +202,9 @@ class PartnerBarrier:
         self.sphere_r = [r.index_select(0, q) for r, q in zip(self.row_r, self.q_row)]
         src_ends, src_r = [], []
         for m, caps in zip(members, capsules):
-            sc = body_capsules(m.source)
-            where = [sc.names.index(n) if n in sc.names else -1 for n in caps.names]
-            ends = capsule_paths(m.source_track, sc).to(self.dtype)[:, [max(w, 0) for w in where]]
-            r = torch.as_tensor(sc.radius, dtype=self.dtype)[[max(w, 0) for w in where]]
-            missing = torch.as_tensor([w < 0 for w in where])
-            src_ends.append(ends.to(self.device))
+            ends, r, missing = source_capsules(m, caps.names)
+            r = r.to(self.dtype)
+            src_ends.append(ends.to(dtype=self.dtype, device=self.device))
             src_r.append(torch.where(missing, torch.full_like(r, -1e3), r).to(self.device))  # never inside
         # a bulge point has no sphere in the source (it allows no depth there): at the origin, of radius −1e3
         P = [len(g) - B for g, B in zip(self.row_seg, self.num_caps)]
@@ -442,4 +446,4 @@ class PartnerBarrier:
 
 
 __all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_barrier", "own_capsules", "own_contacts",
-           "source_body_points"]
+           "source_body_points", "source_capsules"]
