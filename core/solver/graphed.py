@@ -17,6 +17,8 @@ a process (torch caches it on disk); where compiling fails the solve goes on eag
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 #: below this many steps recording (three warm-up passes and the capture) costs more than replaying saves
@@ -40,6 +42,13 @@ def dense_at(job, off: torch.Tensor, p: torch.Tensor, alpha, points: torch.Tenso
     return job.objective.dense_terms(p[:, :N], alpha, sole, off * job.h_tgt, points)
 
 
+def controls_pose(job, delta: torch.Tensor, root_off: torch.Tensor, alpha) -> tuple:
+    """``pose`` from the control points (delta (C, Jo, 6), root_off (C, 3)) and ``dense_at`` there: (off, p, n,
+    points, {term: value}), the function a GPU records and the CPU may compile."""
+    off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
+    return off, p, n, pts, dense_at(job, off, p, alpha, pts)
+
+
 class GraphedPose:
     """``pose`` from the control points (delta (C, Jo, 6), root_off (C, 3)), and with ``terms`` the dense terms at
     it, recorded as a CUDA graph.
@@ -54,14 +63,13 @@ class GraphedPose:
         self.keys = ()                #: the dense terms' names, in the order of the graph's last outputs
         self._alpha = job.param.params[0].new_zeros(())
 
-        def controls_pose(delta, root_off, alpha):
-            off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
-            out = (off, p, n) + ((pts,) if self.has_points else ())
+        def recorded(delta, root_off, alpha):
             if terms:                 # which terms a job has (a foot model's, the soles' jerk) is set at its set-up
-                dense = dense_at(job, off, p, alpha, pts)
+                off, p, n, pts, dense = controls_pose(job, delta, root_off, alpha)
                 self.keys = tuple(dense)
-                out = out + tuple(dense.values())
-            return out
+            else:
+                (off, p, n, pts), dense = pose(job, *job.param.residuals(delta, root_off)), {}
+            return (off, p, n) + ((pts,) if self.has_points else ()) + tuple(dense.values())
         sample = tuple(t.detach().clone().requires_grad_(True) for t in job.param.params) + (self._alpha.clone(),)
         # recording warms up on a side stream, and torch then warns once per process that an AccumulateGrad node's
         # stream differs from its producer's; the replays give the eager pose's results bit for bit (bench_gpu), so
@@ -70,7 +78,7 @@ class GraphedPose:
         if quiet is not None:
             quiet(False)
         try:
-            self._graphed = torch.cuda.make_graphed_callables(controls_pose, sample)
+            self._graphed = torch.cuda.make_graphed_callables(recorded, sample)
         finally:
             if quiet is not None:
                 quiet(True)
@@ -93,13 +101,9 @@ class CompiledPose:
 
     def __init__(self, job):
         self.job = job
-        self._compiled = torch.compile(self._controls_pose, dynamic=False)
+        self._eager = functools.partial(controls_pose, job)
+        self._compiled = torch.compile(self._eager, dynamic=False)
         self._failed = False
-
-    def _controls_pose(self, delta, root_off, alpha):
-        job = self.job
-        off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
-        return off, p, n, pts, dense_at(job, off, p, alpha, pts)
 
     def __call__(self, delta: torch.Tensor, root_off: torch.Tensor, alpha=None):
         a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=delta.dtype)
@@ -112,7 +116,7 @@ class CompiledPose:
                 self.job.stats["compiled"] = False
                 self.job.stats["compile_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
         if out is None:
-            out = self._controls_pose(delta, root_off, a)
+            out = self._eager(delta, root_off, a)
         off, p, n, pts, dense = out
         return off, p, n, pts, (dense if alpha is not None else None)
 
