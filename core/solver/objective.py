@@ -98,6 +98,8 @@ class Objective:
         s = settings
         self.settings = s
         self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
+        #: L_smooth's ε (m/s³): a 10 µm third difference, below float32 noise of visible motion, above round-off
+        self.jerk_eps = 1e-5 * self.fps ** 3
         self.ground = s.ground
         self.limbs = tuple(limbs)
         self.feet = feet
@@ -143,30 +145,30 @@ class Objective:
         (α = 0). ``src_body``: the source's body points and which have one (``barrier.source_body_points``), or
         None: with ``jerk_budget_source`` they cap the body points' jerk budget as the source's key vertices cap
         the key vertices'."""
+        s = self.settings
         T = p_init.shape[0]
         self.p_init = p_init
         #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk, or the source's own to the target's height
-        src = self.settings.smooth_mode == "source"
-        self.jerk_ref = None if T < 4 else (jerk(self.src_p, self.fps) * (self.h_tgt / self.h_src) if src
+        self.jerk_ref = None if T < 4 else (jerk(self.src_p, self.fps) * (self.h_tgt / self.h_src)
+                                            if s.smooth_mode == "source"
                                             else jerk(p_init, self.fps))
         # copy-rotations' jerk of the sole points (T−3, S, 3) and body points (T−3, P, 3), where L_smooth reads it
-        s = self.settings
         read = T >= 4 and s.smooth_mode != "absolute"
         self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and read and s.smooth_soles else None
         self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and read and s.smooth_joints else None
         #: the jerk budget's windows and per point (key vertices, sole points, body points) copy-rotations' jerk
         #: summed over each (W, ·), or None
-        self.budget_window = max(1, int(round(self.settings.jerk_budget_s * self.fps)))
+        self.budget_window = max(1, int(round(s.jerk_budget_s * self.fps)))
         self.jerk_budgets = None
-        if self.settings.jerk_budget and T >= 4:
-            eps = 1e-5 * self.fps ** 3
+        if s.jerk_budget and T >= 4:
+            eps = self.jerk_eps
             self.jerk_budgets = tuple(None if x is None else jerk_totals(x, self.fps, self.budget_window, eps)
                                       for x in (p_init, sole_init, body_init))
-            if self.settings.jerk_budget_source:     # nor the source's own there, to the target's height
+            if s.jerk_budget_source:     # nor the source's own there, to the target's height
                 ratio = self.h_tgt / self.h_src
-                src = jerk_totals(self.src_p, self.fps, self.budget_window, eps) * ratio
+                src_tot = jerk_totals(self.src_p, self.fps, self.budget_window, eps) * ratio
                 kv, sole_b, body_b = self.jerk_budgets
-                kv = torch.minimum(kv, src)
+                kv = torch.minimum(kv, src_tot)
                 if body_b is not None and src_body is not None:
                     sb = jerk_totals(src_body[0], self.fps, self.budget_window, eps) * ratio
                     body_b = torch.where(src_body[1], torch.minimum(body_b, sb), body_b)
@@ -247,8 +249,7 @@ class Objective:
         budget's excess; one third difference of all the points together."""
         s = self.settings
         vs = self.vertex_scale
-        # ε: a 10 µm third difference, far below float32 noise of visible motion yet above round-off
-        eps = 1e-5 * self.fps ** 3
+        eps = self.jerk_eps
         if p.shape[0] < 4:
             return p.sum() * 0.0
         absolute = s.smooth_mode == "absolute"
