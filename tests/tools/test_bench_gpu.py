@@ -73,6 +73,17 @@ def test_the_allowed_angles_follow_the_solves_own_rounding_above_the_fixed_toler
     assert bench_gpu.allowed(f64) == pytest.approx((k * f64[0], tol[1], k * f64[2]))
 
 
+def test_the_rounding_scale_nudges_the_inputs_by_about_one_float32_rounding(case):
+    _, mo, _ = case
+    a, b = bench_gpu.nudged(mo, 0), bench_gpu.nudged(mo, 1)
+    assert np.array_equal(a.rotations, bench_gpu.nudged(mo, 0).rotations)       # seeded: one nudge per seed
+    nz = mo.rotations != 0
+    rel = np.abs(a.rotations[nz] / mo.rotations[nz] - 1.0)
+    assert 0 < rel.max() < 1e-6 and (a.rotations[~nz] == 0).all() and not np.array_equal(a.rotations, b.rotations)
+    assert not np.array_equal(a.locations, mo.locations) and (a.fps, a.frame_start) == (mo.fps, mo.frame_start)
+    assert bench_gpu.rounding_scale([(1.0, 0.2, 0.05), (0.5, 0.3, 0.01)]) == (1.0, 0.3, 0.05)
+
+
 def test_without_cuda_the_section_says_so_and_measures_nothing(case, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     lines = []
