@@ -111,17 +111,21 @@ def spread_sole_points(z: np.ndarray, rest: np.ndarray, band: float, count: int)
     return np.sort(cand[chosen])
 
 
-def foot_lows_and_velocity(points: list, ground, fps: float, tau: float) -> tuple:
+def foot_lows_and_velocity(points: list, ground, fps: float, tau: float, speed_points: list = None) -> tuple:
     """Each foot's lowest point over a clip.
 
     Args:
         points: per foot, (T, V_k, 3) world positions of its points (sole points, or all its vertices).
         ground: the floor under them: a level, or (T,) levels per frame (metres).
         tau: temperature of the soft lowest point (metres; ``SOFT_LOW`` × h_c).
+        speed_points: per foot, (T, W_k, 3) the points whose lowest one on each frame gives the velocity (default
+            ``points``): the solver passes every foot vertex, the foot point of the foot-locked metric, so that a
+            foot rolling over its heel or toes moves at the speed the metric reads and not at a sparse sole
+            point's.
     Returns:
-        low (T, 2): height above ``ground`` of the soft lowest point; vel (T, 2, 2): horizontal velocity (m/s)
-        of that frame's lowest point, followed over the centred window of ``window_bounds``. NaN for a foot
-        without points.
+        low (T, 2): height above ``ground`` of the soft lowest point of ``points``; vel (T, 2, 2): horizontal
+        velocity (m/s) of that frame's lowest point of ``speed_points``, followed over the centred window of
+        ``window_bounds``. NaN for a foot without points.
     """
     T = points[0].shape[0] if points else 0
     low = np.full((T, 2), np.nan)
@@ -132,8 +136,9 @@ def foot_lows_and_velocity(points: list, ground, fps: float, tau: float) -> tupl
     for k, P in enumerate(points):
         if P.shape[1] == 0:
             continue
-        v = P[..., 2].argmin(-1)                                          # (T,) lowest point
         low[:, k] = soft_lowest(torch.as_tensor(P[..., 2] - g), tau).numpy()
-        d = P[hi, v, :2] - P[lo, v, :2]
+        Q = P if speed_points is None else speed_points[k]
+        v = Q[..., 2].argmin(-1)                                          # (T,) lowest point
+        d = Q[hi, v, :2] - Q[lo, v, :2]
         vel[:, k] = d / np.maximum(hi - lo, 1)[:, None] * fps
     return low, vel

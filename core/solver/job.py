@@ -235,7 +235,8 @@ class SolveJob(StepLifecycle):
                 and set(self.sole_side.tolist()) == {0, 1}):
             _, s_side, s_local = sole_points(track, s.sole_points, SOLE_FRAMES)
             pts = [track.foot_points[k][:, s_local[s_side == k]] for k in (0, 1)]
-            low, vel = foot_lows_and_velocity(pts, self.source_ground_level, self.fps, SOFT_LOW * self.h_src)
+            low, vel = foot_lows_and_velocity(pts, self.source_ground_level, self.fps, SOFT_LOW * self.h_src,
+                                              track.foot_points)
             ratio = self.h_tgt / self.h_src if s.scale_floor_terms else 1.0
             feet = FootModel(s, low, vel, self.sole_side, foot_side(tgt, kv_ids), self.h_src, self.h_tgt, ratio,
                              self.fps, dt, dev)

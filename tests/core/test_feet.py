@@ -42,6 +42,13 @@ def test_foot_lows_and_velocity_follow_the_lowest_point():
     assert np.isnan(low[:, 1]).all() and np.isnan(vel[:, 1]).all()
     lo, hi = window_bounds(T, fps)
     assert lo[0] == 0 and hi[-1] == T - 1 and (hi - lo)[5] == 2      # k = round(30 / 15 / 2) = 1 frame
+    # the velocity of other points' lowest one (the solver: every foot vertex), the height of ``points``' own
+    heel = np.zeros((T, 1, 3))
+    heel[:, 0, 2] = -0.01                                            # lower than the sole point, and still
+    low2, vel2 = foot_lows_and_velocity([left, right], 0.0, fps, tau=1e-4, speed_points=[np.concatenate(
+        [left, heel], 1), right])
+    np.testing.assert_array_equal(low2, low)
+    np.testing.assert_allclose(vel2[:, 0], 0.0, atol=1e-12)
 
 
 def testspread_sole_points_cover_a_flat_sole():

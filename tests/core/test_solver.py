@@ -341,6 +341,21 @@ def test_root_init_from_feet_reduces_initial_sliding(pair):
     assert first["feet"] < 0.9 * first["copy"], first
 
 
+def test_the_foot_lock_reads_the_source_feet_at_the_foot_locked_metrics_speed(pair):
+    """The lock's source velocity is that of each frame's lowest foot vertex, the foot point the foot-locked metric
+    follows (docs/metrics.md), not of the lowest of the sparse sole points: the two differ where a foot rolls
+    (three sole points a foot here, so that they do)."""
+    from core.measures import foot_speed_windowed, measure
+    src, m, tgt, init = pair
+    job = SolveJob(src, m, tgt, init, SolverSettings(**dict(FAST, iterations=1), sole_points=3))
+    list(job.steps())
+    ratio = job.h_tgt / job.h_src if job.settings.scale_floor_terms else 1.0
+    lock_speed = np.linalg.norm(job.feet.lock_vel.numpy(), axis=-1) / ratio                 # (T, 2)
+    metric = foot_speed_windowed(measure(job.source_track, job.source_ground_level), job.fps).T
+    np.testing.assert_allclose(lock_speed, metric, rtol=1e-5, atol=1e-7)
+    assert metric.max() > 0.1                                                                # the feet do move
+
+
 def test_lock_loss_by_hand():
     """L_lock = Σ lock weight × |windowed velocity − source velocity|² over sole points near the foot's lowest."""
     from types import SimpleNamespace
