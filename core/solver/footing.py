@@ -97,6 +97,11 @@ class FootModel:
             near = np.nan_to_num(np.abs(src_low), nan=np.inf) <= MAX_FRACTION * self.h_src
             lk = np.where(near & np.isfinite(speed), lk, 0.0)
             self.lock_w = torch.as_tensor(lk, dtype=dtype, device=device)                 # (T, 2)
+            self.cap_w = None
+            if settings.lock_cap > 0:
+                held = near & np.isfinite(speed) & (np.nan_to_num(speed, nan=np.inf) < hi_)
+                self.cap_w = torch.as_tensor(held, dtype=dtype, device=device)            # (T, 2)
+                self.cap = float(settings.lock_cap) * self.h_tgt
             self.lock_vel = torch.as_tensor(np.nan_to_num(src_vel) * ratio, dtype=dtype, device=device)
             lo, hi = window_bounds(T, self.fps, LOCK_WINDOW_S)
             self._lock_lo = torch.as_tensor(lo, device=device)
@@ -175,8 +180,13 @@ class FootModel:
             rho = (1.0 - (hs - lows.index_select(1, side)) / (0.01 * self.h_tgt)).clamp(0.0, 1.0)
             w = self.lock_w.index_select(1, side) * rho                                   # (T, S)
         d = sole.index_select(0, self._lock_hi)[..., :2] - sole.index_select(0, self._lock_lo)[..., :2]
-        v = d / self._lock_dt[:, None, None] - self.lock_vel.index_select(1, side)        # (T, S, 2)
-        return (w * v.square().sum(-1)).sum()
+        vt = d / self._lock_dt[:, None, None]                                             # (T, S, 2)
+        v = vt - self.lock_vel.index_select(1, side)
+        out = (w * v.square().sum(-1)).sum()
+        if self.cap_w is not None:
+            over = (vt.square().sum(-1) + 1e-12).sqrt() - self.cap
+            out = out + (self.cap_w.index_select(1, side) * rho * over.clamp(min=0.0).square()).sum()
+        return out
 
     def lock_scale(self, raw_lock: float) -> float:
         """Reference scale of the lock term: its initial value, floored at 0.5 % h_c / s on every locked point."""
