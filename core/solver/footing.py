@@ -63,7 +63,7 @@ class FootModel:
         h_src, h_tgt: heights h_c; ratio: what source heights and speeds are scaled by (h_tgt / h_src or 1).
         fps: frame rate.
     Attributes (None where off): contact_w (T, 2), contact_h (T, 2), height_match_w (T, N); lock_w (T, 2),
-        lock_vel (T, 2, 2).
+        lock_vel (T, 2, 2); cap_w (T, 2) 1 where the target's sole speed is capped (``lock_cap``) and cap (m/s).
     """
 
     def __init__(self, settings, src_low: np.ndarray, src_vel: np.ndarray, sole_side: np.ndarray,
@@ -73,7 +73,8 @@ class FootModel:
         self.ground = settings.ground
         self.sole_side = torch.as_tensor(sole_side, device=device)
         self.contact_w = self.contact_h = self.height_match_w = None
-        self.lock_w = None
+        self.lock_w = self.cap_w = None
+        self.cap_init = 0.0               # the speed cap's share of the initial lock term (``set_initial``)
         self.foot_rel_init = None
         T = src_low.shape[0]
         if settings.foot_contact:
@@ -97,10 +98,8 @@ class FootModel:
             near = np.nan_to_num(np.abs(src_low), nan=np.inf) <= MAX_FRACTION * self.h_src
             lk = np.where(near & np.isfinite(speed), lk, 0.0)
             self.lock_w = torch.as_tensor(lk, dtype=dtype, device=device)                 # (T, 2)
-            self.cap_w = None
-            if settings.lock_cap > 0:
-                held = near & np.isfinite(speed) & (np.nan_to_num(speed, nan=np.inf) < hi_)
-                self.cap_w = torch.as_tensor(held, dtype=dtype, device=device)            # (T, 2)
+            if settings.lock_cap > 0:           # the frames with a lock weight: near the floor, under the band's top
+                self.cap_w = torch.as_tensor(lk > 0, dtype=dtype, device=device)          # (T, 2)
                 self.cap = float(settings.lock_cap) * self.h_tgt
             self.lock_vel = torch.as_tensor(np.nan_to_num(src_vel) * ratio, dtype=dtype, device=device)
             lo, hi = window_bounds(T, self.fps, LOCK_WINDOW_S)
@@ -153,6 +152,9 @@ class FootModel:
             h, hs = height(p_init, self.ground), height(sole_init, self.ground)
             self.foot_rel_init = self.foot_relative(h, self.sole_lows(sole_init, hs), self.relief(p_init, sole_init,
                                                                                                   hs))
+        if self.cap_w is not None and sole_init.shape[0] > 1:
+            with torch.no_grad():      # the cap's share of the initial lock term, left out of its scale
+                self.cap_init = float(self.lock_loss(sole_init) - self.lock_loss(sole_init, cap=False))
 
     def contact_terms(self, h: torch.Tensor, lows: torch.Tensor, scale=None, relief=None):
         """(floor term, height term) of foot contact: Σ (w (lowest sole point − source foot height))², and
@@ -164,7 +166,8 @@ class FootModel:
         r2 = ((1.0 - self.height_match_w) * (rel - self.foot_rel_init)).square()
         return floor, (r2 if scale is None else r2 * scale).sum()
 
-    def lock_loss(self, sole: torch.Tensor, hs: torch.Tensor = None, lows: torch.Tensor = None) -> torch.Tensor:
+    def lock_loss(self, sole: torch.Tensor, hs: torch.Tensor = None, lows: torch.Tensor = None,
+                  cap: bool = True) -> torch.Tensor:
         """Foot lock: Σ over frames and sole points of lock weight × |horizontal velocity − the source foot's|²
         (m²/s²; the source's lowest foot point's velocity, scaled like L_sliding's: nearly 0 where it is locked).
 
@@ -172,7 +175,9 @@ class FootModel:
         has them. The velocity is the mean over LOCK_WINDOW_S (central difference, as the source's speed),
         which ignores the capture jitter that a smooth residual cannot remove anyway. A point counts where it
         is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries the weight;
-        stop-gradient), times the source foot's lock weight."""
+        stop-gradient), times the source foot's lock weight. With ``lock_cap`` (and ``cap``), plus Σ (speed −
+        cap)² over the same points where the speed is above the cap, on every frame with a lock weight
+        (``cap_w``)."""
         hs = height(sole, self.ground) if hs is None else hs                              # (T, S)
         side = self.sole_side
         with torch.no_grad():
@@ -183,13 +188,14 @@ class FootModel:
         vt = d / self._lock_dt[:, None, None]                                             # (T, S, 2)
         v = vt - self.lock_vel.index_select(1, side)
         out = (w * v.square().sum(-1)).sum()
-        if self.cap_w is not None:
+        if cap and self.cap_w is not None:
             over = (vt.square().sum(-1) + 1e-12).sqrt() - self.cap
             out = out + (self.cap_w.index_select(1, side) * rho * over.clamp(min=0.0).square()).sum()
         return out
 
     def lock_scale(self, raw_lock: float) -> float:
-        """Reference scale of the lock term: its initial value, floored at 0.5 % h_c / s on every locked point."""
+        """Reference scale of the lock term: its initial value without the speed cap's share (so that the cap adds
+        to the velocity match instead of diluting it), floored at 0.5 % h_c / s on every locked point."""
         w = float(self.lock_w.sum()) * max(int((self.sole_side == 0).sum()), 1)
-        return max(float(raw_lock), w * (0.005 * self.h_tgt) ** 2, 1e-12)
+        return max(float(raw_lock) - self.cap_init, w * (0.005 * self.h_tgt) ** 2, 1e-12)
 

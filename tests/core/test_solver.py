@@ -356,6 +356,25 @@ def test_the_foot_lock_reads_the_source_feet_at_the_foot_locked_metrics_speed(pa
     assert metric.max() > 0.1                                                                # the feet do move
 
 
+def test_the_speed_cap_holds_where_the_source_foot_has_a_lock_weight():
+    """lock_cap: the frames whose source foot is near its floor and under the lock band's top (1 % h/s), no
+    others; the cap is a share of the target's height per second."""
+    h_src, h_tgt = 2.0, 1.0
+    speed = np.array([0.0, 0.004, 0.008, 0.02, 0.0]) * h_src                      # left foot, m/s
+    vel = np.zeros((5, 2, 2))
+    vel[:, 0, 0] = speed
+    vel[:, 1, 0] = 0.02 * h_src                                                   # the right foot walks
+    low = np.zeros((5, 2))
+    low[4, 0] = 0.5 * h_src                                                       # still, but far above its floor
+    feet = FootModel(SolverSettings(lock_cap=0.009), low, vel, np.array([0, 1]), np.array([-1]), h_src, h_tgt,
+                     h_tgt / h_src, 30.0, torch.float64, "cpu")
+    np.testing.assert_allclose(feet.lock_w.numpy()[:, 0], [1.0, 1.0, 0.4, 0.0, 0.0])
+    np.testing.assert_array_equal(feet.cap_w.numpy(), [[1, 0], [1, 0], [1, 0], [0, 0], [0, 0]])
+    assert feet.cap == pytest.approx(0.009 * h_tgt)
+    assert FootModel(SolverSettings(), low, vel, np.array([0, 1]), np.array([-1]), h_src, h_tgt, 0.5, 30.0,
+                     torch.float64, "cpu").cap_w is None                        # off by default
+
+
 def test_lock_loss_by_hand():
     """L_lock = Σ lock weight × |windowed velocity − source velocity|² over sole points near the foot's lowest."""
     from types import SimpleNamespace
@@ -373,8 +392,14 @@ def test_lock_loss_by_hand():
     sole[:, 1, 2] = 0.5                                  # left point 1 is 0.5 m up: not carrying the foot
     sole[:, 1, 0] = torch.tensor([0.0, 1.0, 2.0])
     sole[:, 2, 0] = torch.tensor([0.0, 0.01, 0.02])     # right point moves as its source: no cost
+    job.cap_w = None
     got = float(FootModel.lock_loss(job, sole))
     assert got == pytest.approx(1.0 * 0.01 + 1.0 * 0.01 + 0.5 * 0.01, rel=1e-6)
+    # lock_cap: where the source foot is locked (cap_w), a carrying point faster than the cap pays (speed − cap)²
+    job.cap_w = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    job.cap = 0.05                                                                    # m/s
+    capped = float(FootModel.lock_loss(job, sole))
+    assert capped - got == pytest.approx(3 * 0.05 ** 2 + 1 * 0.05 ** 2, rel=1e-5)       # left 3 frames, right 1
 
 
 @pytest.mark.parametrize("alpha", [0.3, 0.8])
