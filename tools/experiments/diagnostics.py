@@ -19,8 +19,9 @@ of the foot key vertices on frames where the source's are planted (W_floor = 1, 
 source, copy-rotations and ReConForM (with optional SolverSettings overrides), and the lowest-foot height on
 frames where the source foot is grounded.
 ``jerk``: for one case (default the Bandai kick), the mean jerk per unit of height (m/s³ / h_c) of each core
-bone both characters map, for the source, copy-rotations and ReConForM, and how ReConForM's change splits
-between joints it brings closer to the source's jerk and the others.
+bone both characters map, for the source, copy-rotations and ReConForM, how ReConForM's change splits
+between joints it brings closer to the source's jerk and the others, and the same mean over the key vertices (the
+same surface points on both bodies, wherever each skeleton puts its joints).
 ``progress``: for one case (default the Bandai walk), the solver's printed progress per step: the raw loss (the
 weighted sum of the terms, whose meaning changes with α), the objective relative to copy-rotations' at the same α
 (``Progress.relative``, what the panel and the batch print) and each weighted term (docs/solver.md "Reading the
@@ -153,6 +154,14 @@ def jerk(mods, loader, bench, met, track_cls, which, overrides, threads, max_fra
     print(f"change over copy-rot, summed over joints: {d.sum():+.1f}; on the {int(toward.sum())} joints it brings "
           f"closer to the source's jerk {d[toward].sum():+.1f}, on the {int((~toward).sum())} others "
           f"{d[~toward].sum():+.1f}")
+    # the key vertices: the same surface points on both bodies, wherever each skeleton puts its joints
+    kv = {"source": (o.source_track.keyverts[0], float(src.height)),
+          "copy-rot": (track_cls(o.target, o.init_motion).keyverts[0], float(tgt.height)),
+          "ReConForM": (track_cls(o.target, o.motion).keyverts[0], float(tgt.height))}
+    kj = {k: met.jerk_magnitude(p, smo.fps).mean() / h for k, (p, h) in kv.items()}
+    print(f"key vertices ({kv['source'][0].shape[1]}), mean jerk / h_c: source {kj['source']:.1f}, copy-rot "
+          f"{kj['copy-rot']:.1f}, ReConForM {kj['ReConForM']:.1f} (ratio to the source: copy-rot "
+          f"{kj['copy-rot'] / kj['source']:.3f}, ReConForM {kj['ReConForM'] / kj['source']:.3f})")
 
 
 def progress(mods, loader, bench, which, overrides, threads, every):
