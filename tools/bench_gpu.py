@@ -6,7 +6,8 @@ alone, reproducible (the default: torch's deterministic algorithms), with the po
 and not reproducible (``SolverSettings.deterministic`` False), peak GPU memory (with and without the graph); where
 the CPU ran the same clip in the same process, the bone rotations' angles from the CPU result (the same solve:
 same settings, same seed; only the arithmetic's order differs) beside how far rounding alone moves this solve on
-the CPU (its float32 result against float64, and against the clip's inputs nudged by one rounding); and whether the reproducible GPU solve run twice gives identical results.
+the CPU (its float32 result against float64, and against the clip's inputs nudged by one rounding); and whether
+the reproducible GPU solve run twice gives identical results.
 A CUDA device is never needed: without one the section says so and measures nothing.
 
 A GPU machine often has no Blender. The characters are then prepared here, where the bpy wheel imports the assets,
