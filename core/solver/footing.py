@@ -63,7 +63,8 @@ class FootModel:
         h_src, h_tgt: heights h_c; ratio: what source heights and speeds are scaled by (h_tgt / h_src or 1).
         fps: frame rate.
     Attributes (None where off): contact_w (T, 2), contact_h (T, 2), height_match_w (T, N); lock_w (T, 2),
-        lock_vel (T, 2, 2); cap_w (T, 2) 1 where the target's sole speed is capped (``lock_cap``) and cap (m/s).
+        lock_vel (T, 2, 2); cap_w (T, 2) the weight of the target sole's speed cap (``lock_cap``: 1 − lock_w where
+        lock_w > 0, else 0) and cap (m/s).
     """
 
     def __init__(self, settings, src_low: np.ndarray, src_vel: np.ndarray, sole_side: np.ndarray,
@@ -98,8 +99,10 @@ class FootModel:
             near = np.nan_to_num(np.abs(src_low), nan=np.inf) <= MAX_FRACTION * self.h_src
             lk = np.where(near & np.isfinite(speed), lk, 0.0)
             self.lock_w = torch.as_tensor(lk, dtype=dtype, device=device)                 # (T, 2)
-            if settings.lock_cap > 0:           # the frames with a lock weight: near the floor, under the band's top
-                self.cap_w = torch.as_tensor(lk > 0, dtype=dtype, device=device)          # (T, 2)
+            if settings.lock_cap > 0:
+                # where the source foot has a lock weight, the cap takes over as that weight fades (1 − λ): at the
+                # top of the band, where the velocity match holds loosely; nothing where λ = 1
+                self.cap_w = torch.as_tensor(np.where(lk > 0, 1.0 - lk, 0.0), dtype=dtype, device=device)  # (T, 2)
                 self.cap = float(settings.lock_cap) * self.h_tgt
             self.lock_vel = torch.as_tensor(np.nan_to_num(src_vel) * ratio, dtype=dtype, device=device)
             lo, hi = window_bounds(T, self.fps, LOCK_WINDOW_S)
@@ -175,9 +178,9 @@ class FootModel:
         has them. The velocity is the mean over LOCK_WINDOW_S (central difference, as the source's speed),
         which ignores the capture jitter that a smooth residual cannot remove anyway. A point counts where it
         is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries the weight;
-        stop-gradient), times the source foot's lock weight. With ``lock_cap`` (and ``cap``), plus Σ (speed −
-        cap)² over the same points where the speed is above the cap, on every frame with a lock weight
-        (``cap_w``)."""
+        stop-gradient), times the source foot's lock weight. With ``lock_cap`` (and ``cap``), plus Σ cap weight ×
+        (speed − cap)² over the same points where their speed is above the cap (``cap_w``: the lock weight's
+        complement on the frames that have one)."""
         hs = height(sole, self.ground) if hs is None else hs                              # (T, S)
         side = self.sole_side
         with torch.no_grad():

@@ -104,9 +104,10 @@ class SolverSettings:
     foot_contact_weight: float = 2.0
     contact_band: tuple = (CONTACT_MIN, CONTACT_MAX)  #: source foot height (share of h_c): contact 1 -> 0
     lock_band: tuple = (LOCK_MIN, LOCK_MAX)           #: source foot speed (share of h_c per s): locked 1 -> 0
-    #: where the source foot is locked (slower than lock_band's top), the target sole's windowed speed above this
-    #: share of h_c per s is charged too, in the lock term (0: off; docs/solver.md "Foot lock")
-    lock_cap: float = 0.0
+    #: where the source foot has a lock weight λ (slower than lock_band's top), the target sole's windowed speed
+    #: above this share of h_c per s is charged too, × (1 − λ), in the lock term (0: off; docs/solver.md "A speed
+    #: cap on the locked feet"; off until 2026-11-27)
+    lock_cap: float = 0.008
     optimise_fingers: bool = False
     #: the source's floor: "auto" (its own: z = 0 where it stands on it, else tracked; docs/metrics.md "Whose
     #: floor"), "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one level per
