@@ -376,6 +376,24 @@ def test_the_speed_cap_holds_where_the_source_foot_has_a_lock_weight():
                      30.0, torch.float64, "cpu").cap_w is None                  # 0 turns it off
 
 
+def test_the_speed_caps_share_is_left_out_of_the_lock_terms_scale():
+    """The lock term's reference scale is its initial velocity match alone: the cap's initial share (a copy-rotations
+    foot sliding past the cap) is measured at set-up and taken off, so the cap adds to the match, not dilutes it."""
+    h, T = 1.0, 12
+    vel = np.zeros((T, 2, 2))
+    vel[:, 0, 0] = 0.007 * h                                          # left: in the lock band's fade, λ = 0.6
+    vel[:, 1, 0] = 0.02 * h                                           # right: walking, no lock weight
+    feet = FootModel(SolverSettings(lock_cap=0.008, foot_contact=False), np.zeros((T, 2)), vel, np.array([0, 1]),
+                     np.array([-1]), h, h, 1.0, 30.0, torch.float64, "cpu")
+    sole = torch.zeros((T, 2, 3), dtype=torch.float64)
+    sole[:, 0, 0] = 0.05 * torch.arange(T, dtype=torch.float64) / 30.0   # the target's left sole slides 5 % h/s
+    feet.set_initial(None, sole)
+    with torch.no_grad():
+        full, match = float(feet.lock_loss(sole)), float(feet.lock_loss(sole, cap=False))
+    assert feet.cap_init == pytest.approx(full - match) and feet.cap_init > 0.1 * match
+    assert feet.lock_scale(full) == pytest.approx(match)
+
+
 def test_lock_loss_by_hand():
     """L_lock = Σ lock weight × |windowed velocity − source velocity|² over sole points near the foot's lowest."""
     from types import SimpleNamespace
