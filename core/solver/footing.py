@@ -156,8 +156,9 @@ class FootModel:
             self.foot_rel_init = self.foot_relative(h, self.sole_lows(sole_init, hs), self.relief(p_init, sole_init,
                                                                                                   hs))
         if self.cap_w is not None and sole_init.shape[0] > 1:
-            with torch.no_grad():      # the cap's share of the initial lock term, left out of its scale
-                self.cap_init = float(self.lock_loss(sole_init) - self.lock_loss(sole_init, cap=False))
+            with torch.no_grad():      # the cap's share of the initial lock term (summed as lock_loss sums it)
+                match, cap = self.lock_terms(sole_init)
+                self.cap_init = float((match + cap) - match)
 
     def contact_terms(self, h: torch.Tensor, lows: torch.Tensor, scale=None, relief=None):
         """(floor term, height term) of foot contact: Σ (w (lowest sole point − source foot height))², and
@@ -169,18 +170,23 @@ class FootModel:
         r2 = ((1.0 - self.height_match_w) * (rel - self.foot_rel_init)).square()
         return floor, (r2 if scale is None else r2 * scale).sum()
 
-    def lock_loss(self, sole: torch.Tensor, hs: torch.Tensor = None, lows: torch.Tensor = None,
-                  cap: bool = True) -> torch.Tensor:
-        """Foot lock: Σ over frames and sole points of lock weight × |horizontal velocity − the source foot's|²
-        (m²/s²; the source's lowest foot point's velocity, scaled like L_sliding's: nearly 0 where it is locked).
+    def lock_loss(self, sole: torch.Tensor, hs: torch.Tensor = None, lows: torch.Tensor = None) -> torch.Tensor:
+        """The foot-lock term: ``lock_terms``' velocity match, plus its speed cap where ``lock_cap`` is on."""
+        match, cap = self.lock_terms(sole, hs, lows)
+        return match if cap is None else match + cap
+
+    def lock_terms(self, sole: torch.Tensor, hs: torch.Tensor = None, lows: torch.Tensor = None) -> tuple:
+        """Foot lock, (velocity match, speed cap or None). The match: Σ over frames and sole points of lock weight ×
+        |horizontal velocity − the source foot's|² (m²/s²; the source's lowest foot point's velocity, scaled like
+        L_sliding's: nearly 0 where it is locked).
 
         sole: (T, S, 3) sole points; hs: their heights (T, S) and lows: ``sole_lows`` (T, 2) when the caller
         has them. The velocity is the mean over LOCK_WINDOW_S (central difference, as the source's speed),
         which ignores the capture jitter that a smooth residual cannot remove anyway. A point counts where it
         is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries the weight;
-        stop-gradient), times the source foot's lock weight. With ``lock_cap`` (and ``cap``), plus Σ cap weight ×
-        (speed − cap)² over the same points where their speed is above the cap (``cap_w``: the lock weight's
-        complement on the frames that have one)."""
+        stop-gradient), times the source foot's lock weight. The speed cap (``lock_cap``; None when off): Σ cap
+        weight × (speed − cap)² over the same points where their speed is above the cap (``cap_w``: the lock
+        weight's complement on the frames that have one)."""
         hs = height(sole, self.ground) if hs is None else hs                              # (T, S)
         side = self.sole_side
         with torch.no_grad():
@@ -190,11 +196,11 @@ class FootModel:
         d = sole.index_select(0, self._lock_hi)[..., :2] - sole.index_select(0, self._lock_lo)[..., :2]
         vt = d / self._lock_dt[:, None, None]                                             # (T, S, 2)
         v = vt - self.lock_vel.index_select(1, side)
-        out = (w * v.square().sum(-1)).sum()
-        if cap and self.cap_w is not None:
-            over = (vt.square().sum(-1) + 1e-12).sqrt() - self.cap
-            out = out + (self.cap_w.index_select(1, side) * rho * over.clamp(min=0.0).square()).sum()
-        return out
+        match = (w * v.square().sum(-1)).sum()
+        if self.cap_w is None:
+            return match, None
+        over = (vt.square().sum(-1) + 1e-12).sqrt() - self.cap
+        return match, (self.cap_w.index_select(1, side) * rho * over.clamp(min=0.0).square()).sum()
 
     def lock_scale(self, raw_lock: float) -> float:
         """Reference scale of the lock term: its initial value without the speed cap's share (so that the cap adds

@@ -389,7 +389,7 @@ def test_the_speed_caps_share_is_left_out_of_the_lock_terms_scale():
     sole[:, 0, 0] = 0.05 * torch.arange(T, dtype=torch.float64) / 30.0   # the target's left sole slides 5 % h/s
     feet.set_initial(None, sole)
     with torch.no_grad():
-        full, match = float(feet.lock_loss(sole)), float(feet.lock_loss(sole, cap=False))
+        full, match = float(feet.lock_loss(sole)), float(feet.lock_terms(sole)[0])
     assert feet.cap_init == pytest.approx(full - match) and feet.cap_init > 0.1 * match
     assert feet.lock_scale(full) == pytest.approx(match)
 
@@ -400,6 +400,7 @@ def test_lock_loss_by_hand():
     job = SimpleNamespace(h_tgt=1.0, ground=0.0, fps=10.0)
     job.sole_side = torch.tensor([0, 0, 1])
     job.sole_lows = lambda sole, hs=None: FootModel.sole_lows(job, sole, hs)
+    job.lock_terms = lambda sole, hs=None, lows=None: FootModel.lock_terms(job, sole, hs, lows)
     T = 3
     job._lock_lo, job._lock_hi = torch.tensor([0, 0, 1]), torch.tensor([1, 2, 2])
     job._lock_dt = (job._lock_hi - job._lock_lo).double() / job.fps                  # 0.1, 0.2, 0.1 s
