@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     from core.solver import SolverSettings
     from core.types import Motion
     threads = torch.get_num_threads()
-    names = case["target"].skeleton.names if hasattr(case["target"], "skeleton") else None
+    names = case["target"].skeleton.names
     print(f"{case['case'][0]} -> {case['case'][1]}; CPU {threads} threads and 1; device "
           f"{bench_gpu.device_label(args.device)}")
     fmt = bench_gpu._fmt
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
             gpu = solve(dataclasses.replace(base, device=args.device, deterministic=True))
             ang = bench_gpu.angles_deg(gpu, cpu)
             t, j = np.unravel_index(int(ang.argmax()), ang.shape)
-            bone = names[j] if names is not None and j < len(names) else j
+            bone = names[j]
             print(f"{over} {n} frames: GPU vs CPU {fmt(bench_gpu.spread(gpu, cpu))}; GPU vs CPU float64 "
                   f"{fmt(bench_gpu.spread(gpu, f64))}; CPU vs CPU float64 {fmt(bench_gpu.spread(cpu, f64))}; "
                   f"CPU {threads} threads vs 1 {fmt(bench_gpu.spread(cpu, cpu1))}; largest GPU-CPU at frame {t}, "
