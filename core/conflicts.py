@@ -4,9 +4,13 @@ After a solve, for each body part b and each pair of semantic terms (k1, k2), th
 ∇_{q_b} L_k1 and ∇_{q_b} L_k2 is measured per window of frames, where q_b are the per-frame 6D rotation
 residuals of the part's optimised bones. Windows where it falls below a threshold make one ``Conflict`` per
 (part, term pair), its windows merged into frame spans and ranked by severity × duration (``score``), so
-the list a person reads is short: the costliest first (``ranked``). A conflict is resolved with a slider value in [0, 1] that trades one term against the
-other on that body part (``resolution_weights``), fed back as ``SolverSettings.part_weights`` into a
-warm-started re-solve (``resolve``).
+the list a person reads is short: the costliest first (``ranked``). A conflict is resolved with a slider value
+in [0, 1] that trades one term against the other on that body part (``resolution_weights``), fed back as
+``SolverSettings.part_weights`` into a warm-started re-solve (``resolve``).
+
+In a joint solve of several characters (ReConForM §6.1) each member's list also weighs the terms between the
+characters, as one term "partner", against its own (``detecting_group``), and ``resolve_group`` re-solves the
+group with each member's sliders.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import numpy as np
 import torch
 
 from .errors import CoreError
-from .progress import drive
-from .solver import SEMANTIC_TERMS, SolveJob
-from .solver.continued import can_continue, continued
+from .progress import drive, scaled
+from .solver import PARTNER_TERM, SEMANTIC_TERMS, GroupSolveJob, SolveJob
+from .solver.continued import can_continue, can_continue_group, continued, continued_group
+from .solver.partners import PAIR_TERMS
 
 #: Body parts: the key-vertex limbs of core.humanoid.LIMBS (a bone belongs to the limb of its canonical name).
 DEFAULT_THRESHOLD = -0.5
@@ -65,13 +70,14 @@ def term_gradients(job: SolveJob, terms=SEMANTIC_TERMS, alpha: float = 1.0) -> d
     return drive(_term_gradients(job, terms, alpha))
 
 
-def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None):
+def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None, extra=None):
     """``term_gradients`` as a generator of the share of terms done (core.progress).
 
     ``shared``: one forward pass whose graph is kept for every term's backward pass (the default up to
     ``SHARED_PASS_FRAMES`` frames), or one forward pass per term, each graph freed by its backward pass (longer
     clips: the kept graph of a shared pass peaked at 2.28 GB on a 10 000-frame retarget, docs/solver.md). Both
-    give the same gradients."""
+    give the same gradients. ``extra(p, n)``: more {term: value} at the job's key vertices p, n (T, N, 3) (a
+    joint solve's terms between the characters, ``detecting_group``)."""
     if not job.done:
         raise CoreError("Conflicts are measured after a finished solve: run the solve first.")
     with torch.no_grad():
@@ -84,7 +90,10 @@ def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None):
     for n, k in enumerate(terms):
         if vals is None or not shared:
             d = d0.clone().requires_grad_(True)
-            vals = job.weighted_terms(alpha=alpha, residuals=(d, off))
+            p, nrm, sole = job._forward((d, off), alpha)
+            vals = job.terms_at(p, nrm, sole, alpha)
+            if extra is not None:
+                vals.update(extra(p, nrm))
         v = vals[k]
         if not v.requires_grad:
             out[k] = torch.zeros_like(d)
@@ -116,6 +125,11 @@ def detecting(job: SolveJob, threshold: float = DEFAULT_THRESHOLD, window_s: flo
     order (part, terms), so identical solves list identical rankings.
     """
     grads = yield from _term_gradients(job, terms, 1.0)
+    return _conflicts(job, grads, terms, threshold, window_s, min_share)
+
+
+def _conflicts(job: SolveJob, grads: dict, terms, threshold: float, window_s: float, min_share: float) -> list:
+    """The conflicts of ``job`` from its terms' gradients {term: (T, Jo, 6)} (``detecting``), ranked."""
     T = job.num_frames
     win = max(1, int(round(window_s * job.fps)))
     parts = np.asarray(job.opt_parts)
@@ -150,6 +164,44 @@ def detecting(job: SolveJob, threshold: float = DEFAULT_THRESHOLD, window_s: flo
             out.append(Conflict(str(part), a, b, float(worst), _severity(worst, threshold),
                                 tuple((frame0 + s0, frame0 + s1) for s0, s1 in spans), float(score)))
     out.sort(key=lambda c: (-round(c.score, 9), c.body_part, c.term_a, c.term_b))
+    return out
+
+
+def detect_group_conflicts(group: GroupSolveJob, threshold: float = DEFAULT_THRESHOLD,
+                           window_s: float = DEFAULT_WINDOW_S, min_share: float = 0.05) -> list:
+    """``detecting_group`` run to its end: one list of conflicts per member of a finished joint solve."""
+    return drive(detecting_group(group, threshold, window_s, min_share))
+
+
+def detecting_group(group: GroupSolveJob, threshold: float = DEFAULT_THRESHOLD, window_s: float = DEFAULT_WINDOW_S,
+                    min_share: float = 0.05):
+    """Generator of the share done; returns one list of conflicts per member of the finished joint solve
+    ``group`` (its members' order), each as ``detecting`` finds a single solve's, among the member's own
+    semantic terms and PARTNER_TERM: the terms between the characters (their weighted dist, dir and pen) as a
+    function of that member's rotations, the other members held at their results. So a hand that holds a
+    partner against an elbow kept at the body's side is listed, and its slider (a per-part weight on "partner",
+    ``resolve_group``) trades them. Without terms between the characters (one member, or w_partner 0) each
+    member's list is ``detecting``'s."""
+    if not group.done:
+        raise CoreError("Conflicts are measured after a finished solve: run the solve first.")
+    members = group.members
+    partners = group.partners if group.partners is not None and group.settings.w_partner > 0 else None
+    terms = SEMANTIC_TERMS + ((PARTNER_TERM,) if partners is not None else ())
+    out = []
+    for c, m in enumerate(members):
+        extra = None
+        if partners is not None:
+            with torch.no_grad():
+                fixed = [mk._forward(alpha=1.0)[:2] for mk in members]
+
+            def extra(p, n, c=c, fixed=fixed):
+                ps = torch.cat([p if k == c else f[0] for k, f in enumerate(fixed)], 1)
+                ns = torch.cat([n if k == c else f[1] for k, f in enumerate(fixed)], 1)
+                vals = partners.weighted(ps, ns, 1.0)
+                return {PARTNER_TERM: sum(vals[f"partner_{k}"] for k in PAIR_TERMS)}
+        grads = yield from scaled(_term_gradients(m, terms, 1.0, extra=extra), c / len(members),
+                                  (c + 1) / len(members))
+        out.append(_conflicts(m, grads, terms, threshold, window_s, min_share))
     return out
 
 
@@ -198,3 +250,25 @@ def resolve(job: SolveJob, part_weights: dict, fraction: float = None) -> SolveJ
         return continued(job, settings)
     return SolveJob(job.source, job.source_motion, job.target, job.init_motion, settings, warm_start=job.result(),
                     source_track=job.source_track, warm_sixd=job.result_sixd(), warm_state=job.optim)
+
+
+def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = None) -> GroupSolveJob:
+    """A new joint solve warm-started from the finished ``group``'s results, member k at ``part_weights[k]``
+    ({(part, term): factor}, terms of ``PART_WEIGHT_TERMS``: "partner" weighs the terms between the characters on
+    that member's part) replacing its previous ones; as ``resolve`` for one pair: ``fraction`` of the
+    iterations with α = 1, continuing the group's optimiser and set-up (``core.solver.continued.continued_group``),
+    else a new warm-started joint solve."""
+    if len(part_weights) != len(group.members):
+        raise CoreError(f"A joint solve of {len(group.members)} characters takes {len(group.members)} sets of "
+                        f"per-part weights, not {len(part_weights)}.")
+    settings = []
+    for m, pw in zip(group.members, part_weights):
+        s = replace(m.settings, part_weights=dict(pw or {}))
+        if fraction is not None:
+            s = replace(s, resolve_fraction=float(fraction), resolve_state_fraction=float(fraction))
+        settings.append(s)
+    if can_continue_group(group, settings):
+        return continued_group(group, settings)
+    members = [SolveJob(m.source, m.source_motion, m.target, m.init_motion, s, warm_start=m.result(),
+                        source_track=m.source_track, warm_sixd=m.result_sixd()) for m, s in zip(group.members, settings)]
+    return GroupSolveJob(members, group.settings)

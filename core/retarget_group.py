@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .conflicts import detect_conflicts
+from .conflicts import detecting_group, resolve_group
 from .copy_rotations import copy_rotations, place_together
 from .errors import CoreError
 from .metrics_partners import evaluate_partners
 from .retarget import (METHODS, Cancellable, Outcome, RetargetOptions, Step, check_spec, complete_character,
-                       measure)
+                       measure, phase_steps)
 from .solver import GroupSolveJob, SolveJob
 from .track import ClipTrack
 from .types import Motion
@@ -52,7 +52,8 @@ class GroupOutcome:
         partner_metrics: ``evaluate_partners`` of the result (None with one pair or without metrics);
             partner_reference: the same for the placed copy-rotations ('reconform' only).
         notes: lines for the user; timings: seconds per phase; solver_stats: the joint solve's statistics.
-        job: the GroupSolveJob ('reconform').
+        job: the GroupSolveJob ('reconform'), for conflicts and a re-solve (``RetargetGroup.resolving``);
+        options: the RetargetOptions it ran with.
     """
 
     method: str
@@ -63,6 +64,7 @@ class GroupOutcome:
     timings: dict = field(default_factory=dict)
     solver_stats: dict = field(default_factory=dict)
     job: GroupSolveJob = None
+    options: RetargetOptions = None
 
     @property
     def motions(self) -> list:
@@ -109,12 +111,14 @@ class RetargetGroup(Cancellable):
         self._cancel = threading.Event()
         self.job = None
         self.outcome = None
+        self._resolve = None     #: (the GroupOutcome re-solved, part weights per member, fraction): ``resolving``
 
     def steps(self):
         """Generator of Steps (``core.retarget.Step``); returns the GroupOutcome (also ``self.outcome``), or None
         when cancelled."""
+        if self._resolve is not None:
+            return (yield from self._resolve_steps())
         o = self.options
-        reconform = o.method == "reconform"
         K = len(self.pairs)
         timings, notes = {}, []
         t0 = time.perf_counter()
@@ -158,19 +162,58 @@ class RetargetGroup(Cancellable):
         inits = [Motion(m.rotations, m.locations, mo.fps, mo.frame_start) for m, (_, mo, _) in zip(inits, self.pairs)]
         timings["copy_rotations_s"] = time.perf_counter() - t1
 
-        # 3. the joint solve
+        yield from self._solve_and_measure(built, tracks, inits, timings, notes, t0)
+        return self.outcome
+
+    @classmethod
+    def resolving(cls, last: GroupOutcome, part_weights: list, fraction: float = None) -> "RetargetGroup":
+        """The warm-started re-solve of the finished group retarget ``last`` ('reconform') with per-part weights
+        per member (``part_weights[k]``: {(part, term): factor} for ``last.members[k]``, the conflict sliders,
+        ``core.conflicts.resolve_group``) and ``fraction`` of the iterations: the same characters, source tracks
+        and copy-rotations, its joint solve continued; then metrics (copy-rotations' kept from ``last``, not
+        measured again) and conflicts. Its steps() returns a GroupOutcome as a first retarget's does."""
+        if last.job is None or last.method != "reconform":
+            raise CoreError("Only a finished ReConForM group retarget can be re-solved: retarget the group first.")
+        options = replace(last.options or RetargetOptions(), baseline_metrics=False)
+        job = cls([(m.source, m.source_track.motion, m.target) for m in last.members], options,
+                  source_tracks=[m.source_track for m in last.members])
+        job._resolve = (last, list(part_weights), fraction)
+        return job
+
+    def _resolve_steps(self):
+        """steps() of a re-solve (``resolving``)."""
+        last, part_weights, fraction = self._resolve
+        t0 = time.perf_counter()
+        yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the re-solve…")
+        job = resolve_group(last.job, part_weights, fraction)
+        built = [m.built for m in last.members]
+        tracks = [m.source_track for m in last.members]
+        inits = [m.init_motion for m in last.members]
+        yield from self._solve_and_measure(built, tracks, inits, {}, [], t0, job, last)
+        return self.outcome
+
+    def _solve_and_measure(self, built, tracks, inits, timings, notes, t0, job=None, last=None):
+        """Steps 3 to 5 (sets ``self.outcome``): the joint solve (``job``, a re-solve's, or a new one), the
+        metrics (copy-rotations' from ``last`` for a re-solve) and the conflicts."""
+        o = self.options
+        reconform = o.method == "reconform"
+        K = len(self.pairs)
         motions, members, grounds, stats = inits, [None] * K, [0.0] * K, {}
         if reconform:
             t2 = time.perf_counter()
-            yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the joint solver…")
-            members = [SolveJob(b["source"].character, tr.motion, b["target"].character, init, o.settings,
-                                source_track=tr) for b, init, tr in zip(built, inits, tracks)]
-            self.job = job = GroupSolveJob(members, o.settings)
+            if job is None:
+                yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the joint solver…")
+                job = GroupSolveJob([SolveJob(b["source"].character, tr.motion, b["target"].character, init,
+                                              o.settings, source_track=tr) for b, init, tr in zip(built, inits, tracks)],
+                                    o.settings)
+            self.job = job
+            members = job.members
             if self._cancel.is_set():
                 job.cancel()
             a, b_ = _PHASE_END["copy_rotations"], _PHASE_END["solve"]
+            verb = "Re-solving" if last is not None else "Solving"
             for p in job.steps():
-                yield Step("solve", a + (b_ - a) * p.fraction, f"Solving {K} characters together {p.step + 1}/{p.total}",
+                yield Step("solve", a + (b_ - a) * p.fraction, f"{verb} {K} characters together {p.step + 1}/{p.total}",
                            p)
             if self._cancel.is_set() or not job.done:
                 return None
@@ -205,6 +248,8 @@ class RetargetGroup(Cancellable):
                                              terrain=o.settings.terrain if reconform else None)
                 if self._cancel.is_set():
                     return None
+            if last is not None:           # a re-solve: copy-rotations is not measured again
+                reference = last.members[k].reference
             outcomes.append(Outcome(o.method, motions[k], inits[k], src, tgt, b, metrics, reference, [], pair_notes,
                                     {}, members[k].metrics if members[k] is not None else {}, grounds[k], members[k],
                                     tracks[k]))
@@ -212,26 +257,30 @@ class RetargetGroup(Cancellable):
         if measured and K > 1 and all(b[r].character.keyverts is not None for b in built for r in ("source", "target")):
             targets = [(b["target"].character, m) for b, m in zip(built, motions)]
             partner = evaluate_partners(tracks, targets)
-            if reconform and o.baseline_metrics:
+            if last is not None:
+                partner_ref = last.partner_reference
+            elif reconform and o.baseline_metrics:
                 partner_ref = evaluate_partners(tracks, [(b["target"].character, m) for b, m in zip(built, inits)])
         if measured:
             timings["metrics_s"] = time.perf_counter() - t3
 
-        # 5. conflicts per pair (advice: a failure never loses the result)
+        # 5. conflicts of every member, its own terms and the terms between the characters (advice: a failure
+        # never loses the result)
         if reconform and o.conflicts and not self._cancel.is_set():
             t4 = time.perf_counter()
-            yield Step("conflicts", _PHASE_END["metrics"], "Looking for conflicting terms…")
-            for out in outcomes:
-                try:
-                    out.conflicts = detect_conflicts(out.job)
-                except CoreError as ex:
-                    out.notes.append(f"conflicts not measured: {ex}")
-                    notes.append(f"'{out.target.name}': conflicts not measured: {ex}")
+            try:
+                found = yield from phase_steps(detecting_group(self.job), "conflicts", _PHASE_END["metrics"],
+                                               _PHASE_END["conflicts"], "Looking for conflicting terms")
+            except CoreError as ex:
+                found = None
+                notes.append(f"conflicts not measured: {ex}")
+            for out, conflicts in zip(outcomes, found or ()):
+                out.conflicts = conflicts
             timings["conflicts_s"] = time.perf_counter() - t4
         if self._cancel.is_set():
             return None
         timings["total_s"] = time.perf_counter() - t0
-        self.outcome = GroupOutcome(o.method, outcomes, partner, partner_ref, notes, timings, stats, self.job)
+        self.outcome = GroupOutcome(o.method, outcomes, partner, partner_ref, notes, timings, stats, self.job, o)
         yield Step("done", 1.0, "Done")
         return self.outcome
 

@@ -18,7 +18,9 @@ from .footing import sole_points
 from .group import GroupSolveJob
 from .job import SolveJob
 from .parametrisation import bspline_basis
-from .settings import CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, SEMANTIC_TERMS, TERMS, Progress, SolverSettings
+from .settings import (CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, PART_WEIGHT_TERMS, PARTNER_TERM, SEMANTIC_TERMS,
+                       TERMS, Progress, SolverSettings)
 
-__all__ = ["GroupSolveJob", "SolveJob", "SolverSettings", "Progress", "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order",
-           "sole_points", "CONTACT_MIN", "CONTACT_MAX", "LOCK_MIN", "LOCK_MAX"]
+__all__ = ["GroupSolveJob", "SolveJob", "SolverSettings", "Progress", "PART_WEIGHT_TERMS", "PARTNER_TERM",
+           "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order", "sole_points", "CONTACT_MIN", "CONTACT_MAX",
+           "LOCK_MIN", "LOCK_MAX"]

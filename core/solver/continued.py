@@ -7,7 +7,8 @@ again what does not depend on those weights (the soles, the source's paths and f
 barrier caches, the variables' chain) and fits the last result back into control points. ``continued`` instead
 copies the finished job, shares all of that, takes its control points as they are (the exact start a warm start
 fits), computes again only what the weights change (the per-key-vertex multipliers, the reference scales,
-copy-rotations' objective) and continues its optimiser.
+copy-rotations' objective) and continues its optimiser. ``continued_group`` does the same for a joint solve
+(``core.conflicts.resolve_group``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 import numpy as np
 
 from .graphed import graphed_pose
+from .group import GroupSolveJob
 from .job import SolveJob
 from .lifecycle import StepLifecycle
 from .optim import deterministic, torch_threads
@@ -88,6 +90,27 @@ def continued(job, settings, result=None):
     return new
 
 
+def can_continue_group(group, settings_list) -> bool:
+    """Whether a re-solve of the finished joint solve ``group`` with one SolverSettings per member (in its
+    order) can continue it (``continued_group``): every member ``can_continue`` at its settings."""
+    if group is None or not group.done or group.cancelled or group.optim is None:
+        return False
+    if len(settings_list) != len(group.members):
+        return False
+    return all(can_continue(m, s, m.source, m.source_motion, m.target, m.init_motion)
+               for m, s in zip(group.members, settings_list))
+
+
+def continued_group(group, settings_list) -> GroupSolveJob:
+    """The warm-started re-solve of the finished joint solve ``group`` (``can_continue_group``), set up and ready
+    to step: each member ``continued`` at its settings, the terms between the characters at their new per-part
+    weights, the group's optimiser continued (``GroupSolveJob.continue_from``). ``group`` is left as it was."""
+    members = [continued(m, s) for m, s in zip(group.members, settings_list)]
+    new = GroupSolveJob(members, members[0].settings)
+    new.continue_from(group)
+    return new
+
+
 def solve_job(source, source_motion, target, init_motion, settings, source_track=None, warm_start=None,
               warm_sixd=None, warm_state=None, warm_job=None):
     """The SolveJob of a retarget (``core.retarget``): ``continued(warm_job, settings)`` for a re-solve that can
@@ -100,4 +123,4 @@ def solve_job(source, source_motion, target, init_motion, settings, source_track
                     source_track=source_track, warm_sixd=warm_sixd, warm_state=warm_state)
 
 
-__all__ = ["CONTINUABLE", "can_continue", "continued", "solve_job"]
+__all__ = ["CONTINUABLE", "can_continue", "can_continue_group", "continued", "continued_group", "solve_job"]

@@ -198,6 +198,11 @@ class GroupSolveJob(StepLifecycle):
             self.stats["partner_scales"] = {k: v.tolist() for k, v in self.partners.scales.items()}
             self.stats["gaze_source_entries"] = int((self.partners.look_src > 0).sum())
             self.notes.extend(self.partners.notes)
+        self._start_optimiser()
+
+    def _start_optimiser(self, continue_from=None):
+        """Adam over every member's variables at their rates (``member_rates``), continuing ``continue_from``'s
+        moment estimates and step count when given (a re-solve of the group)."""
         params, lrs = [], []
         step = 1.0 if len(self.members) == 1 else PARTNER_STEP
         shared = None if self.partners is None else self.partners.shared_vertices()     # (T, Ntot) bool
@@ -211,7 +216,26 @@ class GroupSolveJob(StepLifecycle):
         s = self.members[0].settings
         self.base_lrs = lrs
         self.optim = Adam(params, lrs, eps=s.adam_eps)
+        if continue_from is not None and not self.optim.continue_from(continue_from):
+            raise CoreError("The group's variables changed since its solve: retarget the group again.")
         self._ready = True
+
+    def continue_from(self, group: "GroupSolveJob"):
+        """Set up as the warm-started re-solve of the finished ``group`` whose members this job's members continue
+        (``core.solver.continued.continued_group``): its barrier and the terms between the characters are
+        shared, the latter at the members' new per-part weights (``PartnerObjective.with_members``), and its
+        optimiser continues."""
+        t0 = time.perf_counter()
+        self.barrier = group.barrier
+        if group.partners is not None:
+            p = torch.cat([m.p_init for m in self.members], 1)
+            n = torch.cat([m.n_init for m in self.members], 1)
+            self.partners = group.partners.with_members(self.members, p, n)
+            self.stats["partner_scales"] = {k: v.tolist() for k, v in self.partners.scales.items()}
+        self.notes = list(group.notes)
+        with torch_threads(self.settings.num_threads):
+            self._start_optimiser(group.optim)
+        self.stats.update(setup_s=time.perf_counter() - t0, setup_reused=True)
 
     def _alpha(self) -> float:
         return 1.0 if self.members[0].warm_start is not None else alpha_ramp(self._step, self.total,

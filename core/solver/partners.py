@@ -16,6 +16,7 @@ and a couple that touches once weigh alike, and five dancers do not dilute one a
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -29,6 +30,7 @@ from ..vec3 import dot3, norm3, sq_norm3
 from ..partners import PartnerPairs
 from ..weights import MIN_FRACTION
 from .objective import focused_square, pair_terms
+from .settings import PARTNER_TERM
 
 PAIR_TERMS = ("dist", "dir", "pen")
 #: ``SolverSettings.gaze_term`` values (``PartnerObjective._gaze``)
@@ -65,14 +67,7 @@ class PartnerObjective:
                                   scale=settings.scale_pair_terms)
         self.offsets = self.pairs.offsets
         self.heights = np.asarray([m.h_tgt for m in members])
-        self.vertex_scale = {}
-        for term in PAIR_TERMS:
-            parts = [m.objective.vertex_scale[term] for m in members]
-            if all(v is None for v in parts):
-                self.vertex_scale[term] = None
-            else:
-                self.vertex_scale[term] = torch.cat([torch.ones(m.num_keyverts, dtype=self.dtype, device=self.device)
-                                                     if v is None else v for m, v in zip(members, parts)])
+        self.vertex_scale = self._vertex_scales(members)
         # gaze, batched over the characters that look (those whose source and target have the head key vertices,
         # when w_gaze > 0): looker c's eye (global index) looks at every key vertex of the other characters (M of
         # them, padded with its own eye, masked out, when characters have different key-vertex counts)
@@ -132,6 +127,27 @@ class PartnerObjective:
         self.scales = None
         if settings.gaze_term not in GAZE_TERMS:
             raise CoreError(f"gaze_term must be one of {', '.join(GAZE_TERMS)}, not '{settings.gaze_term}'.")
+
+    def _vertex_scales(self, members) -> dict:
+        """{term: (Ntot,) per-key-vertex multiplier or None} of the pair terms between the characters: each
+        member's per-part factors of the "partner" term (``SolverSettings.part_weights``; a member's own dist, dir
+        and pen factors act on its own pairs only)."""
+        parts = [m.objective.vertex_scale[PARTNER_TERM] for m in members]
+        both = None if all(v is None for v in parts) else torch.cat(
+            [torch.ones(m.num_keyverts, dtype=self.dtype, device=self.device) if v is None else v
+             for m, v in zip(members, parts)])
+        return {term: both for term in PAIR_TERMS}
+
+    def with_members(self, members, p: torch.Tensor, n: torch.Tensor) -> "PartnerObjective":
+        """A copy for ``members``, the same characters at other per-part weights (a group's re-solve,
+        ``core.solver.continued.continued_group``): the source entries, the gaze set-up and the candidate caches
+        are shared, the per-key-vertex multipliers and the reference scales computed again at the stacked
+        copy-rotations key vertices ``p``, ``n`` (T, Ntot, 3)."""
+        out = copy.copy(self)
+        out.vertex_scale = out._vertex_scales(members)
+        with torch.no_grad():
+            out.set_initial(p, n)
+        return out
 
     def shared_vertices(self) -> np.ndarray:
         """(T, Ntot) bool: the key vertices that a term between the characters acts on from the start, frame by

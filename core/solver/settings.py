@@ -17,6 +17,11 @@ from ..errors import CoreError
 #: Semantic terms (L_sem) and all terms, in reporting order.
 SEMANTIC_TERMS = ("dist", "dir", "pen", "height", "sliding")
 TERMS = ("reg", "smooth") + SEMANTIC_TERMS
+#: the terms between the characters of a joint solve (their L_dist, L_dir and L_pen on key-vertex pairs of two
+#: characters) under one name, for per-part weights (``part_weights[(part, "partner")]``) and the conflicts
+PARTNER_TERM = "partner"
+#: what ``SolverSettings.part_weights`` may name
+PART_WEIGHT_TERMS = TERMS + (PARTNER_TERM,)
 #: a source foot whose lowest point is within CONTACT_MIN of h_c of its ground is in contact (weight 1),
 #: fading to 0 at CONTACT_MAX (twice the grounded band of docs/metrics.md, 1 %: docs/solver.md "Foot contact")
 CONTACT_MIN, CONTACT_MAX = 0.02, 0.04
@@ -116,7 +121,9 @@ class SolverSettings:
     #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.terrain.HeightField, or any
     #: differentiable callable f(x, y); core.retarget sets it from RetargetOptions.ground (docs/solver.md)
     terrain: object = None
-    part_weights: dict = field(default_factory=dict)  #: {(body part, term): factor} per-part overrides
+    #: {(body part, term): factor} per-part overrides; term one of PART_WEIGHT_TERMS ("partner": the terms between
+    #: the characters of a joint solve on that part's key vertices, on top of their dist / dir / pen factors)
+    part_weights: dict = field(default_factory=dict)
     resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
     #: ... when it continues the last solve's optimiser (``SolveJob(warm_state=...)``, at full learning rates)
     resolve_state_fraction: float = 0.05
