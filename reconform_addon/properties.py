@@ -114,8 +114,11 @@ class ReconformBoneMapItem(PropertyGroup):
 
 
 class ReconformConflict(PropertyGroup):
-    """Two semantic terms whose gradients disagree on one body part over the clip (ReConForM §6.3)."""
+    """Two semantic terms whose gradients disagree on one body part over the clip (ReConForM §6.3); after a joint
+    retarget, "partner" names the terms between the characters."""
 
+    character: StringProperty(name="Character", description="The target whose body part this is, after a joint "
+                                                            "retarget of partners ('' for a single pair)")
     body_part: StringProperty(name="Body Part")
     term_a: StringProperty(name="Term A")
     term_b: StringProperty(name="Term B")

@@ -124,7 +124,26 @@ class LastSolve:
         return self.options.settings
 
 
-#: {scene name: LastSolve}; Re-solve warm-starts from here.
+@dataclass
+class LastGroupSolve:
+    """The last joint retarget of partners in a scene (ReConForM §6.1), for Re-solve: request: the operator's
+    GroupRequest; inputs: what was read (pipeline_group.GroupInputs); outcome: the core.retarget_group.GroupOutcome
+    (every pair's characters, copy-rotations and source track, the GroupSolveJob); iterations: of the first solve;
+    seconds: its duration."""
+
+    request: object
+    inputs: object
+    outcome: object
+    iterations: int
+    seconds: float
+
+    @property
+    def job(self):
+        """The GroupSolveJob of the last joint solve."""
+        return self.outcome.job
+
+
+#: {scene name: LastSolve or LastGroupSolve}; Re-solve warm-starts from here.
 _LAST: dict = {}
 #: {scene name: SolveRunner} of runs in progress (one per scene).
 _RUNNING: dict = {}
@@ -134,8 +153,8 @@ def last_solve(scene):
     return _LAST.get(scene.name_full)
 
 
-def remember(scene, last: LastSolve):
-    """Keep ``last`` as the scene's last solve (Re-solve starts from it)."""
+def remember(scene, last):
+    """Keep ``last`` (a LastSolve or LastGroupSolve) as the scene's last solve (Re-solve starts from it)."""
     _LAST[scene.name_full] = last
 
 

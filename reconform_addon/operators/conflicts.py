@@ -14,14 +14,14 @@ from .common import Done, run, settings_of
 SHOWN = 3
 
 
-def conflict_fields(c) -> dict:
+def conflict_fields(c, character: str = "") -> dict:
     """A ``core.conflicts.Conflict`` (or a dict of its fields) as the panel's fields: spans as text, the first
-    frame for jumping."""
+    frame for jumping; ``character``: the target it belongs to after a joint retarget ('' for one pair)."""
     f = c if isinstance(c, dict) else dataclasses.asdict(c)
     spans = [(int(a), int(b)) for a, b in f["spans"]]
-    return dict(body_part=f["body_part"], term_a=f["term_a"], term_b=f["term_b"], cosine=float(f["cosine"]),
-                severity=float(f["severity"]), score=float(f["score"]), frames=format_spans(spans),
-                first_frame=spans[0][0] if spans else 0)
+    return dict(character=character, body_part=f["body_part"], term_a=f["term_a"], term_b=f["term_b"],
+                cosine=float(f["cosine"]), severity=float(f["severity"]), score=float(f["score"]),
+                frames=format_spans(spans), first_frame=spans[0][0] if spans else 0)
 
 
 def format_spans(spans, limit: int = 6) -> str:
@@ -46,25 +46,39 @@ def format_frames(frames, limit: int = 6) -> str:
 def fill_conflicts(s, conflicts):
     """Replace the panel's conflict list with ``conflicts`` in their ranking order (the costliest first, as
     ``core.conflicts.detect_conflicts`` sorts them); sliders start centred, the list starts folded."""
+    fill_rows(s, [conflict_fields(c) for c in conflicts])
+
+
+def fill_group_conflicts(s, members):
+    """The panel's conflict list after a joint retarget: ``members`` [(target name, its conflicts)], every
+    character's merged into one ranking by cost (``score``; ties keep the members' order), each row naming its
+    character."""
+    rows = [(-round(c.score, 9), k, n, conflict_fields(c, name)) for k, (name, conflicts) in enumerate(members)
+            for n, c in enumerate(conflicts)]
+    fill_rows(s, [r for *_, r in sorted(rows, key=lambda r: r[:3])])
+
+
+def fill_rows(s, rows):
+    """The conflict list from rows of ``conflict_fields``, in their order."""
     s.conflicts.clear()
-    for c in conflicts:
-        r = conflict_fields(c)
+    for r in rows:
         it = s.conflicts.add()
         for k, v in r.items():
             setattr(it, k, v)
-        it.name = f"{r['body_part']}: {r['term_a']} / {r['term_b']}"
+        who = f"{r['character']}: " if r["character"] else ""
+        it.name = f"{who}{r['body_part']}: {r['term_a']} / {r['term_b']}"
     s.conflicts_index = 0
     s.show_all_conflicts = False
 
 
-def slider_part_weights(s) -> dict:
-    """{(body part, term): factor} from the conflict sliders (``core.conflicts.resolution_weights``; sliders
-    left at 0.5 change nothing)."""
+def slider_part_weights(s, character: str = "") -> dict:
+    """{(body part, term): factor} from the conflict sliders of ``character``'s rows ('': a single pair's;
+    ``core.conflicts.resolution_weights``; sliders left at 0.5 change nothing)."""
     from ...core.conflicts import Conflict, merge_part_weights, resolution_weights
 
     out = []
     for c in s.conflicts:
-        if abs(c.balance - 0.5) < 1e-6:
+        if abs(c.balance - 0.5) < 1e-6 or c.character != character:
             continue
         conflict = Conflict(c.body_part, c.term_a, c.term_b, c.cosine, c.severity)
         out.append(resolution_weights(conflict, c.balance))

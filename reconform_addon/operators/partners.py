@@ -5,8 +5,9 @@ The Partners list adds pairs (Add / Remove below); with "Retarget Partners Toget
 panel into a frozen ``GroupRequest``; ``start_group`` reads every pair on the main thread
 (``pipeline_group.read_group_inputs``) and returns the ``core.retarget_group.RetargetGroup`` the worker drives
 (progress for the whole group, Esc cancels); ``apply_group`` writes one new Action per target in the FINISHED
-path (``pipeline_group.write_group_outcome``: all or nothing, one undo step) and fills the panel's metrics with
-the partner metrics and every target's own. A group is not kept for Re-solve.
+path (``pipeline_group.write_group_outcome``: all or nothing, one undo step), fills the panel's metrics with
+the partner metrics and every target's own, lists every character's conflicts (the terms between them as
+"partner") and keeps the group for Re-solve (``start_group_resolve``: the sliders of each character's rows).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .. import session
 from ..bridge import BridgeError
 from .common import Done, run, settings_of
 from .common import check_characters, push_to_nla
+from .conflicts import fill_group_conflicts, slider_part_weights
 from .retarget import RetargetRequest, request_from_panel as pair_request
 
 
@@ -100,16 +102,18 @@ def panel_group_metrics(outcome) -> tuple:
     return metrics, reference
 
 
-def apply_group(context, req: GroupRequest, inputs, outcome, report=None):
+def apply_group(context, req: GroupRequest, inputs, outcome, report=None, resolved_from=None):
     """Main thread, FINISHED path only: a new Action per target (all or nothing), pushed to the NLA if asked, the
-    panel's metrics filled; returns the main target's new Action. ``report`` (a callable taking one line) gets the
-    notes of the read (a clamped frame range) and of the write."""
+    panel's metrics and conflicts filled, the group remembered for Re-solve; returns the main target's new Action.
+    ``report`` (a callable taking one line) gets the notes of the read (a clamped frame range) and of the write;
+    ``resolved_from``: the LastGroupSolve this outcome re-solved (its Actions are named "… (re-solved)")."""
     from .. import pipeline_group
 
     s = settings_of(context)
     pairs = _pairs(req)
-    names = [req.main.new_action_name] + [p[3] for p in req.partners]
-    for inp in (inputs.pairs if report is not None else ()):
+    suffix = " (re-solved)" if resolved_from is not None else ""
+    names = [req.main.new_action_name + suffix] + [p[3] + suffix for p in req.partners]
+    for inp in (inputs.pairs if report is not None and resolved_from is None else ()):
         for n in inp.notes:
             report(n)
     acts = pipeline_group.write_group_outcome([(src, tgt) for src, tgt, _ in pairs], outcome, names, report=report)
@@ -120,9 +124,30 @@ def apply_group(context, req: GroupRequest, inputs, outcome, report=None):
     s.last_method = 'RECONFORM' if req.method == 'reconform' else 'COPY_ROTATIONS'
     metrics, reference = panel_group_metrics(outcome)
     s.set_metrics(metrics, reference if req.method == 'reconform' else None)
-    s.conflicts.clear()                # per pair, in the batch report; the sliders feed Re-solve, one pair only
-    session.forget(context.scene)      # Re-solve works on one pair: a group is retargeted again with Retarget
+    if req.method == 'reconform':
+        # every character's conflicts in one ranking, "partner" naming the terms between them; the sliders feed
+        # the group's Re-solve
+        fill_group_conflicts(s, [(tgt.name, m.conflicts) for (_, tgt, _), m in zip(pairs, outcome.members)])
+        iterations = resolved_from.iterations if resolved_from is not None else int(req.main.settings.iterations)
+        session.remember(context.scene, session.LastGroupSolve(req, inputs, outcome, iterations,
+                                                               float(outcome.timings.get("total_s", 0.0))))
+    else:
+        s.conflicts.clear()
+        session.forget(context.scene)
     return acts[0]
+
+
+def start_group_resolve(s, last):
+    """The warm-started Re-solve of the joint retarget ``last`` (a LastGroupSolve) with the conflict sliders of
+    ``s`` applied to each character (``core.retarget_group.RetargetGroup.resolving``: the group's solve continued
+    for the panel's share of its iterations, α held at 1)."""
+    from ...core.conflicts import merge_part_weights
+    from ...core.retarget_group import RetargetGroup
+
+    names = [t.name for _, t, _ in _pairs(last.request)]
+    part_weights = [merge_part_weights(m.settings.part_weights, slider_part_weights(s, name))
+                    for m, name in zip(last.job.members, names)]
+    return RetargetGroup.resolving(last.outcome, part_weights, float(s.warm_start_fraction))
 
 
 # ------------------------------------------------------------------------------------------------------------

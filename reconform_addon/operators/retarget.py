@@ -18,7 +18,7 @@ import bpy
 
 from .. import deps, live, session
 from ..bridge import BridgeError
-from ..session import LastSolve, SolveRunner, is_running, last_solve
+from ..session import LastGroupSolve, LastSolve, SolveRunner, is_running, last_solve
 from .common import check_characters, error_text, push_to_nla, settings_of, tag_redraw
 from .conflicts import fill_conflicts, slider_part_weights
 
@@ -393,18 +393,32 @@ class RECONFORM_OT_resolve(_SolveModalBase, bpy.types.Operator):
         return self.run_sync(context)
 
     def _start(self, context):
+        from . import partners
+
         last = last_solve(context.scene)
         if last is None:
             raise RuntimeError("Nothing to re-solve: run Retarget first.")
         self._runner_started = time.perf_counter()
         self._last = last
-        job = start_resolve(settings_of(context), last)
+        if isinstance(last, LastGroupSolve):      # partners retargeted together: the group is re-solved
+            job = partners.start_group_resolve(settings_of(context), last)
+        else:
+            job = start_resolve(settings_of(context), last)
         self._options = job.options
         return SolveRunner(job, lambda j: j.outcome)
 
     def _apply(self, context, outcome):
         last = self._last
+        if isinstance(last, LastGroupSolve):
+            from . import partners
+            return partners.apply_group(context, last.request, last.inputs, outcome,
+                                        report=lambda msg: self.report({'WARNING'}, msg), resolved_from=last)
         return apply_result(context, last.request, last.inputs, outcome, options=self._options, resolved_from=last)
+
+    def _written(self, act) -> str:
+        if not isinstance(self._last, LastGroupSolve):
+            return _SolveModalBase._written(self, act)
+        return f"{len(self._last.request.partners) + 1} Actions ('{act.name}', …)"
 
 
 classes = (

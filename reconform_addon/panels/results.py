@@ -37,7 +37,9 @@ def metrics_verdict(s) -> str:
 
 
 def conflict_text(c) -> str:
-    return f"{c.body_part}: {c.term_a} vs {c.term_b}"
+    """'left_arm: dist vs pen', prefixed by the character after a joint retarget ('Hero: left_arm: …')."""
+    text = f"{c.body_part}: {c.term_a} vs {c.term_b}"
+    return f"{c.character}: {text}" if c.character else text
 
 
 SHOWN_CONFLICTS = 3

@@ -91,10 +91,48 @@ def test_panel_retargets_the_partners_together(addon, couple_blend, quick_keyver
     assert {"partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean", "gaze_angle_error_mean"} <= set(metrics)
     assert metrics["hand_partner_error_mean"].has_reference                 # copy-rotations beside it
     assert "Tall: grounded_f1" in metrics and "Short: grounded_f1" in metrics
-    assert ui(addon, "session").last_solve(bpy.context.scene) is None      # no Re-solve of a group
+    last = ui(addon, "session").last_solve(bpy.context.scene)               # kept for the group's Re-solve
+    assert type(last).__name__ == "LastGroupSolve" and len(last.outcome.members) == 2
+    # every character's conflicts in one list, each row naming its character
+    rows = [(c.character, c.score) for c in s.conflicts]
+    assert {who for who, _ in rows} <= {"Tall", "Short"} and all(who for who, _ in rows)
+    assert [score for _, score in rows] == sorted((score for _, score in rows), reverse=True)
     labels = ui(addon, "panels").metric_label
     assert labels("Short: grounded_f1") == "Short: Grounded feet F1"        # core.report's label, prefixed
     assert labels("partner_contact_f1") == "Contacts with partners F1"
+
+
+@pytest.mark.slow
+def test_re_solve_of_the_partners_applies_each_characters_sliders(addon, couple_blend, quick_keyverts):
+    s = open_couple(couple_blend)
+    assert bpy.ops.reconform.retarget() == {'FINISHED'}
+    session = ui(addon, "session")
+    first = session.last_solve(bpy.context.scene)
+    cf = importlib.import_module(addon.__name__ + ".core.conflicts")
+    # one slider per character (made here, so the path runs whatever this short clip lists): Short's hand hold
+    # against its own distances on the left arm, pushed all the way to the hold
+    ui(addon, "operators.conflicts").fill_group_conflicts(s, [
+        ("Tall", [cf.Conflict("torso", "dist", "pen", -0.8, 0.6, ((1, 4),), 0.2)]),
+        ("Short", [cf.Conflict("left_arm", "dist", "partner", -0.9, 0.8, ((2, 5),), 0.3)])])
+    assert [c.character for c in s.conflicts] == ["Short", "Tall"]         # ranked by cost over both characters
+    s.conflicts[0].balance = 1.0
+    before_acts, _ = scene_fingerprint(bpy)
+    assert bpy.ops.reconform.resolve() == {'FINISHED'}
+    after_acts, after_objs = scene_fingerprint(bpy)
+    assert set(after_acts) - set(before_acts) == {"LeadReach to Tall (re-solved)", "FollowReach to Short (re-solved)"}
+    for name in ("LeadReach", "FollowReach", "LeadReach to Tall", "FollowReach to Short"):
+        assert after_acts[name] == before_acts[name]          # the sources and the first results untouched
+    assert after_objs["Short"][0] == "FollowReach to Short (re-solved)"
+    assert s.status.startswith("Wrote 2 Actions")
+    last = session.last_solve(bpy.context.scene)
+    job = last.job
+    assert job.stats["setup_reused"] and job.optim.t > first.job.optim.t          # the group's optimiser continued
+    assert job.total == math.ceil(ITERATIONS * s.warm_start_fraction)
+    tall, short = (m.settings.part_weights for m in job.members)
+    assert tall == {}
+    assert short == {("left_arm", "dist"): 0.0, ("left_arm", "partner"): 2.0}
+    # copy-rotations' figures are the first solve's (not measured again)
+    assert last.outcome.partner_reference is first.outcome.partner_reference
 
 
 @pytest.fixture
