@@ -10,6 +10,7 @@ import os
 from ..core.errors import CoreError
 from ..core.retarget import RetargetOptions
 from ..core.solver import SolverSettings
+from ..core.solver.settings import part_weights_from
 from ..core.windows import WindowPlan
 from .bridge import BridgeError, import_file
 from .bridge import terrain as ground_bridge
@@ -137,9 +138,13 @@ def solver_settings(settings) -> SolverSettings:
     settings = dict(settings)
     quality = settings.pop("quality", "balanced")
     try:
+        if "part_weights" in settings:      # {body part: {term: factor}} in a set-up file
+            settings["part_weights"] = part_weights_from(settings["part_weights"])
         return SolverSettings.preset(quality, **settings)
     except TypeError as ex:
         raise BridgeError(f"Solver settings: {ex}; see docs/bridge.md for the accepted names.") from None
+    except CoreError as ex:
+        raise BridgeError(f"Solver settings: {ex}") from None
 
 
 def setup_options(method: str, settings, setup: dict) -> RetargetOptions:

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import torch
 
 from ..errors import CoreError
+from ..humanoid import LIMBS
 
 #: Semantic terms (L_sem) and all terms, in reporting order.
 SEMANTIC_TERMS = ("dist", "dir", "pen", "height", "sliding")
@@ -172,6 +173,30 @@ class SolverSettings:
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("terrain",)}
+
+
+def part_weights_from(mapping) -> dict:
+    """``SolverSettings.part_weights`` from {(body part, term): factor} or its JSON form {body part: {term:
+    factor}} (a batch set-up file), checked: parts from ``core.humanoid.LIMBS``, terms from PART_WEIGHT_TERMS,
+    factors ≥ 0."""
+    out = {}
+    for key, value in dict(mapping or {}).items():
+        items = [((key[0], key[1]), value)] if isinstance(key, tuple) else \
+            [((key, term), f) for term, f in (value.items() if isinstance(value, dict) else [(None, value)])]
+        for (part, term), factor in items:
+            if part not in LIMBS:
+                raise CoreError(f"Per-part weights: unknown body part '{part}'; use one of {', '.join(LIMBS)}.")
+            if term not in PART_WEIGHT_TERMS:
+                raise CoreError(f"Per-part weights of '{part}': give {{term: factor}} with a term among "
+                                f"{', '.join(PART_WEIGHT_TERMS)}, not {term!r}.")
+            try:
+                factor = float(factor)
+            except (TypeError, ValueError):
+                factor = -1.0
+            if not factor >= 0.0:
+                raise CoreError(f"Per-part weight of '{part}' / '{term}' must be a number ≥ 0.")
+            out[(part, term)] = factor
+    return out
 
 
 class Progress(NamedTuple):

@@ -237,7 +237,9 @@ def test_writing_is_all_or_nothing(addon, couple_blend, quick_keyverts):
 def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_path):
     out, rep = tmp_path / "out.blend", tmp_path / "report.json"
     setup = tmp_path / "setup.json"
-    setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": ITERATIONS}}))
+    # per-part weights from the set-up, the "partner" term's among them, act on every character of the group
+    setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": ITERATIONS,
+                                              "part_weights": {"left_hand": {"partner": 1.5, "dist": 0.5}}}}))
     rc, so, se = run_tool("--blend", couple_blend, "--method", "reconform", "--setup", setup,
                           "--source", "Lead", "--target", "Tall", "--action", "LeadReach",
                           "--source", "Follow", "--target", "Short", "--action", "FollowReach",
@@ -249,6 +251,9 @@ def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_pat
     pm = report["partner_metrics"]
     assert {"partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean"} <= set(pm)
     assert report["partner_reference_metrics"] is not None
+    for p in report["pairs"]:     # each pair's conflicts, among its own terms and the terms between the characters
+        assert isinstance(p["conflicts"], list)
+        assert all(set(c["terms"]) <= {"dist", "dir", "pen", "height", "sliding", "partner"} for c in p["conflicts"])
     bpy.ops.wm.open_mainfile(filepath=str(out))
     for tgt, act in (("Tall", "LeadReach to Tall"), ("Short", "FollowReach to Short")):
         assert bpy.data.objects[tgt].animation_data.action.name == act
@@ -260,6 +265,10 @@ def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_pat
     rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "copy_rotations")
     assert rc == 1 and se.strip().splitlines()[-1].startswith("error: ") and "two pairs" in se
     np.testing.assert_equal(len(se.strip().splitlines()), 1)
+    setup.write_text(json.dumps({"settings": {"part_weights": {"arm": {"partner": 2}}}}))
+    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "reconform", "--source", "Lead",
+                          "--target", "Tall")
+    assert rc == 1 and "unknown body part 'arm'" in se.strip().splitlines()[-1]
 
 
 @pytest.mark.slow

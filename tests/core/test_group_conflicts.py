@@ -15,6 +15,7 @@ from core.errors import CoreError
 from core.retarget import RetargetOptions
 from core.retarget_group import RetargetGroup, run_group
 from core.solver import PARTNER_TERM, GroupSolveJob, SolveJob, SolverSettings
+from core.solver.settings import part_weights_from
 from core.track import ClipTrack
 from tests.core.synth import couple, facing, make_humanoid, with_face
 
@@ -154,3 +155,13 @@ def test_cancelling_a_groups_re_solve_produces_nothing(first):
     assert first.job.done and all(np.array_equal(m.motion.rotations, r) for m, r in zip(first.members, before))
     with pytest.raises(CoreError, match="re-solved"):
         RetargetGroup.resolving(replace(first, job=None), [{}, {}])
+
+
+def test_part_weights_from_a_set_up_file_are_checked():
+    assert part_weights_from({"left_arm": {"partner": 0.5, "dist": 2}, ("torso", "pen"): 1}) == {
+        ("left_arm", "partner"): 0.5, ("left_arm", "dist"): 2.0, ("torso", "pen"): 1.0}
+    for bad, words in (({"arm": {"dist": 1}}, "unknown body part 'arm'"), ({"left_arm": {"x": 1}}, "'x'"),
+                       ({"left_arm": 1.0}, "give {term: factor}"), ({"left_arm": {"dist": -1}}, "≥ 0"),
+                       ({"left_arm": {"dist": "a"}}, "≥ 0")):
+        with pytest.raises(CoreError, match=words.replace("{", "\\{").replace("}", "\\}")):
+            part_weights_from(bad)
