@@ -198,10 +198,13 @@ def group_check(out, device: str = "cuda", frames: int = 60, iterations: int = 6
     """A joint solve of two characters (``tests.core.synth.couple``: two synthetic humanoids who join hands, onto
     partners of other sizes; no assets needed) on ``device`` twice and on the CPU: whether the reproducible runs
     are identical (the group's set-up and steps under the deterministic switch) and the largest, 99.9th percentile
-    and mean angle from the CPU's result. Returns {target label: (measured text, passed)}."""
+    and mean angle from the CPU's result; then its conflicts (the terms between the characters among them) and a
+    re-solve of the group with their sliders at 0.25 (``RetargetGroup.resolving``), twice: identical?
+    Returns {target label: (measured text, passed)}."""
     import numpy as np
     import torch
 
+    from core.conflicts import merge_part_weights, resolution_weights
     from core.retarget import RetargetOptions
     from core.retarget_group import RetargetGroup, run_group
     from core.solver import SolverSettings
@@ -213,21 +216,39 @@ def group_check(out, device: str = "cuda", frames: int = 60, iterations: int = 6
     tb = with_face(make_humanoid(scale=0.8, name="short", object_matrix=facing(0.5 * np.pi, 3.0, 1.0)))
 
     def solve(dev):
-        opts = RetargetOptions(settings=SolverSettings(iterations=iterations, device=dev), conflicts=False)
+        opts = RetargetOptions(settings=SolverSettings(iterations=iterations, device=dev), metrics=False)
         t = time.perf_counter()
-        members = run_group(RetargetGroup([(a, ma, ta), (b, mb, tb)], opts)).members
-        return [m.motion for m in members], time.perf_counter() - t
+        outcome = run_group(RetargetGroup([(a, ma, ta), (b, mb, tb)], opts))
+        return outcome, time.perf_counter() - t
+
+    def resolved(outcome):
+        pws = [merge_part_weights(*[resolution_weights(c, 0.25) for c in m.conflicts]) for m in outcome.members]
+        job = RetargetGroup.resolving(outcome, pws, 0.25)
+        t = time.perf_counter()
+        for _ in job.steps():
+            pass
+        return job.outcome, time.perf_counter() - t
     first, dt = solve(device)
     again, _ = solve(device)
     cpu, dt_cpu = solve("cpu")
-    same = all(_identical(x, y) for x, y in zip(first, again))
-    top = [spread(x.rotations, y.rotations) for x, y in zip(first, cpu)]
+    same = all(_identical(x.motion, y.motion) for x, y in zip(first.members, again.members))
+    top = [spread(x.motion.rotations, y.motion.rotations) for x, y in zip(first.members, cpu.members)]
     worst = tuple(max(t[i] for t in top) for i in range(3))
     out(f"Joint solve of two characters (synthetic couple, {frames} frames, {iterations} steps) on {device}: "
         f"{dt:.1f} s (CPU {dt_cpu:.1f} s); run twice: {'identical' if same else 'differ'}; rotations vs the CPU "
         f"{_fmt(worst)}")
-    return {"GPU: a joint solve of two characters run twice gives identical results": ("identical" if same else
-                                                                                        "differ", same)}
+    listed = [[(c.body_part, c.term_a, c.term_b) for c in m.conflicts] for m in first.members]
+    listed_again = [[(c.body_part, c.term_a, c.term_b) for c in m.conflicts] for m in again.members]
+    partner = sum(1 for cs in listed for c in cs if "partner" in c)
+    re1, dt_re = resolved(first)
+    re2, _ = resolved(again)
+    re_same = all(_identical(x.motion, y.motion) for x, y in zip(re1.members, re2.members))
+    out(f"Its conflicts on {device}: {sum(map(len, listed))} ({partner} with the terms between the characters), "
+        f"{'the same' if listed == listed_again else 'not the same'} twice; the group re-solved with their sliders "
+        f"at 0.25 ({re1.job.total} steps) {dt_re:.1f} s, twice {'identical' if re_same else 'differ'}")
+    ok = same and re_same and listed == listed_again
+    return {"GPU: a joint solve of two characters, its conflicts and its re-solve, run twice, give identical results":
+            ("identical" if ok else "differ", ok)}
 
 
 class _CoreUnpickler(pickle.Unpickler):

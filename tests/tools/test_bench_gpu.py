@@ -115,3 +115,12 @@ def test_setting_overrides_read_as_the_benches_read_them():
         "partner_lift": False, "contact_band": (0.01, 0.02), "smooth_mode": "source"}
     s = SolverSettings.preset("balanced", **over)
     assert (s.smooth_root, s.fitted_pen_surface, s.source_ground) == (0, False, "track")
+
+
+def test_the_group_check_runs_the_joint_solve_its_conflicts_and_its_re_solve_twice():
+    lines = []
+    targets = bench_gpu.group_check(lines.append, device="cpu", frames=30, iterations=20)
+    (label, (measured, ok)), = targets.items()
+    assert "conflicts and its re-solve" in label and ok and measured == "identical"
+    assert any(line.startswith("Its conflicts on cpu:") and "the same twice" in line and "twice identical" in line
+               for line in lines)
