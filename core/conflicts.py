@@ -25,6 +25,7 @@ from .errors import CoreError
 from .progress import drive, scaled
 from .solver import PARTNER_TERM, SEMANTIC_TERMS, GroupSolveJob, SolveJob
 from .solver.continued import can_continue, can_continue_group, continued, continued_group
+from .solver.optim import deterministic
 from .solver.partners import PAIR_TERMS
 
 #: Body parts: the key-vertex limbs of core.humanoid.LIMBS (a bone belongs to the limb of its canonical name).
@@ -88,18 +89,20 @@ def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None, ext
     d = vals = None
     out = {}
     for n, k in enumerate(terms):
-        if vals is None or not shared:
-            d = d0.clone().requires_grad_(True)
-            p, nrm, sole = job._forward((d, off), alpha)
-            vals = job.terms_at(p, nrm, sole, alpha)
-            if extra is not None:
-                vals.update(extra(p, nrm))
-        v = vals[k]
-        if not v.requires_grad:
-            out[k] = torch.zeros_like(d)
-        else:
-            (g,) = torch.autograd.grad(v, d, retain_graph=shared, allow_unused=True)
-            out[k] = torch.zeros_like(d) if g is None else g.detach()
+        # on a GPU the gradients' scatters are reproducible only under the switch (as the solve's steps)
+        with deterministic(job.settings.device, job.settings.deterministic):
+            if vals is None or not shared:
+                d = d0.clone().requires_grad_(True)
+                p, nrm, sole = job._forward((d, off), alpha)
+                vals = job.terms_at(p, nrm, sole, alpha)
+                if extra is not None:
+                    vals.update(extra(p, nrm))
+            v = vals[k]
+            if not v.requires_grad:
+                out[k] = torch.zeros_like(d)
+            else:
+                (g,) = torch.autograd.grad(v, d, retain_graph=shared, allow_unused=True)
+                out[k] = torch.zeros_like(d) if g is None else g.detach()
         if not shared:
             vals = None
         yield (n + 1) / len(terms)

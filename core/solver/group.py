@@ -227,14 +227,16 @@ class GroupSolveJob(StepLifecycle):
         optimiser continues."""
         t0 = time.perf_counter()
         self.barrier = group.barrier
-        if group.partners is not None:
-            p = torch.cat([m.p_init for m in self.members], 1)
-            n = torch.cat([m.n_init for m in self.members], 1)
-            self.partners = group.partners.with_members(self.members, p, n)
-            self.stats["partner_scales"] = {k: v.tolist() for k, v in self.partners.scales.items()}
-        self.notes = list(group.notes)
-        with torch_threads(self.settings.num_threads):
+        m0 = self.members[0].settings
+        # as the set-up (steps()): the scales' sums are scatters, which only the switch makes reproducible on a GPU
+        with torch_threads(self.settings.num_threads), deterministic(m0.device, m0.deterministic):
+            if group.partners is not None:
+                p = torch.cat([m.p_init for m in self.members], 1)
+                n = torch.cat([m.n_init for m in self.members], 1)
+                self.partners = group.partners.with_members(self.members, p, n)
+                self.stats["partner_scales"] = {k: v.tolist() for k, v in self.partners.scales.items()}
             self._start_optimiser(group.optim)
+        self.notes = list(group.notes)
         self.stats.update(setup_s=time.perf_counter() - t0, setup_reused=True)
 
     def _alpha(self) -> float:
