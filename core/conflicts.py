@@ -273,5 +273,6 @@ def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = No
     if can_continue_group(group, settings):
         return continued_group(group, settings)
     members = [SolveJob(m.source, m.source_motion, m.target, m.init_motion, s, warm_start=m.result(),
-                        source_track=m.source_track, warm_sixd=m.result_sixd()) for m, s in zip(group.members, settings)]
+                        source_track=m.source_track, warm_sixd=m.result_sixd())
+               for m, s in zip(group.members, settings)]
     return GroupSolveJob(members, group.settings)

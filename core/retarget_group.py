@@ -203,9 +203,9 @@ class RetargetGroup(Cancellable):
             t2 = time.perf_counter()
             if job is None:
                 yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the joint solver…")
-                job = GroupSolveJob([SolveJob(b["source"].character, tr.motion, b["target"].character, init,
-                                              o.settings, source_track=tr) for b, init, tr in zip(built, inits, tracks)],
-                                    o.settings)
+                members = [SolveJob(b["source"].character, tr.motion, b["target"].character, init, o.settings,
+                                    source_track=tr) for b, init, tr in zip(built, inits, tracks)]
+                job = GroupSolveJob(members, o.settings)
             self.job = job
             members = job.members
             if self._cancel.is_set():

@@ -73,8 +73,8 @@ def main(argv=None) -> int:
         for how, motion in (("alone", alone.motion), ("joint", member.motion)):
             truth, pred[how], ii, jj, names = own_pairs(member, motion)
             p = pred[how]
-            print(f"{member.target.name} {how}: contact F1 {metrics.f1_score(truth, p):.3f}, TP {int((truth & p).sum())}, "
-                  f"FP {int((~truth & p).sum())}, FN {int((truth & ~p).sum())} pair-frames")
+            print(f"{member.target.name} {how}: contact F1 {metrics.f1_score(truth, p):.3f}, "
+                  f"TP {int((truth & p).sum())}, FP {int((~truth & p).sum())}, FN {int((truth & ~p).sum())} pair-frames")
         lost = (truth & pred["alone"] & ~pred["joint"]).sum(0)
         for k in np.argsort(-lost)[:args.top]:
             if lost[k]:
@@ -98,7 +98,8 @@ def main(argv=None) -> int:
         own = [metrics.f1_score(*own_pairs(m, mo)[:2]) for m, mo in zip(joint.members, members_motions)]
         print(f"{name}: own contact F1 " + " / ".join(f"{f:.3f}" for f in own) + f" (mean {np.mean(own):.3f}), "
               f"partner contact F1 {pm['partner_contact_f1']:.3f}, hand-to-partner error "
-              f"{100 * pm['hand_partner_error_mean']:.2f} % h, penetration between {100 * pm['partner_pen_mean']:.3f} %")
+              f"{100 * pm['hand_partner_error_mean']:.2f} % h, "
+              f"penetration between {100 * pm['partner_pen_mean']:.3f} %")
     line("joint", [m.motion for m in joint.members])
     for v in args.slider:
         pws = [cf.merge_part_weights(*[cf.resolution_weights(c, v) for c in cs]) for cs in held]
