@@ -259,8 +259,7 @@ def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = No
     """A new joint solve warm-started from the finished ``group``'s results, member k at ``part_weights[k]``
     ({(part, term): factor}, terms of ``PART_WEIGHT_TERMS``: "partner" weighs the terms between the characters on
     that member's part) replacing its previous ones; as ``resolve`` for one pair: ``fraction`` of the
-    iterations with α = 1, continuing the group's optimiser and set-up (``core.solver.continued.continued_group``),
-    else a new warm-started joint solve."""
+    iterations with α = 1, continuing the group's optimiser and set-up (``core.solver.continued.continued_group``)."""
     if len(part_weights) != len(group.members):
         raise CoreError(f"A joint solve of {len(group.members)} characters takes {len(group.members)} sets of "
                         f"per-part weights, not {len(part_weights)}.")
@@ -270,9 +269,6 @@ def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = No
         if fraction is not None:
             s = replace(s, resolve_fraction=float(fraction), resolve_state_fraction=float(fraction))
         settings.append(s)
-    if can_continue_group(group, settings):
-        return continued_group(group, settings)
-    members = [SolveJob(m.source, m.source_motion, m.target, m.init_motion, s, warm_start=m.result(),
-                        source_track=m.source_track, warm_sixd=m.result_sixd())
-               for m, s in zip(group.members, settings)]
-    return GroupSolveJob(members, group.settings)
+    if not can_continue_group(group, settings):
+        raise CoreError("Only a finished joint solve can be re-solved: retarget the characters together first.")
+    return continued_group(group, settings)

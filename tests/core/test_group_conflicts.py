@@ -165,3 +165,13 @@ def test_part_weights_from_a_set_up_file_are_checked():
                        ({"left_arm": {"dist": "a"}}, "≥ 0")):
         with pytest.raises(CoreError, match=words.replace("{", "\\{").replace("}", "\\}")):
             part_weights_from(bad)
+
+
+def test_only_a_finished_group_is_re_solved_with_one_set_of_weights_per_member(set_up, first):
+    s = SolverSettings(iterations=12, num_threads=1)
+    with pytest.raises(CoreError, match="finished joint solve"):
+        resolve_group(set_up(s, s), [{}, {}])
+    with pytest.raises(CoreError, match="takes 2 sets of per-part weights, not 1"):
+        resolve_group(first.job, [{}])
+    with pytest.raises(CoreError, match="after a finished solve"):
+        detect_group_conflicts(set_up(s, s))
