@@ -218,6 +218,15 @@ def ranked(conflicts: list, shown: int = 3) -> tuple:
     return list(conflicts[:shown]), list(conflicts[shown:])
 
 
+def ranked_across(members) -> list:
+    """[(name, Conflict)]: several characters' lists ``members`` [(name, conflicts)] in one ranking, the costliest
+    first (``score``), ties in the members' order, then each list's: a joint retarget's conflicts as the panel and
+    the batch report list them."""
+    rows = [(-round(c.score, 9), k, n, name, c) for k, (name, conflicts) in enumerate(members)
+            for n, c in enumerate(conflicts)]
+    return [(name, c) for *_, name, c in sorted(rows, key=lambda r: r[:3])]
+
+
 def resolution_weights(conflict: Conflict, value: float) -> dict:
     """Per-part term factors for a slider ``value`` in [0, 1]: 0 keeps only term_a on the part, 1 keeps only
     term_b, 0.5 leaves both as they were. Factors are 2·(1 − value) and 2·value (their sum stays 2).

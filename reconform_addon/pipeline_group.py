@@ -17,10 +17,11 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from ..core.conflicts import ranked_across
 from ..core.retarget import RetargetOptions
 from ..core.retarget_group import GroupOutcome, RetargetGroup, run_group
 from . import pipeline
-from .run_report import make_report, plain
+from .run_report import conflict_rows, make_report, plain
 from .setup_file import setup_bone_map, setup_options
 from .bridge import BridgeError, bodyparts
 from .bridge import keyverts as kv_storage
@@ -142,8 +143,11 @@ def make_group_report(inputs: GroupInputs, outcome: GroupOutcome, action_names, 
     for rep in pairs:
         rep.pop("timings", None)
         rep.pop("metrics_solver", None)
+    # every character's conflicts in one ranking, as the panel lists them (each pair's own list is in its report)
+    merged = ranked_across([(p["target"]["armature"], m.conflicts) for p, m in zip(pairs, outcome.members)])
+    conflicts = [dict(character=name, **row) for (name, _), row in zip(merged, conflict_rows([c for _, c in merged]))]
     rep = {
-        "method": outcome.method, "characters": len(pairs), "pairs": pairs,
+        "method": outcome.method, "characters": len(pairs), "pairs": pairs, "conflicts": plain(conflicts),
         "partner_metrics": plain(outcome.partner_metrics),
         "partner_reference_metrics": plain(outcome.partner_reference),
         "timings": {k: round(v, 4) for k, v in timings.items()},

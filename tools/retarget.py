@@ -41,6 +41,8 @@ import batch_io  # noqa: E402  (tools/batch_io.py: the console and the all-or-no
 import extension  # noqa: E402  (tools/extension.py: the one helper that enables the extension)
 REPO_NAME = "reconform_batch"
 MODULE = f"bl_ext.{REPO_NAME}.reconform"
+#: conflicts of a group listed in its text report (all of them in the JSON report)
+GROUP_CONFLICTS_SHOWN = 10
 
 
 class UserError(Exception):
@@ -215,6 +217,13 @@ def _group_text_report(rep) -> str:
     if rep.get("partner_metrics"):
         lines.append("between the characters (definitions: docs/metrics.md):")
         lines += report.text_table(rep["partner_metrics"], rep.get("partner_reference_metrics"), rep["method"])
+    if rep.get("conflicts"):
+        lines.append("conflicts of every character, costliest first (\"partner\": the terms between the characters):")
+        lines += [f"  {c['rank']}. {c['character']}: {c['body_part']}: {c['terms'][0]} / {c['terms'][1]}, cost "
+                  f"{c['score']:.2f}" for c in rep["conflicts"][:GROUP_CONFLICTS_SHOWN]]
+        if len(rep["conflicts"]) > GROUP_CONFLICTS_SHOWN:
+            lines.append(f"  … {len(rep['conflicts']) - GROUP_CONFLICTS_SHOWN} more in the JSON report and in each "
+                         "pair's list above")
     lines.append("timings: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s"
                                          for k, v in rep["timings"].items()))
     lines += [f"note: {n}" for n in rep.get("notes", [])]

@@ -51,11 +51,11 @@ def fill_conflicts(s, conflicts):
 
 def fill_group_conflicts(s, members):
     """The panel's conflict list after a joint retarget: ``members`` [(target name, its conflicts)], every
-    character's merged into one ranking by cost (``score``; ties keep the members' order), each row naming its
-    character."""
-    rows = [(-round(c.score, 9), k, n, conflict_fields(c, name)) for k, (name, conflicts) in enumerate(members)
-            for n, c in enumerate(conflicts)]
-    fill_rows(s, [r for *_, r in sorted(rows, key=lambda r: r[:3])])
+    character's in one ranking (``core.conflicts.ranked_across``, as the batch report lists them), each row naming
+    its character."""
+    from ...core.conflicts import ranked_across
+
+    fill_rows(s, [conflict_fields(c, name) for name, c in ranked_across(members)])
 
 
 def fill_rows(s, rows):

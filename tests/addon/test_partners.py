@@ -254,6 +254,14 @@ def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_pat
     for p in report["pairs"]:     # each pair's conflicts, among its own terms and the terms between the characters
         assert isinstance(p["conflicts"], list)
         assert all(set(c["terms"]) <= {"dist", "dir", "pen", "height", "sliding", "partner"} for c in p["conflicts"])
+    # and every character's in one ranking, as the panel lists them
+    merged = report["conflicts"]
+    assert len(merged) == sum(len(p["conflicts"]) for p in report["pairs"])
+    assert [c["rank"] for c in merged] == list(range(1, len(merged) + 1))
+    assert [c["score"] for c in merged] == sorted((c["score"] for c in merged), reverse=True)
+    for c in merged:
+        own = next(p for p in report["pairs"] if p["target"]["armature"] == c["character"])["conflicts"]
+        assert any(o["body_part"] == c["body_part"] and o["terms"] == c["terms"] for o in own)
     bpy.ops.wm.open_mainfile(filepath=str(out))
     for tgt, act in (("Tall", "LeadReach to Tall"), ("Short", "FollowReach to Short")):
         assert bpy.data.objects[tgt].animation_data.action.name == act

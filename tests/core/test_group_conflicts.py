@@ -175,3 +175,13 @@ def test_only_a_finished_group_is_re_solved_with_one_set_of_weights_per_member(s
         resolve_group(first.job, [{}])
     with pytest.raises(CoreError, match="after a finished solve"):
         detect_group_conflicts(set_up(s, s))
+
+
+def test_several_characters_conflicts_in_one_ranking():
+    from core.conflicts import Conflict, ranked_across
+    a1 = Conflict("torso", "dist", "pen", -0.9, 0.8, ((1, 4),), 0.5)
+    a2 = Conflict("head", "dir", "pen", -0.7, 0.4, (), 0.1)
+    b1 = Conflict("left_arm", "dist", "partner", -0.9, 0.8, ((2, 5),), 0.9)
+    b2 = Conflict("torso", "dist", "dir", -0.6, 0.2, (), 0.1)
+    assert ranked_across([("A", [a1, a2]), ("B", [b1, b2])]) == [("B", b1), ("A", a1), ("A", a2), ("B", b2)]
+    assert ranked_across([("A", []), ("B", [])]) == []
