@@ -131,6 +131,19 @@ def setting_overrides(pairs) -> dict:
     return out
 
 
+def set_constants(items, package: str = MODULE):
+    """Set each ``module.NAME=VALUE`` of ``items`` (``VALUE`` a Python literal) on ``package.module`` (a variant
+    of a module constant for a whole run: ``--const``); prints each."""
+    for item in items:
+        name, _, value = item.partition("=")
+        module, _, attr = name.rpartition(".")
+        mod = importlib.import_module(f"{package}.{module}" if package else module)
+        if not hasattr(mod, attr):
+            raise SystemExit(f"no module constant {name}")
+        setattr(mod, attr, ast.literal_eval(value))
+        print(f"{name} = {getattr(mod, attr)!r}")
+
+
 def tile(motion_cls, motion, frames):
     """The clip repeated (ping-pong, so it stays continuous) up to ``frames`` frames."""
     import numpy as np

@@ -315,6 +315,9 @@ def parse(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="a module constant for the run, e.g. core.solver.group.PARTNER_STEP=0.75 (repeatable; the "
+                         "timing's memory children run without it)")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--frames", type=int, default=600, help=argparse.SUPPRESS)
     ap.add_argument("--iterations", type=int, default=120, help=argparse.SUPPRESS)
@@ -330,6 +333,10 @@ def main(argv=None):
     if not (bench.ASSETS / "characters").is_dir():
         print(f"error: shared assets not found at {bench.ASSETS}", file=sys.stderr)
         return 1
+    mods = None
+    if args.const:
+        mods = modules()                  # the add-on enabled first: the constants are its modules'
+        bench.set_constants(args.const)
     lines = []
 
     def out(s=""):
@@ -341,7 +348,7 @@ def main(argv=None):
     out()
     out(f"`{' '.join(['tools/bench_partners.py'] + (argv if argv is not None else sys.argv[1:]))}`")
     out()
-    targets = section(out, log, args)
+    targets = section(out, log, args, mods)
     out()
     bench.finish(out, lines, targets, args.out, f"Total {time.perf_counter() - t0:.0f} s.")
     return 0

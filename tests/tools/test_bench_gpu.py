@@ -124,3 +124,13 @@ def test_the_group_check_runs_the_joint_solve_its_conflicts_and_its_re_solve_twi
     assert "conflicts and its re-solve" in label and ok and measured == "identical"
     assert any(line.startswith("Its conflicts on cpu:") and "the same twice" in line and "twice identical" in line
                for line in lines)
+
+
+def test_a_module_constant_is_set_for_a_run_and_an_unknown_one_refused(monkeypatch):
+    from core.solver import group
+    from tools.bench import set_constants
+    monkeypatch.setattr(group, "PARTNER_STEP", group.PARTNER_STEP)      # put back after the test
+    set_constants(["core.solver.group.PARTNER_STEP=0.75"], package="")
+    assert group.PARTNER_STEP == 0.75
+    with pytest.raises(SystemExit, match="no module constant core.solver.group.NO_SUCH"):
+        set_constants(["core.solver.group.NO_SUCH=1"], package="")

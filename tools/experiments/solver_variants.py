@@ -56,19 +56,6 @@ def bench_cases(args):
     return out, mods["core.retarget"], mods["core.solver"]
 
 
-def set_constants(items, package: str):
-    """Set each ``module.NAME=VALUE`` of ``items`` (``VALUE`` a Python literal) on ``package.module``."""
-    import importlib
-    for item in items:
-        name, _, value = item.partition("=")
-        module, _, attr = name.rpartition(".")
-        mod = importlib.import_module(f"{package}.{module}" if package else module)
-        if not hasattr(mod, attr):
-            raise SystemExit(f"no module constant {name}")
-        setattr(mod, attr, ast.literal_eval(value))
-        print(f"{name} = {getattr(mod, attr)!r}")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("variants", nargs="?", default="[{}]")
@@ -91,7 +78,7 @@ def main(argv=None):
         cases, rt, solver = bench_cases(args)
     if args.const:
         from tools import bench
-        set_constants(args.const, package="" if args.synthetic else bench.MODULE)
+        bench.set_constants(args.const, package="" if args.synthetic else bench.MODULE)
     rows = {i: [] for i in range(-1, len(variants))}
     print("case | variant | seconds | " + " | ".join(KEYS))
     for name, src, smo, tgt in cases:
