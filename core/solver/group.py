@@ -33,7 +33,7 @@ from .settings import Progress
 #: share of its single-solve learning rates each member of a group of K ≥ 2 steps with (docs/solver.md
 #: "Multi-character", "Step size"): a term between two characters is corrected by both of them at once, so at
 #: the single solve's rates their relative position moves twice as far per step as one character's limbs
-PARTNER_STEP = 0.5
+PARTNER_STEP = 0.75
 #: limb chains of a member's bones (``SolveJob.opt_parts``): each moves only its own key vertices, so where no term
 #: between the characters acts on them it steps at the single solve's rate (``member_rates``)
 CHAINS = tuple((f"{side}_{a}", f"{side}_{b}") for side in ("left", "right") for a, b in (("leg", "foot"),
