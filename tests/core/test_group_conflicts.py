@@ -44,6 +44,7 @@ def _resolved(outcome, part_weights, fraction=0.5):
     return job.outcome
 
 
+@pytest.mark.slow
 def test_the_terms_between_characters_are_listed_against_a_members_own_and_their_slider_trades_them(first):
     partner = [[c for c in m.conflicts if PARTNER_TERM in (c.term_a, c.term_b)] for m in first.members]
     assert any(partner), "the hold against the arms' own pairs is a conflict"
@@ -129,6 +130,7 @@ def test_a_partner_part_weight_scales_the_terms_between_the_characters_on_that_p
         set_up(replace(s, part_weights={("left_arm", "nonsense"): 1.0}), s)
 
 
+@pytest.mark.slow
 def test_the_groups_re_solve_continues_its_optimiser_and_leaves_it_as_it_was(first):
     group = first.job
     t, x = group.optim.t, [p.detach().clone() for p in group.optim.params]
@@ -143,6 +145,7 @@ def test_the_groups_re_solve_continues_its_optimiser_and_leaves_it_as_it_was(fir
     assert all(torch.equal(p.detach(), q) for p, q in zip(group.optim.params, x))
 
 
+@pytest.mark.slow
 def test_cancelling_a_groups_re_solve_produces_nothing(first):
     before = [m.motion.rotations.copy() for m in first.members]
     job = RetargetGroup.resolving(first, [{}, {}], fraction=0.5)
@@ -167,6 +170,7 @@ def test_part_weights_from_a_set_up_file_are_checked():
             part_weights_from(bad)
 
 
+@pytest.mark.slow
 def test_only_a_finished_group_is_re_solved_with_one_set_of_weights_per_member(set_up, first):
     s = SolverSettings(iterations=12, num_threads=1)
     with pytest.raises(CoreError, match="finished joint solve"):

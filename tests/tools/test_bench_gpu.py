@@ -117,6 +117,7 @@ def test_setting_overrides_read_as_the_benches_read_them():
     assert (s.smooth_root, s.fitted_pen_surface, s.source_ground) == (0, False, "track")
 
 
+@pytest.mark.slow
 def test_the_group_check_runs_the_joint_solve_its_conflicts_and_its_re_solve_twice():
     lines = []
     targets = bench_gpu.group_check(lines.append, device="cpu", frames=30, iterations=20)
