@@ -22,7 +22,7 @@ from ..losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, he
                       jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
 from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
                        time_mean)
-from .settings import PART_WEIGHT_TERMS, TERMS
+from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 
 #: the jerk budget's allowance for round-off, a share of each budget
 JERK_BUDGET_SLACK = 1e-4
@@ -187,14 +187,12 @@ class Objective:
         return raw
 
     def _vertex_scales(self) -> dict:
-        """{term: (N,) multiplier or None} from settings.part_weights {(part, term): factor}, for every term of
-        PART_WEIGHT_TERMS ("partner" is read by the joint solve's ``partners.PartnerObjective``)."""
+        """{term: (N,) multiplier or None} from settings.part_weights {(part, term): factor} (checked by
+        ``settings.part_weights_from``), for every term of PART_WEIGHT_TERMS ("partner" is read by the joint solve's
+        ``partners.PartnerObjective``)."""
         out = {t: None for t in PART_WEIGHT_TERMS}
         limbs = np.asarray(self.limbs)
-        for (part, term), factor in (self.settings.part_weights or {}).items():
-            if term not in out:
-                raise CoreError(f"Unknown loss term '{term}' in per-part weights; use one of "
-                                f"{', '.join(PART_WEIGHT_TERMS)}.")
+        for (part, term), factor in part_weights_from(self.settings.part_weights).items():
             m = out[term] if out[term] is not None else np.ones(len(limbs))
             m = m.copy()
             m[limbs == part] *= float(factor)

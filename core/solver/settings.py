@@ -122,8 +122,9 @@ class SolverSettings:
     #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.terrain.HeightField, or any
     #: differentiable callable f(x, y); core.retarget sets it from RetargetOptions.ground (docs/solver.md)
     terrain: object = None
-    #: {(body part, term): factor} per-part overrides; term one of PART_WEIGHT_TERMS ("partner": the terms between
-    #: the characters of a joint solve on that part's key vertices, on top of their dist / dir / pen factors)
+    #: {(body part, term): factor} per-part overrides (``part_weights_from``); term one of PART_WEIGHT_TERMS
+    #: ("partner": the terms between the characters of a joint solve at that part's key vertices; a part's own
+    #: dist / dir / pen factors act on its own pairs only)
     part_weights: dict = field(default_factory=dict)
     resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
     #: ... when it continues the last solve's optimiser (``SolveJob(warm_state=...)``, at full learning rates)
