@@ -109,14 +109,43 @@ def gaze_setup(character: Character, motion: Motion = None, track: ClipTrack = N
     if missing:
         raise CoreError(f"Character '{character.name}': no key vertex {', '.join(missing)} for its gaze; "
                         "transfer the key vertices from the template.")
+    R, forward = tpose_head_frame(character, motion, track)
+    return Gaze(names.index(kv.eye), tuple(names.index(n) for n in HEAD_KEYVERTS), R.T @ forward)
+
+
+def tpose_head_frame(character: Character, motion: Motion = None, track: ClipTrack = None) -> tuple:
+    """((3, 3) head frame (``head_frames``' columns) of ``character`` in its T-pose, (3,) its body's forward axis
+    there): the T-pose built from ``motion``'s reference frame when its rest pose lies down, as copy-rotations
+    does. Its key vertices must hold HEAD_KEYVERTS."""
+    kv = character.keyverts
     sk, bm = character.skeleton, character.bone_map
     basis = tpose_basis(sk, bm, reference_basis(character, motion, track))
     pose = Motion(basis[None], np.zeros((1, sk.num_bones, 3)))
     ids = kv.vertex_ids[[kv.names.index(n) for n in HEAD_KEYVERTS]]
     p = torch.as_tensor(ClipTrack(character, pose).vertices(ids))                      # (1, 3, 3)
-    R = head_frames(p, (0, 1, 2))[0].numpy()
-    forward = body_frame(sk, bm, basis).forward
-    return Gaze(names.index(kv.eye), tuple(names.index(n) for n in HEAD_KEYVERTS), R.T @ forward)
+    return head_frames(p, (0, 1, 2))[0].numpy(), body_frame(sk, bm, basis).forward
+
+
+def attitude_reference(src_head: torch.Tensor, source_frame: np.ndarray, target_frame: np.ndarray) -> torch.Tensor:
+    """(T, 3, 3) Q(t) = R_src(t) R_src,Tᵀ R_tgt,T from the source's (face_center, head_back, head_top) paths
+    ``src_head`` (T, 3, 3) and the two characters' T-pose head frames (3, 3) (``tpose_head_frame``), in float64:
+    ``attitude_gap`` compares a target's head with it (docs/metrics.md "Head attitude")."""
+    R_s = head_frames(src_head.double(), (0, 1, 2))
+    return R_s @ torch.as_tensor(source_frame.T @ target_frame, dtype=torch.float64, device=src_head.device)
+
+
+def attitude_gap(reference: torch.Tensor, tgt_head: torch.Tensor) -> torch.Tensor:
+    """(T,) 1 − cos θ(t), θ the angle between the target's head rotation from its T-pose, read on its (face_center,
+    head_back, head_top) paths ``tgt_head`` (T, 3, 3), and the source's (``attitude_reference``, (T, 3, 3)):
+    1 − cos θ = (3 − tr(A_tgt A_srcᵀ)) / 2 with A = R(t) R_Tᵀ, and tr(A_tgt A_srcᵀ) = Σ Q ∘ R_tgt(t)."""
+    return 0.5 * (3.0 - (reference * head_frames(tgt_head, (0, 1, 2))).sum((-1, -2)))
+
+
+def attitude_degrees(reference: torch.Tensor, tgt_head) -> np.ndarray:
+    """(T,) θ(t) of ``attitude_gap`` in degrees (a measure: float64, no gradient); ``tgt_head`` (T, 3, 3)."""
+    with torch.no_grad():
+        gap = attitude_gap(reference, torch.as_tensor(tgt_head, dtype=torch.float64, device=reference.device))
+        return np.degrees(np.arccos(np.clip(1.0 - gap.cpu().numpy(), -1.0, 1.0)))
 
 
 def gaze_directions(p: torch.Tensor, gaze: Gaze, fps: float, window_s: float = GAZE_WINDOW_S) -> torch.Tensor:
@@ -134,6 +163,7 @@ def look_weights(p: torch.Tensor, eye: int, gaze_dir: torch.Tensor, others: torc
     return cone_weight(cos)
 
 
-__all__ = ["GAZE_MAX_DEG", "GAZE_MIN_DEG", "GAZE_WINDOW_S", "Gaze", "HEAD_KEYVERTS", "cone_weight",
-           "gaze_directions", "gaze_setup", "head_frames", "head_frames_batched", "look_weights", "window_mean",
-           "window_mean_plan"]
+__all__ = ["GAZE_MAX_DEG", "GAZE_MIN_DEG", "GAZE_WINDOW_S", "Gaze", "HEAD_KEYVERTS", "attitude_degrees",
+           "attitude_gap", "attitude_reference", "cone_weight",
+           "gaze_directions", "gaze_setup", "head_frames", "head_frames_batched", "look_weights", "tpose_head_frame",
+           "window_mean", "window_mean_plan"]

@@ -48,6 +48,8 @@ METRICS = (
     MetricInfo("jerk_max", "Jerk of the joints, max", "m/s³", LOWER, 1.0, 0),
     MetricInfo("root_jerk_mean", "Jerk of the root, mean", "m/s³", LOWER, 1.0, 0),
     MetricInfo("root_jerk_max", "Jerk of the root, max", "m/s³", LOWER, 1.0, 0),
+    MetricInfo("head_attitude_mean", "Head attitude against the source's, mean", "°", LOWER, 1.0, 1),
+    MetricInfo("head_attitude_max", "Head attitude against the source's, worst frame", "°", LOWER, 1.0, 1),
     MetricInfo("grounded_auc", "Grounded feet ROC AUC", "", HIGHER),
     MetricInfo("locked_auc", "Feet locked ROC AUC", "", HIGHER),
     MetricInfo("locked_strict_f1", "Feet locked F1 (paper's 0.1 % h/s)", "", HIGHER),

@@ -48,7 +48,8 @@ FIVE = [(CASES[2][1], CASES[2][3], 0.0), (CASES[2][2], CASES[2][4], 0.0),
         (CASES[1][1], CASES[1][3], 3.0), (CASES[1][2], CASES[1][4], 3.0),
         (CASES[0][1], "characters/mh_female_average.glb", -3.0)]
 PARTNER = ("partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean", "gaze_angle_error_mean")
-OWN = ("contact_f1", "grounded_f1", "locked_f1", "floor_pen_mean", "self_pen_mean", "jerk_mean")
+OWN = ("contact_f1", "grounded_f1", "locked_f1", "floor_pen_mean", "self_pen_mean", "jerk_mean", "head_attitude_mean",
+       "head_attitude_max")
 
 
 def fmt(v, k):
@@ -60,7 +61,7 @@ def fmt(v, k):
         return f"{v:.0f}"
     if "error" in k and "gaze" not in k:
         return f"{100 * v:.2f}% h"
-    if "gaze" in k:
+    if "gaze" in k or k.startswith("head"):
         return f"{v:.1f}°"
     return f"{v:.3f}"
 

@@ -31,6 +31,7 @@ from .barrier import own_barrier, own_capsules, source_body_points
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .graphed import dense_at, graphed_pose, pose
+from .head import HeadAttitude
 from .lifecycle import StepLifecycle
 from .optim import Adam, deterministic, learning_rates, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse
@@ -245,7 +246,7 @@ class SolveJob(StepLifecycle):
         self.stats["locked_frames"] = 0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum())
         yield "Finding the source's contacts"
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs,
-                                   feet, src.mesh.fitted)
+                                   feet, src.mesh.fitted, head=HeadAttitude.of(self, src_p))
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"
@@ -254,8 +255,7 @@ class SolveJob(StepLifecycle):
         wanted = set(CORE_BONES) | (set(FINGER_BONES) if s.optimise_fingers else set())
         # bones that move no key vertex cannot change the objective: they keep the initial motion
         opt = sorted(j for j, c in canon.items() if c in wanted and j in self.chain.position)
-        if self.root_idx not in opt:
-            opt = sorted(opt + [self.root_idx])
+        opt = opt if self.root_idx in opt else sorted(opt + [self.root_idx])
         self.opt_idx = np.asarray(opt, dtype=np.int64)
         self.opt_parts = [limb_of(canon[j]) if j in canon else "torso" for j in opt]
         self._build_variables(self.init_motion)

@@ -91,10 +91,11 @@ class Objective:
         source_fitted: the source's body is a fitted template (``SkinnedMesh.fitted``): with
             ``fitted_pen_surface`` an entry it holds behind a surface (M_pen^src < 0) only keeps the target's key
             vertex from being behind it (``losses.pen_loss``).
+        head: the head's attitude term (``head.HeadAttitude``, reported in L_reg), or None.
     """
 
     def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,
-                 feet=None, source_fitted: bool = False):
+                 feet=None, source_fitted: bool = False, head=None):
         s = settings
         self.settings = s
         self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
@@ -127,6 +128,8 @@ class Objective:
             raise CoreError(f"smooth_mode must be 'added', 'source' or 'absolute', not '{s.smooth_mode}'.")
         self.p_init = self.jerk_ref = self.sole_jerk_init = self.body_jerk_init = self.jerk_budgets = None
         self.scales = None
+        #: the head's attitude term (``head.HeadAttitude``), or None
+        self.head = head
 
     def with_settings(self, settings) -> "Objective":
         """A copy at other ``settings`` whose per-part weights may differ (``core.solver.continued``): the
@@ -310,6 +313,8 @@ class Objective:
             out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
         else:
             out["reg"] = reg_loss(p, self.p_init, vs["reg"])
+        if self.head is not None:
+            out["head"] = self.head.loss(p)
         out["smooth"] = self._smooth(p, sole, root_world, body)
         # height & sliding (dense over key vertices: (T, N))
         h = height(p, self.ground)
@@ -353,6 +358,8 @@ class Objective:
         s = self.settings
         out = {k: s.weight(k) * raw[k] / self.scales[k] for k in TERMS}
         out["height"] = out["height"] + s.weight("height") * raw["floor"] / self.scales["floor"]
+        if "head" in raw:       # the head's attitude (head.py: on its own fixed scale), reported in L_reg
+            out["reg"] = out["reg"] + s.w_head * raw["head"]
         if "sole_contact" in raw:   # foot contact: the lowest sole points at the source feet's heights, same scale
             out["height"] = out["height"] + (s.weight("height") * s.foot_contact_weight * raw["sole_contact"]
                                              / self.scales["floor"])

@@ -24,7 +24,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-KEYS = ("floor_pen_mean", "grounded_f1", "locked_f1", "contact_f1", "self_pen_mean", "jerk_mean", "jerk_ratio_h")
+KEYS = ("floor_pen_mean", "grounded_f1", "locked_f1", "contact_f1", "self_pen_mean", "jerk_mean", "jerk_ratio_h",
+        "head_attitude_mean", "head_attitude_max")
 
 
 def with_jerk_ratio(m: dict, h_src: float, h_tgt: float) -> dict:
@@ -90,17 +91,17 @@ def main(argv=None):
             c = with_jerk_ratio(o.reference, hs, ht)   # copy-rotations against the same source labels
             if i == 0:
                 rows[-1].append(c)
-                print(f"{name} | copy-rot | - | " + " | ".join(f"{c[k]:.4g}" for k in KEYS), flush=True)
+                print(f"{name} | copy-rot | - | " + " | ".join(f"{c.get(k, np.nan):.4g}" for k in KEYS), flush=True)
             elif np.any(np.asarray(o.source_ground) != 0.0):
-                print(f"{name} | copy-rot, source floor of {v} | - | " + " | ".join(f"{c[k]:.4g}" for k in KEYS))
+                print(f"{name} | copy-rot, source floor of {v} | - | " + " | ".join(f"{c.get(k, np.nan):.4g}" for k in KEYS))
             rows[i].append(m)
             print(f"{name} | {v or 'defaults'} | {o.timings['solve_s']:.2f} | "
-                  + " | ".join(f"{m[k]:.4g}" for k in KEYS), flush=True)
+                  + " | ".join(f"{m.get(k, np.nan):.4g}" for k in KEYS), flush=True)
     print()
     print("mean over cases | variant | " + " | ".join(KEYS))
     for i in range(-1, len(variants)):
         label = "copy-rot" if i < 0 else str(variants[i] or "defaults")
-        print(f"mean | {label} | " + " | ".join(f"{np.nanmean([r[k] for r in rows[i]]):.4g}" for k in KEYS))
+        print(f"mean | {label} | " + " | ".join(f"{np.nanmean([r.get(k, np.nan) for r in rows[i]]):.4g}" for k in KEYS))
     return 0
 
 
