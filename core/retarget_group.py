@@ -27,13 +27,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .conflicts import detecting_group, resolve_group
+from .conflicts import detecting_group, merge_part_weights, resolve_group
 from .copy_rotations import copy_rotations, place_together
 from .errors import CoreError
 from .metrics_partners import evaluate_partners
 from .retarget import (METHODS, Cancellable, Outcome, RetargetOptions, Step, check_spec, complete_character,
                        measure, phase_steps)
 from .solver import GroupSolveJob, SolveJob
+from .solver.settings import part_weights_from
 from .track import ClipTrack
 from .types import Motion
 
@@ -82,9 +83,14 @@ class RetargetGroup(Cancellable):
             ``init_motions``).
         init_motions: optional list of copy-rotations results to reuse, one per pair (already placed together).
         source_tracks: optional list of the source clips' ClipTracks (None entries are built).
+        part_weights: optional list, one per pair, of per-part term factors {(part, term): factor} (or None) for
+            that pair's character, multiplied into the options' ``settings.part_weights`` (``merge_part_weights``):
+            a batch set-up's per-character sliders; "partner" weighs the terms between the characters at that
+            character's key vertices on the part.
     """
 
-    def __init__(self, pairs, options: RetargetOptions = None, init_motions=None, source_tracks=None):
+    def __init__(self, pairs, options: RetargetOptions = None, init_motions=None, source_tracks=None,
+                 part_weights=None):
         self.options = options or RetargetOptions()
         self.pairs = [tuple(p) for p in pairs]
         if self.options.method not in METHODS:
@@ -108,6 +114,14 @@ class RetargetGroup(Cancellable):
             raise CoreError(f"Target '{dup[0]}' appears in two pairs: give each source its own target.")
         self.init_motions = init_motions
         self.source_tracks = source_tracks
+        if part_weights is not None and len(part_weights) != len(self.pairs):
+            raise CoreError(f"{len(part_weights)} sets of part weights for {len(self.pairs)} pairs: give one per pair "
+                            "(None where a character has none).")
+        #: each member's SolverSettings (the options' with that pair's part weights multiplied in)
+        shared = self.options.settings
+        self.member_settings = [shared if not pw else replace(shared, part_weights=merge_part_weights(
+            part_weights_from(shared.part_weights), part_weights_from(pw)))
+            for pw in (part_weights or [None] * len(self.pairs))]
         self._cancel = threading.Event()
         self.job = None
         self.outcome = None
@@ -203,8 +217,9 @@ class RetargetGroup(Cancellable):
             t2 = time.perf_counter()
             if job is None:
                 yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the joint solver…")
-                members = [SolveJob(b["source"].character, tr.motion, b["target"].character, init, o.settings,
-                                    source_track=tr) for b, init, tr in zip(built, inits, tracks)]
+                members = [SolveJob(b["source"].character, tr.motion, b["target"].character, init, settings,
+                                    source_track=tr)
+                           for b, init, tr, settings in zip(built, inits, tracks, self.member_settings)]
                 job = GroupSolveJob(members, o.settings)
             self.job = job
             members = job.members

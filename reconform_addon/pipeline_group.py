@@ -99,9 +99,11 @@ def read_group_inputs(pairs, *, method: str = "reconform", frame_start=None, fra
     return GroupInputs(tuple(out))
 
 
-def make_group_job(inputs: GroupInputs, options: RetargetOptions) -> RetargetGroup:
-    """The core group retarget of ``inputs`` (pure core: drive it in any thread)."""
-    return RetargetGroup([(p.source, p.source_motion, p.target) for p in inputs.pairs], options)
+def make_group_job(inputs: GroupInputs, options: RetargetOptions, part_weights=None) -> RetargetGroup:
+    """The core group retarget of ``inputs`` (pure core: drive it in any thread); ``part_weights``: optional per-pair
+    term factors (``RetargetGroup``)."""
+    return RetargetGroup([(p.source, p.source_motion, p.target) for p in inputs.pairs], options,
+                         part_weights=part_weights)
 
 
 def write_group_outcome(objects, outcome: GroupOutcome, names, *, store_keyverts: bool = True, report=None) -> list:
@@ -136,8 +138,9 @@ def write_group_outcome(objects, outcome: GroupOutcome, names, *, store_keyverts
 
 
 def make_group_report(inputs: GroupInputs, outcome: GroupOutcome, action_names, timings: dict) -> dict:
-    """The JSON-serialisable report of a group retarget: one single-retarget report per pair (``pairs``), the
-    partner metrics of the result and of copy-rotations, the joint solve's statistics, notes and timings."""
+    """The JSON-serialisable report of a group retarget: one single-retarget report per pair (``pairs``, with the
+    per-part term factors its character was solved with, ``part_weights``, where it had any), the partner metrics of
+    the result and of copy-rotations, the joint solve's statistics, notes and timings."""
     pairs = [make_report(inp, member, name, {}) for inp, member, name in zip(inputs.pairs, outcome.members,
                                                                                       action_names)]
     for rep in pairs:
@@ -160,7 +163,8 @@ def make_group_report(inputs: GroupInputs, outcome: GroupOutcome, action_names, 
 
 
 def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end=None, settings=None, setup=None,
-                   names=None, bone_maps=None, report=None, progress=None, store_keyverts: bool = True) -> GroupResult:
+                   names=None, bone_maps=None, report=None, progress=None, store_keyverts: bool = True,
+                   part_weights=None) -> GroupResult:
     """Retarget several pairs together as NEW Actions, one per target (read, the core group generator, write:
     the path the panel's Retarget takes with partners).
 
@@ -169,6 +173,8 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
         method, frame_start, frame_end, settings, setup, report, progress, store_keyverts: as ``pipeline.retarget``.
         names: the new Actions' names (default '<source clip> to <target>' each).
         bone_maps: optional (source bone map, target bone map) per pair; else the set-up's, else detected.
+        part_weights: optional per pair {(part, term): factor} or None, multiplied into the settings' own
+            (``core.retarget_group.RetargetGroup``; a set-up's ``characters`` entries).
     Raises:
         BridgeError (bad input, one line) or CoreError; nothing is written then.
     """
@@ -186,7 +192,7 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
     mo = inputs.pairs[0].source_motion
     say(f"{len(pairs)} characters together: {mo.num_frames} frames from {mo.frame_start} at {mo.fps:g} fps")
     timings = {"read_s": time.perf_counter() - t0}
-    job = make_group_job(inputs, setup_options(method, settings, setup))
+    job = make_group_job(inputs, setup_options(method, settings, setup), part_weights)
     outcome = run_group(job, pipeline.step_reporter(say, tick))
     for n in outcome.notes:
         say(n)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+from ..core.conflicts import merge_part_weights
 from ..core.errors import CoreError
 from ..core.retarget import RetargetOptions
 from ..core.solver import SolverSettings
@@ -127,6 +128,27 @@ def resolve_ground(entry: dict, report=None):
     elif not entry.get("object"):
         return None
     return ground_bridge.find_ground(entry.get("object"), objects)
+
+
+def character_part_weights(entry: dict, index: int):
+    """The checked per-part term factors {(part, term): factor} of a set-up's ``characters`` entry number ``index``
+    (0-based; ``"part_weights": {part: {term: factor}}``), or None where it gives none."""
+    if not entry.get("part_weights"):
+        return None
+    try:
+        return part_weights_from(entry["part_weights"])
+    except (CoreError, AttributeError, TypeError) as ex:
+        detail = str(ex) if isinstance(ex, CoreError) else "give {\"part\": {\"term\": factor}}"
+        raise BridgeError(f"Set-up 'characters' entry {index + 1} ('{entry.get('target')}'): {detail}") from None
+
+
+def merged_part_weights(shared, own: dict) -> dict:
+    """A set-up's settings' ``part_weights`` (either form, checked) with a character's own ``own`` {(part, term):
+    factor} multiplied in (``core.conflicts.merge_part_weights``)."""
+    try:
+        return merge_part_weights(part_weights_from(shared), own)
+    except CoreError as ex:
+        raise BridgeError(f"Solver settings: {ex}") from None
 
 
 def solver_settings(settings) -> SolverSettings:

@@ -145,9 +145,10 @@ def _resolve(spec, role, arm_name, bridge, log, imported=None):
 def pair_specs(args, setup) -> list:
     """The source→target pairs to retarget: the command line's (--source/--target repeated), else the set-up's
     ``characters`` list. Each is a dict with source, target, source_armature, target_armature, action, name,
-    source_bone_map, target_bone_map (None where not given)."""
+    source_bone_map, target_bone_map and part_weights (that character's per-part term factors, multiplied into the
+    settings' own) (None where not given)."""
     keys = ("source", "target", "source_armature", "target_armature", "action", "name", "source_bone_map",
-            "target_bone_map")
+            "target_bone_map", "part_weights")
     chars = setup.get("characters")
     if args.source and chars:
         raise UserError("Pairs are given both on the command line and in the set-up's 'characters': use one.")
@@ -156,7 +157,7 @@ def pair_specs(args, setup) -> list:
             return vals[k] if vals else None
         return [dict(source=args.source[k], target=args.target[k], source_armature=opt(args.source_armature, k),
                      target_armature=opt(args.target_armature, k), action=opt(args.action, k),
-                     name=opt(args.name, k), source_bone_map=None, target_bone_map=None)
+                     name=opt(args.name, k), source_bone_map=None, target_bone_map=None, part_weights=None)
                 for k in range(len(args.source))]
     if not chars:
         raise UserError("Nothing to retarget: give --source and --target, or a set-up with a 'characters' list.")
@@ -384,6 +385,9 @@ def run(args, log, outputs) -> dict:
 
         if len(pairs) == 1:
             (src, tgt, action), = pairs
+            own = setup_file.character_part_weights(specs[0], 0)
+            if own:                  # one 'characters' entry with its own part weights: multiplied into the settings'
+                settings["part_weights"] = setup_file.merged_part_weights(settings.get("part_weights"), own)
             log(f"retarget '{src.name}' -> '{tgt.name}' with {method}"
                 + (f" on ground '{ground.name}'" if ground is not None else "")
                 + (f" in windows of {window.length} frames sharing {window.overlap}"
@@ -398,9 +402,11 @@ def run(args, log, outputs) -> dict:
                          for spec, (s, t, _) in zip(specs, pairs)]
             log(f"retarget {len(pairs)} characters together with {method}: "
                 + ", ".join(f"'{s.name}' -> '{t.name}'" for s, t, _ in pairs))
+            part_weights = [setup_file.character_part_weights(spec, k) for k, spec in enumerate(specs)]
             result = group.retarget_group(pairs, method=method, frame_start=start, frame_end=end,
                                           settings=settings or None, setup=setup, names=[s["name"] for s in specs],
-                                          bone_maps=bone_maps, report=log, progress=progress)
+                                          bone_maps=bone_maps, report=log, progress=progress,
+                                          part_weights=part_weights)
         series = run_report.frame_series(result.outcome) if args.series else None
         _write_outputs(args, outputs, result.report, [t for _, t, _ in pairs], log, series)
         return result.report

@@ -237,16 +237,22 @@ def test_writing_is_all_or_nothing(addon, couple_blend, quick_keyverts):
 def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_path):
     out, rep = tmp_path / "out.blend", tmp_path / "report.json"
     setup = tmp_path / "setup.json"
-    # per-part weights from the set-up, the "partner" term's among them, act on every character of the group
-    setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": ITERATIONS,
-                                              "part_weights": {"left_hand": {"partner": 1.5, "dist": 0.5}}}}))
+    # the pairs from the set-up's 'characters' list; per-part weights from its settings, the "partner" term's among
+    # them, act on every character of the group, and a character's own entry multiplies its own in
+    shared = {"left_hand": {"partner": 1.5, "dist": 0.5}}
+    characters = [{"source": "Lead", "target": "Tall", "action": "LeadReach",
+                   "part_weights": {"right_arm": {"partner": 0.25}, "left_hand": {"dist": 2}}},
+                  {"source": "Follow", "target": "Short", "action": "FollowReach"}]
+    setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": ITERATIONS, "part_weights": shared},
+                                 "characters": characters}))
     rc, so, se = run_tool("--blend", couple_blend, "--method", "reconform", "--setup", setup,
-                          "--source", "Lead", "--target", "Tall", "--action", "LeadReach",
-                          "--source", "Follow", "--target", "Short", "--action", "FollowReach",
                           "--out", out, "--report", rep, timeout=900)
     assert rc == 0, se
     report = json.loads(rep.read_text())
     assert report["characters"] == 2 and [p["target"]["armature"] for p in report["pairs"]] == ["Tall", "Short"]
+    assert report["pairs"][0]["part_weights"] == {"left_hand": {"partner": 1.5, "dist": 1.0},
+                                                  "right_arm": {"partner": 0.25}}
+    assert report["pairs"][1]["part_weights"] == shared
     assert [p["action"] for p in report["pairs"]] == ["LeadReach to Tall", "FollowReach to Short"]
     pm = report["partner_metrics"]
     assert {"partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean"} <= set(pm)
@@ -277,6 +283,19 @@ def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_pat
     rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "reconform", "--source", "Lead",
                           "--target", "Tall")
     assert rc == 1 and "unknown body part 'arm'" in se.strip().splitlines()[-1]
+    characters[1]["part_weights"] = {"head": {"gaze": 1}}
+    setup.write_text(json.dumps({"characters": characters}))
+    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "reconform")
+    last = se.strip().splitlines()[-1]
+    assert rc == 1 and "'characters' entry 2 ('Short')" in last and "'gaze'" in last
+    # one 'characters' entry: a single retarget, with that entry's part weights multiplied into the settings'
+    setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": 2, "part_weights": shared},
+                                 "characters": characters[:1]}))
+    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "reconform",
+                          "--report", rep, timeout=900)
+    assert rc == 0, se
+    single = json.loads(rep.read_text())
+    assert "pairs" not in single and single["part_weights"] == report["pairs"][0]["part_weights"]
 
 
 @pytest.mark.slow

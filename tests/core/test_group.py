@@ -327,6 +327,16 @@ def test_group_checks_its_pairs(scene):
         RetargetGroup([(a, ma, ta), (b, mb, ta)])
     with pytest.raises(CoreError, match="at least one"):
         RetargetGroup([])
+    # per-pair part weights (a batch set-up's 'characters' entries): one per pair, multiplied into the shared ones
+    with pytest.raises(CoreError, match="one per pair"):
+        RetargetGroup([(a, ma, ta), (b, mb, tb)], part_weights=[None])
+    with pytest.raises(CoreError, match="unknown body part 'arm'"):
+        RetargetGroup([(a, ma, ta), (b, mb, tb)], part_weights=[{"arm": {"dist": 1.0}}, None])
+    shared = RetargetOptions(settings=SolverSettings(part_weights={("head", "dist"): 2.0}))
+    group = RetargetGroup([(a, ma, ta), (b, mb, tb)], shared,
+                          part_weights=[{"head": {"dist": 0.5, "partner": 3}}, None])
+    assert group.member_settings[0].part_weights == {("head", "dist"): 1.0, ("head", "partner"): 3.0}
+    assert group.member_settings[1] is shared.settings
 
 
 def test_cancelling_a_group_produces_nothing(scene):

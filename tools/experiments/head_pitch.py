@@ -85,7 +85,8 @@ def main(argv=None) -> int:
                             ("joint", member.motion)):
             pitch, bend = series[how] = head_angles(np.asarray(kv_of(member.target, motion, names)), names)
             d = pitch - src_pitch
-            print(f"  {how:>15}: face pitch mean {pitch.mean():+6.1f}°, 95th percentile {np.percentile(pitch, 95):+6.1f}°;"
+            print(f"  {how:>15}: face pitch mean {pitch.mean():+6.1f}°, 95th percentile "
+                  f"{np.percentile(pitch, 95):+6.1f}°;"
                   f" over the source's: mean {d.mean():+5.1f}°, largest {d.max():+5.1f}° (frame {int(d.argmax())});"
                   f" bend from the torso mean {bend.mean():5.1f}° (source {src_bend.mean():.1f}°), "
                   f"largest excess {np.max(bend - src_bend):+5.1f}°")

@@ -8,8 +8,8 @@ Per file and armature: the angle between the head bone's axis (its Y: neck to cr
 of the range, mean and largest, and the frame of the largest; then per frame the largest difference between the
 files. With ``--chain``, the same split along the head's ancestors (hips to head): each bone's tilt from the
 vertical (the first file minus the second) and the angle between the two files' rotations of the bone relative to
-its parent, mean and at the frame where the head's difference is largest: which joint of the spine, neck or head adds the
-lean.
+its parent, mean and at the frame where the head's difference is largest: which joint of the spine, neck or head
+adds the lean.
 """
 
 from __future__ import annotations
