@@ -243,7 +243,7 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             if n in source.keyverts.names] if kv else []
     frames = None
     if len(head) == len(HEAD_KEYVERTS):      # T-pose head frames, for the head attitude
-        frames = (tpose_head_frame(source, source_motion, source_track)[0], tpose_head_frame(target)[0])
+        frames = (tpose_head_frame(source, source_motion, source_track), tpose_head_frame(target))
     ii, jj = np.nonzero(allowed_pairs(source.keyverts.limbs, None, True)) if kv else (None, None)
     hs, ht = float(source.height), float(target.height)
     tracks = list(target_tracks) if target_tracks is not None else [None] * len(target_motions)

@@ -6,16 +6,20 @@ gain, and L_reg, on positions, charges little for it. Left alone, a joint solve 
 40° face up within 15 frames where its source held it still. This term keeps each frame's head attitude within
 ``HEAD_TOLERANCE_DEG`` of the source's and charges what lies beyond:
 
-    A_c(t) = R_c(t) · R_c,Tᵀ        the head's rotation from its T-pose (R: ``gaze.head_frames`` of the three key
-                                    vertices; R_c,T the same in the character's T-pose, ``gaze.tpose_head_frame``)
-    u(t)   = 1 − cos θ(t) = (3 − tr(A_tgt(t) A_src(t)ᵀ)) / 2        θ: the angle between the two attitudes
+    L_c, F_c                        each head's frame in its own T-pose, in its body's axes there, and those axes
+                                    (R: ``gaze.head_frames`` of the three key vertices; F: left, forward, up;
+                                    ``gaze.tpose_head_frame``)
+    Q(t)   = A R_src(t) L_srcᵀ L_tgt  the target's head frame had copy-rotations turned it as the source's
+                                    (A = F_tgt F_srcᵀ, its turn between the two bodies' axes)
+    u(t)   = 1 − cos θ(t) = (3 − tr(Q(t)ᵀ R_tgt(t))) / 2        θ: the angle between R_tgt(t) and Q(t)
     L_head = Σ_t relu(u(t) − u₀)² / (T · (u₁ − u₀)²)
 
 u₀ = 1 − cos ``HEAD_TOLERANCE_DEG``, u₁ = 1 − cos ``HEAD_SCALE_DEG``: inside the tolerance the head is free (the
 gaze, the contacts and the spine's own corrections turn it as before); a frame at the scale angle costs 1 / T, as
-much as that frame's share of a term at its copy-rotations value. Calibrating in the T-poses makes the attitude
-independent of the head's shape and of the rest pose (copy-rotations turns the two heads alike: θ ≈ 0.1–0.6° on
-the salsa couples). The metrics read the same angle (``head_attitude_mean`` / ``_max``, docs/metrics.md).
+much as that frame's share of a term at its copy-rotations value. The calibration makes the angle independent of
+the head's shape, the rest pose and where the armature objects face (copy-rotations turns the two heads alike: θ
+≈ 0.1–0.6° on the salsa couples). The metrics read the same angle (``head_attitude_mean`` / ``_max``,
+docs/metrics.md).
 Reported inside L_reg, weighted by ``w_head`` (0: off).
 """
 
@@ -58,9 +62,8 @@ class HeadAttitude:
                                                for n in HEAD_KEYVERTS):
             return None
         ids = [names.index(n) for n in HEAD_KEYVERTS]
-        source_frame, _ = tpose_head_frame(job.source, job.source_motion, job.source_track)
-        target_frame, _ = tpose_head_frame(job.target)
-        return cls(ids, attitude_reference(src_p[:, ids], source_frame, target_frame), src_p.dtype)
+        source_frames = tpose_head_frame(job.source, job.source_motion, job.source_track)
+        return cls(ids, attitude_reference(src_p[:, ids], source_frames, tpose_head_frame(job.target)), src_p.dtype)
 
     def loss(self, p: torch.Tensor) -> torch.Tensor:
         """L_head at key vertices p (T, N, 3): Σ_t relu(u(t) − u₀)² / (T · (u₁ − u₀)²)."""

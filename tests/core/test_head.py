@@ -42,7 +42,7 @@ def pair():
 
 def test_the_attitude_angle_reads_a_nod_and_ignores_the_body_and_head_shape(pair):
     src, tgt, motion = pair
-    frames = tpose_head_frame(src)[0], tpose_head_frame(tgt)[0]
+    frames = tpose_head_frame(src), tpose_head_frame(tgt)
     ref = attitude_reference(_head_paths(src, motion), *frames)
     # the same rotations on another body: the same attitude (the T-pose calibration absorbs the head's shape)
     assert attitude_degrees(ref, _head_paths(tgt, motion)).max() < 0.5
@@ -50,6 +50,24 @@ def test_the_attitude_angle_reads_a_nod_and_ignores_the_body_and_head_shape(pair
     assert nod == pytest.approx(np.full(len(nod), 25.0), abs=0.5)
     gap = attitude_gap(ref, _head_paths(tgt, _head_turned(tgt, motion, 25.0)))
     assert gap.numpy() == pytest.approx(1.0 - math.cos(math.radians(25.0)), abs=2e-3)
+
+
+def test_copy_rotations_reads_no_head_attitude_whichever_way_the_armature_objects_face(pair):
+    # the angle is measured against the head copy-rotations would give (its turn A between the two bodies' axes
+    # included): a target whose armature object faces the other way (the demo's couple) reads 0 too, where a
+    # calibration in world axes, or in body axes without A, reads 180°
+    src, tgt, motion = pair
+    from dataclasses import replace
+    from core.copy_rotations import copy_rotations
+    from tests.core.synth import facing
+    turned = replace(tgt, skeleton=replace(tgt.skeleton, object_matrix=facing(math.pi, x=1.0)))
+    for target in (tgt, turned):
+        ref = attitude_reference(_head_paths(src, motion), tpose_head_frame(src), tpose_head_frame(target))
+        assert attitude_degrees(ref, _head_paths(target, copy_rotations(src, motion, target))).max() < 0.5
+    L, F = tpose_head_frame(turned)
+    L0, F0 = tpose_head_frame(tgt)
+    np.testing.assert_allclose(L, L0, atol=1e-9)                      # the head's shape in its body's axes
+    np.testing.assert_allclose(F @ F0.T, facing(math.pi)[:3, :3], atol=1e-9)
 
 
 def test_the_metrics_report_the_head_attitude(pair):
@@ -67,7 +85,7 @@ def test_the_metrics_report_the_head_attitude(pair):
 def test_the_term_is_free_within_the_tolerance_and_costs_one_over_t_at_the_scale(pair):
     src, tgt, motion = pair
     T = motion.num_frames
-    frames = tpose_head_frame(src)[0], tpose_head_frame(tgt)[0]
+    frames = tpose_head_frame(src), tpose_head_frame(tgt)
     term = HeadAttitude((0, 1, 2), attitude_reference(_head_paths(src, motion), *frames), torch.float64)
     assert float(term.loss(_head_paths(tgt, _head_turned(tgt, motion, 0.8 * HEAD_TOLERANCE_DEG)))) == 0.0
     at_scale = float(term.loss(_head_paths(tgt, _head_turned(tgt, motion, HEAD_SCALE_DEG))))

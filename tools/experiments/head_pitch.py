@@ -66,7 +66,6 @@ def main(argv=None) -> int:
         ids = character.keyverts.vertex_ids[[character.keyverts.names.index(n) for n in names]]
         return track_mod.ClipTrack(character, motion).vertices(ids)
 
-    head_mod = importlib.import_module(f"{bench.MODULE}.core.solver.head")
     gaze_mod = importlib.import_module(f"{bench.MODULE}.core.gaze")
     for (src, mo, tgt), member in zip(pairs, joint.members):
         alone = rt.run(rt.Retarget(src, mo, tgt, dataclasses.replace(opts, init_motion=member.init_motion),
@@ -77,9 +76,8 @@ def main(argv=None) -> int:
         print(f"{member.target.name}: source face pitch mean {src_pitch.mean():+.1f}°, bend from the torso mean "
               f"{src_bend.mean():.1f}°")
         src_head = torch.as_tensor(np.asarray(member.source_track.vertices(s_ids[:3])))
-        attitude = head_mod.HeadAttitude((0, 1, 2), gaze_mod.tpose_head_frame(member.target)[0], src_head,
-                                         gaze_mod.tpose_head_frame(member.source, member.source_track.motion,
-                                                                   member.source_track)[0])
+        reference = gaze_mod.attitude_reference(src_head, gaze_mod.tpose_head_frame(
+            member.source, member.source_track.motion, member.source_track), gaze_mod.tpose_head_frame(member.target))
         series = {"source": (src_pitch, src_bend)}
         for how, motion in (("copy-rotations", member.init_motion), ("alone", alone.motion),
                             ("joint", member.motion)):
@@ -90,7 +88,7 @@ def main(argv=None) -> int:
                   f" over the source's: mean {d.mean():+5.1f}°, largest {d.max():+5.1f}° (frame {int(d.argmax())});"
                   f" bend from the torso mean {bend.mean():5.1f}° (source {src_bend.mean():.1f}°), "
                   f"largest excess {np.max(bend - src_bend):+5.1f}°")
-            theta = attitude.angles(torch.as_tensor(np.asarray(kv_of(member.target, motion, names[:3]))))
+            theta = gaze_mod.attitude_degrees(reference, np.asarray(kv_of(member.target, motion, names[:3])))
             print(f"  {how:>15}  head attitude from the source's: mean {theta.mean():5.1f}°, 95th percentile "
                   f"{np.percentile(theta, 95):5.1f}°, largest {theta.max():5.1f}° (frame {int(theta.argmax())}); "
                   f"frames beyond 15° {int((theta > 15).sum())}, beyond 30° {int((theta > 30).sum())}")
