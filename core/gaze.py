@@ -32,7 +32,7 @@ import torch
 
 from .copy_rotations import reference_basis
 from .errors import CoreError
-from .tpose import body_frame, body_frame_matrix, tpose_basis
+from .tpose import body_frame, tpose_basis
 from .track import ClipTrack
 from .types import Character, Motion
 
@@ -109,51 +109,14 @@ def gaze_setup(character: Character, motion: Motion = None, track: ClipTrack = N
     if missing:
         raise CoreError(f"Character '{character.name}': no key vertex {', '.join(missing)} for its gaze; "
                         "transfer the key vertices from the template.")
-    forward = np.array([0.0, 1.0, 0.0])                  # in the body's axes (left, forward, up)
-    return Gaze(names.index(kv.eye), tuple(names.index(n) for n in HEAD_KEYVERTS),
-                tpose_head_frame(character, motion, track)[0].T @ forward)
-
-
-def tpose_head_frame(character: Character, motion: Motion = None, track: ClipTrack = None) -> tuple:
-    """(L (3, 3), F (3, 3)): ``character``'s head frame (``head_frames``' columns) in its T-pose expressed in its
-    body's axes there, L = Fᵀ R_T (the shape of the head, whichever way the armature object faces), and those body
-    axes F (columns left, forward, up in the world: ``tpose.body_frame_matrix``). The T-pose is built from
-    ``motion``'s reference frame when its rest pose lies down, as copy-rotations does. Its key vertices must hold
-    HEAD_KEYVERTS."""
-    kv = character.keyverts
     sk, bm = character.skeleton, character.bone_map
     basis = tpose_basis(sk, bm, reference_basis(character, motion, track))
     pose = Motion(basis[None], np.zeros((1, sk.num_bones, 3)))
     ids = kv.vertex_ids[[kv.names.index(n) for n in HEAD_KEYVERTS]]
     p = torch.as_tensor(ClipTrack(character, pose).vertices(ids))                      # (1, 3, 3)
-    F = body_frame_matrix(body_frame(sk, bm, basis))
-    return F.T @ head_frames(p, (0, 1, 2))[0].numpy(), F
-
-
-def attitude_reference(src_head: torch.Tensor, source_frames: tuple, target_frames: tuple) -> torch.Tensor:
-    """(T, 3, 3) the head frame the target would have with its head turned as the source's, as copy-rotations turns
-    it (``core.copy_rotations``: W_tgt(t) = A W_src(t) W_src,Tᵀ Aᵀ W_tgt,T, A = F_tgt F_srcᵀ):
-    Q(t) = A R_src(t) L_srcᵀ L_tgt, from the source's (face_center, head_back, head_top) paths ``src_head`` (T, 3,
-    3) and each character's ``tpose_head_frame`` (L, F), in float64. ``attitude_gap`` compares a target's head
-    with it (docs/metrics.md "head_attitude")."""
-    (L_s, F_s), (L_t, F_t) = source_frames, target_frames
-    R_s = head_frames(src_head.double(), (0, 1, 2))
-    as_t = lambda x: torch.as_tensor(x, dtype=torch.float64, device=src_head.device)    # noqa: E731
-    return as_t(F_t @ F_s.T) @ R_s @ as_t(L_s.T @ L_t)
-
-
-def attitude_gap(reference: torch.Tensor, tgt_head: torch.Tensor) -> torch.Tensor:
-    """(T,) 1 − cos θ(t), θ the angle between the target's head frame R_tgt(t), read on its (face_center, head_back,
-    head_top) paths ``tgt_head`` (T, 3, 3), and ``attitude_reference``'s Q(t) (T, 3, 3): 1 − cos θ = (3 −
-    tr(Q(t)ᵀ R_tgt(t))) / 2."""
-    return 0.5 * (3.0 - (reference * head_frames(tgt_head, (0, 1, 2))).sum((-1, -2)))
-
-
-def attitude_degrees(reference: torch.Tensor, tgt_head) -> np.ndarray:
-    """(T,) θ(t) of ``attitude_gap`` in degrees (a measure: float64, no gradient); ``tgt_head`` (T, 3, 3)."""
-    with torch.no_grad():
-        gap = attitude_gap(reference, torch.as_tensor(tgt_head, dtype=torch.float64, device=reference.device))
-        return np.degrees(np.arccos(np.clip(1.0 - gap.cpu().numpy(), -1.0, 1.0)))
+    R = head_frames(p, (0, 1, 2))[0].numpy()
+    forward = body_frame(sk, bm, basis).forward
+    return Gaze(names.index(kv.eye), tuple(names.index(n) for n in HEAD_KEYVERTS), R.T @ forward)
 
 
 def gaze_directions(p: torch.Tensor, gaze: Gaze, fps: float, window_s: float = GAZE_WINDOW_S) -> torch.Tensor:
@@ -171,7 +134,6 @@ def look_weights(p: torch.Tensor, eye: int, gaze_dir: torch.Tensor, others: torc
     return cone_weight(cos)
 
 
-__all__ = ["GAZE_MAX_DEG", "GAZE_MIN_DEG", "GAZE_WINDOW_S", "Gaze", "HEAD_KEYVERTS", "attitude_degrees",
-           "attitude_gap", "attitude_reference", "cone_weight",
-           "gaze_directions", "gaze_setup", "head_frames", "head_frames_batched", "look_weights", "tpose_head_frame",
-           "window_mean", "window_mean_plan"]
+__all__ = ["GAZE_MAX_DEG", "GAZE_MIN_DEG", "GAZE_WINDOW_S", "Gaze", "HEAD_KEYVERTS", "cone_weight",
+           "gaze_directions", "gaze_setup", "head_frames", "head_frames_batched", "look_weights", "window_mean",
+           "window_mean_plan"]

@@ -15,10 +15,8 @@ retarget passes the source's own track, shared with the solver).
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from .errors import CoreError
-from .gaze import HEAD_KEYVERTS, attitude_degrees, attitude_reference, tpose_head_frame
 from .feet import window_half
 from .measures import Measures, foot_speed_windowed, jerk_magnitude, measuring, pairs_closer
 from .progress import drive, scaled
@@ -89,7 +87,6 @@ class _Tally:
         self.height, self.speed = np.zeros((2, T)), np.zeros((2, T))
         self.step = np.zeros((2, max(T - 1, 0)))
         self.jerk, self.root_jerk = _Jerk(), None
-        self.head = None          # (T,) the head attitude's angle from the source's (degrees), where measured
 
     def add(self, m: Measures, joints: list, fps: float, a: int, b: int, first: int):
         """Clip frames a..b-1 from ``m``, the measures of clip frames ``first`` onwards (which include the
@@ -175,9 +172,6 @@ def _scores(s: _Tally, t: _Tally, contacts: _Contacts, hs: float, ht: float) -> 
         g_true, (np.clip(s.height, 0.0, None) <= GROUNDED_FRACTION * hs).ravel())
     out["source_locked_share"] = float(l_true.mean()) if l_true.size else float("nan")
     out["source_locked_strict_share"] = float(r_true.mean()) if r_true.size else float("nan")
-    if t.head is not None:             # the head's attitude against the source's (docs/metrics.md)
-        out["head_attitude_mean"] = float(t.head.mean())
-        out["head_attitude_max"] = float(t.head.max())
     if contacts is not None:           # key-vertex contacts
         c = contacts
         out["contact_f1"] = f1_counts(c.tp, c.fp, c.fn)
@@ -222,9 +216,8 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             (None: the whole clip at once). The metrics are the same either way (tests/core/test_metrics_chunks.py).
     Returns:
         [dict of floats]: jerk_mean/max and root_jerk_mean/max (m/s³), floor_pen_mean/max and self_pen_mean/max
-        (area shares in [0, 1]), grounded_f1/auc, locked_f1/auc, contact_f1/precision/recall,
-        head_attitude_mean/max (degrees; where both characters have the head key vertices), and source_* twins of
-        the per-clip measures.
+        (area shares in [0, 1]), grounded_f1/auc, locked_f1/auc, contact_f1/precision/recall, and source_*
+        twins of the per-clip measures.
     """
     T = source_motion.num_frames
     if any(m.num_frames != T for m in target_motions):
@@ -239,11 +232,6 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
         kv = len(order) == len(source.keyverts)
     s_kv = source.keyverts.vertex_ids if kv else None
     t_kv = target.keyverts.vertex_ids[order] if kv else None
-    head = [list(source.keyverts.names).index(n) for n in HEAD_KEYVERTS
-            if n in source.keyverts.names] if kv else []
-    frames = None
-    if len(head) == len(HEAD_KEYVERTS):      # T-pose head frames, for the head attitude
-        frames = (tpose_head_frame(source, source_motion, source_track), tpose_head_frame(target))
     ii, jj = np.nonzero(allowed_pairs(source.keyverts.limbs, None, True)) if kv else (None, None)
     hs, ht = float(source.height), float(target.height)
     tracks = list(target_tracks) if target_tracks is not None else [None] * len(target_motions)
@@ -267,8 +255,6 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
         done += step
         s_tally.add(s_m, s_m.joint_names, source_motion.fps, a, b, first)
         truth = None if not kv else pairs_closer(s_m.keyverts[a - first:b - first], ii, jj, CONTACT_FRACTION * hs)
-        reference = None if frames is None else attitude_reference(
-            torch.as_tensor(np.asarray(s_m.keyverts[a - first:b - first, head])), *frames)
         for k, motion in enumerate(target_motions):
             t_track = tracks[k] if whole else None
             tracks[k] = None
@@ -283,9 +269,6 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             if kv:
                 contacts[k].add(truth, pairs_closer(t_m.keyverts[a - first:b - first], ii, jj,
                                                     CONTACT_FRACTION * ht))
-            if frames is not None:
-                t_tallies[k].head = np.zeros(T) if t_tallies[k].head is None else t_tallies[k].head
-                t_tallies[k].head[a:b] = attitude_degrees(reference, t_m.keyverts[a - first:b - first, head])
             t_track = t_m = None       # freed before the next clip's track is built
         s_track = s_m = truth = None
     return [_scores(s_tally, t, c, hs, ht) for t, c in zip(t_tallies, contacts)]

@@ -39,6 +39,7 @@ from .metrics import evaluations
 from .progress import drive
 from .solver import Progress, SolveJob, SolverSettings
 from .solver.continued import solve_job
+from .solver.head import head_turn
 from .terrain import GroundSurface, HeightField, check_covers, clip_footprint, sample_ground
 from .track import ClipTrack
 from .types import Character, Motion
@@ -201,6 +202,11 @@ def measuring(source: Character, source_motion: Motion, target: Character, motio
     target_track = None
     out = yield from gen
     metrics, reference = out[0], (out[1] if both else None)
+    turn = head_turn(target, motion, init) if init is not None and options.method == "reconform" else None
+    if turn is not None:      # how far the solve turned the head from copy-rotations' (docs/metrics.md)
+        metrics.update(head_turn_mean=float(turn.mean()), head_turn_max=float(turn.max()))
+        if reference is not None:
+            reference.update(head_turn_mean=0.0, head_turn_max=0.0)
     advice = floor_advice(metrics)
     if advice:
         notes.append(f"source '{source.name}': {advice}")

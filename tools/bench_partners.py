@@ -48,8 +48,8 @@ FIVE = [(CASES[2][1], CASES[2][3], 0.0), (CASES[2][2], CASES[2][4], 0.0),
         (CASES[1][1], CASES[1][3], 3.0), (CASES[1][2], CASES[1][4], 3.0),
         (CASES[0][1], "characters/mh_female_average.glb", -3.0)]
 PARTNER = ("partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean", "gaze_angle_error_mean")
-OWN = ("contact_f1", "grounded_f1", "locked_f1", "floor_pen_mean", "self_pen_mean", "jerk_mean", "head_attitude_mean",
-       "head_attitude_max")
+OWN = ("contact_f1", "grounded_f1", "locked_f1", "floor_pen_mean", "self_pen_mean", "jerk_mean", "head_turn_mean",
+       "head_turn_max")
 
 
 def fmt(v, k):

@@ -158,8 +158,7 @@ class SolveJob(StepLifecycle):
 
     def run(self) -> Motion:
         """Run every step synchronously and return the result."""
-        for _ in self.steps():
-            pass
+        all(True for _ in self.steps())          # drive every step
         return self.result()
 
     def result(self) -> Motion:
@@ -242,11 +241,12 @@ class SolveJob(StepLifecycle):
             feet = FootModel(s, low, vel, self.sole_side, foot_side(tgt, kv_ids), self.h_src, self.h_tgt, ratio,
                              self.fps, dt, dev)
         self.feet = feet
-        self.stats["contact_frames"] = 0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum())
-        self.stats["locked_frames"] = 0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum())
+        self.stats.update(contact_frames=0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum()),
+                          locked_frames=0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum()))
         yield "Finding the source's contacts"
+        head = HeadAttitude.of(s, [tgt.keyverts.names[k] for k in self.keyvert_order])
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs,
-                                   feet, src.mesh.fitted, head=HeadAttitude.of(self, src_p))
+                                   feet, src.mesh.fitted, head=head)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"

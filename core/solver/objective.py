@@ -91,7 +91,8 @@ class Objective:
         source_fitted: the source's body is a fitted template (``SkinnedMesh.fitted``): with
             ``fitted_pen_surface`` an entry it holds behind a surface (M_pen^src < 0) only keeps the target's key
             vertex from being behind it (``losses.pen_loss``).
-        head: the head's attitude term (``head.HeadAttitude``, reported in L_reg), or None.
+        head: the head's attitude term (``head.HeadAttitude``, anchored at ``set_initial``; reported in L_reg), or
+            None.
     """
 
     def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,
@@ -151,6 +152,8 @@ class Objective:
         s = self.settings
         T = p_init.shape[0]
         self.p_init = p_init
+        if self.head is not None:          # the head's attitude: copy-rotations' head frames
+            self.head = self.head.anchored(p_init)
         #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk, or the source's own to the target's height
         self.jerk_ref = None if T < 4 else (jerk(self.src_p, self.fps) * (self.h_tgt / self.h_src)
                                             if s.smooth_mode == "source"

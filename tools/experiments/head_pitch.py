@@ -5,7 +5,8 @@ source, copy-rotations, each character solved alone and the joint solve (docs/so
 
 Per character and motion: the face's pitch (the elevation of face_center − head_back above the horizontal, + =
 face up) and the head's bend from the torso (the angle between head_top − neck_back and neck_back − belly), mean
-and at the 95th percentile, then each solve's largest pitch excess over the source's. 'balanced', 1 thread.
+and at the 95th percentile, each solve's largest pitch excess over the source's, and how far each solve turned the
+head from copy-rotations' (``core.solver.head.head_turn``: the metrics' head_turn). 'balanced', 1 thread.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
         ids = character.keyverts.vertex_ids[[character.keyverts.names.index(n) for n in names]]
         return track_mod.ClipTrack(character, motion).vertices(ids)
 
-    gaze_mod = importlib.import_module(f"{bench.MODULE}.core.gaze")
+    head_mod = importlib.import_module(f"{bench.MODULE}.core.solver.head")
     for (src, mo, tgt), member in zip(pairs, joint.members):
         alone = rt.run(rt.Retarget(src, mo, tgt, dataclasses.replace(opts, init_motion=member.init_motion),
                                    source_track=member.source_track))
@@ -75,9 +76,6 @@ def main(argv=None) -> int:
         src_pitch, src_bend = head_angles(np.asarray(member.source_track.vertices(s_ids)), names)
         print(f"{member.target.name}: source face pitch mean {src_pitch.mean():+.1f}°, bend from the torso mean "
               f"{src_bend.mean():.1f}°")
-        src_head = torch.as_tensor(np.asarray(member.source_track.vertices(s_ids[:3])))
-        reference = gaze_mod.attitude_reference(src_head, gaze_mod.tpose_head_frame(
-            member.source, member.source_track.motion, member.source_track), gaze_mod.tpose_head_frame(member.target))
         series = {"source": (src_pitch, src_bend)}
         for how, motion in (("copy-rotations", member.init_motion), ("alone", alone.motion),
                             ("joint", member.motion)):
@@ -88,8 +86,8 @@ def main(argv=None) -> int:
                   f" over the source's: mean {d.mean():+5.1f}°, largest {d.max():+5.1f}° (frame {int(d.argmax())});"
                   f" bend from the torso mean {bend.mean():5.1f}° (source {src_bend.mean():.1f}°), "
                   f"largest excess {np.max(bend - src_bend):+5.1f}°")
-            theta = gaze_mod.attitude_degrees(reference, np.asarray(kv_of(member.target, motion, names[:3])))
-            print(f"  {how:>15}  head attitude from the source's: mean {theta.mean():5.1f}°, 95th percentile "
+            theta = head_mod.head_turn(member.target, motion, member.init_motion)
+            print(f"  {how:>15}  head turned from copy-rotations': mean {theta.mean():5.1f}°, 95th percentile "
                   f"{np.percentile(theta, 95):5.1f}°, largest {theta.max():5.1f}° (frame {int(theta.argmax())}); "
                   f"frames beyond 15° {int((theta > 15).sum())}, beyond 30° {int((theta > 30).sum())}")
         if args.series:

@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 KEYS = ("floor_pen_mean", "grounded_f1", "locked_f1", "contact_f1", "self_pen_mean", "jerk_mean", "jerk_ratio_h",
-        "head_attitude_mean", "head_attitude_max")
+        "head_turn_mean", "head_turn_max")
 
 
 def with_jerk_ratio(m: dict, h_src: float, h_tgt: float) -> dict:
