@@ -20,8 +20,9 @@ ADVANCED_FLOATS = (
     ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 0.5, 0.0, 1000.0),
     ("w_self_barrier", "Self Collision", "Keep each limb out of the character's own body, no deeper than in the "
      "source or in copy rotations (capsule proxies; 0 turns it off, a little faster)", 1.0, 0.0, 1000.0),
-    ("w_head", "Head Attitude", "Keep each frame's head turned as the source's, within 15 degrees: terms that reach "
-     "the head (a partner's hand behind it, the gaze, a collision) cannot throw it back or down (0 turns it off)",
+    ("w_head", "Head Attitude", "Keep each frame's head within 15 degrees of copy rotations' (turned as the "
+     "source's): terms that reach the head (a partner's hand behind it, the gaze, a collision) cannot throw it back "
+     "or down (0 turns it off)",
      3.0, 0.0, 1000.0),
     ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),
     ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 5.0, 0.0,

@@ -70,7 +70,7 @@ class SolverSettings:
     gaze_term: str = "look"
     w_barrier: float = 1.0      #: a joint solve: a body deeper inside the partner's than in the source (barrier.py)
     w_self_barrier: float = 1.0  #: a limb deeper in its own body than the source's or copy-rotations' (docs/solver.md)
-    #: the head's attitude more than HEAD_TOLERANCE_DEG from the source's (``head.py``; reported in L_reg; 0: off)
+    #: the head turned more than HEAD_TOLERANCE_DEG from copy-rotations' (``head.py``; reported in L_reg; 0: off)
     w_head: float = 3.0
     partner_lift: bool = True   #: a joint solve: the terms between characters may move a root up or down
     iterations: int = 120       #: Adam steps of a first solve
