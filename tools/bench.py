@@ -50,7 +50,8 @@ CASES = [
 ]
 SCALING = ("motions/NC_bandai_walk_giant_001.bvh", "characters/mh_female_average.glb", (75, 300, 1000, 3000))
 METRICS = ("jerk_mean", "jerk_max", "floor_pen_mean", "floor_pen_max", "self_pen_mean", "self_pen_max",
-           "grounded_f1", "grounded_auc", "locked_f1", "locked_auc", "locked_strict_f1", "contact_f1")
+           "grounded_f1", "grounded_auc", "locked_f1", "locked_auc", "locked_strict_f1", "contact_f1",
+           "head_turn_mean", "head_turn_max")
 #: a source with at least this share of its surface under the floor on average stands partly under its floor:
 #: its grounded labels mark a sunk foot (reported next to the means, never removed from them)
 SUNK_SOURCE = 0.01
@@ -242,6 +243,8 @@ def fmt(v, k):
         return "n/a"
     if k.startswith("jerk"):
         return f"{v:.1f}"
+    if k.startswith("head"):
+        return f"{v:.1f}°"
     if "pen" in k:
         return f"{100 * v:.3f}%"
     return f"{v:.3f}"
@@ -392,11 +395,11 @@ def main(argv=None):
         for meth in ("init", "ours"):
             m = r[meth]
             row = ["", str(T), "copy-rot" if meth == "init" else "ReConForM"]
-            row += [fmt(m[k], k) for k in METRICS]
+            row += [fmt(m.get(k, float("nan")), k) for k in METRICS]
             row += ["", ""] if meth == "init" else [f"{solver_fps:.0f}", f"{e2e:.0f}"]
             out("| " + " | ".join(row) + " |")
             for k in METRICS:
-                agg[meth][k].append(m[k])
+                agg[meth][k].append(m.get(k, float("nan")))
         agg["cases"].append(name)
         agg["feet"].append(r["feet"])
         agg["heights"].append((float(src.height), float(tgt.height)))
