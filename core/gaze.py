@@ -58,7 +58,13 @@ def head_frames_batched(p: torch.Tensor, head_ids: torch.Tensor) -> torch.Tensor
     """(T, K, 3, 3) head frames of K characters: ``head_ids`` (K, 3) indices of each one's (face_center,
     head_back, head_top) among the stacked key vertices p (T, N, 3)."""
     q = p[:, head_ids]                                                                # (T, K, 3, 3)
-    f, b, u = q[:, :, 0], q[:, :, 1], q[:, :, 2]
+    return frames_of(q[:, :, 0], q[:, :, 1], q[:, :, 2])
+
+
+def frames_of(f: torch.Tensor, b: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) head frames (columns e1, e2, e3) from face_center, head_back and head_top positions (..., 3):
+    e1 = unit(f − b), e2 = u − b made orthogonal to e1 and unit, e3 = e1 × e2 (no gather: a CUDA graph records
+    it)."""
     e1 = f - b
     e1 = e1 / e1.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     up = u - b
@@ -134,6 +140,6 @@ def look_weights(p: torch.Tensor, eye: int, gaze_dir: torch.Tensor, others: torc
     return cone_weight(cos)
 
 
-__all__ = ["GAZE_MAX_DEG", "GAZE_MIN_DEG", "GAZE_WINDOW_S", "Gaze", "HEAD_KEYVERTS", "cone_weight",
+__all__ = ["GAZE_MAX_DEG", "GAZE_MIN_DEG", "GAZE_WINDOW_S", "Gaze", "HEAD_KEYVERTS", "cone_weight", "frames_of",
            "gaze_directions", "gaze_setup", "head_frames", "head_frames_batched", "look_weights", "window_mean",
            "window_mean_plan"]

@@ -26,7 +26,7 @@ import math
 import numpy as np
 import torch
 
-from ..gaze import HEAD_KEYVERTS, head_frames
+from ..gaze import HEAD_KEYVERTS, frames_of, head_frames
 from ..track import ClipTrack
 from ..types import Character, Motion
 
@@ -41,7 +41,7 @@ HEAD_CHUNK = 1024
 def turn_gap(reference: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
     """(T,) 1 − cos θ(t), θ the angle between the head frame of ``head`` (T, 3, 3): face_center, head_back,
     head_top positions, and the ``reference`` head frames (T, 3, 3)."""
-    return 0.5 * (3.0 - (reference * head_frames(head, (0, 1, 2))).sum((-1, -2)))
+    return 0.5 * (3.0 - (reference * frames_of(head[:, 0], head[:, 1], head[:, 2])).sum((-1, -2)))
 
 
 def head_turn_degrees(head: np.ndarray, reference_head: np.ndarray) -> np.ndarray:
@@ -77,6 +77,8 @@ class HeadAttitude:
     def __init__(self, ids, reference: torch.Tensor = None):
         self.ids = tuple(int(k) for k in ids)
         self.reference = reference
+        #: the ids on the reference's device (a gather a CUDA graph can record: no host copy at each step)
+        self.index = None if reference is None else torch.as_tensor(self.ids, device=reference.device)
         self.u0 = 1.0 - math.cos(math.radians(HEAD_TOLERANCE_DEG))
         self.unit = (math.cos(math.radians(HEAD_TOLERANCE_DEG)) - math.cos(math.radians(HEAD_SCALE_DEG))) ** 2
 
@@ -96,5 +98,5 @@ class HeadAttitude:
 
     def loss(self, p: torch.Tensor) -> torch.Tensor:
         """L_head at key vertices p (T, N, 3): Σ_t relu(u(t) − u₀)² / (T · (u₁ − u₀)²)."""
-        gap = turn_gap(self.reference, p[:, list(self.ids)])
+        gap = turn_gap(self.reference, p.index_select(1, self.index))
         return (gap - self.u0).clamp_min(0.0).square().sum() / (p.shape[0] * self.unit)
