@@ -40,7 +40,7 @@ def pair():
     return src, tgt, walk_motion(src, frames=12)
 
 
-def test_the_head_turn_reads_a_nod_and_nothing_else(pair):
+def test_the_head_turn_reads_a_nod_and_nothing_else(pair, monkeypatch):
     _, tgt, motion = pair
     assert head_turn(tgt, motion, motion).max() < 1e-5
     nod = head_turn(tgt, _head_turned(tgt, motion, 25.0), motion)
@@ -51,6 +51,11 @@ def test_the_head_turn_reads_a_nod_and_nothing_else(pair):
     yaw = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
     assert head_turn_degrees(paths @ yaw.T + 1.0, paths) == pytest.approx(np.full(len(paths), math.degrees(0.4)),
                                                                         abs=1e-6)
+    # a long clip is read a chunk of frames at a time: the same angles
+    whole = head_turn(tgt, _head_turned(tgt, motion, 25.0), motion)
+    import core.solver.head as head_mod
+    monkeypatch.setattr(head_mod, "HEAD_CHUNK", 5)
+    np.testing.assert_allclose(head_turn(tgt, _head_turned(tgt, motion, 25.0), motion), whole, atol=1e-9)
     plain = make_humanoid(name="plain")        # no head key vertices: no head turn
     assert head_turn(plain, walk_motion(plain, frames=12), walk_motion(plain, frames=12)) is None
 
