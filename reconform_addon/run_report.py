@@ -70,8 +70,9 @@ def make_report(inputs, outcome: Outcome, action_name: str, timings: dict) -> di
         rep["metrics_solver"] = plain(outcome.solver_stats)
     weights = outcome.job.settings.part_weights if outcome.job is not None else None
     if weights:              # the per-part term factors the character was solved with, as a set-up gives them
-        rep["part_weights"] = {part: {term: float(f) for (p, term), f in weights.items() if p == part}
-                               for part in dict.fromkeys(p for p, _ in weights)}
+        rep["part_weights"] = {}
+        for (part, term), factor in weights.items():
+            rep["part_weights"].setdefault(part, {})[term] = float(factor)
     json.dumps(rep, allow_nan=False)  # must stay strict JSON for --report
     return rep
 

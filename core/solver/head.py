@@ -38,6 +38,13 @@ HEAD_SCALE_DEG = 30.0
 HEAD_CHUNK = 1024
 
 
+def head_ids(names):
+    """Indices of (face_center, head_back, head_top) among key vertices named ``names``, or None when one is
+    missing."""
+    names = list(names)
+    return [names.index(n) for n in HEAD_KEYVERTS] if all(n in names for n in HEAD_KEYVERTS) else None
+
+
 def turn_gap(reference: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
     """(T,) 1 − cos θ(t), θ the angle between the head frame of ``head`` (T, 3, 3): face_center, head_back,
     head_top positions, and the ``reference`` head frames (T, 3, 3)."""
@@ -48,8 +55,9 @@ def head_turn_degrees(head: np.ndarray, reference_head: np.ndarray) -> np.ndarra
     """(T,) degrees between the head frames of two (T, 3, 3) paths of (face_center, head_back, head_top): how far
     one motion turned a character's head from another (the result from copy-rotations, a metric)."""
     with torch.no_grad():
-        ref = head_frames(torch.as_tensor(reference_head, dtype=torch.float64), (0, 1, 2))
-        gap = turn_gap(ref, torch.as_tensor(head, dtype=torch.float64)).numpy()
+        ref = torch.as_tensor(reference_head, dtype=torch.float64)
+        gap = turn_gap(frames_of(ref[:, 0], ref[:, 1], ref[:, 2]), torch.as_tensor(head, dtype=torch.float64))
+    gap = gap.numpy()
     return np.degrees(np.arccos(np.clip(1.0 - gap, -1.0, 1.0)))
 
 
@@ -57,10 +65,10 @@ def head_turn(target: Character, motion: Motion, reference: Motion):
     """(T,) degrees by which ``motion`` turns ``target``'s head from ``reference`` (a solve's result from its
     copy-rotations start: the metrics' ``head_turn_mean`` / ``_max``), ``HEAD_CHUNK`` frames at a time; None when
     the target lacks a head key vertex."""
-    names = list(target.keyverts.names) if target.keyverts is not None else []
-    if not all(n in names for n in HEAD_KEYVERTS):
+    found = head_ids(target.keyverts.names) if target.keyverts is not None else None
+    if found is None:
         return None
-    ids = target.keyverts.vertex_ids[[names.index(n) for n in HEAD_KEYVERTS]]
+    ids = target.keyverts.vertex_ids[found]
     return np.concatenate([head_turn_degrees(*(ClipTrack(target, m.slice(a, a + HEAD_CHUNK)).vertices(ids)
                                                for m in (motion, reference)))
                            for a in range(0, motion.num_frames, HEAD_CHUNK)])
@@ -86,10 +94,8 @@ class HeadAttitude:
     def of(cls, settings, names):
         """The term for key vertices named ``names`` (the solve's order), or None when ``settings.w_head`` is 0 or
         a head key vertex is missing."""
-        names = list(names)
-        if settings.w_head <= 0 or not all(n in names for n in HEAD_KEYVERTS):
-            return None
-        return cls([names.index(n) for n in HEAD_KEYVERTS])
+        found = head_ids(names) if settings.w_head > 0 else None
+        return None if found is None else cls(found)
 
     def anchored(self, p_init: torch.Tensor) -> "HeadAttitude":
         """This term with copy-rotations' key vertices p_init (T, N, 3) as its reference."""

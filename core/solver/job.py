@@ -22,6 +22,7 @@ from ..feet import SOFT_LOW, foot_lows_and_velocity, foot_side
 from ..ground import ground_levels
 from ..humanoid import CORE_BONES, FINGER_BONES, limb_of
 from ..keyverts.template import keyvert_order
+from ..progress import drive
 from ..rig import VariableChain, VertexChain
 from ..rotations import quat_to_matrix
 from ..track import ClipTrack
@@ -146,8 +147,7 @@ class SolveJob(StepLifecycle):
     def setup(self):
         """Build everything the steps need (once; ``steps()`` calls it, a ``GroupSolveJob`` calls it for each of
         its members)."""
-        for _ in self.prepare():
-            pass
+        drive(self.prepare())
 
     def finish(self, seconds: float, steps: int = None):
         """Mark the solve done after ``seconds`` of steps (``steps``: the count a group took for this member)."""
@@ -158,7 +158,7 @@ class SolveJob(StepLifecycle):
 
     def run(self) -> Motion:
         """Run every step synchronously and return the result."""
-        all(True for _ in self.steps())          # drive every step
+        drive(self.steps())
         return self.result()
 
     def result(self) -> Motion:
