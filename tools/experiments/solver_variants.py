@@ -28,6 +28,12 @@ KEYS = ("floor_pen_mean", "grounded_f1", "locked_f1", "contact_f1", "self_pen_me
         "head_turn_mean", "head_turn_max")
 
 
+def cells(metrics: dict) -> str:
+    """The KEYS columns of one row ('nan' where a metric is absent, such as the head's turn without head key
+    vertices)."""
+    return " | ".join(f"{metrics.get(k, float('nan')):.4g}" for k in KEYS)
+
+
 def with_jerk_ratio(m: dict, h_src: float, h_tgt: float) -> dict:
     """``m`` plus ``jerk_ratio_h`` = (jerk / h_tgt) / (source jerk / h_src), the bench's per-unit-height ratio."""
     return dict(m, jerk_ratio_h=m["jerk_mean"] / h_tgt / max(m["source_jerk_mean"] / h_src, 1e-12))
@@ -91,17 +97,17 @@ def main(argv=None):
             c = with_jerk_ratio(o.reference, hs, ht)   # copy-rotations against the same source labels
             if i == 0:
                 rows[-1].append(c)
-                print(f"{name} | copy-rot | - | " + " | ".join(f"{c.get(k, np.nan):.4g}" for k in KEYS), flush=True)
+                print(f"{name} | copy-rot | - | " + cells(c), flush=True)
             elif np.any(np.asarray(o.source_ground) != 0.0):
-                print(f"{name} | copy-rot, source floor of {v} | - | " + " | ".join(f"{c.get(k, np.nan):.4g}" for k in KEYS))
+                print(f"{name} | copy-rot, source floor of {v} | - | " + cells(c))
             rows[i].append(m)
             print(f"{name} | {v or 'defaults'} | {o.timings['solve_s']:.2f} | "
-                  + " | ".join(f"{m.get(k, np.nan):.4g}" for k in KEYS), flush=True)
+                  + cells(m), flush=True)
     print()
     print("mean over cases | variant | " + " | ".join(KEYS))
     for i in range(-1, len(variants)):
         label = "copy-rot" if i < 0 else str(variants[i] or "defaults")
-        print(f"mean | {label} | " + " | ".join(f"{np.nanmean([r.get(k, np.nan) for r in rows[i]]):.4g}" for k in KEYS))
+        print(f"mean | {label} | " + cells({k: np.nanmean([r.get(k, np.nan) for r in rows[i]]) for k in KEYS}))
     return 0
 
 
