@@ -110,6 +110,16 @@ class FootModel:
             self._lock_hi = torch.as_tensor(hi, device=device)
             self._lock_dt = torch.as_tensor(np.maximum(hi - lo, 1) / self.fps, dtype=dtype, device=device)
 
+    def events(self) -> np.ndarray:
+        """Sorted frames where a source foot's contact or lock weight crosses ½ (a foot landing or lifting off,
+        a lock starting or ending): where the residual needs its finest knots (``Parametrisation``)."""
+        out = set()
+        for w in (self.contact_w, self.lock_w):
+            if w is not None and w.shape[0] > 1:
+                on = (w >= 0.5).cpu().numpy()
+                out.update(np.nonzero((on[1:] != on[:-1]).any(1))[0] + 1)
+        return np.asarray(sorted(out), dtype=np.int64)
+
     def sole_lows(self, sole: torch.Tensor, hs: torch.Tensor = None) -> torch.Tensor:
         """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3): a soft minimum
         (``core.feet.soft_lowest``, temperature SOFT_LOW × h_c), so that on a flat sole, where several points are

@@ -350,10 +350,10 @@ class SolveJob(StepLifecycle):
         L_init = torch.as_tensor(motion.locations, dtype=dt, device=dev)
         self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos,
                                   chain.position[self.root_idx])
-        jac = root_jacobian_inverse(self.target.skeleton, self.root_idx, motion, self.h_tgt)
+        jac = torch.as_tensor(root_jacobian_inverse(self.target.skeleton, self.root_idx, motion, self.h_tgt))
         self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
-                                     torch.as_tensor(jac).to(dt).to(dev), self.h_tgt, self.fps,
-                                     self.settings.knot_spacing)
+                                     jac.to(dt).to(dev), self.h_tgt, self.fps, self.settings.knot_spacing,
+                                     () if self.feet is None else self.feet.events(), self.settings.event_knots)
 
     def _start_on_terrain(self, root_xy: torch.Tensor = None):
         """Start from copy-rotations put onto the terrain (``terrain_start``): the hips raised, each planted foot

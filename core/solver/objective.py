@@ -30,7 +30,8 @@ JERK_BUDGET_SLACK = 1e-4
 
 #: the sole points' floor barrier × SOLE_FLOOR_GAIN ** α (1: off; a geometric ramp, since at full strength from the
 #: first step it lifts a body whose copy-rotations feet start under the floor far above it). Measured and not kept:
-#: docs/solver.md "Issue 11 item 3, the salsa's floor: a stronger sole barrier" (solver_variants.py --const)
+#: docs/solver.md "Issue 11 item 3, the salsa's floor: a stronger sole barrier" and, with ``event_knots``, "Knots at
+#: the feet's events" (10 000 passes the salsa's floor line, costs the stairs their feet and a re-solve its optimum)
 SOLE_FLOOR_GAIN = 1.0
 
 

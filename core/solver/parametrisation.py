@@ -22,6 +22,8 @@ from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, si
 from ..types import Motion
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+#: frames: the shortest span ``event_knots`` makes (at 30 fps the 0.1 s spans are 3 frames and stay whole)
+MIN_EVENT_SPAN = 3.0
 
 
 def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
@@ -41,6 +43,52 @@ def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
     for m in range(4):
         B[rows, seg + m] = b[:, m]
     return B
+
+
+def knot_basis(num_frames: int, knots: np.ndarray) -> np.ndarray:
+    """(T, C) cubic B-spline basis on the knot vector ``knots`` (C + 4,) in frames, non-decreasing, strictly
+    increasing over the frames (``knots[3] <= 0`` and ``knots[C] > T − 1``): row t holds the weights of the (at
+    most) 4 control points that shape frame t (Cox–de Boor, The NURBS Book A2.2); rows sum to 1."""
+    U = np.asarray(knots, dtype=np.float64)
+    C = len(U) - 4
+    u = np.arange(num_frames, dtype=np.float64)
+    span = np.clip(np.searchsorted(U, u, side="right") - 1, 3, C - 1)        # U[span] <= u < U[span + 1]
+    N = np.zeros((num_frames, 4))
+    N[:, 0] = 1.0
+    left, right = np.zeros((num_frames, 4)), np.zeros((num_frames, 4))
+    for j in range(1, 4):
+        left[:, j] = u - U[span + 1 - j]
+        right[:, j] = U[span + j] - u
+        saved = np.zeros(num_frames)
+        for r in range(j):
+            temp = N[:, r] / (right[:, r + 1] + left[:, j - r])
+            N[:, r] = saved + right[:, r + 1] * temp
+            saved = left[:, j - r] * temp
+        N[:, j] = saved
+    B = np.zeros((num_frames, C))
+    rows = np.arange(num_frames)
+    for m in range(4):
+        B[rows, span - 3 + m] = N[:, m]
+    return B
+
+
+def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> np.ndarray:
+    """(C + 4,) knots in frames: a uniform grid every ``spacing`` frames (``bspline_basis``'s), whose spans within
+    one span of an ``events`` frame are halved where a half is at least ``min_span`` frames; the grid is extended
+    by three knots at each end, spaced like the span next to them."""
+    K = int(np.floor((num_frames - 1) / spacing)) + 1
+    grid = np.arange(K + 1) * float(spacing)                                 # breakpoints 0 .. ≥ T − 1
+    ev = np.asarray(sorted(set(int(e) for e in events)), dtype=np.float64)
+    mids = []
+    if len(ev) and spacing / 2 >= min_span:
+        for k in range(K):
+            lo, hi = grid[k] - spacing, grid[k + 1] + spacing
+            i = np.searchsorted(ev, lo, side="left")
+            if i < len(ev) and ev[i] < hi:
+                mids.append(0.5 * (grid[k] + grid[k + 1]))
+    inner = np.sort(np.concatenate([grid, mids]))
+    first, last = inner[1] - inner[0], inner[-1] - inner[-2]
+    return np.concatenate([inner[0] - first * np.arange(3, 0, -1), inner, inner[-1] + last * np.arange(1, 4)])
 
 
 def root_jacobian_inverse(skeleton, root_idx: int, init_motion: Motion, h_tgt: float) -> np.ndarray:
@@ -106,6 +154,8 @@ class Parametrisation:
         root_jac_inv: (T, 3, 3) world offset (units of h_tgt) -> hips basis location (``root_jacobian_inverse``).
         h_tgt: the target's height (metres).
         fps, knot_spacing: frame rate, seconds between control points (0: one per frame).
+        events, event_span: frames (the source feet's ``FootModel.events``) whose spans are halved, where a half
+            keeps at least ``event_span`` seconds (``refined_knots``; 0: a uniform grid).
     Attributes:
         delta: (C, Jo, 6) 6D residual control points; root_off: (C, 3) hips offset control points (units of
             h_tgt); both leaf tensors with ``requires_grad``.
@@ -113,7 +163,7 @@ class Parametrisation:
     """
 
     def __init__(self, R_init, rest_rot, root_loc_init, root_jac_inv, h_tgt: float, fps: float,
-                 knot_spacing: float):
+                 knot_spacing: float, events=(), event_span: float = 0.0):
         dt, dev = R_init.dtype, R_init.device
         T, Jo = R_init.shape[:2]
         self.T, self.h_tgt = T, float(h_tgt)
@@ -123,6 +173,10 @@ class Parametrisation:
         self.root_jac_inv = root_jac_inv
         self.identity6 = torch.as_tensor(IDENTITY_6D, dtype=dt, device=dev)
         basis = bspline_basis(T, knot_spacing * fps)
+        if len(events) and event_span > 0 and basis.shape[0] != basis.shape[1]:
+            knots = refined_knots(T, knot_spacing * fps, events, max(event_span * fps, MIN_EVENT_SPAN))
+            if len(knots) - 4 > basis.shape[1]:
+                basis = knot_basis(T, knots)
         self.basis = basis
         self.num_controls = basis.shape[1]
         if basis.shape[0] == basis.shape[1] and np.array_equal(basis, np.eye(T)):

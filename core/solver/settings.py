@@ -84,6 +84,9 @@ class SolverSettings:
     #: h_src; the sole points' still to the initial motion's); "absolute": the jerk itself (docs/solver.md)
     smooth_mode: str = "added"
     knot_spacing: float = 0.1   #: seconds between B-spline control points of the residual (0: per frame)
+    #: around the source feet's events (landing, lift-off, a lock's start and end) the knot spans are halved where
+    #: a half keeps at least this many seconds (0: a uniform grid; docs/solver.md "Knots at the feet's events")
+    event_knots: float = 0.05
     exclude_same_limb: bool = True
     clamp_source_height: bool = True  #: L_height matches source heights below the floor at 0
     sliding_window_s: float = 0.0    #: L_sliding's W_floor averaged over this many seconds (0: per frame)
