@@ -10,7 +10,8 @@ body axes (left, forward, up) into the target's (characters may face different w
 not mapped keep their T-pose local rotation. The hips move by the source hips displacement (from its T-pose
 position), turned by ``A`` and scaled by the ratio of hip heights (hips above the lowest foot point, T-pose,
 world space); the whole clip is then lifted so that the lowest foot point is on the ground (z = 0, or the
-terrain under it, ``ground``) at frame 0.
+terrain under it, ``ground``) at frame 0, or, when the source does not stand on its own floor at frame 0 (a
+capture's T-pose first frame), as high above it as the source's above its floor where the source stands.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 from .affine import inv
 from .errors import CoreError
 from .feet import foot_vertices
+from .ground import auto_ground
 from .humanoid import CANONICAL_BONES
 from .kinematics import ForwardKinematics, Pose
 from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix
@@ -134,6 +136,30 @@ def body_alignment(source: Character, source_motion: Motion, target: Character, 
     return A, k_ref, qs, qt
 
 
+#: share of h_c: a source stands on its floor at a frame where its lowest foot point is this close to it
+STAND_BAND = 0.01
+#: at most this many of the source's standing frames (evenly spread) place the target's feet (``standing_frames``)
+STAND_FRAMES = 256
+
+
+def standing_frames(track: ClipTrack) -> tuple:
+    """(frames (F,) int, heights (F,) metres): where ``copy_rotations`` stands the target's feet, and how high
+    above its ground (before the hip-height ratio). Frame 0 at 0 when the source stands on its own floor there
+    (``ground.auto_ground``; its lowest foot point within ``STAND_BAND`` of h_c), has no mesh or never stands;
+    otherwise (a capture's T-pose first frame, a take-off) the frames where it stands, at most ``STAND_FRAMES`` of
+    them evenly spread, with its lowest foot point's height above its floor there."""
+    src = track.character
+    if src.mesh is None or not src.height or track.num_frames < 2:
+        return np.zeros(1, np.int64), np.zeros(1)
+    above = track.lowest_foot - auto_ground(track)                                   # (T,) metres
+    standing = np.flatnonzero(np.abs(above) <= STAND_BAND * float(src.height))
+    if len(standing) == 0 or standing[0] == 0:
+        return np.zeros(1, np.int64), np.zeros(1)
+    frames = standing[np.unique(np.linspace(0, len(standing) - 1, min(len(standing), STAND_FRAMES)).round()
+                                .astype(np.int64))]
+    return frames, above[frames]
+
+
 def copy_rotations(source: Character, source_motion: Motion, target: Character,
                    source_track: ClipTrack = None, ground=0.0) -> Motion:
     """Retarget ``source_motion`` onto ``target`` by copying T-pose-relative world rotations.
@@ -144,7 +170,8 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
         target: Character with skeleton and bone_map (mesh optional, same use).
         source_track: the source clip's ClipTrack when the caller has one (its bones are evaluated once).
         ground: the target's ground: a level (metres) or a terrain ``f(x, y)`` (``core.terrain.HeightField``);
-            the lowest foot point stands on it at frame 0, and the rest of the clip follows at flat height.
+            the lowest foot point stands on it at frame 0 (or, when the source does not stand on its floor there,
+            where it does: ``standing_frames``), and the rest of the clip follows at flat height.
     Returns:
         Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
         (only the hips bone moves), same fps and frame_start as the source.
@@ -191,21 +218,24 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
             Wt[:, j] = frame_j @ qt_m[j]
     rotations = quat_make_continuous(matrix_to_quat(basis))
 
-    # root: scaled displacement, then the feet on the ground at frame 0
+    # root: scaled displacement, then the feet on the ground where the source stands (``standing_frames``)
     ratio = hip_height(target, qt) / hip_height(source, qs)
     ref_s = hips_s[k_ref] if k_ref is not None else psT[hs]
     p_world = ptT[ht] + ((hips_s - ref_s) @ A.T) * ratio                       # (T, 3) target hips, world
     locations = np.zeros((T, Jt, 3))
     locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
     fk_t = ForwardKinematics(Tg, dtype=torch.float64)
-    rot0 = torch.as_tensor(quat_to_matrix(rotations[:1]))
+    frames, above = standing_frames(track)
+    if callable(ground):            # on a terrain, the first of them: its height under the feet is that frame's
+        frames, above = frames[:1], above[:1]
+    rot_f = torch.as_tensor(quat_to_matrix(rotations[frames]))
     points = foot_points(target)
     # Lifting the hips lifts the feet by the same amount unless foot vertices carry weight on bones above the
     # hips (e.g. a 'root' bone): the secant step handles that linear case exactly, in two or three evaluations.
     z_prev, shift_prev, shift = None, 0.0, 0.0
     for _ in range(4):
-        pose0 = fk_t(rot0, torch.as_tensor(locations[:1]))
-        z = float(lowest_foot_z(target, pose0, points, ground)[0])
+        pose_f = fk_t(rot_f, torch.as_tensor(locations[frames]))
+        z = float(np.median(lowest_foot_z(target, pose_f, points, ground) - above * ratio))
         if abs(z) < 1e-7:
             break
         gain = 1.0 if z_prev is None or abs(shift - shift_prev) < 1e-12 else (z_prev - z) / (shift - shift_prev)
@@ -255,7 +285,8 @@ def place_together(pairs) -> list:
       every target faces, in the anchor's frame, the way its source faces in the shared world;
     - moved horizontally so its hips follow the anchor's: p_k(t) = p_0(t) + A_0 · r̄ · (h_k(t) − h_0(t)) in
       x and y, with h the sources' hips and r̄ = (r_0 + r_k) / 2 (the partners' distance scales with both
-      sizes); each keeps its own height (its feet on the floor at the first frame, as copy-rotations put them).
+      sizes); each keeps its own height (its feet on the floor where its source stands, as copy-rotations put
+      them).
 
     Args:
         pairs: sequence of (source Character, source Motion, source ClipTrack, target Character, init Motion),

@@ -5,16 +5,20 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from core.bonemap import detect_bone_map
-from core.copy_rotations import copy_rotations, hip_height
+from core.copy_rotations import STAND_BAND, copy_rotations, foot_points, hip_height, lowest_foot_z, standing_frames
 from core.errors import CoreError
-from core.kinematics import forward_kinematics, to_world
+from core.kinematics import ForwardKinematics, Pose, forward_kinematics, to_world
 from core.rotations import quat_to_matrix, rotation_angle_deg
 from core.tpose import body_frame, body_frame_matrix, tpose_basis, tpose_world
 from core.types import Character, Motion, Skeleton
 
+from core.track import ClipTrack
+
 from .rigs import make_skeleton, object_matrix, quat_multiply, random_motion
+from .synth import make_humanoid, walk_motion
 
 CHAINS = [(f"{s}_{a}", f"{s}_{b}") for s in ("left", "right") for a, b in
           (("shoulder", "upper_arm"), ("upper_arm", "lower_arm"), ("lower_arm", "hand"), ("upper_leg", "lower_leg"),
@@ -243,3 +247,29 @@ def test_a_result_whose_torso_differs_from_the_source_gets_a_note(source):
     # a 90° turn of the hips; the torso of this rig leans a little at rest, so the measured angle is 85-95°
     m = re.search(r"Target 'tgt': its torso points (\d+)° away", note or "")
     assert m and 85 <= int(m.group(1)) <= 95, note
+
+
+def test_a_first_frame_off_the_floor_does_not_lift_the_clip():
+    """A capture whose first frame is not standing (a T-pose frame held 10 cm up, a take-off): copy-rotations
+    stands the target where the source stands on the other frames, not on that frame; a clip that stands at frame
+    0 keeps the frame-0 rule (its lowest foot point on the ground there)."""
+    src = make_humanoid()
+    tgt = make_humanoid(scale=0.8, girth=1.6, leg=0.8, name="tgt")
+    walk = walk_motion(src, frames=40)
+    frames, above = standing_frames(ClipTrack(src, walk))
+    assert frames.tolist() == [0] and above.tolist() == [0.0]              # it stands at frame 0: as before
+    raised = Motion(walk.rotations.copy(), walk.locations.copy(), walk.fps)
+    hips = src.skeleton.index(src.bone_map["hips"])
+    raised.locations[0, hips] += np.linalg.inv(src.skeleton.rest_local[hips, :3, :3]) @ [0.0, 0.0, 0.1]
+    frames, above = standing_frames(ClipTrack(src, raised))
+    assert frames[0] > 0 and len(frames) > 10 and np.abs(above).max() <= STAND_BAND * src.height
+
+    def lowest(c, m):
+        fk = ForwardKinematics(c.skeleton, dtype=torch.float64)
+        p = fk(torch.as_tensor(quat_to_matrix(m.rotations)), torch.as_tensor(m.locations))
+        return lowest_foot_z(c, Pose(p.rotations, p.positions), foot_points(c))
+    plain, lifted = copy_rotations(src, walk, tgt), copy_rotations(src, raised, tgt)
+    assert abs(lowest(tgt, plain)[0]) < 1e-7
+    # the raised frame does not lift the others: on them the two results stand within a millimetre
+    np.testing.assert_allclose(lowest(tgt, lifted)[1:], lowest(tgt, plain)[1:], atol=1e-3)
+    assert lowest(tgt, lifted)[0] > 0.05
