@@ -28,11 +28,12 @@ from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 JERK_BUDGET_SLACK = 1e-4
 
 
-#: the sole points' floor barrier × SOLE_FLOOR_GAIN ** α (1: off; a geometric ramp, since at full strength from the
-#: first step it lifts a body whose copy-rotations feet start under the floor far above it). Measured and not kept:
-#: docs/solver.md "Issue 11 item 3, the salsa's floor: a stronger sole barrier" and, with ``event_knots``, "Knots at
-#: the feet's events" (10 000 passes the salsa's floor line, costs the stairs their feet and a re-solve its optimum)
-SOLE_FLOOR_GAIN = 1.0
+#: the sole points' floor barrier × (1 + (SOLE_FLOOR_GAIN − 1) α²) (1: off; ramped, since at full strength from the
+#: first step it lifts a body whose copy-rotations feet start under the floor far above it; in α², so that the
+#: objective stays quadratic in α, as Progress.relative's yardstick needs). docs/solver.md "Issue 11 item 3, the
+#: salsa's floor: a stronger sole barrier", "Knots at the feet's events" (10 000 costs the stairs their feet and a
+#: re-solve its optimum) and "A sole barrier ten times stronger" (10, the default since 2026-11-27)
+SOLE_FLOOR_GAIN = 10.0
 
 
 def focused(w: torch.Tensor, w_src: torch.Tensor, focus: float) -> torch.Tensor:
@@ -333,7 +334,8 @@ class Objective:
         hs = lows = None
         if sole is not None:
             hs = height(sole, self.ground)                                          # (T, S)
-            out["floor"] = out["floor"] + SOLE_FLOOR_GAIN ** alpha * floor_barrier(hs)
+            a = torch.as_tensor(alpha, dtype=hs.dtype, device=hs.device)     # α as a graph holds it: the same rounding
+            out["floor"] = out["floor"] + (1.0 + (SOLE_FLOOR_GAIN - 1.0) * a * a) * floor_barrier(hs)
             if feet is not None and feet.contact_w is not None:
                 lows = feet.sole_lows(sole, hs)                                     # (T, 2)
                 out["sole_contact"], hgt = feet.contact_terms(h, lows, vs["height"], feet.relief(p, sole, hs))
