@@ -2,7 +2,7 @@
 side by side (time, metrics, jerk at the seams), and the peak memory of windowed retargets of growing length.
 
     .venv/bin/python tools/bench_windows.py [--frames 1000] [--window 300] [--overlap 60] [--threads 2]
-        [--memory 3000 10000] [--quality balanced]
+        [--memory 3000 10000] [--quality balanced] [--case SOURCE TARGET]
 
 Seams: for each window boundary, the largest joint jerk of the windowed result over the frames the crossfade
 touches (3 before the overlap to its end) over the largest joint jerk of the whole-clip solve on the same frames
@@ -123,6 +123,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap)
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
+    ap.add_argument("--case", nargs=2, metavar=("SOURCE", "TARGET"), default=None,
+                    help="source clip and target character under ../shared/assets (default: the scaling line's)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
     import bench
@@ -131,7 +133,8 @@ def main(argv=None):
     mods = bench.enable_addon()
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads)
-    targets = section(print, log, mods, bench.Loader(mods, log), settings, args, bench.SCALING)
+    case = tuple(args.case) if args.case else bench.SCALING[:2]
+    targets = section(print, log, mods, bench.Loader(mods, log), settings, args, case)
     print()
     for label, (value, ok) in targets.items():
         print(f"| {label} | {value} | {'PASS' if ok else 'FAIL'} |")
