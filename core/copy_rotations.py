@@ -145,11 +145,11 @@ STAND_FRAMES = 256
 def standing_frames(track: ClipTrack) -> tuple:
     """(frames (F,) int, heights (F,) metres): where ``copy_rotations`` stands the target's feet, and how high
     above its ground (before the hip-height ratio). Frame 0 at 0 when the source stands on its own floor there
-    (``ground.auto_ground``; its lowest foot point within ``STAND_BAND`` of h_c), has no mesh or never stands;
-    otherwise (a capture's T-pose first frame, a take-off) the frames where it stands, at most ``STAND_FRAMES`` of
-    them evenly spread, with its lowest foot point's height above its floor there."""
+    (``ground.auto_ground``; its lowest foot point within ``STAND_BAND`` of h_c), has no feet on a mesh or never
+    stands; otherwise (a capture's T-pose first frame, a take-off) the frames where it stands, at most
+    ``STAND_FRAMES`` of them evenly spread, with its lowest foot point's height above its floor there."""
     src = track.character
-    if src.mesh is None or not src.height or track.num_frames < 2:
+    if src.mesh is None or not src.height or track.num_frames < 2 or not any(len(i) for i in track.foot_ids):
         return np.zeros(1, np.int64), np.zeros(1)
     above = track.lowest_foot - auto_ground(track)                                   # (T,) metres
     standing = np.flatnonzero(np.abs(above) <= STAND_BAND * float(src.height))

@@ -173,7 +173,7 @@ class Parametrisation:
         self.root_jac_inv = root_jac_inv
         self.identity6 = torch.as_tensor(IDENTITY_6D, dtype=dt, device=dev)
         basis = bspline_basis(T, knot_spacing * fps)
-        if len(events) and event_span > 0 and basis.shape[0] != basis.shape[1]:
+        if len(events) and event_span > 0 and knot_spacing * fps > 1.0 and T >= 4:
             knots = refined_knots(T, knot_spacing * fps, events, max(event_span * fps, MIN_EVENT_SPAN))
             if len(knots) - 4 > basis.shape[1]:
                 basis = knot_basis(T, knots)
