@@ -1,0 +1,52 @@
+"""The conflict list's constructed case (tests/core/test_conflicts.py: hands that meet in front of a big belly),
+solved at several SolverSettings variants: each variant's conflicts at the list's threshold and at a looser one,
+with their gradient cosines and scores (docs/solver.md "The contact state at 200").
+
+    .venv/bin/python tools/experiments/belly_conflict.py "[{}, {'contact_state': 200.0}]" [--loose -0.3]
+
+60 steps, 1 thread, as the test solves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("variants", nargs="?", default="[{}]", help="a list of SolverSettings override dicts")
+    ap.add_argument("--loose", type=float, default=-0.3, help="a second, looser cosine threshold")
+    args = ap.parse_args(argv)
+    import torch
+
+    from core.body import BodyParams, make_body
+    from core.character import CharacterSpec, build_character
+    from core.conflicts import DEFAULT_THRESHOLD, detect_conflicts
+    from core.copy_rotations import copy_rotations
+    from core.solver import SolveJob, SolverSettings
+    from tests.core.test_conflicts import _hands_meet_in_front_of_the_belly
+
+    torch.set_num_threads(1)
+    src, motion = _hands_meet_in_front_of_the_belly(make_body(BodyParams(name="src", resolution=0.03), pose="T"))
+    sk, mesh, bm = make_body(BodyParams(name="belly", resolution=0.03, belly=2.0), pose="T")
+    tgt = build_character(CharacterSpec(sk, mesh, bm), keyvert_count=41).character
+    init = copy_rotations(src, motion, tgt)
+    for variant in ast.literal_eval(args.variants):
+        job = SolveJob(src, motion, tgt, init, SolverSettings(iterations=60, num_threads=1, **variant))
+        job.run()
+        for threshold in (DEFAULT_THRESHOLD, args.loose):
+            found = detect_conflicts(job, threshold=threshold)
+            rows = "; ".join(f"{c.body_part} {c.term_a}/{c.term_b} cosine {c.cosine:.2f} score {c.score:.3f} "
+                             f"frames {c.frames[0]}-{c.frames[1]}" for c in found[:4]) or "none"
+            print(f"{variant} | threshold {threshold}: {rows}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
