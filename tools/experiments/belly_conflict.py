@@ -2,7 +2,7 @@
 solved at several SolverSettings variants: each variant's conflicts at the list's threshold and at a looser one,
 with their gradient cosines and scores (docs/solver.md "The contact state at 200").
 
-    .venv/bin/python tools/experiments/belly_conflict.py "[{}, {'contact_state': 200.0}]" [--loose -0.3]
+    .venv/bin/python tools/experiments/belly_conflict.py "[{}, {'contact_state': 200.0}]" [--loose -0.3] [--flat]
 
 60 steps, 1 thread, as the test solves it.
 """
@@ -22,6 +22,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("variants", nargs="?", default="[{}]", help="a list of SolverSettings override dicts")
     ap.add_argument("--loose", type=float, default=-0.3, help="a second, looser cosine threshold")
+    ap.add_argument("--flat", action="store_true", help="the same body without the belly (the test's nothing-to-trade)")
     args = ap.parse_args(argv)
     import torch
 
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     src, motion = _hands_meet_in_front_of_the_belly(make_body(BodyParams(name="src", resolution=0.03), pose="T"))
-    sk, mesh, bm = make_body(BodyParams(name="belly", resolution=0.03, belly=2.0), pose="T")
+    sk, mesh, bm = make_body(BodyParams(name="target", resolution=0.03, belly=0.0 if args.flat else 2.0), pose="T")
     tgt = build_character(CharacterSpec(sk, mesh, bm), keyvert_count=41).character
     init = copy_rotations(src, motion, tgt)
     for variant in ast.literal_eval(args.variants):
