@@ -15,7 +15,7 @@ ADVANCED_FLOATS = (
     ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 2.0, 0.0, 1000.0),
     ("contact_state", "Contact State", "Each key-vertex pair in contact in the source (closer than 5 % of the "
      "height) stays in contact, and each pair apart stays apart (a factor on the distance weight; 0 turns it off)",
-     100.0, 0.0, 10000.0),
+     200.0, 0.0, 10000.0),
     ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
     ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 0.5, 0.0, 1000.0),
     ("w_self_barrier", "Self Collision", "Keep each limb out of the character's own body, no deeper than in the "

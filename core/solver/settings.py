@@ -100,7 +100,7 @@ class SolverSettings:
     #: L_dist also keeps each pair on the source's side of d_min (in contact or apart), as far from it as the
     #: source is, up to ``contact_margin`` of d_min: × this, on L_dist's scale (``losses.contact_state_loss``,
     #: docs/solver.md "Pair terms: the contact state"). 0: off
-    contact_state: float = 100.0
+    contact_state: float = 200.0
     contact_margin: float = 0.1
     #: the contact state between the characters of a joint solve too (× contact_state, on the partner L_dist's
     #: scale): hands held more often, but each character's own contacts kept less (docs/solver.md "Multi-character")
