@@ -78,14 +78,13 @@ def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> n
     by three knots at each end, spaced like the span next to them."""
     K = int(np.floor((num_frames - 1) / spacing)) + 1
     grid = np.arange(K + 1) * float(spacing)                                 # breakpoints 0 .. ≥ T − 1
-    ev = np.asarray(sorted(set(int(e) for e in events)), dtype=np.float64)
-    mids = []
+    ev = np.unique(np.asarray(events, dtype=np.int64)).astype(np.float64)
+    mids = np.zeros(0)
     if len(ev) and spacing / 2 >= min_span:
-        for k in range(K):
-            lo, hi = grid[k] - spacing, grid[k + 1] + spacing
-            i = np.searchsorted(ev, lo, side="left")
-            if i < len(ev) and ev[i] < hi:
-                mids.append(0.5 * (grid[k] + grid[k + 1]))
+        # span k = [grid[k], grid[k + 1]] is halved when an event lies in [grid[k] − spacing, grid[k + 1] + spacing)
+        first = np.searchsorted(ev, grid[:-1] - spacing, side="left")                 # (K,) first event at or after
+        near = ev[np.minimum(first, len(ev) - 1)] < grid[1:] + spacing
+        mids = 0.5 * (grid[:-1] + grid[1:])[(first < len(ev)) & near]
     inner = np.sort(np.concatenate([grid, mids]))
     first, last = inner[1] - inner[0], inner[-1] - inner[-2]
     return np.concatenate([inner[0] - first * np.arange(3, 0, -1), inner, inner[-1] + last * np.arange(1, 4)])
@@ -172,11 +171,14 @@ class Parametrisation:
         self.root_loc_init = root_loc_init
         self.root_jac_inv = root_jac_inv
         self.identity6 = torch.as_tensor(IDENTITY_6D, dtype=dt, device=dev)
-        basis = bspline_basis(T, knot_spacing * fps)
-        if len(events) and event_span > 0 and knot_spacing * fps > 1.0 and T >= 4:
-            knots = refined_knots(T, knot_spacing * fps, events, max(event_span * fps, MIN_EVENT_SPAN))
-            if len(knots) - 4 > basis.shape[1]:
-                basis = knot_basis(T, knots)
+        spacing = knot_spacing * fps
+        knots = None
+        if len(events) and event_span > 0 and spacing > 1.0 and T >= 4:
+            knots = refined_knots(T, spacing, events, max(event_span * fps, MIN_EVENT_SPAN))
+            if np.diff(knots).min() > 0.75 * spacing:          # no span halved: the uniform basis, as without events
+                knots = None
+        # one dense (T, C) basis built: a long clip's is tens of MB
+        basis = bspline_basis(T, spacing) if knots is None else knot_basis(T, knots)
         self.basis = basis
         self.num_controls = basis.shape[1]
         if basis.shape[0] == basis.shape[1] and np.array_equal(basis, np.eye(T)):
