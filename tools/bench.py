@@ -10,7 +10,7 @@ section (tools/bench_windows.py: a clip whole and in windows, seams, memory by l
 to bench_output/bench.md.
 
     .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
-        [--no-windows] [--threads 2]
+        [--no-windows] [--threads 2] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
     .venv/bin/python tools/bench.py --partners-only      # only the partners section (tools/bench_partners.py)
 
 The partners section (several characters retargeted together, ReConForM §6.1: tools/bench_partners.py) runs after
@@ -250,14 +250,17 @@ def fmt(v, k):
     return f"{v:.3f}"
 
 
-def memory_child(frames, threads, window=None, overrides=None):
+def memory_child(frames, threads, window=None, overrides=None, constants=()):
     """Run in a child process: retarget a tiled clip of ``frames`` frames as the panel and the batch command do (10
     solver steps, then the metrics of the result and of copy-rotations, then the conflicts; with ``window`` =
     (frames, overlap): as overlapping windows, 10 steps each, no conflicts), print peak memory and the longest
-    stretch without a progress step as JSON. ``overrides``: SolverSettings fields (``--set``)."""
+    stretch without a progress step as JSON. ``overrides``: SolverSettings fields (``--set``); ``constants``:
+    module constants (``--const``)."""
     import torch
     torch.set_num_threads(threads)
-    mods, src, smo, tgt = scaling_case(frames)
+    mods = enable_addon()
+    set_constants(constants)
+    mods, src, smo, tgt = scaling_case(frames, mods)
     base_rss = _rss_kb()
     # the peak so far is the characters' preparation (body fitting, key-vertex transfer): keep it apart from the
     # retarget's own peak (Linux resets VmHWM on writing 5 to clear_refs)
@@ -326,6 +329,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="a module constant of core for the whole run, e.g. core.solver.objective.SOLE_FLOOR_GAIN=1 "
+                         "(repeatable; set in this process and in its memory child)")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--memory-window", type=int, nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--no-windows", action="store_true", help="skip the long-clip windows section (bench_windows.py)")
@@ -335,7 +341,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     overrides = setting_overrides(args.set)
     if args.memory_child:
-        memory_child(args.memory_child, args.threads, args.memory_window, overrides)
+        memory_child(args.memory_child, args.threads, args.memory_window, overrides, args.const)
         return 0
     if args.partners_only:
         import bench_partners
@@ -355,6 +361,7 @@ def main(argv=None):
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     t_all = time.perf_counter()
     mods = enable_addon()
+    set_constants(args.const)
     solver = mods["core.solver"]
     settings = solver.SolverSettings.preset(args.quality, num_threads=args.threads, **overrides)
     loader = Loader(mods, log)
@@ -492,7 +499,8 @@ def main(argv=None):
                                          cpu_results={} if at_1000 is None else {1000: at_1000[1]}, log=log))
     if not args.quick and not args.no_memory:
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--memory-child", "10000",
-               "--threads", str(args.threads)] + [f"--set={kv}" for kv in args.set]
+               "--threads", str(args.threads)] + [f"--set={kv}" for kv in args.set] + \
+            [f"--const={kv}" for kv in args.const]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         mem = [l for l in proc.stdout.splitlines() if l.startswith("MEMORY ")]
         out()
@@ -527,7 +535,7 @@ def main(argv=None):
         import bench_partners
         out()
         p_args = bench_partners.parse([] + (["--quick"] if args.quick else []) + [f"--set={kv}" for kv in args.set]
-                                      + ["--quality", args.quality])
+                                      + ["--quality", args.quality])      # the constants are set in this process
         for label, res in bench_partners.section(out, log, p_args, bench_partners.modules(mods)).items():
             targets["partners: " + label] = res
     out()
