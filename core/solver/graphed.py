@@ -42,19 +42,21 @@ def dense_at(job, off: torch.Tensor, p: torch.Tensor, alpha, points: torch.Tenso
     return job.objective.dense_terms(p[:, :N], alpha, sole, off * job.h_tgt, points)
 
 
-def controls_pose(job, delta: torch.Tensor, root_off: torch.Tensor, alpha) -> tuple:
-    """``pose`` from the control points (delta (C, Jo, 6), root_off (C, 3)) and ``dense_at`` there: (off, p, n,
-    points, {term: value}), the function a GPU records and the CPU may compile."""
-    off, p, n, pts = pose(job, *job.param.residuals(delta, root_off))
+def controls_pose(job, *args) -> tuple:
+    """``pose`` from the control points (``args``: ``job.param.params``' tensors, delta (C, Jo, 6), root_off (C, 3),
+    ..., then α) and ``dense_at`` there: (off, p, n, points, {term: value}), the function a GPU records and the CPU
+    may compile."""
+    *params, alpha = args
+    off, p, n, pts = pose(job, *job.param.residuals(*params))
     return off, p, n, pts, dense_at(job, off, p, alpha, pts)
 
 
 class GraphedPose:
-    """``pose`` from the control points (delta (C, Jo, 6), root_off (C, 3)), and with ``terms`` the dense terms at
-    it, recorded as a CUDA graph.
+    """``pose`` from the control points (``job.param.params``), and with ``terms`` the dense terms at it, recorded
+    as a CUDA graph.
 
     Calling it returns (off, p, n, points, dense) with ``pose``'s four and {term: value} of the dense terms at α
-    (None without ``terms`` or α), differentiable w.r.t. both control tensors. The graph's outputs are static
+    (None without ``terms`` or α), differentiable w.r.t. every control tensor. The graph's outputs are static
     buffers that the next replay overwrites; what is returned are copies, so a tensor a caller keeps (a refresh's
     positions) stays what it was."""
 
@@ -63,12 +65,12 @@ class GraphedPose:
         self.keys = ()                #: the dense terms' names, in the order of the graph's last outputs
         self._alpha = job.param.params[0].new_zeros(())
 
-        def recorded(delta, root_off, alpha):
+        def recorded(*args):          # the control tensors, then α
             if terms:                 # which terms a job has (a foot model's, the soles' jerk) is set at its set-up
-                off, p, n, pts, dense = controls_pose(job, delta, root_off, alpha)
+                off, p, n, pts, dense = controls_pose(job, *args)
                 self.keys = tuple(dense)
             else:
-                (off, p, n, pts), dense = pose(job, *job.param.residuals(delta, root_off)), {}
+                (off, p, n, pts), dense = pose(job, *job.param.residuals(*args[:-1])), {}
             return (off, p, n) + ((pts,) if self.has_points else ()) + tuple(dense.values())
         sample = tuple(t.detach().clone().requires_grad_(True) for t in job.param.params) + (self._alpha.clone(),)
         # recording warms up on a side stream, and torch then warns once per process that an AccumulateGrad node's
@@ -83,10 +85,10 @@ class GraphedPose:
             if quiet is not None:
                 quiet(True)
 
-    def __call__(self, delta: torch.Tensor, root_off: torch.Tensor, alpha=None):
+    def __call__(self, *params, alpha=None):
         if alpha is not None:
             self._alpha.fill_(float(alpha))
-        out = [t.clone() for t in self._graphed(delta, root_off, self._alpha)]
+        out = [t.clone() for t in self._graphed(*params, self._alpha)]
         k = 4 if self.has_points else 3
         head = tuple(out[:k]) if self.has_points else (*out[:k], None)
         dense = dict(zip(self.keys, out[k:])) if self.keys and alpha is not None else None
@@ -94,8 +96,8 @@ class GraphedPose:
 
 
 class CompiledPose:
-    """``GraphedPose``'s interface on the CPU: the pose and the dense terms as one function of (delta, root_off, α
-    as a 0-dim tensor) compiled by ``torch.compile`` (shapes fixed: a clip of another length compiles again).
+    """``GraphedPose``'s interface on the CPU: the pose and the dense terms as one function of (the control tensors,
+    α as a 0-dim tensor) compiled by ``torch.compile`` (shapes fixed: a clip of another length compiles again).
     If compiling or running the compiled code raises, that call and every later one evaluate the same function
     eagerly (the same terms, in the same order) and ``job.stats["compile_error"]`` says why."""
 
@@ -105,18 +107,18 @@ class CompiledPose:
         self._compiled = torch.compile(self._eager, dynamic=False)
         self._failed = False
 
-    def __call__(self, delta: torch.Tensor, root_off: torch.Tensor, alpha=None):
-        a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=delta.dtype)
+    def __call__(self, *params, alpha=None):
+        a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=params[0].dtype)
         out = None
         if not self._failed:
             try:
-                out = self._compiled(delta, root_off, a)
+                out = self._compiled(*params, a)
             except Exception as e:          # no C++ compiler, an operation inductor cannot lower, ...
                 self._failed = True
                 self.job.stats["compiled"] = False
                 self.job.stats["compile_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
         if out is None:
-            out = self._eager(delta, root_off, a)
+            out = self._eager(*params, a)
         off, p, n, pts, dense = out
         return off, p, n, pts, (dense if alpha is not None else None)
 

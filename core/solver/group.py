@@ -46,8 +46,9 @@ ARM_STEP = PARTNER_STEP
 
 
 def member_rates(member, step: float, shared) -> list:
-    """A group member's learning rates [rotations, root offset]: floats, or per control point (C, Jo, 1) and
-    (C, 1) tensors.
+    """A group member's learning rates in its ``param.params``' order (rotations, root offset, then the upper
+    body's rotations where they have their own grid): floats, or per control point (C_g, Jo_g, 1) and (C, 1)
+    tensors.
 
     ``step`` × the single-solve rates where a term between the characters acts, the single solve's elsewhere:
     ``shared`` (T, N) bool (``PartnerObjective.shared_vertices``: the member's key vertices such a term acts on,
@@ -55,28 +56,35 @@ def member_rates(member, step: float, shared) -> list:
     of that chain's key vertices is shared, an arm's (with its hand) ``ARM_STEP`` there; the other bones and the
     root (they move every key vertex above them) ``step`` where any of the member's is. ``shared`` None: ``step``
     everywhere."""
-    rot, root = member.base_lrs
+    rates = member.base_lrs
     if step == 1.0 or shared is None:
-        return [rot * step, root * step]
+        return [r * step for r in rates]
     if not shared.any():                    # a character no term between them reaches: as if solved alone
-        return [rot, root]
-    acts = np.abs(member.param.basis) > 0                                  # (T, C): the controls of each frame
+        return list(rates)
+    param = member.param
 
-    def scale(frames, step=step):
-        """(C,) ``step`` on the controls of ``frames`` (T,) bool, 1 elsewhere."""
-        return np.where(acts[frames].any(0), step, 1.0)
-    anywhere = scale(shared.any(1))
-    rot_scale = np.repeat(anywhere[:, None], len(member.opt_parts), 1)    # (C, Jo)
+    def scale(basis, frames, step=step):
+        """(C_g,) ``step`` on the controls of ``basis`` (T, C_g) that shape ``frames`` (T,) bool, 1 elsewhere."""
+        return np.where((np.abs(basis[frames]) > 0).any(0), step, 1.0)
     limbs = np.asarray(member.limbs)
-    for chain in CHAINS:
-        cols = [k for k, part in enumerate(member.opt_parts) if part in chain]
-        if cols:
-            rot_scale[:, cols] = scale(shared[:, np.isin(limbs, chain)].any(1),
-                                       ARM_STEP if chain[0].endswith("_arm") else step)[:, None]
-    if (rot_scale == step).all() and (anywhere == step).all():
-        return [rot * step, root * step]
+    parts = np.asarray(member.opt_parts)
+    out, uniform = [], True
+    for cols, basis in param.groups:
+        rot_scale = np.repeat(scale(basis, shared.any(1))[:, None], len(cols), 1)     # (C_g, Jo_g)
+        for chain in CHAINS:
+            in_chain = np.flatnonzero(np.isin(parts[cols], chain))
+            if len(in_chain):
+                rot_scale[:, in_chain] = scale(basis, shared[:, np.isin(limbs, chain)].any(1),
+                                               ARM_STEP if chain[0].endswith("_arm") else step)[:, None]
+        out.append(rot_scale)
+        uniform = uniform and bool((rot_scale == step).all())
+    anywhere = scale(param.basis, shared.any(1))
+    if uniform and (anywhere == step).all():
+        return [r * step for r in rates]
     as_t = lambda x: torch.as_tensor(x, dtype=member.dtype, device=member.device)      # noqa: E731
-    return [rot * as_t(rot_scale)[..., None], root * as_t(anywhere)[:, None]]
+    rot, root = rates[0], rates[1]
+    return [rot * as_t(out[0])[..., None], root * as_t(anywhere)[:, None]] + \
+        [rot * as_t(x)[..., None] for x in out[1:]]
 
 
 class GroupSolveJob(StepLifecycle):
@@ -211,8 +219,16 @@ class GroupSolveJob(StepLifecycle):
             own = None if shared is None else shared[:, self.partners.offsets[c]:self.partners.offsets[c + 1]]
             lrs += member_rates(m, step, own)
         # per member, the share of its rotation variables (control points × bones) at the single solve's rate
-        self.stats["single_rate_share"] = [float((torch.as_tensor(rot) == m.base_lrs[0]).float().mean())
-                                           for m, rot in zip(self.members, lrs[::2])]
+        share, k = [], 0
+        for m in self.members:
+            n = len(m.param.params)
+            rates = [lrs[k]] + lrs[k + 2:k + n]                     # the rotation tensors' (``rotation_params``)
+            sizes = [p.shape[0] * p.shape[1] for p in m.param.rotation_params]
+            same = sum(float(torch.as_tensor(r).eq(m.base_lrs[0]).float().mean()) * size
+                       for r, size in zip(rates, sizes))
+            share.append(same / sum(sizes))
+            k += n
+        self.stats["single_rate_share"] = share
         s = self.members[0].settings
         self.base_lrs = lrs
         self.optim = Adam(params, lrs, eps=s.adam_eps)

@@ -35,7 +35,7 @@ from .graphed import dense_at, graphed_pose, pose
 from .head import HeadAttitude
 from .lifecycle import StepLifecycle
 from .optim import Adam, deterministic, learning_rates, torch_threads
-from .parametrisation import Parametrisation, root_jacobian_inverse
+from .parametrisation import Parametrisation, root_jacobian_inverse, upper_body_bones
 from .settings import Progress, SolverSettings
 from .terrain_start import onto_terrain, terrain_lift
 
@@ -256,7 +256,7 @@ class SolveJob(StepLifecycle):
         # bones that move no key vertex cannot change the objective: they keep the initial motion
         opt = sorted(j for j, c in canon.items() if c in wanted and j in self.chain.position)
         opt = opt if self.root_idx in opt else sorted(opt + [self.root_idx])
-        self.opt_idx = np.asarray(opt, dtype=np.int64)
+        self.opt_idx, self.opt_upper = np.asarray(opt, dtype=np.int64), upper_body_bones(tgt.skeleton, opt, canon)
         self.opt_parts = [limb_of(canon[j]) if j in canon else "torso" for j in opt]
         self._build_variables(self.init_motion)
         with torch.no_grad():   # copy-rotations' key vertices: where its planted feet are
@@ -312,12 +312,12 @@ class SolveJob(StepLifecycle):
     def _start_optimiser(self):
         """Adam on the variables (continuing ``warm_state``'s where it fits), the step count and base rates."""
         s = self.settings
-        self.optim = Adam(self.param.params, [s.lr_rot, s.lr_root], eps=s.adam_eps)
+        self.optim = Adam(self.param.params, self.param.rates(s.lr_rot, s.lr_root), eps=s.adam_eps)
         # near an optimum already: a fresh Adam takes smaller steps; one continuing the last solve's takes its own
         cont = self.stats["continued_state"] = self.warm_state is not None and self.optim.continue_from(self.warm_state)
         self.total = s.num_steps(self.warm_start is not None, cont)
         lr_scale = s.warm_lr if self.warm_start is not None and not cont else 1.0
-        self.base_lrs = [s.lr_rot * lr_scale, s.lr_root * lr_scale]   # the root offset is in units of h_tgt
+        self.base_lrs = self.param.rates(s.lr_rot * lr_scale, s.lr_root * lr_scale)  # root offset: units of h_tgt
 
     def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
         """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the
@@ -346,14 +346,14 @@ class SolveJob(StepLifecycle):
         chain, dt, dev = self.chain, self.dtype, self.device
         opt_pos = [chain.position[j] for j in self.opt_idx]
         R_init_n = quat_to_matrix(torch.as_tensor(motion.rotations[:, chain.needed], dtype=torch.float64))
-        R_init_n = R_init_n.to(dt).to(dev)                                             # (T, Jn, 3, 3)
+        R_init_n, s = R_init_n.to(dt).to(dev), self.settings                         # (T, Jn, 3, 3)
         L_init = torch.as_tensor(motion.locations, dtype=dt, device=dev)
-        self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos,
-                                  chain.position[self.root_idx])
+        self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos, chain.position[self.root_idx])
         jac = torch.as_tensor(root_jacobian_inverse(self.target.skeleton, self.root_idx, motion, self.h_tgt))
         self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
-                                     jac.to(dt).to(dev), self.h_tgt, self.fps, self.settings.knot_spacing,
-                                     () if self.feet is None else self.feet.events(), self.settings.event_knots)
+                                     jac.to(dt).to(dev), self.h_tgt, self.fps, s.knot_spacing,
+                                     () if self.feet is None else self.feet.events(), s.event_knots,
+                                     self.opt_upper, s.upper_knots)
 
     def _start_on_terrain(self, root_xy: torch.Tensor = None):
         """Start from copy-rotations put onto the terrain (``terrain_start``): the hips raised, each planted foot

@@ -5,8 +5,11 @@ parametrised as a smooth residual on the copy-rotations motion.
   rotation: ``R(t) = R_init(t) · M(I₆ + δ(t))`` (``rotations.sixd_to_matrix``: continuous, no singularity).
 - Hips: a world-space offset of the hips head in units of the target's height h_tgt, mapped to the hips' basis
   location by the per-frame inverse Jacobian of that map (its parents' rotations and rest frame).
-- Both are uniform cubic B-splines in time (``bspline_basis``): control points every ``knot_spacing`` seconds,
-  4 non-zero weights per frame (a banded matmul), so the residual cannot add high-frequency jitter.
+- Both are cubic B-splines in time (``bspline_basis``): control points every ``knot_spacing`` seconds, spans
+  halved around the source feet's events (``refined_knots``), 4 non-zero weights per frame (a banded matmul), so
+  the residual cannot add high-frequency jitter. The bones that carry the head and the shoulders (``fine``) have
+  their own, finer uniform grid (``fine_spacing``, never under 3 frames): on a 120 fps capture they can take out
+  the frame-level jitter copy-rotations carries there (docs/solver.md "The upper body's knots").
 """
 
 from __future__ import annotations
@@ -43,6 +46,18 @@ def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
     for m in range(4):
         B[rows, seg + m] = b[:, m]
     return B
+
+
+def banded(basis: np.ndarray, dtype, device):
+    """((4, T) column indices, (T, 4) weights) of the 4 non-zero entries of each row of a (T, C) B-spline
+    ``basis``, in column order; None for the identity (one control point per frame)."""
+    T = basis.shape[0]
+    if basis.shape == (T, T) and np.array_equal(basis, np.eye(T)):
+        return None
+    cols = np.argsort(basis == 0, axis=1, kind="stable")[:, :4]
+    cols.sort(axis=1)
+    vals = np.take_along_axis(basis, cols, 1)
+    return torch.as_tensor(cols.T.copy(), device=device), torch.as_tensor(vals, dtype=dtype, device=device)
 
 
 def knot_basis(num_frames: int, knots: np.ndarray) -> np.ndarray:
@@ -88,6 +103,29 @@ def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> n
     inner = np.sort(np.concatenate([grid, mids]))
     first, last = inner[1] - inner[0], inner[-1] - inner[-2]
     return np.concatenate([inner[0] - first * np.arange(3, 0, -1), inner, inner[-1] + last * np.arange(1, 4)])
+
+
+#: canonical bones on the upper body's finer grid (``upper_body_bones``), with the bone the neck hangs from
+UPPER_BODY_BONES = ("neck", "head", "left_shoulder", "right_shoulder")
+
+
+def upper_body_bones(skeleton, opt_idx, canonical: dict) -> np.ndarray:
+    """(Jo,) bool over the optimised bones ``opt_idx``: those whose residual takes the upper body's finer grid
+    (``SolverSettings.upper_knots``): the neck, head and collarbones (``UPPER_BODY_BONES``; ``canonical``: bone
+    index -> canonical name) and the optimised bone nearest above the neck (or the head, without a neck): the
+    bones whose rotations move the head and the shoulder joints (docs/solver.md "The upper body's knots")."""
+    parents = skeleton.parents
+    opt = [int(j) for j in opt_idx]
+    out = np.asarray([canonical.get(j) in UPPER_BODY_BONES for j in opt])
+    names = {c: j for j, c in canonical.items()}
+    j = names.get("neck", names.get("head"))
+    if j is not None:
+        j = parents[j]
+        while j >= 0 and j not in opt:
+            j = parents[j]
+        if j >= 0 and canonical.get(j) != "hips":
+            out[opt.index(j)] = True
+    return out
 
 
 def root_jacobian_inverse(skeleton, root_idx: int, init_motion: Motion, h_tgt: float) -> np.ndarray:
@@ -155,14 +193,19 @@ class Parametrisation:
         fps, knot_spacing: frame rate, seconds between control points (0: one per frame).
         events, event_span: frames (the source feet's ``FootModel.events``) whose spans are halved, where a half
             keeps at least ``event_span`` seconds (``refined_knots``; 0: a uniform grid).
+        fine, fine_spacing: (Jo,) bool, the bones whose residual has its own uniform grid of ``fine_spacing``
+            seconds (at least ``MIN_EVENT_SPAN`` frames); used where that is under 3/4 of ``knot_spacing``.
     Attributes:
-        delta: (C, Jo, 6) 6D residual control points; root_off: (C, 3) hips offset control points (units of
-            h_tgt); both leaf tensors with ``requires_grad``.
+        delta: (C, Jo_c, 6) 6D residual control points of the bones on the main grid (all Jo without a fine grid);
+            root_off: (C, 3) hips offset control points (units of h_tgt); delta_fine: (C_f, Jo_f, 6) those of the
+            ``fine`` bones, or None; leaf tensors with ``requires_grad`` (``params``: [delta, root_off] then
+            delta_fine if any).
+        groups: [(bone columns (Jo_g,), its (T, C_g) basis)] of the rotation control tensors, in ``params``' order.
         num_controls: C.
     """
 
     def __init__(self, R_init, rest_rot, root_loc_init, root_jac_inv, h_tgt: float, fps: float,
-                 knot_spacing: float, events=(), event_span: float = 0.0):
+                 knot_spacing: float, events=(), event_span: float = 0.0, fine=None, fine_spacing: float = 0.0):
         dt, dev = R_init.dtype, R_init.device
         T, Jo = R_init.shape[:2]
         self.T, self.h_tgt = T, float(h_tgt)
@@ -181,43 +224,64 @@ class Parametrisation:
         basis = bspline_basis(T, spacing) if knots is None else knot_basis(T, knots)
         self.basis = basis
         self.num_controls = basis.shape[1]
-        if basis.shape[0] == basis.shape[1] and np.array_equal(basis, np.eye(T)):
-            self.band = None
-        else:   # the 4 non-zero entries of each row, in column order
-            cols = np.argsort(basis == 0, axis=1, kind="stable")[:, :4]
-            cols.sort(axis=1)
-            vals = np.take_along_axis(basis, cols, 1)
-            self.band = (torch.as_tensor(cols.T.copy(), device=dev), torch.as_tensor(vals, dtype=dt, device=dev))
-        C = self.num_controls
-        self.delta = torch.zeros((C, Jo, 6), dtype=dt, device=dev)
-        self.root_off = torch.zeros((C, 3), dtype=dt, device=dev)
+        self.band = banded(basis, dt, dev)
+        fine = np.zeros(Jo, dtype=bool) if fine is None else np.asarray(fine, dtype=bool)
+        fine_frames = max(fine_spacing * fps, MIN_EVENT_SPAN)
+        if not (fine.any() and fine_spacing > 0 and fine_frames < 0.75 * spacing and T >= 4):
+            fine[:] = False
+        self.groups = [(np.flatnonzero(~fine), basis)]
+        self.fine_band = None
+        self.perm = None
+        if fine.any():
+            fine_basis = bspline_basis(T, fine_frames)
+            self.groups.append((np.flatnonzero(fine), fine_basis))
+            self.fine_band = banded(fine_basis, dt, dev)
+            # (Jo,) the bones' columns in [main grid's, fine grid's] order
+            self.perm = torch.as_tensor(np.argsort(np.concatenate([g[0] for g in self.groups])), device=dev)
+        self.delta = torch.zeros((self.num_controls, len(self.groups[0][0]), 6), dtype=dt, device=dev)
+        self.root_off = torch.zeros((self.num_controls, 3), dtype=dt, device=dev)
+        self.delta_fine = None if self.perm is None else torch.zeros(
+            (self.groups[1][1].shape[1], len(self.groups[1][0]), 6), dtype=dt, device=dev)
 
     def copy(self) -> "Parametrisation":
         """The same parametrisation with its own copy of the control points (constants shared)."""
         out = copy.copy(self)
         out.delta = self.delta.detach().clone()
         out.root_off = self.root_off.detach().clone()
+        out.delta_fine = None if self.delta_fine is None else self.delta_fine.detach().clone()
         return out
 
     def require_grad(self):
-        self.delta.requires_grad_(True)
-        self.root_off.requires_grad_(True)
+        for t in self.params:
+            t.requires_grad_(True)
 
     @property
     def params(self) -> list:
-        return [self.delta, self.root_off]
+        """The control tensors: [delta, root_off], then delta_fine where the fine bones have their own grid."""
+        return [self.delta, self.root_off] + ([] if self.delta_fine is None else [self.delta_fine])
+
+    @property
+    def rotation_params(self) -> list:
+        """The rotation control tensors, one per ``groups`` entry."""
+        return [self.delta] + ([] if self.delta_fine is None else [self.delta_fine])
+
+    def rates(self, rot, root) -> list:
+        """Learning rates in ``params``' order: ``rot`` for each rotation control tensor, ``root`` for the hips'."""
+        return [rot, root] + [rot] * (len(self.params) - 2)
 
     def zero_residuals(self):
         """Per-frame residuals that reproduce the initial motion: ((T, Jo, 6), (T, 3)) zeros."""
         d = self.delta
-        return (torch.zeros((self.T, d.shape[1], 6), dtype=d.dtype, device=d.device),
+        return (torch.zeros((self.T, self.RR.shape[0], 6), dtype=d.dtype, device=d.device),
                 torch.zeros((self.T, 3), dtype=d.dtype, device=d.device))
 
-    def spline(self, ctrl: torch.Tensor) -> torch.Tensor:
-        """(C, K) control points -> (T, K) per-frame values (banded B-spline: 4 controls per frame)."""
-        if self.band is None:
+    def spline(self, ctrl: torch.Tensor, band=False) -> torch.Tensor:
+        """(C, K) control points -> (T, K) per-frame values (banded B-spline: 4 controls per frame), on the main
+        grid or on ``band`` (``banded``'s)."""
+        band = self.band if band is False else band
+        if band is None:
             return ctrl
-        idx, w = self.band
+        idx, w = band
         out = w[:, 0:1] * ctrl.index_select(0, idx[0])
         for m in range(1, 4):
             out = out + w[:, m:m + 1] * ctrl.index_select(0, idx[m])
@@ -225,13 +289,18 @@ class Parametrisation:
 
     def frame_residuals(self):
         """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
-        return self.residuals(self.delta, self.root_off)
+        return self.residuals(*self.params)
 
-    def residuals(self, delta: torch.Tensor, root_off: torch.Tensor):
-        """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from control points ``delta`` (C, Jo, 6) and
-        ``root_off`` (C, 3) (the variables' shapes)."""
+    def residuals(self, delta: torch.Tensor, root_off: torch.Tensor, delta_fine: torch.Tensor = None):
+        """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from control points ``delta`` (C, Jo_c, 6),
+        ``root_off`` (C, 3) and ``delta_fine`` (C_f, Jo_f, 6) (the variables' shapes, ``params``' order)."""
         C, Jo = delta.shape[:2]
-        return self.spline(delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6), self.spline(root_off)
+        d = self.spline(delta.reshape(C, Jo * 6)).reshape(-1, Jo, 6)
+        if delta_fine is not None:
+            Cf, Jf = delta_fine.shape[:2]
+            d_fine = self.spline(delta_fine.reshape(Cf, Jf * 6), self.fine_band).reshape(-1, Jf, 6)
+            d = torch.cat((d, d_fine), 1).index_select(1, self.perm)
+        return d, self.spline(root_off)
 
     def root_location(self, off: torch.Tensor) -> torch.Tensor:
         """(T, 3) hips basis location for root offsets ``off`` (T, 3) (units of h_tgt)."""
@@ -263,13 +332,17 @@ class Parametrisation:
             d6 = torch.where(torch.isfinite(given), given, d6)
         dloc = dloc.double().cpu()
         off = torch.linalg.solve(self.root_jac_inv.double().cpu(), dloc[..., None])[..., 0]
-        basis = torch.as_tensor(self.basis)
-        pinv = torch.linalg.pinv(basis)
-        T = d6.shape[0]
         dt, dev = self.delta.dtype, self.delta.device
-        ctrl = (pinv @ d6.reshape(T, -1)).reshape(-1, *d6.shape[1:])
-        ctrl = refit_rotations(ctrl, basis, pinv, rel)
-        self.delta = ctrl.to(dt).to(dev)
+        fitted = []
+        for cols, basis in self.groups:       # each bone group on its own grid
+            basis = torch.as_tensor(basis)
+            pinv = torch.linalg.pinv(basis)
+            d6g, relg = d6[:, cols], rel[:, cols]
+            ctrl = (pinv @ d6g.reshape(d6g.shape[0], -1)).reshape(-1, *d6g.shape[1:])
+            fitted.append(refit_rotations(ctrl, basis, pinv, relg).to(dt).to(dev))
+        self.delta = fitted[0]
+        self.delta_fine = fitted[1] if len(fitted) > 1 else None
+        pinv = torch.linalg.pinv(torch.as_tensor(self.basis))
         self.root_off = (pinv @ off).to(dt).to(dev).contiguous()
 
     def sixd_frames(self) -> np.ndarray:

@@ -87,6 +87,11 @@ class SolverSettings:
     #: around the source feet's events (landing, lift-off, a lock's start and end) the knot spans are halved where
     #: a half keeps at least this many seconds (0: a uniform grid; docs/solver.md "Knots at the feet's events")
     event_knots: float = 0.05
+    #: seconds between control points of the residual of the bones that move the head and the shoulders (the neck,
+    #: head, collarbones and the bone the neck hangs from), never under 3 frames: on a high-frame-rate capture
+    #: they can take out the jitter copy-rotations carries there (0: the main grid; docs/solver.md "The upper
+    #: body's knots"). At 30 fps its 3 frames are the main grid's: nothing changes
+    upper_knots: float = 0.025
     exclude_same_limb: bool = True
     clamp_source_height: bool = True  #: L_height matches source heights below the floor at 0
     sliding_window_s: float = 0.0    #: L_sliding's W_floor averaged over this many seconds (0: per frame)

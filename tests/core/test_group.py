@@ -124,6 +124,10 @@ def test_a_couple_retargeted_onto_itself_comes_back_as_the_source(scene):
 @pytest.fixture
 def group_job(scene):
     """The couple's joint solve onto the partners, set up (not stepped)."""
+    return _group_job(scene)
+
+
+def _group_job(scene):
     a, ma, b, mb, ta, tb = scene
     s = SolverSettings(**FAST)
     tra, trb = ClipTrack(a, ma), ClipTrack(b, mb)
@@ -135,6 +139,56 @@ def group_job(scene):
     return job
 
 
+def _check_member_rates(job):
+    """Every member's rates follow ``member_rates``' rule, on each of its bone groups' grids (``Parametrisation.
+    groups``: the main grid, and the upper body's where it has its own)."""
+    from core.solver.group import ARM_STEP, PARTNER_STEP, member_rates
+    shared = job.partners.shared_vertices()                               # (T, Ntot)
+    off = job.partners.offsets
+    s = job.members[0].settings
+    first = 0
+    for c, m in enumerate(job.members):
+        own = shared[:, off[c]:off[c + 1]]
+        limbs = np.asarray(m.limbs)
+        hands = own[:, np.char.endswith(limbs, "_hand")].any(1)          # (T,) frames where a hand is shared
+        assert 0 < hands.sum() < len(hands)                               # the hands meet on some frames
+        assert not own[:, np.char.endswith(limbs, "_leg") | np.char.endswith(limbs, "_foot")].any()
+        rates = job.base_lrs[first:first + len(m.param.params)]
+        first += len(m.param.params)
+        assert len(rates) == len(m.param.rates(s.lr_rot, s.lr_root))
+
+        def controls(basis, frames):
+            """(C_g,) the controls of ``basis`` that shape any of ``frames`` (T,) bool."""
+            return (basis[frames] != 0).any(0)
+        mixed = False
+        for g, (cols, basis) in enumerate(m.param.groups):
+            rot = rates[0 if g == 0 else g + 1].squeeze(-1).numpy()      # (C_g, Jo_g)
+            near = controls(basis, own.any(1))
+            for i, k in enumerate(cols):
+                part = m.opt_parts[k]
+                if part.endswith(("_leg", "_foot")):
+                    np.testing.assert_allclose(rot[:, i], s.lr_rot, rtol=1e-6)
+                elif part.startswith(("left", "right")):                # an arm: where its own chain is shared
+                    chain = [part.replace("_hand", "_arm"), part.replace("_arm", "_hand")]
+                    mine = controls(basis, own[:, np.isin(limbs, chain)].any(1))
+                    np.testing.assert_allclose(rot[:, i], np.where(mine, s.lr_rot * ARM_STEP, s.lr_rot), rtol=1e-6)
+                    mixed = mixed or (mine.any() and not mine.all())
+                else:
+                    np.testing.assert_allclose(rot[:, i], np.where(near, s.lr_rot * PARTNER_STEP, s.lr_rot),
+                                               rtol=1e-6)
+        near = controls(m.param.basis, own.any(1))
+        np.testing.assert_allclose(rates[1].squeeze(-1).numpy(), np.where(near, s.lr_root * PARTNER_STEP, s.lr_root),
+                                   rtol=1e-6)
+        assert near.any() and mixed                 # (the eyes look at the partner throughout: ``near`` is all)
+        every = np.concatenate([rates[i].squeeze(-1).numpy().ravel() for i in [0] + list(range(2, len(rates)))])
+        assert job.stats["single_rate_share"][c] == pytest.approx(float(np.mean(every == s.lr_rot)))
+        for a, b in zip(member_rates(m, PARTNER_STEP, own), rates):
+            np.testing.assert_allclose(torch.as_tensor(a).numpy(), torch.as_tensor(b).numpy())
+        assert member_rates(m, PARTNER_STEP, np.zeros_like(own)) == m.param.rates(s.lr_rot, s.lr_root)
+        assert member_rates(m, PARTNER_STEP, None) == m.param.rates(s.lr_rot * PARTNER_STEP, s.lr_root * PARTNER_STEP)
+        assert member_rates(m, 1.0, own) == m.param.rates(s.lr_rot, s.lr_root)
+
+
 def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(group_job):
     """The couple's hands meet, their legs stay apart: on the control points of the frames where a hand's key
     vertex is shared with the partner, the arm's bones step at ARM_STEP of their single-solve rates, the other
@@ -142,42 +196,13 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
     at the single solve's (``group.member_rates``). Nothing shared at all: the single solve's rates; no partner
     terms: PARTNER_STEP everywhere."""
     from core.solver import group
-    from core.solver.group import ARM_STEP, PARTNER_STEP, member_rates
+    from core.solver.group import PARTNER_STEP, member_rates
     job = group_job
-    shared = job.partners.shared_vertices()                               # (T, Ntot)
+    assert all(len(m.param.groups) == 1 for m in job.members)             # 30 fps: one grid
+    _check_member_rates(job)
+    shared = job.partners.shared_vertices()
     off = job.partners.offsets
     s = job.members[0].settings
-    for c, m in enumerate(job.members):
-        own = shared[:, off[c]:off[c + 1]]
-        limbs = np.asarray(m.limbs)
-        hands = own[:, np.char.endswith(limbs, "_hand")].any(1)          # (T,) frames where a hand is shared
-        assert 0 < hands.sum() < len(hands)                               # the hands meet on some frames
-        assert not own[:, np.char.endswith(limbs, "_leg") | np.char.endswith(limbs, "_foot")].any()
-        rot, root = (x.squeeze(-1).numpy() for x in job.base_lrs[2 * c:2 * c + 2])   # (C, Jo), (C,)
-        basis = m.param.basis
-        mixed = False
-        near = np.zeros(basis.shape[1], dtype=bool)                       # controls of the frames where any is
-        for t in np.nonzero(own.any(1))[0]:
-            near |= basis[t] != 0
-        for k, part in enumerate(m.opt_parts):
-            if part.endswith(("_leg", "_foot")):
-                np.testing.assert_allclose(rot[:, k], s.lr_rot, rtol=1e-6)
-            elif part.startswith(("left", "right")):                    # an arm: where its own chain is shared
-                chain = own[:, np.isin(limbs, [part.replace("_hand", "_arm"), part.replace("_arm", "_hand")])]
-                mine = np.zeros_like(near)
-                for t in np.nonzero(chain.any(1))[0]:
-                    mine |= basis[t] != 0
-                np.testing.assert_allclose(rot[:, k], np.where(mine, s.lr_rot * ARM_STEP, s.lr_rot), rtol=1e-6)
-                np.testing.assert_allclose(member_rates(m, PARTNER_STEP, own)[0][:, k, 0].numpy(), rot[:, k])
-                mixed = mixed or (mine.any() and not mine.all())
-            else:
-                np.testing.assert_allclose(rot[:, k], np.where(near, s.lr_rot * PARTNER_STEP, s.lr_rot), rtol=1e-6)
-        np.testing.assert_allclose(root, np.where(near, s.lr_root * PARTNER_STEP, s.lr_root), rtol=1e-6)
-        assert near.any() and mixed                 # (the eyes look at the partner throughout: ``near`` is all)
-        assert job.stats["single_rate_share"][c] == pytest.approx(float(np.mean(rot == rot.max())))
-        assert member_rates(m, PARTNER_STEP, np.zeros_like(own)) == [s.lr_rot, s.lr_root]
-        assert member_rates(m, PARTNER_STEP, None) == [s.lr_rot * PARTNER_STEP, s.lr_root * PARTNER_STEP]
-        assert member_rates(m, 1.0, own) == [s.lr_rot, s.lr_root]
     # the arm's share is its own (ARM_STEP): at 1 the arms step at the single solve's rate where their hands are
     # shared, while the torso keeps PARTNER_STEP there
     m, own = job.members[0], shared[:, off[0]:off[1]]
@@ -191,6 +216,25 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
         group.ARM_STEP = prev
     assert arm and torso and np.allclose(rot[:, arm], s.lr_rot)
     assert rot[:, torso].min() == pytest.approx(s.lr_rot * PARTNER_STEP)
+
+
+def test_at_120_fps_the_upper_body_grid_takes_the_same_rates_and_the_joint_step_runs():
+    """A 120 fps couple: each member's neck, head, collarbones and chest are on the upper body's finer grid
+    (``upper_knots``), a third control tensor whose rates follow the same rule on its own controls; a joint step
+    moves every control tensor."""
+    a, ma, b, mb = couple(frames=60, fps=120.0)
+    ta = with_face(make_humanoid(scale=1.25, girth=1.3, name="tall"))
+    tb = with_face(make_humanoid(scale=0.8, name="short", object_matrix=facing(0.5 * np.pi, 3.0, 1.0)))
+    job = _group_job((a, ma, b, mb, ta, tb))
+    for m in job.members:
+        assert len(m.param.groups) == 2 and len(m.param.params) == 3
+        upper = sorted(m.opt_parts[k] for k in m.param.groups[1][0])
+        assert upper == ["head", "head", "left_arm", "right_arm", "torso"]     # neck, head, collarbones, chest
+        assert m.param.groups[1][1].shape[1] > m.param.basis.shape[1]        # finer
+    _check_member_rates(job)
+    before = [t.detach().clone() for t in job.optim.params]
+    job._adam_step()
+    assert all(not torch.equal(t0, t1.detach()) for t0, t1 in zip(before, job.optim.params))
 
 
 def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):

@@ -1,0 +1,144 @@
+"""The upper body's own knot grid (``SolverSettings.upper_knots``; docs/solver.md "The upper body's knots"): which
+bones take it, the residual on two grids, a warm start fitted on both, and what it is for: on a 120 fps capture
+the solve can take out frame-level jitter of the chest that copy-rotations carries to the head."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from core.copy_rotations import copy_rotations
+from core.rotations import quat_multiply, quat_normalize
+from core.solver import SolveJob, SolverSettings, bspline_basis
+from core.solver.parametrisation import Parametrisation, upper_body_bones
+from core.track import ClipTrack
+from core.types import Motion
+
+from .synth import _axis_quat, make_humanoid, walk_motion
+
+
+def _canonical(character):
+    names = character.skeleton.names
+    return {names.index(b): c for c, b in character.bone_map.items()}
+
+
+def test_the_neck_head_collarbones_and_the_bone_the_neck_hangs_from_take_the_upper_grid():
+    ch = make_humanoid()
+    canon = _canonical(ch)
+    opt = sorted(canon)
+    upper = upper_body_bones(ch.skeleton, opt, canon)
+    assert sorted(canon[j] for j, u in zip(opt, upper) if u) == ["chest", "head", "left_shoulder", "neck",
+                                                                  "right_shoulder"]
+    # the chest not optimised: the nearest optimised bone above the neck, the spine
+    by_name = {c: j for j, c in canon.items()}
+    opt = [j for j in opt if j != by_name["chest"]]
+    upper = upper_body_bones(ch.skeleton, opt, canon)
+    assert sorted(canon[j] for j, u in zip(opt, upper) if u) == ["head", "left_shoulder", "neck", "right_shoulder",
+                                                                  "spine"]
+    # never the hips (the whole body hangs from them)
+    opt = [j for j in opt if canon[j] not in ("spine",)]
+    upper = upper_body_bones(ch.skeleton, opt, canon)
+    assert "hips" not in [canon[j] for j, u in zip(opt, upper) if u]
+
+
+def _param(frames, fps, fine, spacing=0.025):
+    eye = torch.eye(3, dtype=torch.float64)
+    Jo = len(fine)
+    return Parametrisation(eye.expand(frames, Jo, 3, 3), eye.expand(Jo, 3, 3), torch.zeros(frames, 3, dtype=eye.dtype),
+                           eye.expand(frames, 3, 3), 1.7, fps, 0.1, (), 0.0, np.asarray(fine), spacing)
+
+
+def test_the_upper_bones_have_their_own_grid_at_120_fps_and_the_main_one_at_30():
+    fine = [False, True, False, True]
+    p = _param(240, 120.0, fine)
+    assert len(p.groups) == 2 and [list(g[0]) for g in p.groups] == [[0, 2], [1, 3]]
+    np.testing.assert_array_equal(p.groups[1][1], bspline_basis(240, 3.0))        # 0.025 s: 3 frames
+    assert p.delta.shape == (p.num_controls, 2, 6) and p.delta_fine.shape == (p.groups[1][1].shape[1], 2, 6)
+    assert len(p.params) == 3 and p.rates(1.0, 2.0) == [1.0, 2.0, 1.0]
+    # each bone's residual is its own grid's spline of its controls
+    gen = torch.Generator().manual_seed(0)
+    delta = torch.randn(p.delta.shape, generator=gen, dtype=torch.float64)
+    root = torch.randn(p.root_off.shape, generator=gen, dtype=torch.float64)
+    fine_ctrl = torch.randn(p.delta_fine.shape, generator=gen, dtype=torch.float64)
+    d, off = p.residuals(delta, root, fine_ctrl)
+    assert d.shape == (240, 4, 6)
+    np.testing.assert_allclose(d[:, [0, 2]].reshape(240, -1).numpy(), p.basis @ delta.reshape(len(delta), -1).numpy(),
+                               atol=1e-12)
+    np.testing.assert_allclose(d[:, [1, 3]].reshape(240, -1).numpy(),
+                               p.groups[1][1] @ fine_ctrl.reshape(len(fine_ctrl), -1).numpy(), atol=1e-12)
+    np.testing.assert_allclose(off.numpy(), p.basis @ root.numpy(), atol=1e-12)
+    # 30 fps: 3 frames is the main grid already; 0 s: off; nothing marked: one grid
+    for q in (_param(60, 30.0, fine), _param(240, 120.0, fine, 0.0), _param(240, 120.0, [False] * 4)):
+        assert len(q.groups) == 1 and q.delta_fine is None and len(q.params) == 2
+        assert q.delta.shape[1] == 4
+
+
+def test_a_fit_to_a_motion_of_both_grids_gives_its_rotations_back():
+    p = _param(120, 120.0, [True, False, True])
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        p.delta.copy_(0.2 * torch.randn(p.delta.shape, generator=gen, dtype=torch.float64))
+        p.delta_fine.copy_(0.2 * torch.randn(p.delta_fine.shape, generator=gen, dtype=torch.float64))
+        d, _ = p.frame_residuals()
+        R = p.rotations(d)
+    q = _param(120, 120.0, [True, False, True])
+    q.fit_to(R, torch.zeros(120, 3, dtype=torch.float64))
+    with torch.no_grad():
+        d2, off2 = q.frame_residuals()
+    # (the orthonormal frames of a fitted 6D spline miss by a little: ``refit_rotations``; a bone fitted on the
+    # other group's grid would miss by the size of the residual, 0.2)
+    assert float((q.rotations(d2) - R).abs().max()) < 0.03
+    assert float(off2.abs().max()) < 1e-12
+    # with the 6D vectors given, the same controls exactly
+    q.fit_to(R, torch.zeros(120, 3, dtype=torch.float64), p.sixd_frames())
+    np.testing.assert_allclose(q.delta.numpy(), p.delta.numpy(), atol=1e-9)
+    np.testing.assert_allclose(q.delta_fine.numpy(), p.delta_fine.numpy(), atol=1e-9)
+
+
+def _jittery_walk(character, frames, fps, seed=0, degrees=1.0):
+    """``walk_motion`` with rotation noise on the chest over a few frames (a 120 fps capture's jitter: white noise
+    smoothed by a Gaussian of 1.5 frames, faster than 12-frame spans can follow)."""
+    m = walk_motion(character, frames=frames, fps=fps)
+    j = character.skeleton.index(character.bone_map["chest"])
+    rng = np.random.default_rng(seed)
+    kernel = np.exp(-0.5 * (np.arange(-4, 5) / 1.5) ** 2)
+    white = rng.standard_normal((frames + 8, 3))
+    noise = np.stack([np.convolve(white[:, a], kernel / np.linalg.norm(kernel), "valid") for a in range(3)], 1)
+    noise = np.deg2rad(degrees) * noise
+    q = m.rotations.copy()
+    for axis in range(3):
+        q[:, j] = quat_normalize(quat_multiply(q[:, j], _axis_quat(np.eye(3)[axis], noise[:, axis])))
+    return Motion(q, m.locations, m.fps, m.frame_start)
+
+
+def _head_jerk(character, motion):
+    wp = ClipTrack(character, motion).world_positions
+    head = wp[:, character.skeleton.index(character.bone_map["head"])]
+    return float(np.linalg.norm(np.diff(head, 3, axis=0), axis=-1).mean())
+
+
+@pytest.mark.slow
+def test_on_a_120_fps_capture_the_upper_grid_takes_the_chests_jitter_out_of_the_head():
+    """With the printed L_smooth (every point's jerk, ``smooth_mode`` "absolute"), the jitter the chest's noise
+    gives the head can be taken out only by residuals that change from frame to frame: the upper grid's."""
+    src = make_humanoid()
+    tgt = make_humanoid(scale=1.1, girth=1.2, name="tgt")
+    m = _jittery_walk(src, 96, 120.0)
+    init = copy_rotations(src, m, tgt)
+    heads, warm = {}, {}
+    for knots in (0.0, 0.025):
+        s = SolverSettings(iterations=60, num_threads=1, upper_knots=knots, smooth_mode="absolute")
+        job = SolveJob(src, m, tgt, init, s)
+        job.run()
+        heads[knots] = _head_jerk(tgt, job.result())
+        assert len(job.param.groups) == (2 if knots else 1)
+        # a warm start from its result, with its 6D vectors: the same pose
+        again = SolveJob(src, m, tgt, init, dataclasses.replace(s, resolve_fraction=0.1),
+                         warm_start=job.result(), warm_sixd=job.result_sixd())
+        list(again.prepare())
+        with torch.no_grad():
+            warm[knots] = float((again._forward()[0] - job._forward()[0]).norm(dim=-1).max())
+    copy_rot = _head_jerk(tgt, init)
+    assert heads[0.025] < 0.8 * heads[0.0] and heads[0.025] < 0.8 * copy_rot
+    assert max(warm.values()) < 1e-5
