@@ -105,21 +105,23 @@ def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> n
     return np.concatenate([inner[0] - first * np.arange(3, 0, -1), inner, inner[-1] + last * np.arange(1, 4)])
 
 
-#: canonical bones on the upper body's finer grid (``upper_body_bones``), with the bone the neck hangs from
+#: canonical bones on the upper body's finer grid (``upper_body_bones``)
 UPPER_BODY_BONES = ("neck", "head", "left_shoulder", "right_shoulder")
+#: the optimised bone the neck hangs from takes that grid too (its rotation moves the neck and shoulder joints)
+NECK_PARENT = True
 
 
 def upper_body_bones(skeleton, opt_idx, canonical: dict) -> np.ndarray:
     """(Jo,) bool over the optimised bones ``opt_idx``: those whose residual takes the upper body's finer grid
     (``SolverSettings.upper_knots``): the neck, head and collarbones (``UPPER_BODY_BONES``; ``canonical``: bone
-    index -> canonical name) and the optimised bone nearest above the neck (or the head, without a neck): the
-    bones whose rotations move the head and the shoulder joints (docs/solver.md "The upper body's knots")."""
+    index -> canonical name) and, with ``NECK_PARENT``, the optimised bone nearest above the neck (or the head,
+    without a neck; never the hips): the bones whose rotations move the head and the shoulder joints (docs/solver.md "The upper body's knots")."""
     parents = skeleton.parents
     opt = [int(j) for j in opt_idx]
-    out = np.asarray([canonical.get(j) in UPPER_BODY_BONES for j in opt])
+    out = np.asarray([canonical.get(j) in UPPER_BODY_BONES for j in opt], dtype=bool)
     names = {c: j for j, c in canonical.items()}
     j = names.get("neck", names.get("head"))
-    if j is not None:
+    if j is not None and NECK_PARENT:
         j = parents[j]
         while j >= 0 and j not in opt:
             j = parents[j]

@@ -10,7 +10,7 @@ foot-locked definition (docs/metrics.md) and the solver's floor and smoothness s
     .venv/bin/python tools/experiments/diagnostics.py contacts [CASE] [OVERRIDES] [--max-frames 300]
     .venv/bin/python tools/experiments/diagnostics.py self-pen [CASE] [OVERRIDES] [--max-frames 300]
     .venv/bin/python tools/experiments/diagnostics.py floor [CASE] [OVERRIDES] [--max-frames 1000]
-    .venv/bin/python tools/experiments/diagnostics.py locked [CASE] [OVERRIDES] [--max-frames 1000]
+    .venv/bin/python tools/experiments/diagnostics.py locked [CASE] [OVERRIDES] [--max-frames 1000] [--around 6]
 
 ``feet-sources``: per source clip, the share of foot-frames labelled locked under the raw one-frame speed and
 the windowed speed (1/15 s and 1/5 s) at several thresholds, and the median speed of grounded feet.
@@ -42,7 +42,8 @@ weight and height there (docs/solver.md "Issue 11 item 3, the salsa's floor").
 ``locked``: for one case (default the CMU walk), what its foot-locked F1 is an F1 of: per foot, the source's locked
 frames (windowed speed under 1 % h/s, docs/metrics.md), copy-rotations' and ReConForM's true positives, false
 positives and false negatives, and each run of ReConForM's misses with the source's and the target's speeds
-(% h/s) and the solve's lock weight there (docs/solver.md "What meets the targets").
+(% h/s) and the solve's lock weight there (docs/solver.md "What meets the targets"); with ``--around N`` the
+source's and ReConForM's speeds frame by frame from N frames before each run to N after it.
 Every retarget goes through core.retarget, as the product's.
 """
 
@@ -343,7 +344,7 @@ def floor(mods, loader, bench, which, overrides, threads, max_frames):
                   + " ".join(f"{1000 * x:.0f}" for x in lows["copy-rot"][a:b, k]))
 
 
-def locked(mods, loader, bench, met, track_cls, which, overrides, threads, max_frames):
+def locked(mods, loader, bench, met, track_cls, which, overrides, threads, max_frames, around=0):
     import numpy as np
     clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
     o = _retarget(mods, src, smo, tgt, overrides, threads)
@@ -374,6 +375,10 @@ def locked(mods, loader, bench, met, track_cls, which, overrides, threads, max_f
             print(f"  {side} foot, frames {t0}–{t1 - 1} ({kind}): source {span(speed['source'][k])}, copy-rot "
                   f"{span(speed['copy-rot'][k])}, ReConForM {span(speed['ReConForM'][k])} % h/s"
                   + ("" if lock is None else f"; lock weight {span(lock[k])}"))
+            if around:                  # the speeds frame by frame around the run
+                a, b = max(0, t0 - around), min(truth.shape[1], t1 + around)
+                for label in ("source", "ReConForM"):
+                    print(f"    {label:9s} frames {a}–{b - 1}: " + " ".join(f"{v:.2f}" for v in speed[label][k, a:b]))
 
 
 def main(argv=None):
@@ -385,6 +390,8 @@ def main(argv=None):
     ap.add_argument("--max-frames", type=int, default=400, help="jerk: first frames of the clip")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--every", type=int, default=10, help="progress: print every N-th step")
+    ap.add_argument("--around", type=int, default=0, help="locked: print the speeds of this many frames each side "
+                    "of every miss")
     args = ap.parse_args(argv)
     import importlib
 
@@ -413,7 +420,8 @@ def main(argv=None):
     elif args.mode == "floor":
         floor(mods, loader, bench, args.case or "salsa", overrides, args.threads, args.max_frames)
     elif args.mode == "locked":
-        locked(mods, loader, bench, met, track_cls, args.case or "07_01", overrides, args.threads, args.max_frames)
+        locked(mods, loader, bench, met, track_cls, args.case or "07_01", overrides, args.threads, args.max_frames,
+               args.around)
     elif args.mode == "contacts":
         contacts(mods, loader, bench, args.case or "07_01", overrides, args.threads, args.max_frames)
     else:
