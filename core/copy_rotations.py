@@ -22,7 +22,7 @@ import torch
 from .affine import inv
 from .errors import CoreError
 from .feet import foot_vertices
-from .ground import auto_ground
+from .ground import auto_ground, ground_levels
 from .humanoid import CANONICAL_BONES
 from .kinematics import ForwardKinematics, Pose
 from .rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix
@@ -142,16 +142,17 @@ STAND_BAND = 0.01
 STAND_FRAMES = 256
 
 
-def standing_frames(track: ClipTrack) -> tuple:
+def standing_frames(track: ClipTrack, source_ground="auto") -> tuple:
     """(frames (F,) int, heights (F,) metres): where ``copy_rotations`` stands the target's feet, and how high
-    above its ground (before the hip-height ratio). Frame 0 at 0 when the source stands on its own floor there
-    (``ground.auto_ground``; its lowest foot point within ``STAND_BAND`` of h_c), has no feet on a mesh or never
-    stands; otherwise (a capture's T-pose first frame, a take-off) the frames where it stands, at most
-    ``STAND_FRAMES`` of them evenly spread, with its lowest foot point's height above its floor there."""
+    above its ground (before the hip-height ratio). Frame 0 at 0 when the source stands on its floor there
+    (``source_ground``: a ``SolverSettings.source_ground`` value, read by ``ground.ground_levels``; "auto", its own
+    floor, ``ground.auto_ground``; stands: its lowest foot point within ``STAND_BAND`` of h_c), has no feet on a
+    mesh or never stands; otherwise (a capture's T-pose first frame, a take-off) the frames where it stands, at
+    most ``STAND_FRAMES`` of them evenly spread, with its lowest foot point's height above its floor there."""
     src = track.character
     if src.mesh is None or not src.height or track.num_frames < 2 or not any(len(i) for i in track.foot_ids):
         return np.zeros(1, np.int64), np.zeros(1)
-    above = track.lowest_foot - auto_ground(track)                                   # (T,) metres
+    above = track.lowest_foot - ground_levels(track, source_ground)                  # (T,) metres
     standing = np.flatnonzero(np.abs(above) <= STAND_BAND * float(src.height))
     if len(standing) == 0 or standing[0] == 0:
         return np.zeros(1, np.int64), np.zeros(1)
@@ -161,7 +162,7 @@ def standing_frames(track: ClipTrack) -> tuple:
 
 
 def copy_rotations(source: Character, source_motion: Motion, target: Character,
-                   source_track: ClipTrack = None, ground=0.0) -> Motion:
+                   source_track: ClipTrack = None, ground=0.0, source_ground="auto") -> Motion:
     """Retarget ``source_motion`` onto ``target`` by copying T-pose-relative world rotations.
 
     Args:
@@ -172,6 +173,9 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
         ground: the target's ground: a level (metres) or a terrain ``f(x, y)`` (``core.terrain.HeightField``);
             the lowest foot point stands on it at frame 0 (or, when the source does not stand on its floor there,
             where it does: ``standing_frames``), and the rest of the clip follows at flat height.
+        source_ground: the source's floor that "where it stands" is read against, as ``SolverSettings.
+            source_ground`` gives it (the solve's): "auto" (its own floor, ``ground.auto_ground``), "zero",
+            "track", a level or one level per frame.
     Returns:
         Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
         (only the hips bone moves), same fps and frame_start as the source.
@@ -225,7 +229,7 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
     locations = np.zeros((T, Jt, 3))
     locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
     fk_t = ForwardKinematics(Tg, dtype=torch.float64)
-    frames, above = standing_frames(track)
+    frames, above = standing_frames(track, source_ground)
     if callable(ground):            # on a terrain, the first of them: its height under the feet is that frame's
         frames, above = frames[:1], above[:1]
     rot_f = torch.as_tensor(quat_to_matrix(rotations[frames]))

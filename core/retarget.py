@@ -299,15 +299,15 @@ class Retarget(Cancellable):
         # 2-3. copy-rotations (the source track's first use: its one forward-kinematics pass)
         t1 = time.perf_counter()
         yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
-        terrain = o.settings.terrain if o.ground is None else o.ground
+        terrain, floor = (o.settings.terrain if o.ground is None else o.ground), o.settings.source_ground
         init = o.init_motion
         if isinstance(terrain, GroundSurface):   # sampled where copy-rotations puts the target's feet
             yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
             terrain = clip_terrain(terrain, tgt, init if init is not None else copy_rotations(
-                src, source_motion, tgt, track))
+                src, source_motion, tgt, track, source_ground=floor))
             notes.append(f"ground {terrain.report.line()}")
         if init is None:   # on the terrain at frame 0: the baseline, and the solve's start
-            init = copy_rotations(src, source_motion, tgt, track, ground=0.0 if terrain is None else terrain)
+            init = copy_rotations(src, source_motion, tgt, track, 0.0 if terrain is None else terrain, floor)
         init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
         posture = posture_note(track, tgt, init)
         if posture:

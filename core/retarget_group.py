@@ -165,7 +165,8 @@ class RetargetGroup(Cancellable):
             # the clip in the channels of the skeleton the core works on (core.rehang: re-hung limb ends)
             tracks.append(given if ok else ClipTrack(src, mo if src.rig is None else src.rig.to_core(mo)))
             if self.init_motions is None:
-                inits.append(copy_rotations(src, tracks[-1].motion, b["target"].character, tracks[-1]))
+                inits.append(copy_rotations(src, tracks[-1].motion, b["target"].character, tracks[-1],
+                                            source_ground=self.member_settings[k].source_ground))
             if self._cancel.is_set():
                 return None
         if self.init_motions is None:

@@ -158,9 +158,11 @@ def clip_setup(source, source_motion: Motion, target, options: RetargetOptions, 
     terrain = options.settings.terrain if options.ground is None else options.ground
     if isinstance(terrain, GroundSurface):
         yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
-        terrain = clip_terrain(terrain, tgt, copy_rotations(src, track.motion, tgt, track))
+        terrain = clip_terrain(terrain, tgt, copy_rotations(src, track.motion, tgt, track,
+                                                            source_ground=options.settings.source_ground))
         notes.append(f"ground {terrain.report.line()}")
-    init = copy_rotations(src, track.motion, tgt, track, ground=0.0 if terrain is None else terrain)
+    init = copy_rotations(src, track.motion, tgt, track, ground=0.0 if terrain is None else terrain,
+                          source_ground=options.settings.source_ground)
     init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
     levels = ground_levels(track, options.settings.source_ground)
     timings["copy_rotations_s"] = time.perf_counter() - t1

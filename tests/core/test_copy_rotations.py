@@ -273,3 +273,38 @@ def test_a_first_frame_off_the_floor_does_not_lift_the_clip():
     # the raised frame does not lift the others: on them the two results stand within a millimetre
     np.testing.assert_allclose(lowest(tgt, lifted)[1:], lowest(tgt, plain)[1:], atol=1e-3)
     assert lowest(tgt, lifted)[0] > 0.05
+
+
+def test_where_the_source_stands_is_read_against_the_solves_floor():
+    """``source_ground`` (``SolverSettings.source_ground``, the solve's floor) decides where the source stands: a
+    walk captured 5 cm above z = 0 stands on its own floor ("auto") from frame 0, and never on z = 0 ("zero"),
+    where the frame-0 rule applies; a level at the capture's floor reads as "auto" does."""
+    src = make_humanoid()
+    tgt = make_humanoid(scale=0.8, girth=1.6, leg=0.8, name="tgt")
+    walk = walk_motion(src, frames=40)
+    hips = src.skeleton.index(src.bone_map["hips"])
+    up = Motion(walk.rotations.copy(), walk.locations.copy(), walk.fps)
+    up.locations[:, hips] += np.linalg.inv(src.skeleton.rest_local[hips, :3, :3]) @ [0.0, 0.0, 0.05]
+    up.locations[0, hips] += np.linalg.inv(src.skeleton.rest_local[hips, :3, :3]) @ [0.0, 0.0, 0.1]   # frame 0 up
+    track = ClipTrack(src, up)
+    frames, above = standing_frames(track)                                    # its own floor, 5 cm up
+    assert frames[0] > 0 and np.abs(above).max() <= STAND_BAND * src.height
+    frames, above = standing_frames(track, "zero")                            # z = 0: it never stands there
+    assert frames.tolist() == [0] and above.tolist() == [0.0]
+    level, _ = standing_frames(track, float(np.median(track.lowest_foot)))
+    assert level[0] > 0
+    # the target follows: on its own floor the raised first frame does not lift it, read on z = 0 it does
+    own, zero = copy_rotations(src, up, tgt, track), copy_rotations(src, up, tgt, track, source_ground="zero")
+    fk = ForwardKinematics(tgt.skeleton, dtype=torch.float64)
+
+    def lowest(m):
+        p = fk(torch.as_tensor(quat_to_matrix(m.rotations)), torch.as_tensor(m.locations))
+        return lowest_foot_z(tgt, Pose(p.rotations, p.positions), foot_points(tgt))
+    assert abs(lowest(zero)[0]) < 1e-7 and lowest(own)[0] > 0.05
+    # the one retarget path starts from the copy-rotations of its settings' floor
+    from core.retarget import Retarget, RetargetOptions, run
+    from core.solver import SolverSettings
+    for setting, want in (("auto", own), ("zero", zero)):
+        opts = RetargetOptions(method="copy_rotations", metrics=False, conflicts=False,
+                               settings=SolverSettings(source_ground=setting))
+        np.testing.assert_allclose(run(Retarget(src, up, tgt, opts)).init_motion.locations, want.locations, atol=1e-9)
