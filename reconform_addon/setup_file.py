@@ -171,8 +171,13 @@ def solver_settings(settings) -> SolverSettings:
 
 def setup_options(method: str, settings, setup: dict) -> RetargetOptions:
     """The RetargetOptions of a batch, demo or bench retarget: ``settings`` (a dict or SolverSettings; default the
-    set-up's ``"settings"``) for 'reconform', the set-up's ``keyvert_count`` (41 by default)."""
+    set-up's ``"settings"``) for 'reconform', the set-up's ``keyvert_count`` (41 by default) and
+    ``baseline_metrics`` (true by default: copy-rotations measured beside the result)."""
     if settings is None and setup.get("settings"):
         settings = dict(setup["settings"])
+    baseline = setup.get("baseline_metrics", True)
+    if not isinstance(baseline, bool):
+        raise BridgeError(f"Set-up entry 'baseline_metrics' must be true or false, not {baseline!r}.")
     return RetargetOptions(method=method, keyvert_count=int(setup.get("keyvert_count", 41)),
-                           settings=solver_settings(settings) if method == "reconform" else SolverSettings())
+                           settings=solver_settings(settings) if method == "reconform" else SolverSettings(),
+                           baseline_metrics=baseline)

@@ -83,6 +83,10 @@ def parse_args(argv):
     p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
                    "repeatable")
     p.add_argument("--report", help="write a report (.json or .txt)")
+    p.add_argument("--no-baseline-metrics", action="store_true",
+                   help="measure the result only, not copy-rotations beside it (reconform: one column in the "
+                        "report, and the metrics' time about two thirds); default: the set-up's "
+                        "\"baseline_metrics\", else both")
     p.add_argument("--series", help="write per-frame series (each foot's height: source, copy-rotations, result) "
                    "as .json, for the library report (tools/library.py); one pair only")
     talk = p.add_mutually_exclusive_group()
@@ -344,6 +348,8 @@ def run(args, log, outputs) -> dict:
         settings = dict(setup.get("settings") or {})
         if args.quality:
             settings["quality"] = args.quality
+        if args.no_baseline_metrics:          # the command line wins over the set-up
+            setup["baseline_metrics"] = False
         specs = pair_specs(args, setup)
         imported, pairs = {}, []
         for spec in specs:

@@ -177,3 +177,30 @@ def test_batch_retargets_a_long_clip_in_windows(scene_blend, tmp_path):
           "--method", "reconform", "--window", 4], "too short", tmp_path, scene_blend)
     rc, so, se = run_tool("--source", "a", "--target", "b", "--window-overlap", 10)
     assert rc == 2 and "--window-overlap needs --window" in se
+
+
+def test_the_set_up_baseline_metrics_entry(addon):
+    sf = importlib.import_module(addon.__name__ + ".reconform_addon.setup_file")
+    assert sf.setup_options("reconform", None, {}).baseline_metrics is True
+    assert sf.setup_options("reconform", None, {"baseline_metrics": False}).baseline_metrics is False
+    with pytest.raises(sf.BridgeError, match="'baseline_metrics' must be true or false"):
+        sf.setup_options("reconform", None, {"baseline_metrics": "no"})
+
+
+@pytest.mark.slow
+@pytest.mark.assets
+def test_batch_without_the_baseline_metrics(scene_blend, tmp_path):
+    """--no-baseline-metrics: the result is measured, copy-rotations is not (a library run's time); both reports
+    say so rather than show an empty column."""
+    out, rep, txt = tmp_path / "n.blend", tmp_path / "n.json", tmp_path / "n.txt"
+    args = ["--blend", scene_blend, "--source", "NC_bandai_walk_normal_001", "--target", "mh_teen_girl_rig",
+            "--method", "reconform", "--quality", "fast", "--frames", 1, 40, "--no-baseline-metrics"]
+    rc, so, se = run_tool(*args, "--out", out, "--report", rep)
+    assert rc == 0, se
+    report = json.loads(rep.read_text())
+    assert report["metrics"]["frames"] == 40 and report["reference_metrics"] is None
+    assert all(r["copy_rotations"] is None and r["value"] is not None for r in report["metrics_table"])
+    rc, so, se = run_tool(*args, "--report", txt)
+    assert rc == 0, se
+    text = txt.read_text()
+    assert "Floor penetration, mean" in text and "copy-rotations" not in text.split("metrics (")[1].splitlines()[1]

@@ -131,6 +131,7 @@ def test_bad_setup_messages(lib):
     for text, message in [('{"settings": 3}', "'settings' must be a JSON object"),
                           ('{"method": "magic"}', "method 'magic' is not one of"),
                           ('{"characters": {"hero": {"characters": {}}}}', "unknown set-up key 'characters'"),
+                          ('{"clips": {"walk": {"baseline_metrics": "no"}}}', "'baseline_metrics' must be true or false"),
                           ('{"target": {"bone_map_file": "nowhere.json"}}', "bone_map_file"),
                           ('{"method": "reconform",\n "settings": {]}', "line 2: not valid JSON")]:
         p = touch(lib / "s.json", text)

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 SUPPORTED = (".fbx", ".glb", ".gltf", ".bvh", ".blend")
 COLUMNS = ("clip", "character", "action", "frames", "frame_start", "frame_end", "setup", "name", "output")
 #: set-up keys tools/retarget.py reads (docs/bridge.md), plus this command's override tables
-SETUP_KEYS = ("method", "settings", "keyvert_count", "source", "target", "bone_maps", "characters", "clips")
+SETUP_KEYS = ("method", "settings", "keyvert_count", "baseline_metrics", "source", "target", "bone_maps",
+              "characters", "clips")
+#: the keys an override table's entry may hold (a clip's or a character's)
+OVERRIDE_KEYS = SETUP_KEYS[:-2]
 METHODS = ("copy_rotations", "reconform")
 
 
@@ -74,12 +77,14 @@ def check_setup(setup, where: str, top: bool = True) -> dict:
     """``setup`` if it is a well-formed set-up (keys and value types), else InputError naming ``where``."""
     if not isinstance(setup, dict):
         raise InputError(f"{where}: a set-up must be a JSON object.")
-    keys = SETUP_KEYS if top else SETUP_KEYS[:6]
+    keys = SETUP_KEYS if top else OVERRIDE_KEYS
     for k, v in setup.items():
         if k not in keys:
             raise InputError(f"{where}: unknown set-up key '{k}' (use {', '.join(keys)}).")
         if k in ("settings", "bone_maps", "characters", "clips") and not isinstance(v, dict):
             raise InputError(f"{where}: '{k}' must be a JSON object.")
+        if k == "baseline_metrics" and not isinstance(v, bool):
+            raise InputError(f"{where}: 'baseline_metrics' must be true or false.")
         if k in ("source", "target") and not isinstance(v, dict):
             raise InputError(f"{where}: '{k}' must be an object with 'bone_map', 'bone_map_file' or 'preset'.")
     if setup.get("method") not in (None,) + METHODS:
