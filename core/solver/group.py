@@ -63,22 +63,23 @@ def member_rates(member, step: float, shared) -> list:
         return list(rates)
     param = member.param
 
-    def scale(basis, frames, step=step):
-        """(C_g,) ``step`` on the controls of ``basis`` (T, C_g) that shape ``frames`` (T,) bool, 1 elsewhere."""
-        return np.where((np.abs(basis[frames]) > 0).any(0), step, 1.0)
+    def scale(band, frames, step=step):
+        """(C_g,) ``step`` on the controls of ``band`` (a grid, ``parametrisation.Band``) that shape ``frames`` (T,)
+        bool, 1 elsewhere."""
+        return np.where(band.controls(frames), step, 1.0)
     limbs = np.asarray(member.limbs)
     parts = np.asarray(member.opt_parts)
     out, uniform = [], True
-    for cols, basis in param.groups:
-        rot_scale = np.repeat(scale(basis, shared.any(1))[:, None], len(cols), 1)     # (C_g, Jo_g)
+    for cols, band in param.groups:
+        rot_scale = np.repeat(scale(band, shared.any(1))[:, None], len(cols), 1)      # (C_g, Jo_g)
         for chain in CHAINS:
             in_chain = np.flatnonzero(np.isin(parts[cols], chain))
             if len(in_chain):
-                rot_scale[:, in_chain] = scale(basis, shared[:, np.isin(limbs, chain)].any(1),
+                rot_scale[:, in_chain] = scale(band, shared[:, np.isin(limbs, chain)].any(1),
                                                ARM_STEP if chain[0].endswith("_arm") else step)[:, None]
         out.append(rot_scale)
         uniform = uniform and bool((rot_scale == step).all())
-    anywhere = scale(param.basis, shared.any(1))
+    anywhere = scale(param.groups[0][1], shared.any(1))
     if uniform and (anywhere == step).all():
         return [r * step for r in rates]
     as_t = lambda x: torch.as_tensor(x, dtype=member.dtype, device=member.device)      # noqa: E731

@@ -15,6 +15,7 @@ parametrised as a smooth residual on the copy-rotations motion.
 from __future__ import annotations
 
 import copy
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -29,35 +30,66 @@ IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 MIN_EVENT_SPAN = 3.0
 
 
+class Band(NamedTuple):
+    """A (T, C) B-spline basis by the non-zero entries of its rows (at most 4 for a cubic spline): ``cols`` (T, K)
+    their control indices, in column order, ``vals`` (T, K) their weights, ``num_controls`` C. K = 1 with unit
+    weights is the identity (one control point per frame)."""
+
+    cols: np.ndarray
+    vals: np.ndarray
+    num_controls: int
+
+    def dense(self) -> np.ndarray:
+        """(T, C) the basis."""
+        B = np.zeros((len(self.cols), self.num_controls))
+        np.put_along_axis(B, self.cols, self.vals, 1)
+        return B
+
+    def controls(self, frames: np.ndarray) -> np.ndarray:
+        """(C,) bool: the control points that shape any of ``frames`` ((T,) bool)."""
+        out = np.zeros(self.num_controls, dtype=bool)
+        out[self.cols[frames][self.vals[frames] != 0]] = True
+        return out
+
+    def tensors(self, dtype, device):
+        """((K, T) control indices, (T, K) weights) as tensors for ``Parametrisation.spline``; None for the
+        identity."""
+        if self.cols.shape[1] == 1:
+            return None
+        return (torch.as_tensor(self.cols.T.copy(), device=device),
+                torch.as_tensor(self.vals, dtype=dtype, device=device))
+
+
+def uniform_band(num_frames: int, spacing: float) -> Band:
+    """The uniform cubic B-spline basis with control points every ``spacing`` frames (the identity if <= 1), as
+    a Band (no (T, C) matrix is built: a long clip's is tens of MB)."""
+    T = num_frames
+    if spacing <= 1.0 or T < 4:
+        return Band(np.arange(T)[:, None], np.ones((T, 1)), T)
+    u = np.arange(T) / spacing
+    last = int(np.floor((T - 1) / spacing))
+    seg = np.minimum(np.floor(u).astype(np.int64), last)
+    s = u - seg
+    b = np.stack([(1 - s) ** 3, 3 * s ** 3 - 6 * s ** 2 + 4, -3 * s ** 3 + 3 * s ** 2 + 3 * s + 1, s ** 3], 1) / 6
+    return Band(seg[:, None] + np.arange(4), b, last + 4)
+
+
 def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
     """(T, C) uniform cubic B-spline basis with control points every ``spacing`` frames (identity if <= 1).
 
     Row t holds the weights of the 4 control points that shape frame t; rows sum to 1.
     """
-    if spacing <= 1.0 or num_frames < 4:
-        return np.eye(num_frames)
-    u = np.arange(num_frames) / spacing
-    seg = np.minimum(np.floor(u).astype(np.int64), int(np.floor((num_frames - 1) / spacing)))
-    s = u - seg
-    C = int(np.floor((num_frames - 1) / spacing)) + 4
-    b = np.stack([(1 - s) ** 3, 3 * s ** 3 - 6 * s ** 2 + 4, -3 * s ** 3 + 3 * s ** 2 + 3 * s + 1, s ** 3], 1) / 6
-    B = np.zeros((num_frames, C))
-    rows = np.arange(num_frames)
-    for m in range(4):
-        B[rows, seg + m] = b[:, m]
-    return B
+    return uniform_band(num_frames, spacing).dense()
 
 
-def banded(basis: np.ndarray, dtype, device):
-    """((4, T) column indices, (T, 4) weights) of the 4 non-zero entries of each row of a (T, C) B-spline
-    ``basis``, in column order; None for the identity (one control point per frame)."""
-    T = basis.shape[0]
-    if basis.shape == (T, T) and np.array_equal(basis, np.eye(T)):
-        return None
+def band_of(basis: np.ndarray) -> Band:
+    """The Band of a (T, C) B-spline ``basis`` (its 4 non-zero entries per row; the identity's one)."""
+    T, C = basis.shape
+    if T == C and np.array_equal(basis, np.eye(T)):
+        return Band(np.arange(T)[:, None], np.ones((T, 1)), T)
     cols = np.argsort(basis == 0, axis=1, kind="stable")[:, :4]
     cols.sort(axis=1)
-    vals = np.take_along_axis(basis, cols, 1)
-    return torch.as_tensor(cols.T.copy(), device=device), torch.as_tensor(vals, dtype=dtype, device=device)
+    return Band(cols, np.take_along_axis(basis, cols, 1), C)
 
 
 def knot_basis(num_frames: int, knots: np.ndarray) -> np.ndarray:
@@ -115,7 +147,8 @@ def upper_body_bones(skeleton, opt_idx, canonical: dict) -> np.ndarray:
     """(Jo,) bool over the optimised bones ``opt_idx``: those whose residual takes the upper body's finer grid
     (``SolverSettings.upper_knots``): the neck, head and collarbones (``UPPER_BODY_BONES``; ``canonical``: bone
     index -> canonical name) and, with ``NECK_PARENT``, the optimised bone nearest above the neck (or the head,
-    without a neck; never the hips): the bones whose rotations move the head and the shoulder joints (docs/solver.md "The upper body's knots")."""
+    without a neck; never the hips): the bones whose rotations move the head and the shoulder joints
+    (docs/solver.md "The upper body's knots")."""
     parents = skeleton.parents
     opt = [int(j) for j in opt_idx]
     out = np.asarray([canonical.get(j) in UPPER_BODY_BONES for j in opt], dtype=bool)
@@ -202,7 +235,8 @@ class Parametrisation:
             root_off: (C, 3) hips offset control points (units of h_tgt); delta_fine: (C_f, Jo_f, 6) those of the
             ``fine`` bones, or None; leaf tensors with ``requires_grad`` (``params``: [delta, root_off] then
             delta_fine if any).
-        groups: [(bone columns (Jo_g,), its (T, C_g) basis)] of the rotation control tensors, in ``params``' order.
+        groups: [(bone columns (Jo_g,), its grid's ``Band``)] of the rotation control tensors, in ``params``'
+            order (the first on ``basis``, the main grid, which the hips' offset takes too).
         num_controls: C.
     """
 
@@ -226,24 +260,25 @@ class Parametrisation:
         basis = bspline_basis(T, spacing) if knots is None else knot_basis(T, knots)
         self.basis = basis
         self.num_controls = basis.shape[1]
-        self.band = banded(basis, dt, dev)
+        main = band_of(basis)
+        self.band = main.tensors(dt, dev)
         fine = np.zeros(Jo, dtype=bool) if fine is None else np.asarray(fine, dtype=bool)
         fine_frames = max(fine_spacing * fps, MIN_EVENT_SPAN)
         if not (fine.any() and fine_spacing > 0 and fine_frames < 0.75 * spacing and T >= 4):
             fine[:] = False
-        self.groups = [(np.flatnonzero(~fine), basis)]
+        self.groups = [(np.flatnonzero(~fine), main)]
         self.fine_band = None
         self.perm = None
         if fine.any():
-            fine_basis = bspline_basis(T, fine_frames)
-            self.groups.append((np.flatnonzero(fine), fine_basis))
-            self.fine_band = banded(fine_basis, dt, dev)
+            fine_band = uniform_band(T, fine_frames)
+            self.groups.append((np.flatnonzero(fine), fine_band))
+            self.fine_band = fine_band.tensors(dt, dev)
             # (Jo,) the bones' columns in [main grid's, fine grid's] order
             self.perm = torch.as_tensor(np.argsort(np.concatenate([g[0] for g in self.groups])), device=dev)
         self.delta = torch.zeros((self.num_controls, len(self.groups[0][0]), 6), dtype=dt, device=dev)
         self.root_off = torch.zeros((self.num_controls, 3), dtype=dt, device=dev)
         self.delta_fine = None if self.perm is None else torch.zeros(
-            (self.groups[1][1].shape[1], len(self.groups[1][0]), 6), dtype=dt, device=dev)
+            (self.groups[1][1].num_controls, len(self.groups[1][0]), 6), dtype=dt, device=dev)
 
     def copy(self) -> "Parametrisation":
         """The same parametrisation with its own copy of the control points (constants shared)."""
@@ -279,7 +314,7 @@ class Parametrisation:
 
     def spline(self, ctrl: torch.Tensor, band=False) -> torch.Tensor:
         """(C, K) control points -> (T, K) per-frame values (banded B-spline: 4 controls per frame), on the main
-        grid or on ``band`` (``banded``'s)."""
+        grid or on ``band`` (``Band.tensors``')."""
         band = self.band if band is False else band
         if band is None:
             return ctrl
@@ -336,8 +371,8 @@ class Parametrisation:
         off = torch.linalg.solve(self.root_jac_inv.double().cpu(), dloc[..., None])[..., 0]
         dt, dev = self.delta.dtype, self.delta.device
         fitted = []
-        for cols, basis in self.groups:       # each bone group on its own grid
-            basis = torch.as_tensor(basis)
+        for cols, band in self.groups:        # each bone group on its own grid
+            basis = torch.as_tensor(band.dense())
             pinv = torch.linalg.pinv(basis)
             d6g, relg = d6[:, cols], rel[:, cols]
             ctrl = (pinv @ d6g.reshape(d6g.shape[0], -1)).reshape(-1, *d6g.shape[1:])

@@ -63,3 +63,20 @@ def test_the_feet_events_are_where_a_contact_or_a_lock_weight_crosses_one_half()
     feet = FootModel(SolverSettings(), low, vel, np.array([0, 1]), np.array([-1]), h, h, 1.0, 30.0, torch.float64,
                      "cpu")
     assert feet.events().tolist() == [3, 5, 9]
+
+
+@pytest.mark.parametrize("frames, spacing", [(50, 3.0), (75, 12.0), (7, 3.0), (101, 2.4), (30, 1.0), (3, 3.0)])
+def test_a_band_is_its_basis(frames, spacing):
+    """``uniform_band`` holds the uniform basis' non-zero entries (no dense matrix built), ``band_of`` reads them
+    back from any basis, and ``Band.controls`` are the columns with a weight on the given frames."""
+    from core.solver.parametrisation import band_of, uniform_band
+    band = uniform_band(frames, spacing)
+    B = band.dense()
+    np.testing.assert_allclose(B.sum(1), 1.0, atol=1e-12)
+    again = band_of(B)
+    np.testing.assert_array_equal(again.dense(), B)
+    rng = np.random.default_rng(0)
+    pick = rng.random(frames) < 0.3
+    np.testing.assert_array_equal(band.controls(pick), (B[pick] != 0).any(0))
+    identity = B.shape[0] == B.shape[1] and np.array_equal(B, np.eye(frames))
+    assert (band.tensors(torch.float64, "cpu") is None) == identity and (identity or band.cols.shape[1] == 4)
