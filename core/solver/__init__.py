@@ -17,7 +17,7 @@ from ..keyverts.template import keyvert_order
 from .footing import sole_points
 from .group import GroupSolveJob
 from .job import SolveJob
-from .parametrisation import bspline_basis
+from .knots import bspline_basis
 from .settings import (CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, PART_WEIGHT_TERMS, PARTNER_TERM, SEMANTIC_TERMS,
                        TERMS, Progress, SolverSettings)
 

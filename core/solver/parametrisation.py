@@ -15,7 +15,6 @@ parametrised as a smooth residual on the copy-rotations motion.
 from __future__ import annotations
 
 import copy
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -24,117 +23,9 @@ from ..affine import inv
 from ..errors import CoreError
 from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from ..types import Motion
+from .knots import MIN_EVENT_SPAN, Band, band_of, bspline_basis, knot_basis, refined_knots, uniform_band
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
-#: frames: the shortest span ``event_knots`` makes (at 30 fps the 0.1 s spans are 3 frames and stay whole)
-MIN_EVENT_SPAN = 3.0
-
-
-class Band(NamedTuple):
-    """A (T, C) B-spline basis by the non-zero entries of its rows (at most 4 for a cubic spline): ``cols`` (T, K)
-    their control indices, in column order, ``vals`` (T, K) their weights, ``num_controls`` C. K = 1 with unit
-    weights is the identity (one control point per frame)."""
-
-    cols: np.ndarray
-    vals: np.ndarray
-    num_controls: int
-
-    def dense(self) -> np.ndarray:
-        """(T, C) the basis."""
-        B = np.zeros((len(self.cols), self.num_controls))
-        np.put_along_axis(B, self.cols, self.vals, 1)
-        return B
-
-    def controls(self, frames: np.ndarray) -> np.ndarray:
-        """(C,) bool: the control points that shape any of ``frames`` ((T,) bool)."""
-        out = np.zeros(self.num_controls, dtype=bool)
-        out[self.cols[frames][self.vals[frames] != 0]] = True
-        return out
-
-    def tensors(self, dtype, device):
-        """((K, T) control indices, (T, K) weights) as tensors for ``Parametrisation.spline``; None for the
-        identity."""
-        if self.cols.shape[1] == 1:
-            return None
-        return (torch.as_tensor(self.cols.T.copy(), device=device),
-                torch.as_tensor(self.vals, dtype=dtype, device=device))
-
-
-def uniform_band(num_frames: int, spacing: float) -> Band:
-    """The uniform cubic B-spline basis with control points every ``spacing`` frames (the identity if <= 1), as
-    a Band (no (T, C) matrix is built: a long clip's is tens of MB)."""
-    T = num_frames
-    if spacing <= 1.0 or T < 4:
-        return Band(np.arange(T)[:, None], np.ones((T, 1)), T)
-    u = np.arange(T) / spacing
-    last = int(np.floor((T - 1) / spacing))
-    seg = np.minimum(np.floor(u).astype(np.int64), last)
-    s = u - seg
-    b = np.stack([(1 - s) ** 3, 3 * s ** 3 - 6 * s ** 2 + 4, -3 * s ** 3 + 3 * s ** 2 + 3 * s + 1, s ** 3], 1) / 6
-    return Band(seg[:, None] + np.arange(4), b, last + 4)
-
-
-def bspline_basis(num_frames: int, spacing: float) -> np.ndarray:
-    """(T, C) uniform cubic B-spline basis with control points every ``spacing`` frames (identity if <= 1).
-
-    Row t holds the weights of the 4 control points that shape frame t; rows sum to 1.
-    """
-    return uniform_band(num_frames, spacing).dense()
-
-
-def band_of(basis: np.ndarray) -> Band:
-    """The Band of a (T, C) B-spline ``basis`` (its 4 non-zero entries per row; the identity's one)."""
-    T, C = basis.shape
-    if T == C and np.array_equal(basis, np.eye(T)):
-        return Band(np.arange(T)[:, None], np.ones((T, 1)), T)
-    cols = np.argsort(basis == 0, axis=1, kind="stable")[:, :4]
-    cols.sort(axis=1)
-    return Band(cols, np.take_along_axis(basis, cols, 1), C)
-
-
-def knot_basis(num_frames: int, knots: np.ndarray) -> np.ndarray:
-    """(T, C) cubic B-spline basis on the knot vector ``knots`` (C + 4,) in frames, non-decreasing, strictly
-    increasing over the frames (``knots[3] <= 0`` and ``knots[C] > T − 1``): row t holds the weights of the (at
-    most) 4 control points that shape frame t (Cox–de Boor, The NURBS Book A2.2); rows sum to 1."""
-    U = np.asarray(knots, dtype=np.float64)
-    C = len(U) - 4
-    u = np.arange(num_frames, dtype=np.float64)
-    span = np.clip(np.searchsorted(U, u, side="right") - 1, 3, C - 1)        # U[span] <= u < U[span + 1]
-    N = np.zeros((num_frames, 4))
-    N[:, 0] = 1.0
-    left, right = np.zeros((num_frames, 4)), np.zeros((num_frames, 4))
-    for j in range(1, 4):
-        left[:, j] = u - U[span + 1 - j]
-        right[:, j] = U[span + j] - u
-        saved = np.zeros(num_frames)
-        for r in range(j):
-            temp = N[:, r] / (right[:, r + 1] + left[:, j - r])
-            N[:, r] = saved + right[:, r + 1] * temp
-            saved = left[:, j - r] * temp
-        N[:, j] = saved
-    B = np.zeros((num_frames, C))
-    rows = np.arange(num_frames)
-    for m in range(4):
-        B[rows, span - 3 + m] = N[:, m]
-    return B
-
-
-def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> np.ndarray:
-    """(C + 4,) knots in frames: a uniform grid every ``spacing`` frames (``bspline_basis``'s), whose spans within
-    one span of an ``events`` frame are halved where a half is at least ``min_span`` frames; the grid is extended
-    by three knots at each end, spaced like the span next to them."""
-    K = int(np.floor((num_frames - 1) / spacing)) + 1
-    grid = np.arange(K + 1) * float(spacing)                                 # breakpoints 0 .. ≥ T − 1
-    ev = np.unique(np.asarray(events, dtype=np.int64)).astype(np.float64)
-    mids = np.zeros(0)
-    if len(ev) and spacing / 2 >= min_span:
-        # span k = [grid[k], grid[k + 1]] is halved when an event lies in [grid[k] − spacing, grid[k + 1] + spacing)
-        first = np.searchsorted(ev, grid[:-1] - spacing, side="left")                 # (K,) first event at or after
-        near = ev[np.minimum(first, len(ev) - 1)] < grid[1:] + spacing
-        mids = 0.5 * (grid[:-1] + grid[1:])[(first < len(ev)) & near]
-    inner = np.sort(np.concatenate([grid, mids]))
-    first, last = inner[1] - inner[0], inner[-1] - inner[-2]
-    return np.concatenate([inner[0] - first * np.arange(3, 0, -1), inner, inner[-1] + last * np.arange(1, 4)])
 
 
 #: canonical bones on the upper body's finer grid (``upper_body_bones``)
@@ -189,8 +80,8 @@ def root_jacobian_inverse(skeleton, root_idx: int, init_motion: Motion, h_tgt: f
 REFIT_ITERATIONS = 10
 
 
-def refit_rotations(ctrl: torch.Tensor, basis: torch.Tensor, pinv: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
-    """6D residual control points (C, Jo, 6) whose B-spline (``basis`` (T, C), its pseudo-inverse ``pinv``), made
+def refit_rotations(ctrl: torch.Tensor, band: Band, fit, rel: torch.Tensor) -> torch.Tensor:
+    """6D residual control points (C, Jo, 6) whose B-spline (on ``band``; ``fit``: its ``Band.fitter``), made
     orthonormal, reproduces the rotations ``rel`` (T, Jo, 3, 3) (float64), starting from ``ctrl``.
 
     A least-squares fit of the 6D values of ``rel`` (its first two columns, the start) is exact only where the
@@ -202,17 +93,16 @@ def refit_rotations(ctrl: torch.Tensor, basis: torch.Tensor, pinv: torch.Tensor,
     the spline to that again (alternating projections)."""
     identity = torch.as_tensor(IDENTITY_6D, dtype=torch.float64)
     c1, c2 = rel[..., :, 0].double(), rel[..., :, 1].double()
-    basis, pinv = basis.double(), pinv.double()
     C, Jo = ctrl.shape[:2]
     T = rel.shape[0]
     x = ctrl.double()
     for _ in range(REFIT_ITERATIONS):
-        d6 = identity + (basis @ x.reshape(C, Jo * 6)).reshape(T, Jo, 6)
+        d6 = identity + band.apply(x.reshape(C, Jo * 6)).reshape(T, Jo, 6)
         a1, a2 = d6[..., :3], d6[..., 3:]
         along = (a2 * c1).sum(-1, keepdim=True)
         across = (a2 - along * c1).norm(dim=-1, keepdim=True)
         target = torch.cat((a1.norm(dim=-1, keepdim=True) * c1, along * c1 + across * c2), -1) - identity
-        x = (pinv @ target.reshape(T, Jo * 6)).reshape(C, Jo, 6)
+        x = fit(target.reshape(T, Jo * 6)).reshape(C, Jo, 6)
     return x
 
 
@@ -371,16 +261,15 @@ class Parametrisation:
         off = torch.linalg.solve(self.root_jac_inv.double().cpu(), dloc[..., None])[..., 0]
         dt, dev = self.delta.dtype, self.delta.device
         fitted = []
-        for cols, band in self.groups:        # each bone group on its own grid
-            basis = torch.as_tensor(band.dense())
-            pinv = torch.linalg.pinv(basis)
+        for g, (cols, band) in enumerate(self.groups):        # each bone group on its own grid
+            fit = band.fitter()
+            if g == 0:                                           # the hips' offset: on the main grid
+                self.root_off = fit(off).to(dt).to(dev).contiguous()
             d6g, relg = d6[:, cols], rel[:, cols]
-            ctrl = (pinv @ d6g.reshape(d6g.shape[0], -1)).reshape(-1, *d6g.shape[1:])
-            fitted.append(refit_rotations(ctrl, basis, pinv, relg).to(dt).to(dev))
+            ctrl = fit(d6g.reshape(d6g.shape[0], -1)).reshape(-1, *d6g.shape[1:])
+            fitted.append(refit_rotations(ctrl, band, fit, relg).to(dt).to(dev))
         self.delta = fitted[0]
         self.delta_fine = fitted[1] if len(fitted) > 1 else None
-        pinv = torch.linalg.pinv(torch.as_tensor(self.basis))
-        self.root_off = (pinv @ off).to(dt).to(dev).contiguous()
 
     def sixd_frames(self) -> np.ndarray:
         """(T, Jo, 6) float64: the 6D vectors (identity + residual, before Gram-Schmidt) of every frame."""

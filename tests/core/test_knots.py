@@ -7,7 +7,8 @@ import torch
 
 from core.solver import SolverSettings, bspline_basis
 from core.solver.footing import FootModel
-from core.solver.parametrisation import MIN_EVENT_SPAN, Parametrisation, knot_basis, refined_knots
+from core.solver.knots import MIN_EVENT_SPAN, knot_basis, refined_knots
+from core.solver.parametrisation import Parametrisation
 
 
 @pytest.mark.parametrize("frames, spacing", [(50, 3.0), (75, 12.0), (316, 12.0), (40, 2.4), (7, 3.0), (101, 6.0)])
@@ -69,7 +70,7 @@ def test_the_feet_events_are_where_a_contact_or_a_lock_weight_crosses_one_half()
 def test_a_band_is_its_basis(frames, spacing):
     """``uniform_band`` holds the uniform basis' non-zero entries (no dense matrix built), ``band_of`` reads them
     back from any basis, and ``Band.controls`` are the columns with a weight on the given frames."""
-    from core.solver.parametrisation import band_of, uniform_band
+    from core.solver.knots import band_of, uniform_band
     band = uniform_band(frames, spacing)
     B = band.dense()
     np.testing.assert_allclose(B.sum(1), 1.0, atol=1e-12)
@@ -80,3 +81,17 @@ def test_a_band_is_its_basis(frames, spacing):
     np.testing.assert_array_equal(band.controls(pick), (B[pick] != 0).any(0))
     identity = B.shape[0] == B.shape[1] and np.array_equal(B, np.eye(frames))
     assert (band.tensors(torch.float64, "cpu") is None) == identity and (identity or band.cols.shape[1] == 4)
+
+
+@pytest.mark.parametrize("frames, spacing, events", [(50, 3.0, ()), (49, 3.0, ()), (316, 12.0, (50, 200)),
+                                                     (13, 4.0, ()), (40, 1.0, ())])
+def test_the_band_least_squares_is_the_pseudo_inverses(frames, spacing, events):
+    """``Band.fitter`` (normal equations from the rows' non-zero entries) gives the pseudo-inverse's fit, also
+    where a control at an end of the grid shapes no frame (49 frames, 3-frame spans: the last one)."""
+    from core.solver.knots import band_of
+    B = knot_basis(frames, refined_knots(frames, spacing, events, 3.0)) if events else bspline_basis(frames, spacing)
+    band = band_of(B)
+    y = torch.as_tensor(np.random.default_rng(1).standard_normal((frames, 5)))
+    want = torch.linalg.pinv(torch.as_tensor(B)) @ y
+    np.testing.assert_allclose(band.fitter()(y).numpy(), want.numpy(), atol=1e-9)
+    np.testing.assert_allclose(band.apply(want).numpy(), (torch.as_tensor(B) @ want).numpy(), atol=1e-12)
