@@ -113,6 +113,11 @@ def knot_basis(num_frames: int, knots: np.ndarray) -> np.ndarray:
     """(T, C) cubic B-spline basis on the knot vector ``knots`` (C + 4,) in frames, non-decreasing, strictly
     increasing over the frames (``knots[3] <= 0`` and ``knots[C] > T − 1``): row t holds the weights of the (at
     most) 4 control points that shape frame t (Cox–de Boor, The NURBS Book A2.2); rows sum to 1."""
+    return knot_band(num_frames, knots).dense()
+
+
+def knot_band(num_frames: int, knots: np.ndarray) -> Band:
+    """``knot_basis`` as a Band (no (T, C) matrix built)."""
     U = np.asarray(knots, dtype=np.float64)
     C = len(U) - 4
     u = np.arange(num_frames, dtype=np.float64)
@@ -129,11 +134,7 @@ def knot_basis(num_frames: int, knots: np.ndarray) -> np.ndarray:
             N[:, r] = saved + right[:, r + 1] * temp
             saved = left[:, j - r] * temp
         N[:, j] = saved
-    B = np.zeros((num_frames, C))
-    rows = np.arange(num_frames)
-    for m in range(4):
-        B[rows, span - 3 + m] = N[:, m]
-    return B
+    return Band(span[:, None] - 3 + np.arange(4), N, C)
 
 
 def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> np.ndarray:
@@ -154,4 +155,5 @@ def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> n
     return np.concatenate([inner[0] - first * np.arange(3, 0, -1), inner, inner[-1] + last * np.arange(1, 4)])
 
 
-__all__ = ["MIN_EVENT_SPAN", "Band", "band_of", "bspline_basis", "knot_basis", "refined_knots", "uniform_band"]
+__all__ = ["MIN_EVENT_SPAN", "Band", "band_of", "bspline_basis", "knot_band", "knot_basis", "refined_knots",
+           "uniform_band"]

@@ -23,7 +23,7 @@ from ..affine import inv
 from ..errors import CoreError
 from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from ..types import Motion
-from .knots import MIN_EVENT_SPAN, Band, band_of, bspline_basis, knot_basis, refined_knots, uniform_band
+from .knots import MIN_EVENT_SPAN, Band, knot_band, refined_knots, uniform_band
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
@@ -146,11 +146,9 @@ class Parametrisation:
             knots = refined_knots(T, spacing, events, max(event_span * fps, MIN_EVENT_SPAN))
             if np.diff(knots).min() > 0.75 * spacing:          # no span halved: the uniform basis, as without events
                 knots = None
-        # one dense (T, C) basis built: a long clip's is tens of MB
-        basis = bspline_basis(T, spacing) if knots is None else knot_basis(T, knots)
-        self.basis = basis
-        self.num_controls = basis.shape[1]
-        main = band_of(basis)
+        # each frame's weights, never the (T, C) matrix: a long clip's is hundreds of MB
+        main = uniform_band(T, spacing) if knots is None else knot_band(T, knots)
+        self.num_controls = main.num_controls
         self.band = main.tensors(dt, dev)
         fine = np.zeros(Jo, dtype=bool) if fine is None else np.asarray(fine, dtype=bool)
         fine_frames = max(fine_spacing * fps, MIN_EVENT_SPAN)
@@ -169,6 +167,11 @@ class Parametrisation:
         self.root_off = torch.zeros((self.num_controls, 3), dtype=dt, device=dev)
         self.delta_fine = None if self.perm is None else torch.zeros(
             (self.groups[1][1].num_controls, len(self.groups[1][0]), 6), dtype=dt, device=dev)
+
+    @property
+    def basis(self) -> np.ndarray:
+        """(T, C) the main grid's basis (built on request: a long clip's is hundreds of MB)."""
+        return self.groups[0][1].dense()
 
     def copy(self) -> "Parametrisation":
         """The same parametrisation with its own copy of the control points (constants shared)."""
