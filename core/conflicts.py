@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .errors import CoreError
+from .heap import release_free_memory
 from .progress import drive, scaled
 from .solver import PARTNER_TERM, SEMANTIC_TERMS, GroupSolveJob, SolveJob
 from .solver.continued import can_continue, can_continue_group, continued, continued_group
@@ -105,8 +106,9 @@ def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None, ext
             else:
                 (g,) = torch.autograd.grad(v, d, retain_graph=shared, allow_unused=True)
                 out[k] = torch.zeros_like(d) if g is None else g.detach()
-        if not shared:
-            vals = None
+        if not shared:                   # a long clip: its graph freed, and the heap it held handed back (core.heap)
+            vals = p = nrm = sole = None
+            release_free_memory()
         yield (n + 1) / len(terms)
     return out
 
