@@ -79,7 +79,7 @@ class Band(NamedTuple):
 
 def uniform_band(num_frames: int, spacing: float) -> Band:
     """The uniform cubic B-spline basis with control points every ``spacing`` frames (the identity if <= 1), as
-    a Band (no (T, C) matrix is built: a long clip's is tens of MB)."""
+    a Band (no (T, C) matrix is built: a long clip's is hundreds of MB)."""
     T = num_frames
     if spacing <= 1.0 or T < 4:
         return Band(np.arange(T)[:, None], np.ones((T, 1)), T)

@@ -5,7 +5,7 @@ parametrised as a smooth residual on the copy-rotations motion.
   rotation: ``R(t) = R_init(t) · M(I₆ + δ(t))`` (``rotations.sixd_to_matrix``: continuous, no singularity).
 - Hips: a world-space offset of the hips head in units of the target's height h_tgt, mapped to the hips' basis
   location by the per-frame inverse Jacobian of that map (its parents' rotations and rest frame).
-- Both are cubic B-splines in time (``bspline_basis``): control points every ``knot_spacing`` seconds, spans
+- Both are cubic B-splines in time (``knots``): control points every ``knot_spacing`` seconds, spans
   halved around the source feet's events (``refined_knots``), 4 non-zero weights per frame (a banded matmul), so
   the residual cannot add high-frequency jitter. The bones that carry the head and the shoulders (``fine``) have
   their own, finer uniform grid (``fine_spacing``, never under 3 frames): on a 120 fps capture they can take out
