@@ -156,3 +156,25 @@ def test_a_window_overlapping_the_last_one_starts_from_it(live_pair):
     again = live.edited(clip)
     run(again.prepare())
     assert again.warm_start(14, 74, first) is None
+
+
+def test_at_120_fps_windows_and_a_warm_started_window_run_on_both_grids():
+    """A 120 fps clip, where the upper body's bones take their own grid (``upper_knots``): a live window
+    warm-started from the last one (fitted on both grids) is no worse than the same window solved cold; a windowed
+    batch retarget covers the clip."""
+    src = make_humanoid()
+    tgt = make_humanoid(scale=0.8, girth=1.5, leg=0.75, name="tgt")
+    clip = walk_motion(src, frames=240, fps=120.0, stride=0.6)
+    opts = RetargetOptions(settings=SolverSettings.preset("balanced", num_threads=1))    # converged windows
+    live = LiveClip(src, clip, tgt, opts, length=120)
+    run(live.prepare())
+    first = run(live.solve(100))
+    assert first.sixd.shape[0] == 120
+    warm, cold = run(live.solve(110, first)), run(live.solve(110))
+    assert warm.warm and not cold.warm
+    assert np.isfinite(warm.relative) and warm.relative <= cold.relative + 0.05
+    seen = []
+    whole = run(WindowedRetarget(src, clip, tgt, replace(opts, metrics=False, conflicts=False), WindowPlan(120, 30)),
+                seen.append)
+    assert whole.motion.num_frames == 240 and whole.motion.fps == 120.0
+    assert any("Window 2/" in s.message for s in seen) and np.isfinite(whole.motion.rotations).all()
