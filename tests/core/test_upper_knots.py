@@ -144,3 +144,19 @@ def test_on_a_120_fps_capture_the_upper_grid_takes_the_chests_jitter_out_of_the_
     copy_rot = _head_jerk(tgt, init)
     assert heads[0.025] < 0.8 * heads[0.0] and heads[0.025] < 0.8 * copy_rot
     assert max(warm.values()) < 1e-5
+
+
+def test_the_compiled_pose_takes_the_upper_grids_controls(monkeypatch):
+    """``compile`` (here ``torch.compile`` replaced by the function itself: no C++ compiler needed) routes the
+    three control tensors of a 120 fps solve through one function: the eager solve's result."""
+    src = make_humanoid()
+    tgt = make_humanoid(scale=1.1, girth=1.2, name="tgt")
+    m = walk_motion(src, frames=60, fps=120.0)
+    init = copy_rotations(src, m, tgt)
+    eager = SolveJob(src, m, tgt, init, SolverSettings(iterations=24, num_threads=1))    # ≥ graphed.MIN_STEPS
+    eager.run()
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    job = SolveJob(src, m, tgt, init, SolverSettings(iterations=24, num_threads=1, compile=True))
+    job.run()
+    assert job.stats["compiled"] is True and len(job.param.params) == 3
+    np.testing.assert_allclose(job.result().rotations, eager.result().rotations, atol=1e-4)
