@@ -2,7 +2,7 @@
 solver's defaults (docs/solver.md).
 
     .venv/bin/python tools/experiments/solver_variants.py "[{}, {'w_sliding': 1}]" [--cases kick,salsa]
-        [--max-frames 400] [--threads 1]
+        [--max-frames 400] [--threads 1] [--stride 2]
     .venv/bin/python tools/experiments/solver_variants.py "[{}, {'knot_spacing': 0}]" --synthetic
     .venv/bin/python tools/experiments/solver_variants.py "[{}]" --const core.solver.bulges.BULGE_POINTS=0
 
@@ -59,6 +59,9 @@ def bench_cases(args):
             continue
         src, smo, _ = loader.source(clip, first, count)
         _, tgt, _ = loader.character(target)
+        if args.stride > 1:                 # the same capture at a lower frame rate: every N-th frame
+            smo = type(smo)(smo.rotations[::args.stride], smo.locations[::args.stride], smo.fps / args.stride,
+                            smo.frame_start)
         out.append((pathlib.Path(clip).stem[:24], src, smo.slice(0, min(smo.num_frames, args.max_frames)), tgt))
     return out, mods["core.retarget"], mods["core.solver"]
 
@@ -70,6 +73,8 @@ def main(argv=None):
     ap.add_argument("--max-frames", type=int, default=400, help="first frames of each clip (speed)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cases", default="", help="comma-separated substrings of clip names (default: all cases)")
+    ap.add_argument("--stride", type=int, default=1, help="every N-th frame of each clip, at its frame rate / N "
+                    "(a 120 fps capture as 60 or 40 fps)")
     ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="a module constant for the whole run, e.g. core.solver.bulges.BULGE_POINTS=0")
     args = ap.parse_args(argv)
