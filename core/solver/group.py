@@ -215,20 +215,16 @@ class GroupSolveJob(StepLifecycle):
         params, lrs = [], []
         step = 1.0 if len(self.members) == 1 else PARTNER_STEP
         shared = None if self.partners is None else self.partners.shared_vertices()     # (T, Ntot) bool
+        share = []     # per member, the share of its rotation variables (controls × bones) at the single solve's rate
         for c, m in enumerate(self.members):
             params += m.param.params
             own = None if shared is None else shared[:, self.partners.offsets[c]:self.partners.offsets[c + 1]]
-            lrs += member_rates(m, step, own)
-        # per member, the share of its rotation variables (control points × bones) at the single solve's rate
-        share, k = [], 0
-        for m in self.members:
-            n = len(m.param.params)
-            rates = [lrs[k]] + lrs[k + 2:k + n]                     # the rotation tensors' (``rotation_params``)
+            rates = member_rates(m, step, own)
+            lrs += rates
             sizes = [p.shape[0] * p.shape[1] for p in m.param.rotation_params]
             same = sum(float(torch.as_tensor(r).eq(m.base_lrs[0]).float().mean()) * size
-                       for r, size in zip(rates, sizes))
+                       for r, size in zip([rates[0]] + rates[2:], sizes))      # the rotation tensors' rates
             share.append(same / sum(sizes))
-            k += n
         self.stats["single_rate_share"] = share
         s = self.members[0].settings
         self.base_lrs = lrs

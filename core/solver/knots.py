@@ -36,12 +36,8 @@ class Band(NamedTuple):
         return out
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
-        """(T, K) the spline of control points ``x`` (C, K) (float64, on the CPU)."""
-        cols, vals = torch.as_tensor(self.cols), torch.as_tensor(self.vals, dtype=x.dtype)
-        out = vals[:, :1] * x.index_select(0, cols[:, 0])
-        for m in range(1, cols.shape[1]):
-            out = out + vals[:, m:m + 1] * x.index_select(0, cols[:, m])
-        return out
+        """(T, K) the spline of control points ``x`` (C, K) (``banded_spline`` on this grid)."""
+        return banded_spline(self.tensors(x.dtype, x.device), x)
 
     def fitter(self):
         """A function (T, K) values -> (C, K) the control points whose spline fits them best (least squares,
@@ -75,6 +71,18 @@ class Band(NamedTuple):
             return None
         return (torch.as_tensor(self.cols.T.copy(), device=device),
                 torch.as_tensor(self.vals, dtype=dtype, device=device))
+
+
+def banded_spline(band, ctrl: torch.Tensor) -> torch.Tensor:
+    """(C, K) control points -> (T, K) per-frame values on a grid given as ``Band.tensors``' ((k, T) control
+    indices, (T, k) weights): a gather per non-zero weight of a row; None, the identity: ``ctrl`` itself."""
+    if band is None:
+        return ctrl
+    idx, w = band
+    out = w[:, 0:1] * ctrl.index_select(0, idx[0])
+    for m in range(1, idx.shape[0]):
+        out = out + w[:, m:m + 1] * ctrl.index_select(0, idx[m])
+    return out
 
 
 def uniform_band(num_frames: int, spacing: float) -> Band:
@@ -155,5 +163,5 @@ def refined_knots(num_frames: int, spacing: float, events, min_span: float) -> n
     return np.concatenate([inner[0] - first * np.arange(3, 0, -1), inner, inner[-1] + last * np.arange(1, 4)])
 
 
-__all__ = ["MIN_EVENT_SPAN", "Band", "band_of", "bspline_basis", "knot_band", "knot_basis", "refined_knots",
-           "uniform_band"]
+__all__ = ["MIN_EVENT_SPAN", "Band", "band_of", "banded_spline", "bspline_basis", "knot_band", "knot_basis",
+           "refined_knots", "uniform_band"]

@@ -23,7 +23,7 @@ from ..affine import inv
 from ..errors import CoreError
 from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from ..types import Motion
-from .knots import MIN_EVENT_SPAN, Band, knot_band, refined_knots, uniform_band
+from .knots import MIN_EVENT_SPAN, Band, banded_spline, knot_band, refined_knots, uniform_band
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
@@ -208,14 +208,7 @@ class Parametrisation:
     def spline(self, ctrl: torch.Tensor, band=False) -> torch.Tensor:
         """(C, K) control points -> (T, K) per-frame values (banded B-spline: 4 controls per frame), on the main
         grid or on ``band`` (``Band.tensors``')."""
-        band = self.band if band is False else band
-        if band is None:
-            return ctrl
-        idx, w = band
-        out = w[:, 0:1] * ctrl.index_select(0, idx[0])
-        for m in range(1, 4):
-            out = out + w[:, m:m + 1] * ctrl.index_select(0, idx[m])
-        return out
+        return banded_spline(self.band if band is False else band, ctrl)
 
     def frame_residuals(self):
         """Per-frame 6D residuals (T, Jo, 6) and root offsets (T, 3) from the control points."""
