@@ -326,10 +326,14 @@ def _convex_hull(p: np.ndarray) -> np.ndarray:
     if len(p) < 3:
         return p
 
+    def turn(o, a, b) -> float:
+        """z of (a − o) × (b − o): > 0 for a left turn (numpy 2 deprecates np.cross on 2-vectors)."""
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
     def half(points):
         out = []
         for q in points:
-            while len(out) >= 2 and np.cross(out[-1] - out[-2], q - out[-2]) <= 0:
+            while len(out) >= 2 and turn(out[-2], out[-1], q) <= 0:
                 out.pop()
             out.append(q)
         return out

@@ -224,3 +224,21 @@ def test_a_ground_turned_off_the_axes_has_no_false_holes_in_its_bounding_box_cor
     assert rep.holes > 0 and rep.holes < 0.05 * rep.samples
     _, rep = sample_ground(square(0.0), region, dilate=False)           # axis-aligned: as before
     assert rep.holes == 0 and rep.beyond > 0
+
+
+def test_the_outline_hull_holds_every_point_on_its_left_and_drops_inner_and_collinear_points():
+    """``sampling._convex_hull`` (the outline of a ground seen from above): counter-clockwise, made of input points,
+    every point on or left of every edge; a square's inner and edge-middle points are not vertices."""
+    from core.terrain.sampling import _convex_hull
+    rng = np.random.default_rng(3)
+    for pts in (rng.normal(size=(500, 2)), rng.uniform(-1, 1, size=(40, 2)) * [3.0, 0.2]):
+        hull = _convex_hull(pts)
+        a, b = hull, np.roll(hull, -1, axis=0)
+        side = ((b - a)[:, None, 0] * (pts[None, :, 1] - a[:, None, 1])
+                - (b - a)[:, None, 1] * (pts[None, :, 0] - a[:, None, 0]))          # (H, N) z of the 2D cross
+        assert (side >= -1e-8).all()                    # its points are rounded to 1e-9
+        assert all(np.any(np.all(np.isclose(pts, v), 1)) for v in hull)
+    square = np.array([[0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5], [0.5, 0.0], [1.0, 0.25], [0.2, 0.7]], float)
+    hull = _convex_hull(square)
+    assert sorted(map(tuple, hull)) == [(0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)]
+    assert 0.5 * np.sum(hull[:, 0] * np.roll(hull[:, 1], -1) - np.roll(hull[:, 0], -1) * hull[:, 1]) == 1.0
