@@ -52,10 +52,10 @@ bench-library: $(STAMP)
 VENV5   ?= .venv-bpy5
 BPY5_TESTS = tests/addon/test_bridge_read.py tests/addon/test_bridge_write.py tests/addon/test_bridge_assets.py \
              tests/addon/test_bridge_pipeline.py tests/addon/test_batch.py tests/addon/test_extension_build.py
-$(VENV5)/.installed: requirements.txt
+$(VENV5)/.installed: requirements.txt Makefile
 	$(PY) -m venv $(VENV5)
 	$(VENV5)/bin/pip install -q --upgrade pip
-	$(VENV5)/bin/pip install -q "bpy==5.0.*" "numpy>=1.26,<2" "torch==2.13.0" "pytest>=8"
+	$(VENV5)/bin/pip install -q "bpy==5.0.*" "numpy>=1.26,<2" "torch==2.13.0" "pot>=0.9.5" "pytest>=8"
 	touch $@
 
 test-bpy5: $(VENV5)/.installed

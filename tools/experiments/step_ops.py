@@ -2,6 +2,7 @@
 come from on a GPU, and its per-operation overhead on a short clip on the CPU (docs/solver.md "GPU").
 
     .venv/bin/python tools/experiments/step_ops.py [--frames 75] [--steps 5] [--top 25]
+    .venv/bin/python tools/experiments/step_ops.py --time --frames 38 75 150 300 1000 [--steps 30]
 
 The bench's scaling case (tools/bench.py SCALING) is set up as the product runs it, five steps are taken, then
 ``--steps`` more are counted with a ``TorchDispatchMode``: every aten operation (views included; on a GPU most of
@@ -9,6 +10,12 @@ the others are a kernel launch each), attributed to the innermost function under
 to BACKWARD when autograd's engine runs it. Then the pose map alone (control points → key vertices, sole and body
 points, and its backward) and the dense terms alone at the pose (``Objective.dense_terms`` and their backward):
 what ``core/solver/graphed.py`` records as a CUDA graph, counted the same way.
+
+``--time``: per clip length, the milliseconds of a step (the mean of ``--steps`` after five untimed ones) split
+into the forward pass (the terms at the current variables), the backward pass and Adam's update, with the
+operations a step dispatches; then a straight line through the step's time against the clip length (least
+squares): the part of a step that grows with the frames, and the part that does not (the fixed cost of its
+operations). 1 thread.
 """
 
 from __future__ import annotations
@@ -48,29 +55,76 @@ def counter():
     return Count()
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=75)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--top", type=int, default=25)
-    args = ap.parse_args(argv)
-    import torch
-    torch.set_num_threads(1)
-    import bench
-    mods, src, mo, tgt = bench.scaling_case(args.frames)
+def started_job(bench, frames: int):
+    """The scaling case's SolveJob at ``frames`` frames, set up as the product runs it, after five steps."""
+    mods, src, mo, tgt = bench.scaling_case(frames)
     rt, solver = mods["core.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
     run = rt.Retarget(src, mo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))
     for _ in run.steps():
         job = getattr(run, "job", None)
         if job is not None and job._step >= 5:
-            break
+            return job
+    raise SystemExit("the solve ended before its fifth step")
+
+
+def timing(bench, lengths, steps: int) -> int:
+    """Print a step's forward / backward / Adam milliseconds per clip length, then the line through them."""
+    import time
+
+    import numpy as np
+    import torch
+    rows = []
+    for frames in lengths:
+        job = started_job(bench, frames)
+        with counter() as c:
+            job._adam_step()
+        ops = sum(c.by_place.values())
+        fwd = bwd = upd = 0.0
+        for _ in range(steps):       # the parts of SolveJob._adam_step, timed apart
+            t0 = time.perf_counter()
+            for p in job.param.params:
+                p.grad = None
+            terms = job.weighted_terms()
+            loss = sum(terms.values())
+            t1 = time.perf_counter()
+            (loss * job.param.num_controls).backward()
+            t2 = time.perf_counter()
+            job.optim.step()
+            t3 = time.perf_counter()
+            fwd, bwd, upd = fwd + t1 - t0, bwd + t2 - t1, upd + t3 - t2
+        fwd, bwd, upd = (1e3 * x / steps for x in (fwd, bwd, upd))
+        rows.append((frames, fwd + bwd + upd))
+        print(f"{frames} frames: step {fwd + bwd + upd:.2f} ms = forward {fwd:.2f} + backward {bwd:.2f} + Adam "
+              f"{upd:.2f} ms; {ops} operations", flush=True)
+    if len(rows) >= 2:
+        x, y = np.asarray(rows, dtype=np.float64).T
+        slope, fixed = np.polyfit(x, y, 1)
+        print(f"least-squares line: step ≈ {fixed:.2f} ms + {1e3 * slope:.1f} µs × frames; at {int(x[0])} frames "
+              f"{fixed / (fixed + slope * x[0]):.0%} of the step is the fixed part (torch {torch.__version__})")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, nargs="+", default=[75])
+    ap.add_argument("--time", action="store_true", help="time a step's parts at each --frames length")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(1)
+    import bench
+    if args.time:
+        return timing(bench, args.frames, args.steps)
+    frames = args.frames[0]
+    job = started_job(bench, frames)
     K = args.steps
     with counter() as c:
         for _ in range(K):
             job._adam_step()
     total = sum(c.by_place.values())
-    case = f"{pathlib.Path(bench.SCALING[0]).stem} tiled to {args.frames} frames -> {pathlib.Path(bench.SCALING[1]).stem}"
+    case = f"{pathlib.Path(bench.SCALING[0]).stem} tiled to {frames} frames -> {pathlib.Path(bench.SCALING[1]).stem}"
     print(f"{case}: {total / K:.0f} operations a step (mean of {K})")
     for place, n in c.by_place.most_common(args.top):
         print(f"{n / K:8.1f}  {place}")
