@@ -48,10 +48,10 @@ bench: $(STAMP)
 bench-library: $(STAMP)
 	$(PYTHON) tools/bench_library.py
 
-# Bridge tests on Blender 5.x (bpy 5.0 wheel, Python 3.11) in a second venv; not part of `make test`.
+# The add-on's tests (bridge, batch, panels, operators, gizmos, packaging) on Blender 5.x (bpy 5.0 wheel, Python
+# 3.11) in a second venv; not part of `make test`.
 VENV5   ?= .venv-bpy5
-BPY5_TESTS = tests/addon/test_bridge_read.py tests/addon/test_bridge_write.py tests/addon/test_bridge_assets.py \
-             tests/addon/test_bridge_pipeline.py tests/addon/test_batch.py tests/addon/test_extension_build.py
+BPY5_TESTS = tests/addon
 $(VENV5)/.installed: requirements.txt Makefile
 	$(PY) -m venv $(VENV5)
 	$(VENV5)/bin/pip install -q --upgrade pip

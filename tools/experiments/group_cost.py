@@ -5,10 +5,13 @@ refreshes), in the partner terms' forward pass, and in the characters' own self-
 separately).
 
     .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120] [--const GAZE_SLACK_DIST=0.03]
-        [--set w_gaze=0] [--profile]
+        [--set w_gaze=0] [--profile] [--split]
 
 One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
 backward pass through the terms between characters. Runs on older checkouts too (it wraps the methods by name).
+``--split`` also prints, for the joint and the separate solves, the seconds in the members' pose maps
+(``SolveJob._forward``), their own terms (``SolveJob.terms_at``, their own barrier included), the terms and the
+barrier between the characters, and the backward passes: where the joint solve's extra time is.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=120)
     ap.add_argument("--profile", action="store_true", help="the joint solve under cProfile: the 30 costliest "
                     "functions by their own time, then by cumulative time")
+    ap.add_argument("--split", action="store_true", help="seconds per part of the joint and the separate solves")
     ap.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
                     help="a module constant of core.solver.partners / barrier / group / core.partners for this run "
                          "(GAZE_SLACK_DEG, GAZE_SLACK_DIST, MARGIN, ...)")
@@ -67,6 +71,11 @@ def main(argv=None) -> int:
             return f"PartnerBarrier.{name}"
         return "own barriers" if name == "weighted" else None   # an own barrier's searches are in its weighted()
     bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_candidates", key=barrier_key)
+    if args.split:
+        import torch as _torch
+        bench.time_methods(spent, importlib.import_module(f"{bench.MODULE}.core.solver.job").SolveJob, "_forward",
+                           "terms_at")
+        bench.time_methods(spent, _torch.Tensor, "backward", key=lambda *_: "backward")
     settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations, **fields)
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)
@@ -82,6 +91,12 @@ def main(argv=None) -> int:
         group.run()
     joint = time.perf_counter() - t0
     own_joint = spent.get("own barriers", 0.0)
+    parts = ("SolveJob._forward", "SolveJob.terms_at", "own barriers", "PartnerObjective.weighted",
+             "PartnerBarrier.weighted", "backward")
+    if args.split:
+        split_joint = {k: spent.get(k, 0.0) for k in parts}
+        for k in ("SolveJob._forward", "SolveJob.terms_at", "backward"):
+            spent[k] = 0.0
     spent["own barriers"] = 0.0
     t0 = time.perf_counter()
     alone = []
@@ -111,6 +126,10 @@ def main(argv=None) -> int:
           f"jointly, {spent['own barriers']:.1f} s separately; own pair / barrier / hot-entry refreshes summed over "
           f"the characters {'/'.join(map(str, searches(jobs)))} jointly, {'/'.join(map(str, searches(alone)))} "
           "separately")
+    if args.split:
+        print("seconds per part, joint / separate (terms_at includes the own barriers):")
+        for k in parts:
+            print(f"  {k}: {split_joint[k]:.2f} / {spent.get(k, 0.0) if k != 'own barriers' else spent[k]:.2f}")
     return 0
 
 
