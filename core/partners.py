@@ -53,6 +53,19 @@ def _closer_than(pa: torch.Tensor, pb: torch.Tensor, limit) -> tuple:
     return f.index_select(0, keep), i.index_select(0, keep), j.index_select(0, keep)
 
 
+def close_entries(pa: torch.Tensor, pb: torch.Tensor, limit) -> tuple:
+    """(t, i, j) of every pair of points pa[t, i], pb[t, j] ((T, N_a, 3), (T, N_b, 3)) closer than ``limit``, the
+    narrow phase run in chunks of ``CHUNK`` frames (its temporaries bounded)."""
+    out = []
+    for s in range(0, pa.shape[0], CHUNK):
+        f, i, j = _closer_than(pa[s:s + CHUNK], pb[s:s + CHUNK], limit)
+        out.append((f + s, i, j))
+    if not out:
+        empty = torch.zeros(0, dtype=torch.long, device=pa.device)
+        return empty, empty, empty
+    return tuple(torch.cat(x) for x in zip(*out))
+
+
 class PartnerPairs:
     """The active (t, i, j) entries between key vertices of different characters.
 
@@ -232,4 +245,4 @@ class PartnerPairs:
         return PairSet(*(f.index_select(0, keep) for f in c)), block.index_select(0, keep)
 
 
-__all__ = ["PartnerPairs", "box_distance"]
+__all__ = ["PartnerPairs", "box_distance", "close_entries"]

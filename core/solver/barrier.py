@@ -43,6 +43,7 @@ from ..partners import box_distance
 from ..vec3 import dot3, norm3, sq_norm3
 from ..weights import centred, frame_centroids, largest_moves, refresh_due
 from .bulges import bulge_points
+from .free_pairs import own_contacts
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
 SPHERES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -110,23 +111,6 @@ def source_body_points(job):
     return out, has
 
 
-def own_contacts(job, caps) -> torch.Tensor:
-    """(T, B, B) bool: the target's capsule segments whose limbs touch in the source at that frame (a key-vertex
-    pair of those limbs closer than its d_min, ``job.objective``'s source pairs): the self barrier leaves them
-    free there, so a hand on a hip or a clap stays a contact however bulky the target."""
-    ps = job.objective.pairs.active(None, 0.0)
-    touch = torch.nonzero(ps.src_dist < ps.src_dmin, as_tuple=True)[0]
-    names = sorted(set(job.limbs) | {limb_of(n) for n in caps.names})
-    index = {n: k for k, n in enumerate(names)}
-    vl = torch.as_tensor([index[n] for n in job.limbs], device=job.device)
-    limbs = torch.zeros((job.num_frames, len(names), len(names)), dtype=torch.bool, device=job.device)
-    t, li, lj = ps.t[touch], vl[ps.i[touch]], vl[ps.j[touch]]
-    limbs[t, li, lj] = True
-    limbs[t, lj, li] = True
-    seg = torch.as_tensor([index[limb_of(n)] for n in caps.names], device=job.device)
-    return limbs[:, seg][:, :, seg]
-
-
 def own_barrier(job):
     """``job``'s self-contact barrier once its set-up has evaluated the start (``body_positions``: copy-rotations'
     capsule ends), or None without ``own_capsules``."""
@@ -135,7 +119,7 @@ def own_barrier(job):
         return None
     bulge_seg = bulge_points(job.target, caps)[0]
     return PartnerBarrier(job.settings, [job], [caps], own=True, init_ends=[job.body_positions.unflatten(1, (-1, 2))],
-                          contacts=[own_contacts(job, caps)], bulges=[bulge_seg])
+                          contacts={(0, 0): own_contacts(job, caps)}, bulges=[bulge_seg])
 
 
 def _spheres(ends: torch.Tensor) -> torch.Tensor:
@@ -165,7 +149,9 @@ class PartnerBarrier:
         init_ends: per member, its capsule ends (T, B, 2, 3) at the start (copy-rotations): each entry is then
             allowed the larger of the source's depth and its depth there (the solve adds none); a source body
             that is a fitted template (``SkinnedMesh.fitted``) allows none of its own depths.
-        contacts: per member, (T, B, B) bool (``own_contacts``): segment pairs left free at a frame.
+        contacts: {(a, b): (T, B_a, B_b) bool} per ordered pair of members of a block (a == b in an own barrier):
+            the segment pairs left free at a frame, those whose limbs touch in the source (``own_contacts``,
+            ``partner_contacts``); a block without an entry leaves none free.
         bulges: per member, (P,) the segment of each of its bulge points (``bulges.bulge_points``), whose rows
             follow the B capsules' in its ``body_points`` (``capsule_points(target, bulges=True)``): each is one
             more sphere, of radius 0, of that segment (spheres only: never a capsule). None: the capsules only
@@ -268,8 +254,9 @@ class PartnerBarrier:
             fr = near[c:c + _CHUNK]
             gap = norm3(mid_a[fr][:, :, None] - mid_b[fr][:, None])                   # (F, Ba, Bb)
             close = (gap < reach_a[fr][:, :, None] + reach_b[fr][:, None] + margin) & ~excl
-            if self.contacts is not None and a == b:    # limbs that touch in the source are free there
-                close &= ~self.contacts[a][frames[fr]].index_select(1, self.row_seg[a])
+            free = None if self.contacts is None else self.contacts.get((a, b))
+            if free is not None:                        # limbs that touch in the source are free there
+                close &= ~free[frames[fr]].index_select(1, self.row_seg[a])
             f, sa, k = torch.nonzero(close, as_tuple=True)
             row = fr[f]                                                              # rows of ``frames``
             e = ea[row, sa]                                                          # (E, 2, 3)
@@ -445,5 +432,5 @@ class PartnerBarrier:
         return self.weight * total
 
 
-__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_barrier", "own_capsules", "own_contacts",
-           "source_body_points", "source_capsules"]
+__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_barrier", "own_capsules", "source_body_points",
+           "source_capsules"]

@@ -26,6 +26,7 @@ from ..errors import CoreError
 from ..weights import alpha_ramp
 from .optim import Adam, deterministic, learning_rates, torch_threads
 from .barrier import PartnerBarrier, capsule_points
+from .free_pairs import partner_contacts
 from .lifecycle import StepLifecycle
 from .partners import PartnerObjective
 from .settings import Progress
@@ -191,7 +192,8 @@ class GroupSolveJob(StepLifecycle):
         for m in self.members:
             m.setup()
         if capsules is not None:
-            self.barrier = PartnerBarrier(self.settings, self.members, capsules)
+            self.barrier = PartnerBarrier(self.settings, self.members, capsules,
+                                          contacts=partner_contacts(self.members, capsules))
         # the terms between the characters, unless both their weights are 0 (characters solved together only so
         # that the barrier keeps their bodies apart, or to compare with solving them alone): nothing to evaluate
         if len(self.members) > 1 and (self.settings.w_partner > 0 or self.settings.w_gaze > 0):

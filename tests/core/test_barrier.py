@@ -201,7 +201,7 @@ def test_the_own_barrier_leaves_limbs_that_touch_in_the_source_free_there():
     names = list(job._own_caps.names)
     arm = {side: [k for k, n in enumerate(names) if limb_of(n) in (f"{side}_arm", f"{side}_hand")]
            for side in ("left", "right")}
-    free = bar.contacts[0][:, arm["left"]][:, :, arm["right"]].any(-1).any(-1)        # (T,) the hands touch
+    free = bar.contacts[(0, 0)][:, arm["left"]][:, :, arm["right"]].any(-1).any(-1)        # (T,) the hands touch
     assert 0 < int(free.sum()) < job.num_frames
     with torch.no_grad():                                 # one evaluation: the candidates are searched
         p, n, sole = job._forward(job.param.zero_residuals())
@@ -209,7 +209,7 @@ def test_the_own_barrier_leaves_limbs_that_touch_in_the_source_free_there():
     t, q, k, _ = bar._cand[0]
     seg = torch.div(q, len(SPHERES), rounding_mode="floor")
     assert t.numel() > 0                                  # the barrier watches the body (limbs near the torso)
-    assert not bool(bar.contacts[0][t, seg, k].any())     # no entry of a segment pair touching in the source then
+    assert not bool(bar.contacts[(0, 0)][t, seg, k].any())     # no entry of a segment pair touching in the source then
 
 
 def test_a_fitted_source_body_allows_none_of_its_own_depths():
@@ -287,7 +287,7 @@ def _own_dense(bar, ends) -> float:
     d_src = _depth(q[:, :, None], bar.src_sphere_r[0][:, None], src[:, None, :, 0], src[:, None, :, 1], bar.src_r[0])
     allow = torch.maximum(d_src.clamp_min(0) * ratio * bar.source_depth[0], depths(bar.init_ends[0]).clamp_min(0))
     seg = bar.row_seg[0][row]                                                        # (Q,) each sphere's segment
-    out = excl[row][None] | bar.contacts[0][:, seg]
+    out = excl[row][None] | bar.contacts[(0, 0)][:, seg]
     return float(torch.where(out, torch.zeros_like(d), (d - allow).clamp_min(0)).square().sum()) / (
         ends.shape[0] * unit)
 
@@ -441,3 +441,44 @@ def test_a_joint_solve_carries_the_bulge_points_for_the_own_barriers_and_not_bet
     ends = [x.body_positions.unflatten(1, (-1, 2)) for x in job.members]
     assert float(job.barrier.weighted(ends)) == pytest.approx(_dense(job.barrier, [e[:, :B] for e, B in
                                                                              zip(ends, job.barrier.num_caps)]))
+
+
+def test_the_barrier_between_characters_leaves_limbs_that_touch_in_the_source_couple_free_there():
+    """A lead whose hands come to rest on his partner's shoulders in the source (frames 6–11; before, his arms are
+    out to the sides): the barrier between them leaves his hands (and arms) against her arms free on those frames and
+    ``CONTACT_HOLD_S`` before (``partner_contacts``: limbs with a key-vertex pair closer than d_min in the source
+    couple), so targets whose hands sink into her shoulders there pay nothing for it, while the same hands in her
+    shoulders on the first frames, where the source's are away, are still entries of the barrier."""
+    from core.humanoid import limb_of
+    from core.solver.free_pairs import CONTACT_HOLD_S, partner_contacts
+    (a, _), (b, _) = _lead_into_follow(0.65)         # arms ahead, his hands 3 cm from her shoulders
+    mb = _still(b, 12)
+    out, ahead = _still(a, 6), _arms_ahead(a, 6)
+    ma = Motion(np.concatenate([out.rotations, ahead.rotations]), np.concatenate([out.locations, ahead.locations]),
+                30.0)
+    (ta, _), (tb, _) = _lead_into_follow(0.5)         # the targets: his arms ahead on every frame, into her
+    job = _job([(a, ma), (b, mb)], [ta, tb], [_arms_ahead(ta, 12), mb])
+    caps = [body_capsules(a), body_capsules(b)]
+    free = partner_contacts(job.members, caps)
+    assert torch.equal(free[(1, 0)], free[(0, 1)].transpose(1, 2))
+    hand = torch.as_tensor([limb_of(n).endswith("_hand") for n in caps[0].names])
+    arm = torch.as_tensor([limb_of(n).endswith("_arm") for n in caps[1].names])
+    first = 6 - round(CONTACT_HOLD_S * 30.0)                          # 3: the hold before the contact
+    assert free[(0, 1)][:, hand][:, :, arm].flatten(1).any(1).tolist() == [t >= first for t in range(12)]
+    assert bool(free[(0, 1)][6:][:, ~hand][:, :, arm].any())         # his forearms go along with his hands
+
+    def hand_arm_frames(barrier):
+        """the frames of the candidates between his hands' spheres and her arms' capsules, after one evaluation"""
+        value = float(barrier.weighted([m.body_positions.unflatten(1, (-1, 2)) for m in job.members]))
+        i = next(k for k, blk in enumerate(barrier.blocks) if blk[:2] == (0, 1))
+        t, q, k, _ = barrier._cand[i]
+        seg = barrier.row_seg[0][barrier.q_row[0][q]]
+        return set(t[hand[seg] & arm[k]].tolist()), value
+    with torch.no_grad():
+        kept, value = hand_arm_frames(job.barrier)
+        job.barrier.contacts = None                     # the same barrier without the source couple's contacts
+        job.barrier.release()
+        every, without = hand_arm_frames(job.barrier)
+    assert kept and kept <= set(range(first))           # his hands in her shoulders where the source's are away
+    assert every >= kept | set(range(6, 12))
+    assert 0.0 < value < without
