@@ -16,10 +16,25 @@ from ..weights import MIN_FRACTION
 CONTACT_HOLD_S = 0.1
 
 
+def with_arms(touch: torch.Tensor, index: dict) -> torch.Tensor:
+    """(T, L, L) bool limb contacts (rows one body's limbs, columns the other's, ``index`` their names' positions)
+    with each hand's contacts taken by its arm too, on either side: the forearm of a hand on a partner's back or
+    hand lies along what the hand touches."""
+    out = touch.clone()
+    for side in ("left", "right"):
+        hand, arm = index.get(f"{side}_hand"), index.get(f"{side}_arm")
+        if hand is not None and arm is not None:
+            out[:, arm] |= touch[:, hand]
+            out[:, :, arm] |= touch[:, :, hand]
+    return out
+
+
 def own_contacts(job, caps) -> torch.Tensor:
     """(T, B, B) bool: the target's capsule segments whose limbs touch in the source at that frame (a key-vertex
     pair of those limbs closer than its d_min, ``job.objective``'s source pairs): the self barrier leaves them
-    free there, so a hand on a hip or a clap stays a contact however bulky the target."""
+    free there, so a hand on a hip or a clap stays a contact however bulky the target. (A hand's arm is not freed
+    with it here, as ``partner_contacts`` frees it: measured, the forearms then sink into the torso, docs/solver.md
+    "Contacts the source couple has".)"""
     ps = job.objective.pairs.active(None, 0.0)
     touch = torch.nonzero(ps.src_dist < ps.src_dmin, as_tuple=True)[0]
     names = sorted(set(job.limbs) | {limb_of(n) for n in caps.names})
@@ -37,9 +52,9 @@ def partner_contacts(members, capsules) -> dict:
     """{(a, b): (T, B_a, B_b) bool} for every ordered pair of different members: the capsule segments of a and b
     whose limbs touch in the source couple about that frame (a key vertex of each closer than d_min = 5 % of their
     mean source height, what the pair terms between them call a contact, within ``CONTACT_HOLD_S``), a hand's
-    contact taking its arm along (the forearm of a hand on a back lies along it). The barrier between them leaves
-    those free there, as ``own_contacts`` does within one body, so a hand on the partner's back, shoulder or head
-    stays a contact whatever the two targets' builds (docs/solver.md "Contacts the source couple has")."""
+    contact taking its arm along (``with_arms``). The barrier between them leaves those free there, as
+    ``own_contacts`` does within one body, so a hand on the partner's back, shoulder or head stays a contact whatever
+    the two targets' builds (docs/solver.md "Contacts the source couple has")."""
     out = {}
     for a in range(len(members)):
         for b in range(a + 1, len(members)):
@@ -51,12 +66,7 @@ def partner_contacts(members, capsules) -> dict:
             limb = [torch.as_tensor([index[n] for n in m.limbs], device=ma.device) for m in (ma, mb)]
             touch = torch.zeros((ma.num_frames, L, L), dtype=torch.bool, device=ma.device)
             touch[t, limb[0][i], limb[1][j]] = True
-            hands = touch.clone()                     # a hand's contacts, taken by its arm on either side
-            for side in ("left", "right"):
-                hand, arm = index.get(f"{side}_hand"), index.get(f"{side}_arm")
-                if hand is not None and arm is not None:
-                    touch[:, arm] |= hands[:, hand]
-                    touch[:, :, arm] |= hands[:, :, hand]
+            touch = with_arms(touch, index)
             k = int(round(CONTACT_HOLD_S * ma.fps))
             if k > 0 and ma.num_frames > 1:          # (L·L, 1, T) max over each frame's ±k neighbours
                 x = touch.reshape(touch.shape[0], -1).T[:, None].float()
@@ -68,4 +78,4 @@ def partner_contacts(members, capsules) -> dict:
     return out
 
 
-__all__ = ["CONTACT_HOLD_S", "own_contacts", "partner_contacts"]
+__all__ = ["CONTACT_HOLD_S", "own_contacts", "partner_contacts", "with_arms"]
