@@ -14,6 +14,9 @@ truth, all in one world frame) and returns a flat dict of floats:
   radius: ``PARTNER_PEN_CORE``);
 - ``gaze_angle_error_mean`` (degrees): where a character's source gaze cone (5°) holds a partner key vertex, the
   angle between the target's gaze and the direction to that key vertex;
+- ``partner_kept: A's limb ~ B's limb, N frames`` (one per pair of limbs that touch on N ≥ ``KEPT_MIN_FRAMES``
+  source frames, the ``KEPT_SHOWN`` with the most): the share of those frames where the two limbs touch in the
+  target too;
 - ``source_*`` twins (the source's own value of the same measure, the reference).
 """
 
@@ -39,6 +42,11 @@ from .track import ClipTrack
 PARTNER_PEN_CORE = 1.0
 PARTNER_PEN_MAX_VERTICES = 1500   #: vertices sampled (uniform stride) per body for the partner-penetration test
 HAND_LIMBS = ("left_hand", "right_hand")
+#: ``partner_kept: …`` entries: a pair of limbs of two characters listed when they touch on this many source frames,
+#: the ``KEPT_SHOWN`` with the most per pair of characters
+KEPT_PREFIX = "partner_kept: "
+KEPT_MIN_FRAMES = 5
+KEPT_SHOWN = 6
 _CHUNK = 64
 
 
@@ -186,6 +194,26 @@ def _gaze_entries(kv: list, chars: list, motions: list, tracks: list, orders: li
     return out
 
 
+def _kept_by_limbs(truth: np.ndarray, pred: np.ndarray, limbs_a, limbs_b, name_a: str, name_b: str) -> dict:
+    """{'partner_kept: A's limb ~ B's limb, N frames': share}: for the pairs of limbs of characters A and B that
+    touch on N ≥ ``KEPT_MIN_FRAMES`` source frames (the ``KEPT_SHOWN`` with the most), the share of those frames where
+    they touch in the target too (a key-vertex pair of the two limbs within d_min); ``truth``, ``pred`` (T, N_a, N_b)
+    contact entries of the source and the target, in the source's key-vertex order."""
+    la, lb = np.asarray(limbs_a), np.asarray(limbs_b)
+    rows = []
+    for x in np.unique(la):
+        for y in np.unique(lb):
+            sel = np.ix_(la == x, lb == y)
+            src = truth[:, sel[0], sel[1]].any((1, 2))
+            if src.sum() >= KEPT_MIN_FRAMES:
+                kept = (src & pred[:, sel[0], sel[1]].any((1, 2))).sum() / src.sum()
+                n = int(src.sum())
+                rows.append((n, f"{KEPT_PREFIX}{name_a}'s {x.replace('_', ' ')} ~ {name_b}'s {y.replace('_', ' ')}, "
+                                f"{n} frames", float(kept)))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    return {key: value for _, key, value in rows[:KEPT_SHOWN]}
+
+
 def evaluate_partners(sources, targets, fps: float = None) -> dict:
     """Partner metrics of K ≥ 2 retargeted characters (module docstring; docs/metrics.md "Partners").
 
@@ -220,6 +248,8 @@ def evaluate_partners(sources, targets, fps: float = None) -> dict:
         ct, cp = ds < lim_s, dt < lim_t
         c_true.append(ct.ravel())
         c_pred.append(cp.ravel())
+        out.update(_kept_by_limbs(ct, cp, s_tr[a].character.keyverts.limbs, s_tr[b].character.keyverts.limbs,
+                                  t_tr[a].character.name, t_tr[b].character.name))
         la = np.asarray(s_tr[a].character.keyverts.limbs)
         lb = np.asarray(s_tr[b].character.keyverts.limbs)
         hand = np.isin(la, HAND_LIMBS)[:, None] | np.isin(lb, HAND_LIMBS)[None, :]     # (N_a, N_b)
@@ -257,4 +287,5 @@ def evaluate_partners(sources, targets, fps: float = None) -> dict:
     return out
 
 
-__all__ = ["BodyCapsules", "HAND_LIMBS", "PARTNER_PEN_CORE", "body_capsules", "capsule_paths", "evaluate_partners"]
+__all__ = ["BodyCapsules", "HAND_LIMBS", "KEPT_PREFIX", "PARTNER_PEN_CORE", "body_capsules", "capsule_paths",
+           "evaluate_partners"]

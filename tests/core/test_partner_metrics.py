@@ -53,6 +53,38 @@ def test_partner_contact_f1_and_hand_error_by_hand():
     assert out["hand_partner_error_p90"] == pytest.approx((same_t - same) / h, rel=1e-6)
     # nobody looks at the partner (both face -Y, side by side): no gaze entry
     assert out["source_gaze_frames"] == 0 and math.isnan(out["gaze_angle_error_mean"])
+    # by pair of limbs: A's left hand and B's right hand touch on the 5 source frames, and still do in the target
+    kept = {k: v for k, v in out.items() if k.startswith("partner_kept: ")}
+    assert kept == {"partner_kept: a's left hand ~ b's right hand, 5 frames": 1.0}
+
+
+def test_contacts_kept_by_pair_of_limbs_count_frames_and_read_as_a_share():
+    """``partner_kept: …``: the share of the source's contact frames of a pair of limbs where the target's limbs touch
+    too; a pair of limbs under ``KEPT_MIN_FRAMES`` source frames is not listed; the report reads it in %."""
+    from core.metrics_partners import KEPT_MIN_FRAMES
+    from core.report import format_value, info
+    (a, _), (b, _) = _side_by_side(0.02)
+    src = [(a, _still(a, 8)), (b, _still(b, 8))]
+    (_, _), (b_far, _) = _side_by_side(1.0)
+    # the target: the same couple on frames 0-5, B a metre away on frames 6-7 (moved by its root, in its own frame)
+    far = ClipTrack(b_far, _still(b_far, 8)).keyverts[0]
+    near = ClipTrack(b, _still(b, 8)).keyverts[0]
+    shift = (far - near)[0, 0]                                             # world offset of B's key vertices
+    loc = np.zeros((8, b.skeleton.num_bones, 3))
+    root = b.skeleton.index(b.bone_map["hips"])
+    R = np.linalg.inv(b.skeleton.object_matrix[:3, :3] @ b.skeleton.rest_global[root, :3, :3])
+    loc[6:, root] = R @ shift
+    moved = Motion(_still(b, 8).rotations, loc, 30.0)
+    assert np.allclose(ClipTrack(b, moved).keyverts[0][7] - near[7], shift, atol=1e-9)
+    out = evaluate_partners([ClipTrack(*s) for s in src], [src[0], (b, moved)])
+    key = "partner_kept: a's left hand ~ b's right hand, 8 frames"
+    assert [k for k in out if k.startswith("partner_kept: ")] == [key]
+    assert out[key] == pytest.approx(6 / 8)
+    assert info(key).label == "Contact kept: a's left hand ~ b's right hand, 8 frames"
+    assert format_value(key, out[key]) == "75 % of the source's frames"
+    few = [(a, _still(a, KEPT_MIN_FRAMES - 1)), (b, _still(b, KEPT_MIN_FRAMES - 1))]
+    short = evaluate_partners([ClipTrack(*s) for s in few], few)
+    assert not [k for k in short if k.startswith("partner_kept: ")]
 
 
 def test_the_same_couple_scores_perfectly_and_farther_apart_scores_nothing():
