@@ -196,8 +196,9 @@ def _gaze_entries(kv: list, chars: list, motions: list, tracks: list, orders: li
 
 def _kept_by_limbs(truth: np.ndarray, pred: np.ndarray, limbs_a, limbs_b, name_a: str, name_b: str) -> list:
     """[(N, 'partner_kept: A's limb ~ B's limb, N frames', share)]: for the pairs of limbs of characters A and B that
-    touch on N ≥ ``KEPT_MIN_FRAMES`` source frames, the share of those frames where they touch in the target too (a key-vertex pair of the two limbs within d_min); ``truth``, ``pred`` (T, N_a, N_b)
-    contact entries of the source and the target, in the source's key-vertex order."""
+    touch on N ≥ ``KEPT_MIN_FRAMES`` source frames, the share of those frames where they touch in the target too (a
+    key-vertex pair of the two limbs within d_min); ``truth``, ``pred`` (T, N_a, N_b) contact entries of the source
+    and the target, in the source's key-vertex order."""
     la, lb = np.asarray(limbs_a), np.asarray(limbs_b)
     rows = []
     for x in np.unique(la):
