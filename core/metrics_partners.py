@@ -204,12 +204,12 @@ def _kept_by_limbs(truth: np.ndarray, pred: np.ndarray, limbs_a, limbs_b, name_a
     for x in np.unique(la):
         for y in np.unique(lb):
             sel = np.ix_(la == x, lb == y)
-            src = truth[:, sel[0], sel[1]].any((1, 2))
-            if src.sum() >= KEPT_MIN_FRAMES:
-                kept = (src & pred[:, sel[0], sel[1]].any((1, 2))).sum() / src.sum()
-                n = int(src.sum())
+            src = truth[:, sel[0], sel[1]].any((1, 2))                               # (T,) the limbs touch
+            n = int(src.sum())
+            if n >= KEPT_MIN_FRAMES:
+                kept = float((src & pred[:, sel[0], sel[1]].any((1, 2))).sum() / n)
                 rows.append((n, f"{KEPT_PREFIX}{name_a}'s {x.replace('_', ' ')} ~ {name_b}'s {y.replace('_', ' ')}, "
-                                f"{n} frames", float(kept)))
+                                f"{n} frames", kept))
     return rows
 
 

@@ -98,7 +98,7 @@ METHOD_LABELS = {"reconform": "ReConForM", "copy_rotations": "Copy Rotations"}
 def info(key: str) -> MetricInfo:
     """The MetricInfo of ``key``; 'Hero: grounded_f1' (one target of several retargeted together) reads as
     'Hero: Grounded feet F1'; a key this module does not know reads as itself, with no unit or direction."""
-    if key.startswith("partner_kept: "):         # core.metrics_partners' contacts kept, by pair of limbs
+    if key.startswith("partner_kept: "):    # metrics_partners.KEPT_PREFIX (not imported: this module stays torch-free)
         return MetricInfo(key, f"Contact kept: {key.partition(': ')[2]}", "% of the source's frames", HIGHER, 100.0,
                           0)
     if ": " in key:
