@@ -156,15 +156,14 @@ def clip_setup(source, source_motion: Motion, target, options: RetargetOptions, 
     yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
     track = ClipTrack(src, source_motion if src.rig is None else src.rig.to_core(source_motion))
     terrain = options.settings.terrain if options.ground is None else options.ground
+    levels = ground_levels(track, options.settings.source_ground)          # read once: copy-rotations takes them
     if isinstance(terrain, GroundSurface):
         yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
-        terrain = clip_terrain(terrain, tgt, copy_rotations(src, track.motion, tgt, track,
-                                                            source_ground=options.settings.source_ground))
+        terrain = clip_terrain(terrain, tgt, copy_rotations(src, track.motion, tgt, track, source_ground=levels))
         notes.append(f"ground {terrain.report.line()}")
     init = copy_rotations(src, track.motion, tgt, track, ground=0.0 if terrain is None else terrain,
-                          source_ground=options.settings.source_ground)
+                          source_ground=levels)
     init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
-    levels = ground_levels(track, options.settings.source_ground)
     timings["copy_rotations_s"] = time.perf_counter() - t1
     if cancel.is_set():
         return None
