@@ -96,8 +96,9 @@ def refit_rotations(ctrl: torch.Tensor, band: Band, fit, rel: torch.Tensor) -> t
     C, Jo = ctrl.shape[:2]
     T = rel.shape[0]
     x = ctrl.double()
+    weights = band.tensors(x.dtype, x.device)                 # the grid's rows as tensors, once for every iteration
     for _ in range(REFIT_ITERATIONS):
-        d6 = identity + band.apply(x.reshape(C, Jo * 6)).reshape(T, Jo, 6)
+        d6 = identity + banded_spline(weights, x.reshape(C, Jo * 6)).reshape(T, Jo, 6)
         a1, a2 = d6[..., :3], d6[..., 3:]
         along = (a2 * c1).sum(-1, keepdim=True)
         across = (a2 - along * c1).norm(dim=-1, keepdim=True)
