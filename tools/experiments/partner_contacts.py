@@ -55,19 +55,18 @@ def main(argv=None) -> int:
     kv_s = [mp._keyverts(tr) for tr in src]
     hs = [float(tr.character.height) for tr in src]
     limbs = [np.asarray(tr.character.keyverts.limbs) for tr in src]
-    ds = np.linalg.norm(kv_s[0][:, :, None] - kv_s[1][:, None], axis=-1)
-    truth = ds < mp.CONTACT_FRACTION * 0.5 * (hs[0] + hs[1])                  # (T, N_a, N_b)
+    ((_, _, ds, lim_s),) = mp._contacts(kv_s, hs)           # the partner contact F1's distances and d_min
+    truth = ds < lim_s                                                         # (T, N_a, N_b)
     methods = {"copy-rot": [o.init_motion for o in joint.members], "alone": [o.motion for o in alone],
                "joint": [o.motion for o in joint.members]}
     if not alone:
         del methods["alone"]
     ht = [float(o.target.height) for o in joint.members]
-    lim_t = mp.CONTACT_FRACTION * 0.5 * (ht[0] + ht[1])
     pred, dist = {}, {}
     for name, motions in methods.items():
         kv = [mp._keyverts(track_cls(o.target, m), mp._order(o.source, o.target))
               for o, m in zip(joint.members, motions)]
-        dist[name] = np.linalg.norm(kv[0][:, :, None] - kv[1][:, None], axis=-1)
+        ((_, _, dist[name], lim_t),) = mp._contacts(kv, ht)
         pred[name] = dist[name] < lim_t
     key = np.char.add(np.char.add(limbs[0][:, None], " ~ "), limbs[1][None, :])   # (N_a, N_b) limb pair names
     groups = collections.Counter(key[np.nonzero(truth.any(0))].tolist())
