@@ -275,6 +275,11 @@ def posture_note(source_track: ClipTrack, target: Character, motion: Motion):
             f"frames: check its bone map (hips, spine, head) and that its rest pose stands the way its mesh does.")
 
 
+#: source hips this far apart (metres) or closer count fully in ``place_together``'s placement; a pair farther
+#: apart counts (NEAR / distance)⁴: a couple's own distance wins over its relation to dancers across the room
+NEAR = 1.0
+
+
 def place_together(pairs) -> list:
     """Copy-rotations of several characters sharing one world (ReConForM §6.1): each target's own copy-rotations
     result, turned and moved so that the targets keep the places their sources have relative to one another.
@@ -287,10 +292,13 @@ def place_together(pairs) -> list:
 
     - turned about the vertical by Y_k = A_0 A_kᵀ (A: copy-rotations' source → target body alignment), so that
       every target faces, in the anchor's frame, the way its source faces in the shared world;
-    - moved horizontally so its hips follow the anchor's: p_k(t) = p_0(t) + A_0 · r̄ · (h_k(t) − h_0(t)) in
-      x and y, with h the sources' hips and r̄ = (r_0 + r_k) / 2 (the partners' distance scales with both
-      sizes); each keeps its own height (its feet on the floor where its source stands, as copy-rotations put
-      them).
+    - moved horizontally so that every two targets j, k stand as their sources do, scaled by both sizes:
+      p_k(t) − p_j(t) ≈ A_0 · r̄_jk · (h_k(t) − h_j(t)) in x and y, with h the sources' hips and
+      r̄_jk = (r_j + r_k) / 2. Two characters: exactly that, from the anchor. More: the sizes differ, so no one
+      placement meets every pair; frame by frame, the least-squares placement (anchor fixed) with pair (j, k)
+      weighted min(1, NEAR / |h_k − h_j|)⁴ (``_placement``), so that a couple stands as its own sizes say and a
+      far dancer's motion does not leak into it. Each keeps its own height (its feet on the floor where its
+      source stands, as copy-rotations put them).
 
     Args:
         pairs: sequence of (source Character, source Motion, source ClipTrack, target Character, init Motion),
@@ -301,31 +309,55 @@ def place_together(pairs) -> list:
     pairs = list(pairs)
     if not pairs:
         return []
-    src0, smo0, trk0, tgt0, init0 = pairs[0]
-    A0 = body_alignment(src0, smo0, tgt0, trk0)[0]
-    h0 = trk0.world_positions[:, src0.skeleton.index(src0.bone_map["hips"])]
-    p0 = ClipTrack(tgt0, init0).world_positions[:, tgt0.skeleton.index(tgt0.bone_map["hips"])]
-    r0 = _hip_ratio(src0, smo0, trk0, tgt0)
-    out = [init0]
-    for src, smo, trk, tgt, init in pairs[1:]:
+    src0, _, _, tgt0, init0 = pairs[0]
+    for src, _, _, _, init in pairs[1:]:
         if init.num_frames != init0.num_frames:
             raise CoreError(f"'{src.name}' plays {init.num_frames} frames but '{src0.name}' plays "
                             f"{init0.num_frames}: characters placed together must share the frame range.")
-        A = body_alignment(src, smo, tgt, trk)[0]
-        Y = A0 @ A.T
-        h = trk.world_positions[:, src.skeleton.index(src.bone_map["hips"])]
-        rbar = 0.5 * (r0 + _hip_ratio(src, smo, trk, tgt))
-        p_new = p0 + ((h - h0) @ A0.T) * rbar
+    if len(pairs) == 1:
+        return [init0]
+    aligned = [body_alignment(src, smo, tgt, trk) for src, smo, trk, tgt, _ in pairs]
+    A0 = aligned[0][0]
+    hips = np.stack([trk.world_positions[:, src.skeleton.index(src.bone_map["hips"])]
+                     for src, _, trk, _, _ in pairs], 1)                                      # (T, K, 3)
+    ratios = np.array([hip_height(tgt, qt) / hip_height(src, qs)
+                       for (src, _, _, tgt, _), (_, _, qs, qt) in zip(pairs, aligned)])     # (K,)
+    p0 = ClipTrack(tgt0, init0).world_positions[:, tgt0.skeleton.index(tgt0.bone_map["hips"])]
+    placed = _placement(hips, ratios, A0, p0)
+    out = [init0]
+    for (src, smo, trk, tgt, init), (A, *_), p_new in zip(pairs[1:], aligned[1:], placed[:, 1:].transpose(1, 0, 2)):
         ttrack = ClipTrack(tgt, init)
         ht = tgt.skeleton.index(tgt.bone_map["hips"])
+        p_new = p_new.copy()
         p_new[:, 2] = ttrack.world_positions[:, ht, 2]
-        out.append(_turn_hips(tgt, init, ttrack, ht, Y, p_new))
+        out.append(_turn_hips(tgt, init, ttrack, ht, A0 @ A.T, p_new))
     return out
 
 
-def _hip_ratio(source, source_motion, track, target) -> float:
-    _, _, qs, qt = body_alignment(source, source_motion, target, track)
-    return hip_height(target, qt) / hip_height(source, qs)
+def _placement(hips: np.ndarray, ratios: np.ndarray, A0: np.ndarray, p0: np.ndarray) -> np.ndarray:
+    """(T, K, 3) the targets' hips (their heights to be replaced) placed as ``place_together`` says: the anchor's
+    ``p0`` (T, 3), and for k ≥ 1 the minimiser of Σ_j<k w_jk |p_k − p_j − A0 r̄_jk (h_k − h_j)|² per frame.
+
+    Args:
+        hips: (T, K, 3) the sources' hips in the shared world.
+        ratios: (K,) each pair's hip-height ratio (target / source).
+        A0: (3, 3) the anchor's source → target body alignment.
+        p0: (T, 3) the anchor target's hips.
+    """
+    T, K, _ = hips.shape
+    rel = (hips[:, None, :, :] - hips[:, :, None, :]) @ A0.T                           # (T, j, k, 3): h_k − h_j
+    rel *= 0.5 * (ratios[:, None] + ratios[None, :])[None, :, :, None]
+    dist = np.linalg.norm((hips[:, None, :, :2] - hips[:, :, None, :2]), axis=-1)      # (T, K, K)
+    w = np.minimum(1.0, NEAR / np.maximum(dist, 1e-9)) ** 4
+    w[:, np.arange(K), np.arange(K)] = 0.0
+    # normal equations, anchor fixed: Σ_j w_jk (p_k − p_j) = Σ_j w_jk rel_jk for k ≥ 1
+    lap = -w[:, 1:, 1:]
+    lap[:, np.arange(K - 1), np.arange(K - 1)] += w[:, 1:, :].sum(2)
+    rhs = (w[..., None] * rel).sum(1)[:, 1:] + w[:, 1:, 0, None] * p0[:, None, :]       # (T, K-1, 3)
+    out = np.empty((T, K, 3))
+    out[:, 0] = p0
+    out[:, 1:] = np.linalg.solve(lap, rhs)
+    return out
 
 
 def _turn_hips(target: Character, init: Motion, track: ClipTrack, ht: int, Y: np.ndarray,

@@ -17,7 +17,7 @@ from core.retarget_group import RetargetGroup, run_group
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
 from core.track import ClipTrack
 from core.types import Motion
-from tests.core.synth import couple, facing, make_humanoid, walk_motion, with_face
+from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
 
 FAST = dict(iterations=12, num_threads=1)
 
@@ -65,6 +65,34 @@ def test_place_together_keeps_one_pair_and_the_partners_relative_places(scene):
     hips = tb.skeleton.index(tb.bone_map["hips"])
     others = [j for j in range(tb.skeleton.num_bones) if j != hips]
     assert np.array_equal(pb.rotations[:, others], ib.rotations[:, others])
+
+
+def test_a_couple_placed_with_a_dancer_across_the_room_stands_as_its_own_sizes_say(scene):
+    """Three characters: a solo dancer 3 m away is the anchor, the couple (targets 1.25× and 0.8× their sources)
+    stands as it does placed alone, its offset turned and scaled by the two partners' sizes only. Placed relative
+    to the anchor alone (the rule before), the couple's sizes scale their 3 m to the anchor differently and their
+    own offset is off by 0.7 m."""
+    a, ma, b, mb, ta, tb = scene
+    c = with_face(make_humanoid(name="solo", object_matrix=facing(0.0, 3.0, 0.0)))
+    mc = reach_motion(c, frames=ma.num_frames)
+    tc = with_face(make_humanoid(name="mid", object_matrix=facing(0.0, -2.0, 0.0)))
+
+    def pair(s, m, t):
+        tr = ClipTrack(s, m)
+        return s, m, tr, t, copy_rotations(s, m, t, tr)
+    pa2, pb2 = place_together([pair(a, ma, ta), pair(b, mb, tb)])
+    pc, pa3, pb3 = place_together([pair(c, mc, tc), pair(a, ma, ta), pair(b, mb, tb)])
+    alone = (_hips(tb, pb2) - _hips(ta, pa2))[:, :2]
+    with_solo = (_hips(tb, pb3) - _hips(ta, pa3))[:, :2]
+    assert np.linalg.norm(with_solo - alone, axis=1).max() < 0.02 * np.linalg.norm(alone, axis=1).min()
+    # the solo dancer stays on the side and at the distance its source does (the sizes, 1 to 1.25, between)
+    to_couple = (_hips(ta, pa3) - _hips(tc, pc))[:, :2]
+    assert (to_couple[:, 0] < -3.0).all() and (to_couple[:, 0] > -3.75).all()
+    assert np.abs(to_couple[:, 1]).max() < 0.1
+    # each target faces the way its source does, and keeps its height
+    for src, mo, tgt, placed, init in ((a, ma, ta, pa3, pair(a, ma, ta)[4]), (b, mb, tb, pb3, pair(b, mb, tb)[4])):
+        assert _forward(tgt, placed) == pytest.approx(_forward(src, mo), abs=1e-6)
+        assert _hips(tgt, placed)[:, 2] == pytest.approx(_hips(tgt, init)[:, 2], abs=1e-9)
 
 
 def test_a_joint_solve_of_one_pair_is_the_single_solve(scene):

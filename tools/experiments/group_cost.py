@@ -123,6 +123,8 @@ def main(argv=None) -> int:
           f"jointly, {spent['own barriers']:.1f} s separately; own pair / barrier / hot-entry refreshes summed over "
           f"the characters {'/'.join(map(str, searches(jobs)))} jointly, {'/'.join(map(str, searches(alone)))} "
           "separately")
+    per = lambda members: " ".join("/".join(map(str, searches([m]))) for m in members)     # noqa: E731
+    print(f"  per character: {per(jobs)} jointly, {per(alone)} separately")
     if args.split:
         print("seconds per part, joint / separate (terms_at includes the own barriers):")
         for k in parts:
