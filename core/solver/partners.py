@@ -28,7 +28,7 @@ from ..errors import CoreError
 from ..losses import cosine
 from ..vec3 import dot3, norm3, sq_norm3
 from ..partners import PartnerPairs
-from ..weights import MIN_FRACTION
+from ..weights import MIN_FRACTION, refresh_due
 from .objective import focused_square, pair_terms
 from .settings import PARTNER_TERM
 
@@ -120,7 +120,7 @@ class PartnerObjective:
             self.look_dir = torch.zeros((T, 0, M, 3), dtype=self.dtype, device=self.device)
             self.look_cos = torch.zeros((T, 0, M), dtype=self.dtype, device=self.device)
         self._src_gaze = self._gaze_ref = self._gaze_cand = None
-        self._gaze_cos_slack = math.cos(math.radians(GAZE_SLACK_DEG))
+        self._gaze_slack_rad = math.radians(GAZE_SLACK_DEG)
         self._gaze_angle_limit = math.radians(GAZE_MAX_DEG + GAZE_SLACK_DEG)
         self._gaze_dist_slack = GAZE_SLACK_DIST * float(self.heights.mean())
         self.gaze_refreshes = 0
@@ -249,10 +249,11 @@ class PartnerObjective:
         if self._gaze_ref is None:
             frames = None
         else:   # frame by frame: a frame whose gazes all turned less than the slack and whose key vertices all moved
-            # less than D keeps its candidates
-            stale = ((dot3(g, self._gaze_ref[0]).amin(1) < self._gaze_cos_slack)
-                     | (sq_norm3(p_det - self._gaze_ref[1]).amax(1) > self._gaze_dist_slack ** 2))
-            frames = torch.nonzero(stale, as_tuple=True)[0]
+            # less than D keeps its candidates; once one does not, the frames past half their slack go along
+            # (``refresh_due``: fewer, larger refreshes, as exact)
+            turned = torch.acos(dot3(g, self._gaze_ref[0]).amin(1).clamp(-1.0, 1.0)) / self._gaze_slack_rad
+            moved = sq_norm3(p_det - self._gaze_ref[1]).amax(1).sqrt() / self._gaze_dist_slack
+            frames = torch.nonzero(refresh_due(torch.maximum(turned, moved)), as_tuple=True)[0]
         if frames is None or frames.numel():
             self._refresh_gaze(p_det, g, frames)
         t, c, m, w_src, fj, fe = self._gaze_cand

@@ -27,6 +27,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 
+def _refreshes(partners) -> str:
+    """the partner terms' candidate refreshes: of their pairs and of their gaze entries"""
+    if partners is None:
+        return "no terms between the characters"
+    return f"{partners.pairs.refreshes} pair and {getattr(partners, 'gaze_refreshes', '?')} gaze refreshes"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=5, choices=range(2, 6))
@@ -119,7 +126,7 @@ def main(argv=None) -> int:
     print(f"{' '.join(args.const + args.set) or 'defaults'}: K = {args.k}, 600 frames, {args.iterations} steps, "
           f"load average {os.getloadavg()[0]:.1f}: joint {joint:.1f} s, separate {separate:.1f} s "
           f"({joint / separate:.3f}x); {between}; partner terms' forward "
-          f"{spent.get('PartnerObjective.weighted', 0.0):.1f} s; the characters' own barriers {own_joint:.1f} s "
+          f"{spent.get('PartnerObjective.weighted', 0.0):.1f} s ({_refreshes(group.partners)}); the characters' own barriers {own_joint:.1f} s "
           f"jointly, {spent['own barriers']:.1f} s separately; own pair / barrier / hot-entry refreshes summed over "
           f"the characters {'/'.join(map(str, searches(jobs)))} jointly, {'/'.join(map(str, searches(alone)))} "
           "separately")
