@@ -121,7 +121,8 @@ class PartnerObjective:
             self.look_cos = torch.zeros((T, 0, M), dtype=self.dtype, device=self.device)
         self._src_gaze = self._gaze_ref = self._gaze_cand = None
         self._gaze_slack_rad = math.radians(GAZE_SLACK_DEG)
-        self._gaze_angle_limit = math.radians(GAZE_MAX_DEG + GAZE_SLACK_DEG)
+        self._gaze_limit_cos = math.cos(math.radians(GAZE_MAX_DEG + GAZE_SLACK_DEG))
+        self._gaze_limit_sin = math.sin(math.radians(GAZE_MAX_DEG + GAZE_SLACK_DEG))
         self._gaze_dist_slack = GAZE_SLACK_DIST * float(self.heights.mean())
         self.gaze_refreshes = 0
         self.scales = None
@@ -271,11 +272,12 @@ class PartnerObjective:
         p, gs = p_det.index_select(0, sub), g.index_select(0, sub)
         v = p.index_select(1, self._others_flat).view(-1, L, M, 3) - p.index_select(1, self.tgt_eyes)[:, :, None]
         dist = norm3(v).clamp_min(1e-9)
-        angle = torch.acos((dot3(v, gs[:, :, None]) / dist).clamp(-1.0, 1.0))
-        ratio = 2.0 * self._gaze_dist_slack / dist
-        margin = torch.where(ratio < 1.0, torch.asin(ratio.clamp(max=1.0)), torch.full_like(ratio, math.pi))
+        # angle < limit + asin(r), r = 2·D / dist (every key vertex within 2·D of the eye when r ≥ 1), as cosines:
+        # cos angle > cos limit · √(1 − r²) − sin limit · r
+        ratio = (2.0 * self._gaze_dist_slack / dist).clamp(max=1.0)
+        bound = self._gaze_limit_cos * (1.0 - ratio.square()).sqrt() - self._gaze_limit_sin * ratio
         look_src = self.look_src.index_select(0, sub)
-        cand = (angle < self._gaze_angle_limit + margin) | (look_src > 0)
+        cand = (dot3(v, gs[:, :, None]) > bound * dist) | (ratio >= 1.0) | (look_src > 0)
         if self.valid is not None:
             cand &= self.valid > 0
         f, c, m = torch.nonzero(cand, as_tuple=True)
