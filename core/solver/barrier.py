@@ -38,11 +38,11 @@ import torch
 
 from ..humanoid import limb_of
 from ..measures import segment_exclusion
-from ..metrics_partners import body_capsules, capsule_paths
 from ..partners import box_distance
 from ..vec3 import dot3, norm3, sq_norm3
 from ..weights import centred, frame_centroids, largest_moves, refresh_due
 from .bulges import bulge_points
+from .capsules import source_capsules
 from .free_pairs import own_contacts
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
@@ -55,60 +55,6 @@ HOT = 0.01
 #: in the partner's hand capsule (hands holding hands or wrists overlap the capsule cores in the capture too)
 HOLDS = {"hand": ("hand", "lower_arm"), "lower_arm": ("hand",)}
 _CHUNK = 256
-
-
-def capsule_points(character, bulges: bool = False):
-    """(capsules, (bones (2R,), (2R, 3) positions in each bone's frame)): a character's capsule cores and their
-    axis ends as points carried by their bones (``SolveJob.body_points``), R = B rows of two ends; with
-    ``bulges``, followed by its ``bulges.bulge_points`` as P more rows whose two ends are the same point."""
-    caps = body_capsules(character)
-    bones, ends = np.repeat(caps.bone, 2), caps.ends.reshape(-1, 3)
-    if bulges:
-        _, b_bone, b_local = bulge_points(character, caps)
-        bones, ends = np.concatenate([bones, np.repeat(b_bone, 2)]), np.concatenate([ends, np.repeat(b_local, 2, 0)])
-    return caps, (bones, ends)
-
-
-def own_capsules(job):
-    """The target's capsules for ``job``'s self-contact barrier, or None when ``w_self_barrier`` is 0 or the target
-    has no mesh. Sets ``job.body_points`` to their ends and bulge points (when a joint solve has not set the same
-    already) for the barrier and for L_smooth's joints (``smooth_joints``), also when only the latter reads them."""
-    s = job.settings
-    if (s.w_self_barrier <= 0 and s.smooth_joints <= 0) or job.target.mesh is None or job.source.mesh is None:
-        return None
-    caps, points = capsule_points(job.target, bulges=True)
-    if job.body_points is None:
-        job.body_points = points
-    return caps if s.w_self_barrier > 0 else None
-
-
-def source_capsules(job, names) -> tuple:
-    """The source's capsules of the segments ``names`` (a target's, in that order) over ``job``'s clip: their axis
-    ends (T, B, 2, 3) float64, radii (B,) float64, and (B,) bool, the segments the source's body lacks (their rows
-    hold its first capsule's: to be ignored)."""
-    sc = body_capsules(job.source)
-    where = [sc.names.index(n) if n in sc.names else -1 for n in names]
-    idx = [max(w, 0) for w in where]
-    return (capsule_paths(job.source_track, sc)[:, idx], torch.as_tensor(sc.radius, dtype=torch.float64)[idx],
-            torch.as_tensor([w < 0 for w in where]))
-
-
-def source_body_points(job):
-    """The source's counterpart of ``job.body_points`` over the clip, for the jerk budget's cap
-    (``jerk_budget_source``): ((T, P, 3) world positions, (P,) bool) — each capsule end of a segment the source's
-    body has too (the same segment's end), zeros and False for the other rows (the bulge points, a segment the
-    source lacks); None without the budget's cap, body points or a source mesh."""
-    s = job.settings
-    if not (s.jerk_budget and s.jerk_budget_source) or job.body_points is None or job.source.mesh is None:
-        return None
-    names = body_capsules(job.target).names
-    ends, _, missing = source_capsules(job, names)
-    T, rows = job.num_frames, 2 * len(names)                  # the body points' first rows: the capsules' two ends
-    has = torch.zeros(len(job.body_points[0]), dtype=torch.bool, device=job.device)
-    has[:rows] = ~missing.repeat_interleave(2).to(job.device)
-    out = torch.zeros((T, len(has), 3), dtype=job.dtype, device=job.device)
-    out[:, :rows] = ends.reshape(T, rows, 3).to(dtype=job.dtype, device=job.device) * has[:rows, None]
-    return out, has
 
 
 def own_barrier(job):
@@ -293,6 +239,10 @@ class PartnerBarrier:
         #: per block, its hot entries: the candidates within ``HOT`` of their allowed depth at ``_hot_ref`` (their
         #: (t, q, k, allow) and rows), the only ones evaluated at a step until the frame moves by ``HOT``
         self._hot, self._hot_ref = [None] * n, [None] * n
+        #: between characters: per member, its capsule ends at the last evaluation and (T,) the sum of its moves at
+        #: each frame over every evaluation (``_due``); per block, those sums at its searches and hot picks
+        self._prev = self._drift = None
+        self._drift_ref, self._hot_drift = [None] * n, [None] * n
 
     def _allowed(self, a: int, b: int, ratio: float, t, q, k) -> torch.Tensor:
         """(E,) the depth allowed to entries (frame t, sphere q of character a, capsule k of character b): the
@@ -318,12 +268,27 @@ class PartnerBarrier:
         any_block = False
         flat = [e.reshape(-1, 2, 3) for e in det]
         every = torch.arange(self.num_frames, device=self.device)
+        if not self.own:
+            if self._drift is None:
+                self._drift = [torch.zeros(self.num_frames, dtype=self.dtype, device=self.device) for _ in det]
+            else:
+                self._drift = [d + largest_moves(e, p) for d, e, p in zip(self._drift, det, self._prev)]
+            self._prev = det
+        drift = lambda: None if self._drift is None else [d.clone() for d in self._drift]     # noqa: E731
 
         def moved(ref, a, b):
             """(T,) the sum of the two characters' largest capsule-end moves at each frame since ``ref``."""
             if a == b:
                 return 2.0 * largest_moves(det[a], ref[0])
             return largest_moves(det[a], ref[0]) + largest_moves(det[b], ref[1])
+
+        def due(ref, at, a, b, allowance):
+            """(F,) the frames to search again: ``refresh_due`` of the two characters' moves since ``ref`` over
+            ``allowance`` (T,). None when their moves summed evaluation by evaluation since then (``_drift``, ``at``
+            its values at ``ref``; at least the moves, by the triangle inequality) keep within every allowance."""
+            if at is not None and bool((self._drift[a] - at[a] + self._drift[b] - at[b] < 0.999 * allowance).all()):
+                return None
+            return torch.nonzero(refresh_due(moved(ref, a, b) / allowance), as_tuple=True)[0]
 
         def keep_others(entries, rows, frames):
             """``entries`` and ``rows`` without those at ``frames``."""
@@ -334,11 +299,8 @@ class PartnerBarrier:
 
         for i, (a, b, _, _, margin, _, hot_slack) in enumerate(self.blocks):
             ref = self._ref[i]
-            if ref is None:
-                frames = every
-            else:
-                frames = torch.nonzero(refresh_due(moved(ref, a, b) / self._reach[i]), as_tuple=True)[0]
-            if frames.numel():
+            frames = every if ref is None else due(ref, self._drift_ref[i], a, b, self._reach[i])
+            if frames is not None and frames.numel():
                 cand, reach = self._candidates(i, det, frames)
                 t, q, k, _ = cand
                 rows = (t * det[a].shape[1] + self.q_row[a][q], t * det[b].shape[1] + k)
@@ -346,12 +308,15 @@ class PartnerBarrier:
                     self._ref[i] = (det[a].clone(), det[b].clone())
                     self._reach[i] = reach
                     self._cand[i], self._rows[i] = cand, rows
+                    self._drift_ref[i] = drift()
                 else:
                     old, old_rows = keep_others(self._cand[i], self._rows[i], frames)
                     self._cand[i] = tuple(torch.cat([x, y]) for x, y in zip(old, cand))
                     self._rows[i] = tuple(torch.cat([x, y]) for x, y in zip(old_rows, rows))
                     ref[0][frames], ref[1][frames] = det[a][frames], det[b][frames]
                     self._reach[i][frames] = reach
+                    for at, now in zip(self._drift_ref[i] or (), self._drift or ()):
+                        at[frames] = now[frames]
                 self.block_refreshes += 1
                 any_block = True
             if not self._cand[i][0].numel():    # no candidates (two characters metres apart): no hot entries
@@ -363,8 +328,11 @@ class PartnerBarrier:
             if hot_ref is None:
                 hot_frames = every
             else:
-                stale = refresh_due(moved(hot_ref, a, b) / hot_slack)
-                stale[frames] = True                                    # their candidates were searched again
+                moving = due(hot_ref, self._hot_drift[i], a, b, hot_slack)
+                stale = torch.zeros(self.num_frames, dtype=torch.bool, device=self.device)
+                for f in (moving, frames):                              # frames: their candidates were searched
+                    if f is not None:
+                        stale[f] = True
                 hot_frames = torch.nonzero(stale, as_tuple=True)[0]
             if hot_frames.numel():
                 if hot_ref is None or hot_frames.numel() == self.num_frames:
@@ -387,8 +355,11 @@ class PartnerBarrier:
                 self._hot[i] = (cand, rows)
                 if hot_ref is None:
                     self._hot_ref[i] = (det[a].clone(), det[b].clone())
+                    self._hot_drift[i] = drift()
                 else:
                     hot_ref[0][hot_frames], hot_ref[1][hot_frames] = det[a][hot_frames], det[b][hot_frames]
+                    for at, now in zip(self._hot_drift[i] or (), self._drift or ()):
+                        at[hot_frames] = now[hot_frames]
                 self.hot_refreshes += 1
         self.refreshes += int(any_block)
 
@@ -432,5 +403,4 @@ class PartnerBarrier:
         return self.weight * total
 
 
-__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "capsule_points", "own_barrier", "own_capsules", "source_body_points",
-           "source_capsules"]
+__all__ = ["MARGIN", "PartnerBarrier", "SPHERES", "own_barrier"]

@@ -25,7 +25,8 @@ import torch
 from ..errors import CoreError
 from ..weights import alpha_ramp
 from .optim import Adam, deterministic, learning_rates, torch_threads
-from .barrier import PartnerBarrier, capsule_points
+from .barrier import PartnerBarrier
+from .capsules import capsule_points
 from .free_pairs import partner_contacts
 from .lifecycle import StepLifecycle
 from .partners import PartnerObjective

@@ -28,7 +28,8 @@ from ..rotations import quat_to_matrix
 from ..track import ClipTrack
 from ..types import Character, Motion
 from ..weights import alpha_ramp
-from .barrier import own_barrier, own_capsules, source_body_points
+from .barrier import own_barrier
+from .capsules import own_capsules, source_body_points
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .graphed import dense_at, graphed_pose, pose
@@ -105,10 +106,9 @@ class SolveJob(StepLifecycle):
         self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None)
         self._pose = None   #: GraphedPose on a GPU (set-up), else None
         self._dense = None  #: (key-vertex positions, α, the dense terms there) from the last _forward with α
-        self.history = []     # per step {term: weighted normalised value}
-        self.stats = {}
+        self.history, self.stats = [], {}     # per step {term: weighted normalised value}; statistics
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
-        #: evaluated with the key vertices (``solver.barrier``'s capsule ends); world: ``body_positions``
+        #: evaluated with the key vertices (``solver.capsules``' capsule ends); world: ``body_positions``
         self.body_points = self.body_positions = self.body_init = self.own_barrier = self._own_caps = None
         self.source_body = None
 

@@ -148,7 +148,7 @@ class Objective:
     def set_initial(self, p_init: torch.Tensor, n_init: torch.Tensor, sole_init, body_init=None, src_body=None):
         """The copy-rotations key vertices (T, N, 3), sole points (T, S, 3) or None and body points (T, P, 3) or
         None: the regularisation's anchor, the added-jerk references, and the reference scales of every term
-        (α = 0). ``src_body``: the source's body points and which have one (``barrier.source_body_points``), or
+        (α = 0). ``src_body``: the source's body points and which have one (``capsules.source_body_points``), or
         None: with ``jerk_budget_source`` they cap the body points' jerk budget as the source's key vertices cap
         the key vertices'."""
         s = self.settings

@@ -8,7 +8,8 @@ import torch
 
 from core.metrics_partners import body_capsules, capsule_paths, evaluate_partners
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
-from core.solver.barrier import SPHERES, PartnerBarrier, _depth, capsule_points
+from core.solver.barrier import SPHERES, PartnerBarrier, _depth
+from core.solver.capsules import capsule_points
 from core.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
