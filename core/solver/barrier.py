@@ -172,6 +172,7 @@ class PartnerBarrier:
         self.refreshes = 0              # steps that refreshed at least one block
         self.hot_refreshes = 0
         self.block_refreshes = 0
+        self.measured = 0               # blocks whose moves since their last search or hot pick were measured
         self.last_entries = 0
 
     def _candidates(self, i: int, ends: list, frames: torch.Tensor) -> tuple:
@@ -278,6 +279,7 @@ class PartnerBarrier:
 
         def moved(ref, a, b):
             """(T,) the sum of the two characters' largest capsule-end moves at each frame since ``ref``."""
+            self.measured += 1
             if a == b:
                 return 2.0 * largest_moves(det[a], ref[0])
             return largest_moves(det[a], ref[0]) + largest_moves(det[b], ref[1])

@@ -149,6 +149,56 @@ def test_characters_far_apart_are_not_searched_again_until_they_come_near_and_th
     assert not any(refreshed[1:8])
 
 
+@pytest.mark.parametrize("gap", [0.6, 3.0])
+def test_moves_summed_step_by_step_skip_measuring_only_where_no_frame_can_be_due(gap):
+    """Between characters, a block's moves since its last search are measured only when the two characters'
+    moves summed evaluation by evaluation (never less) could reach its allowance: two characters jittering by
+    millimetres 3 m apart are measured on no step after the first, and the sum stays that of every (frame, sphere,
+    capsule); close (his forearms in her chest), they are measured and the sum is exact too."""
+    (a, ma), (b, mb) = _lead_into_follow(1.2)
+    (ta, _), (tb, _) = _lead_into_follow(gap)
+    bar = _job([(a, ma), (b, mb)], [ta, tb], [ma, mb]).barrier
+    ends = [m.body_positions.unflatten(1, (-1, 2)).detach() for m in _job([(a, ma), (b, mb)], [ta, tb],
+                                                                          [ma, mb]).members]
+    rng = np.random.default_rng(3)
+    measured = []
+    for step in range(25):
+        moved = [e + torch.as_tensor(rng.normal(scale=0.004, size=e.shape), dtype=e.dtype) for e in ends]
+        before = bar.measured
+        assert float(bar.weighted(moved)) == pytest.approx(_dense(bar, moved), rel=1e-5, abs=1e-12)
+        measured.append(bar.measured - before)
+    if gap > 1.0:
+        assert _dense(bar, moved) == 0.0 and not any(measured[1:])
+    else:
+        assert _dense(bar, moved) > 0 and sum(measured[1:]) > 0
+
+
+def test_one_character_moving_alone_is_measured_for_the_blocks_of_both_orders():
+    """The lead's arms reach into the follow while his centroid, and so everything of hers, stays where it was
+    (centred, she has not moved): both blocks, his spheres in her capsules and hers in his arms' capsules, are
+    measured again from his moves alone, and the sum stays that of every (frame, sphere, capsule)."""
+    (a, ma), (b, mb) = _lead_into_follow(1.2)
+    (ta, _), (tb, _) = _lead_into_follow(0.9)
+    job = _job([(a, ma), (b, mb)], [ta, tb], [ma, mb])
+    bar = job.barrier
+    ends = [m.body_positions.unflatten(1, (-1, 2)).detach() for m in job.members]
+    toward = ends[1].mean((0, 1, 2)) - ends[0].mean((0, 1, 2))
+    toward[2] = 0.0
+    toward = toward / toward.norm()
+    names = body_capsules(ta).names
+    arm = torch.zeros(ends[0].shape[1], dtype=torch.bool)
+    arm[[r for r, n in enumerate(names) if "arm" in n or "hand" in n]] = True
+    shift = torch.where(arm, 1.0, -float(arm.sum()) / float((~arm).sum()))[None, :, None, None]
+    values = []
+    for step in range(20):                        # 2 cm a step into her chest, his centroid kept
+        lead = ends[0] + 0.02 * step * shift * toward
+        assert torch.allclose(lead.mean((1, 2)), ends[0].mean((1, 2)), atol=1e-9)
+        values.append((float(bar.weighted([lead, ends[1]])), _dense(bar, [lead, ends[1]])))
+    for got, want in values:
+        assert got == pytest.approx(want, rel=1e-5, abs=1e-12)
+    assert values[0][1] == 0.0 and values[-1][1] > 0
+
+
 def test_segment_exclusion_by_hand():
     """Segments within two hops of the mapped canonical tree are not tested against each other (a bent elbow or
     a shoulder's joint region is no collision); a hand against the hips or the chest is (unmapped bones skipped)."""
