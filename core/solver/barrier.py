@@ -241,7 +241,8 @@ class PartnerBarrier:
         #: (t, q, k, allow) and rows), the only ones evaluated at a step until the frame moves by ``HOT``
         self._hot, self._hot_ref = [None] * n, [None] * n
         #: between characters: per member, its capsule ends at the last evaluation and (T,) the sum of its moves at
-        #: each frame over every evaluation (``_due``); per block, those sums at its searches and hot picks
+        #: each frame over every evaluation (``_refresh``'s ``due``); per block, those sums at its searches and at its
+        #: hot picks
         self._prev = self._drift = None
         self._drift_ref, self._hot_drift = [None] * n, [None] * n
 

@@ -1,6 +1,6 @@
-"""The bodies' capsule proxies of the barriers (``barrier.py``): a target's capsule cores (``metrics_partners.body_capsules``)
-as points carried by its bones, with its bulge points (``bulges.py``), and the source's capsules of the same
-segments over the clip."""
+"""The bodies' capsule proxies of the barriers (``barrier.py``): a target's capsule cores
+(``metrics_partners.body_capsules``) as points carried by its bones, with its bulge points (``bulges.py``), and the
+source's capsules of the same segments over the clip."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ separately).
         [--set w_gaze=0] [--profile] [--split]
 
 One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
-backward pass through the terms between characters. Runs on older checkouts too (it wraps the methods by name).
+backward pass through the terms between characters. The candidate searches (the own key-vertex pairs, the own
+barriers' candidates and hot entries) are printed summed over the characters and per character, jointly and
+separately: a character that searches far more often in the joint solve moves far more there. Runs on older checkouts too (it wraps the methods by name).
 ``--split`` also prints, for the joint and the separate solves, the seconds in the members' pose maps
 (``SolveJob._forward``), their own terms (``SolveJob.terms_at``, their own barrier included), the terms and the
 barrier between the characters, and the backward passes: where the joint solve's extra time is.
@@ -126,7 +128,8 @@ def main(argv=None) -> int:
     print(f"{' '.join(args.const + args.set) or 'defaults'}: K = {args.k}, 600 frames, {args.iterations} steps, "
           f"load average {os.getloadavg()[0]:.1f}: joint {joint:.1f} s, separate {separate:.1f} s "
           f"({joint / separate:.3f}x); {between}; partner terms' forward "
-          f"{spent.get('PartnerObjective.weighted', 0.0):.1f} s ({_refreshes(group.partners)}); the characters' own barriers {own_joint:.1f} s "
+          f"{spent.get('PartnerObjective.weighted', 0.0):.1f} s ({_refreshes(group.partners)}); "
+          f"the characters' own barriers {own_joint:.1f} s "
           f"jointly, {spent['own barriers']:.1f} s separately; own pair / barrier / hot-entry refreshes summed over "
           f"the characters {'/'.join(map(str, searches(jobs)))} jointly, {'/'.join(map(str, searches(alone)))} "
           "separately")
