@@ -504,3 +504,12 @@ def test_five_characters_two_couples_and_a_solo_dancer(scene):
     _, block = pp.active(None, 0.0)
     # source contacts only inside each couple: (0, 1) and (2, 3)
     assert {pp.blocks[k] for k in set(block.tolist())} == {(0, 1), (2, 3)}
+    # the second couple (its targets 1.1× and 0.9×, 4 m from the anchor) starts as it does placed on its own
+    inits = [m.init_motion for m in out.members]
+    tracks = [m.source_track for m in out.members]
+    alone = place_together([(s, mo, tr, t, copy_rotations(s, mo, t, tr))
+                            for (s, mo, t), tr in zip(pairs[2:4], tracks[2:4])])
+    lead2, follow2 = pairs[2][2], pairs[3][2]
+    in_five = (_hips(follow2, inits[3]) - _hips(lead2, inits[2]))[:, :2]
+    on_its_own = (_hips(follow2, alone[1]) - _hips(lead2, alone[0]))[:, :2]
+    assert np.linalg.norm(in_five - on_its_own, axis=1).max() < 0.02 * np.linalg.norm(on_its_own, axis=1).min()
