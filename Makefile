@@ -16,12 +16,19 @@ $(STAMP): requirements.txt requirements-library.txt requirements-ray.txt
 	$(BIN)/pip install -q -r requirements.txt -r requirements-library.txt -r requirements-ray.txt
 	touch $@
 
-install: $(STAMP)
+# numpy 2 beside the venv's numpy 1 (bpy 4.5 needs numpy < 2; Blender 5.2 runs core on numpy 2): `make test` runs
+# core's fast tests again on it, in a child process (tests/core/test_numpy2.py)
+NUMPY2  ?= .numpy2
+$(NUMPY2)/.installed: $(STAMP)
+	$(BIN)/pip install -q --no-deps --disable-pip-version-check --target $(NUMPY2) "numpy>=2,<3"
+	touch $@
+
+install: $(STAMP) $(NUMPY2)/.installed
 
 demo: $(STAMP)
 	$(PYTHON) tools/demo.py --out demo_output
 
-test: $(STAMP)
+test: $(STAMP) $(NUMPY2)/.installed
 	$(PYTEST) -q
 
 # Everything not marked slow or assets (pytest.ini): tests/core, the add-on's UI and bridge tests on synthetic
