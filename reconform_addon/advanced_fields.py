@@ -24,6 +24,14 @@ ADVANCED_FLOATS = (
      "source's): terms that reach the head (a partner's hand behind it, the gaze, a collision) cannot throw it back "
      "or down (0 turns it off)",
      3.0, 0.0, 1000.0),
+    ("w_partner", "Partners", "Partners solved together: weight of the key-vertex distances, directions and "
+     "penetration between the characters, which keep their contacts. Raise it (2 to 3) for partners of very "
+     "different sizes whose hold comes apart; each character's own feet and contacts give a little", 1.0, 0.0,
+     1000.0),
+    ("w_gaze", "Gaze", "Partners solved together: a character who looks at its partner in the source looks at it "
+     "in the target (0 turns it off)", 1.0, 0.0, 1000.0),
+    ("w_barrier", "Partner Collision", "Partners solved together: keep each body out of the others', no deeper "
+     "than the source couple's (capsule proxies; 0 turns it off)", 1.0, 0.0, 1000.0),
     ("w_height", "Height", "Height above the floor near the ground, with the floor barrier", 1.0, 0.0, 1000.0),
     ("w_sliding", "Sliding", "Horizontal velocity of vertices near the floor: feet stay planted", 5.0, 0.0,
      1000.0),

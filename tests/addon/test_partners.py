@@ -78,6 +78,7 @@ def open_couple(path, iterations=ITERATIONS):
 @pytest.mark.slow
 def test_panel_retargets_the_partners_together(addon, couple_blend, quick_keyverts):
     s = open_couple(couple_blend)
+    s.w_partner = 2.0                                   # the panel's weight between partners (Override Weights)
     before_acts, before_objs = scene_fingerprint(bpy)
     assert bpy.ops.reconform.retarget() == {'FINISHED'}
     after_acts, after_objs = scene_fingerprint(bpy)
@@ -93,6 +94,7 @@ def test_panel_retargets_the_partners_together(addon, couple_blend, quick_keyver
     assert "Tall: grounded_f1" in metrics and "Short: grounded_f1" in metrics
     last = ui(addon, "session").last_solve(bpy.context.scene)               # kept for the group's Re-solve
     assert type(last).__name__ == "LastGroupSolve" and len(last.outcome.members) == 2
+    assert last.outcome.job.settings.w_partner == 2.0 and last.outcome.job.partners is not None
     # every character's conflicts in one list, each row naming its character
     rows = [(c.character, c.score) for c in s.conflicts]
     assert {who for who, _ in rows} <= {"Tall", "Short"} and all(who for who, _ in rows)

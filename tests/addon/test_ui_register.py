@@ -71,6 +71,10 @@ def test_quality_preset_and_overrides_reach_solver_settings(addon, clean_scene):
     assert s.solver_settings().deterministic is False
     s.use_advanced = False
     assert s.solver_settings().w_pen == fast.w_pen
+    # the weights between partners solved together, for a couple whose hold the defaults let go
+    s.use_advanced = True
+    s.w_partner, s.w_gaze, s.w_barrier = 2.5, 0.0, 3.0
+    assert (lambda st: (st.w_partner, st.w_gaze, st.w_barrier))(s.solver_settings()) == (2.5, 0.0, 3.0)
 
 
 def test_source_floor_reaches_solver_settings(addon, clean_scene):
