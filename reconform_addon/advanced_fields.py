@@ -24,7 +24,7 @@ ADVANCED_FLOATS = (
      "source's): terms that reach the head (a partner's hand behind it, the gaze, a collision) cannot throw it back "
      "or down (0 turns it off)",
      3.0, 0.0, 1000.0),
-    ("w_partner", "Partners", "Partners solved together: weight of the key-vertex distances, directions and "
+    ("w_partner", "Partner Terms", "Partners solved together: weight of the key-vertex distances, directions and "
      "penetration between the characters, which keep their contacts. Raise it (2 to 3) for partners of very "
      "different sizes whose hold comes apart; each character's own feet and contacts give a little", 1.0, 0.0,
      1000.0),
