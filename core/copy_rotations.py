@@ -162,7 +162,7 @@ def standing_frames(track: ClipTrack, source_ground="auto") -> tuple:
 
 
 def copy_rotations(source: Character, source_motion: Motion, target: Character,
-                   source_track: ClipTrack = None, ground=0.0, source_ground="auto") -> Motion:
+                   source_track: ClipTrack = None, ground=0.0, source_ground="auto", like: Motion = None) -> Motion:
     """Retarget ``source_motion`` onto ``target`` by copying T-pose-relative world rotations.
 
     Args:
@@ -176,6 +176,9 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
         source_ground: the source's floor that "where it stands" is read against, as ``SolverSettings.
             source_ground`` gives it (the solve's): "auto" (its own floor, ``ground.auto_ground``), "zero",
             "track", a level or one level per frame.
+        like: this function's result for the same characters, clip and ``source_ground`` on another ground (the
+            flat pass that says where a ground object is sampled, ``core.retarget.clip_terrain``): its rotations
+            and hips path are taken as they are and only the height on ``ground`` is found again.
     Returns:
         Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
         (only the hips bone moves), same fps and frame_start as the source.
@@ -192,12 +195,20 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
     if track is None or track.character is not source or track.motion is not source_motion:
         track = ClipTrack(source, source_motion)
     A, k_ref, qs, qt = body_alignment(source, source_motion, target, track)
+    hs, ht = S.index(sm["hips"]), Tg.index(tm["hips"])
+    ratio = hip_height(target, qt) / hip_height(source, qs)
+    if like is not None:
+        if like.rotations.shape != (T, Tg.num_bones, 4):
+            raise CoreError(f"The copy-rotations result given for '{Tg.name}' has {like.rotations.shape[0]} frames "
+                            f"of {like.rotations.shape[1]} bones, not {T} of {Tg.num_bones}: it is not this "
+                            "clip's on this target.")
+        return _stand(target, qt, ht, like.rotations, _hips_world(Tg, qt, ht, like.locations[:, ht]), ratio,
+                      track, ground, source_ground, source_motion)
     WsT, psT = tpose_world(S, qs)
     WtT, ptT = tpose_world(Tg, qt)
 
     # source world rotations and hips positions over the clip (the track's one forward-kinematics pass)
     Rs = track.world_rotations                                                # (T, Js, 3, 3) world
-    hs, ht = S.index(sm["hips"]), Tg.index(tm["hips"])
     hips_s = track.world_positions[:, hs]                                     # (T, 3)
 
     # mapped pairs (target index, source index)
@@ -223,10 +234,19 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
     rotations = quat_make_continuous(matrix_to_quat(basis))
 
     # root: scaled displacement, then the feet on the ground where the source stands (``standing_frames``)
-    ratio = hip_height(target, qt) / hip_height(source, qs)
     ref_s = hips_s[k_ref] if k_ref is not None else psT[hs]
     p_world = ptT[ht] + ((hips_s - ref_s) @ A.T) * ratio                       # (T, 3) target hips, world
-    locations = np.zeros((T, Jt, 3))
+    return _stand(target, qt, ht, rotations, p_world, ratio, track, ground, source_ground, source_motion)
+
+
+def _stand(target: Character, qt: np.ndarray, ht: int, rotations: np.ndarray, p_world: np.ndarray, ratio: float,
+           track: ClipTrack, ground, source_ground, source_motion: Motion) -> Motion:
+    """The target's Motion: basis ``rotations`` (T, Jt, 4), its hips (bone ``ht``) at ``p_world`` (T, 3) moved up
+    or down as one so that its lowest foot point stands on ``ground`` where the source stands (``ratio`` × the
+    source's height above its floor there, ``standing_frames``); ``qt``: the target's T-pose basis."""
+    Tg = target.skeleton
+    T = len(p_world)
+    locations = np.zeros((T, Tg.num_bones, 3))
     locations[:, ht] = _hips_location(Tg, qt, ht, p_world)
     fk_t = ForwardKinematics(Tg, dtype=torch.float64)
     frames, above = standing_frames(track, source_ground)
@@ -390,6 +410,19 @@ def _turn_hips(target: Character, init: Motion, track: ClipTrack, ht: int, Y: np
     locations = init.locations.copy()
     locations[:, ht] = (local - t_rest) @ R_rest
     return Motion(rotations, locations, init.fps, init.frame_start)
+
+
+def _hips_world(skeleton: Skeleton, tpose: np.ndarray, j: int, location: np.ndarray) -> np.ndarray:
+    """(T, 3) world head of bone ``j`` at basis ``location`` (T, 3), its ancestors in the T-pose: the inverse of
+    ``_hips_location``."""
+    rl = skeleton.rest_local[j]
+    local = location @ rl[:3, :3].T + rl[:3, 3]
+    p = int(skeleton.parents[j])
+    if p >= 0:
+        G = posed_global(skeleton, tpose)[p]
+        local = local @ G[:3, :3].T + G[:3, 3]
+    M = skeleton.object_matrix
+    return local @ M[:3, :3].T + M[:3, 3]
 
 
 def _hips_location(skeleton: Skeleton, tpose: np.ndarray, j: int, p_world: np.ndarray) -> np.ndarray:

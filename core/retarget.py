@@ -300,14 +300,14 @@ class Retarget(Cancellable):
         t1 = time.perf_counter()
         yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
         terrain, floor = (o.settings.terrain if o.ground is None else o.ground), o.settings.source_ground
-        init = o.init_motion
+        init, flat = o.init_motion, None
         if isinstance(terrain, GroundSurface):   # sampled where copy-rotations puts the target's feet
             yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
-            terrain = clip_terrain(terrain, tgt, init if init is not None else copy_rotations(
-                src, source_motion, tgt, track, source_ground=floor))
+            flat = init if init is not None else copy_rotations(src, source_motion, tgt, track, source_ground=floor)
+            terrain = clip_terrain(terrain, tgt, flat)
             notes.append(f"ground {terrain.report.line()}")
-        if init is None:   # on the terrain at frame 0: the baseline, and the solve's start
-            init = copy_rotations(src, source_motion, tgt, track, 0.0 if terrain is None else terrain, floor)
+        if init is None:   # on the terrain at frame 0: the baseline, and the solve's start (the flat pass re-stood)
+            init = copy_rotations(src, source_motion, tgt, track, 0.0 if terrain is None else terrain, floor, like=flat)
         init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
         posture = posture_note(track, tgt, init)
         if posture:

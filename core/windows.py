@@ -157,12 +157,14 @@ def clip_setup(source, source_motion: Motion, target, options: RetargetOptions, 
     track = ClipTrack(src, source_motion if src.rig is None else src.rig.to_core(source_motion))
     terrain = options.settings.terrain if options.ground is None else options.ground
     levels = ground_levels(track, options.settings.source_ground)          # read once: copy-rotations takes them
+    flat = None
     if isinstance(terrain, GroundSurface):
         yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
-        terrain = clip_terrain(terrain, tgt, copy_rotations(src, track.motion, tgt, track, source_ground=levels))
+        flat = copy_rotations(src, track.motion, tgt, track, source_ground=levels)
+        terrain = clip_terrain(terrain, tgt, flat)
         notes.append(f"ground {terrain.report.line()}")
     init = copy_rotations(src, track.motion, tgt, track, ground=0.0 if terrain is None else terrain,
-                          source_ground=levels)
+                          source_ground=levels, like=flat)
     init = Motion(init.rotations, init.locations, source_motion.fps, source_motion.frame_start)
     timings["copy_rotations_s"] = time.perf_counter() - t1
     if cancel.is_set():

@@ -308,3 +308,25 @@ def test_where_the_source_stands_is_read_against_the_solves_floor():
         opts = RetargetOptions(method="copy_rotations", metrics=False, conflicts=False,
                                settings=SolverSettings(source_ground=setting))
         np.testing.assert_allclose(run(Retarget(src, up, tgt, opts)).init_motion.locations, want.locations, atol=1e-9)
+
+
+def test_the_flat_pass_stood_on_a_terrain_is_the_terrain_pass():
+    """A retarget onto a ground object samples it where copy-rotations on the flat floor puts the feet, then needs
+    copy-rotations on the sampled terrain: ``like`` takes the flat pass's rotations and hips path and finds the
+    height again, the same result as copying every bone again (on a target whose armature is turned, lifted and
+    moved), and refuses a pass of another clip."""
+    from core.terrain import HeightField
+    src = make_humanoid()
+    tgt = make_humanoid(scale=1.2, girth=1.3, name="tgt", object_matrix=object_matrix(z_deg=40.0,
+                                                                                      translation=(0.4, -0.3, 0.2)))
+    walk = walk_motion(src, frames=30)
+    track = ClipTrack(src, walk)
+    ramp = HeightField.from_function(lambda x, y: 0.3 + 0.2 * x - 0.1 * y, (-4, 4), (-4, 4), resolution=33)
+    flat = copy_rotations(src, walk, tgt, track)
+    full = copy_rotations(src, walk, tgt, track, ground=ramp)
+    stood = copy_rotations(src, walk, tgt, track, ground=ramp, like=flat)
+    assert np.array_equal(stood.rotations, full.rotations)
+    np.testing.assert_allclose(stood.locations, full.locations, atol=1e-6)
+    assert np.abs(full.locations - flat.locations).max() > 0.1                 # the ramp lifted it
+    with pytest.raises(CoreError, match="not this clip's on this target"):
+        copy_rotations(src, walk, tgt, track, ground=ramp, like=copy_rotations(src, walk_motion(src, frames=12), tgt))
