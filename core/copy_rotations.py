@@ -298,6 +298,8 @@ def posture_note(source_track: ClipTrack, target: Character, motion: Motion):
 #: source hips this far apart (metres) or closer count fully in ``place_together``'s placement; a pair farther
 #: apart counts (NEAR / distance)⁴: a couple's own distance wins over its relation to dancers across the room
 NEAR = 1.0
+#: ``_placement`` works on this many (frame, character, character) entries at a time
+PLACEMENT_ENTRIES = 1 << 20
 
 
 def place_together(pairs) -> list:
@@ -365,18 +367,21 @@ def _placement(hips: np.ndarray, ratios: np.ndarray, A0: np.ndarray, p0: np.ndar
         p0: (T, 3) the anchor target's hips.
     """
     T, K, _ = hips.shape
-    rel = (hips[:, None, :, :] - hips[:, :, None, :]) @ A0.T                           # (T, j, k, 3): h_k − h_j
-    rel *= 0.5 * (ratios[:, None] + ratios[None, :])[None, :, :, None]
-    dist = np.linalg.norm((hips[:, None, :, :2] - hips[:, :, None, :2]), axis=-1)      # (T, K, K)
-    w = np.minimum(1.0, NEAR / np.maximum(dist, 1e-9)) ** 4
-    w[:, np.arange(K), np.arange(K)] = 0.0
-    # normal equations, anchor fixed: Σ_j w_jk (p_k − p_j) = Σ_j w_jk rel_jk for k ≥ 1
-    lap = -w[:, 1:, 1:]
-    lap[:, np.arange(K - 1), np.arange(K - 1)] += w[:, 1:, :].sum(2)
-    rhs = (w[..., None] * rel).sum(1)[:, 1:] + w[:, 1:, 0, None] * p0[:, None, :]       # (T, K-1, 3)
     out = np.empty((T, K, 3))
     out[:, 0] = p0
-    out[:, 1:] = np.linalg.solve(lap, rhs)
+    step = max(1, PLACEMENT_ENTRIES // (K * K))             # frames at a time: a crowd's (F, K, K, 3) stays bounded
+    for s in range(0, T, step):
+        h, p = hips[s:s + step], p0[s:s + step]
+        rel = (h[:, None, :, :] - h[:, :, None, :]) @ A0.T                              # (F, j, k, 3): h_k − h_j
+        rel *= 0.5 * (ratios[:, None] + ratios[None, :])[None, :, :, None]
+        dist = np.linalg.norm((h[:, None, :, :2] - h[:, :, None, :2]), axis=-1)         # (F, K, K)
+        w = np.minimum(1.0, NEAR / np.maximum(dist, 1e-9)) ** 4
+        w[:, np.arange(K), np.arange(K)] = 0.0
+        # normal equations, anchor fixed: Σ_j w_jk (p_k − p_j) = Σ_j w_jk rel_jk for k ≥ 1
+        lap = -w[:, 1:, 1:]
+        lap[:, np.arange(K - 1), np.arange(K - 1)] += w[:, 1:, :].sum(2)
+        rhs = (w[..., None] * rel).sum(1)[:, 1:] + w[:, 1:, 0, None] * p[:, None, :]    # (F, K-1, 3)
+        out[s:s + step, 1:] = np.linalg.solve(lap, rhs)
     return out
 
 

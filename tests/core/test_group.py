@@ -95,6 +95,27 @@ def test_a_couple_placed_with_a_dancer_across_the_room_stands_as_its_own_sizes_s
         assert _hips(tgt, placed)[:, 2] == pytest.approx(_hips(tgt, init)[:, 2], abs=1e-9)
 
 
+def test_placement_frame_block_by_block_is_the_same(monkeypatch):
+    """``_placement`` solves a block of frames at a time (a crowd's pairwise arrays stay bounded): one frame at a
+    time gives the placement all frames at once give, and a couple 0.5 m apart keeps its own scaled offset."""
+    from core import copy_rotations as cr
+    rng = np.random.default_rng(0)
+    T, K = 7, 4
+    hips = np.zeros((T, K, 3))
+    hips[:, :, :2] = rng.normal(scale=0.2, size=(T, K, 2)) + [[0.0, 0.0], [4.0, 0.0], [4.0, 0.0], [0.0, 4.0]]
+    hips[:, :, 2] = 1.0
+    hips[:, 2] = hips[:, 1] + [0.5, 0.0, 0.0]                  # characters 1 and 2: a couple, 4 m from the others
+    ratios = np.array([1.0, 1.2, 0.8, 1.1])
+    A0 = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    p0 = rng.normal(size=(T, 3))
+    whole = cr._placement(hips, ratios, A0, p0)
+    monkeypatch.setattr(cr, "PLACEMENT_ENTRIES", K * K)     # one frame at a time
+    assert np.allclose(cr._placement(hips, ratios, A0, p0), whole, atol=1e-12)
+    assert np.array_equal(whole[:, 0], p0)
+    couple = whole[:, 2] - whole[:, 1]
+    assert np.abs(couple - 0.5 * (1.2 + 0.8) * (hips[:, 2] - hips[:, 1]) @ A0.T)[:, :2].max() < 0.02
+
+
 def test_a_joint_solve_of_one_pair_is_the_single_solve(scene):
     a, ma, _, _, ta, _ = scene
     init = copy_rotations(a, ma, ta)
