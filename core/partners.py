@@ -53,13 +53,18 @@ def _closer_than(pa: torch.Tensor, pb: torch.Tensor, limit) -> tuple:
     return f.index_select(0, keep), i.index_select(0, keep), j.index_select(0, keep)
 
 
-def close_entries(pa: torch.Tensor, pb: torch.Tensor, limit) -> tuple:
-    """(t, i, j) of every pair of points pa[t, i], pb[t, j] ((T, N_a, 3), (T, N_b, 3)) closer than ``limit``, the
-    narrow phase run in chunks of ``CHUNK`` frames (its temporaries bounded)."""
+def close_entries(pa: torch.Tensor, pb: torch.Tensor, limit, frames: torch.Tensor = None) -> tuple:
+    """(t, i, j) of every pair of points pa[t, i], pb[t, j] ((T, N_a, 3), (T, N_b, 3)) closer than ``limit``, on the
+    ``frames`` (F,) only when given; the narrow phase run in chunks of ``CHUNK`` frames (its temporaries bounded)."""
     out = []
-    for s in range(0, pa.shape[0], CHUNK):
-        f, i, j = _closer_than(pa[s:s + CHUNK], pb[s:s + CHUNK], limit)
-        out.append((f + s, i, j))
+    for s in range(0, pa.shape[0] if frames is None else frames.numel(), CHUNK):
+        if frames is None:
+            f, i, j = _closer_than(pa[s:s + CHUNK], pb[s:s + CHUNK], limit)
+            out.append((f + s, i, j))
+        else:
+            fr = frames[s:s + CHUNK]
+            f, i, j = _closer_than(pa.index_select(0, fr), pb.index_select(0, fr), limit)
+            out.append((fr[f], i, j))
     if not out:
         empty = torch.zeros(0, dtype=torch.long, device=pa.device)
         return empty, empty, empty
@@ -143,14 +148,10 @@ class PartnerPairs:
             self.narrow_blocks += int(near.numel())
             if not near.numel():
                 continue
-            pa = p[:, self.offsets[a]:self.offsets[a + 1]]
-            pb = p[:, self.offsets[b]:self.offsets[b + 1]]
-            Nb = self.sizes[b]
-            for s in range(0, near.numel(), CHUNK):
-                fr = near[s:s + CHUNK]
-                f, i, j = _closer_than(pa.index_select(0, fr), pb.index_select(0, fr), lim)
-                t = fr[f] if frames is None else frames.index_select(0, fr[f])
-                keys.append(t * self.num_pairs + self.pair_start[bi] + i * Nb + j)
+            t, i, j = close_entries(p[:, self.offsets[a]:self.offsets[a + 1]],
+                                    p[:, self.offsets[b]:self.offsets[b + 1]], lim, near)
+            t = t if frames is None else frames.index_select(0, t)
+            keys.append(t * self.num_pairs + self.pair_start[bi] + i * self.sizes[b] + j)
         if not keys:
             return torch.zeros(0, dtype=torch.long, device=self.device)
         return torch.sort(torch.cat(keys)).values
