@@ -194,12 +194,12 @@ def _gaze_entries(kv: list, chars: list, motions: list, tracks: list, orders: li
     return out
 
 
-def _kept_by_limbs(truth: np.ndarray, pred: np.ndarray, limbs_a, limbs_b, name_a: str, name_b: str) -> list:
+def _kept_by_limbs(truth: np.ndarray, pred: np.ndarray, la: np.ndarray, lb: np.ndarray, name_a: str,
+                   name_b: str) -> list:
     """[(N, 'partner_kept: A's limb ~ B's limb, N frames', share)]: for the pairs of limbs of characters A and B that
     touch on N ≥ ``KEPT_MIN_FRAMES`` source frames, the share of those frames where they touch in the target too (a
     key-vertex pair of the two limbs within d_min); ``truth``, ``pred`` (T, N_a, N_b) contact entries of the source
-    and the target, in the source's key-vertex order."""
-    la, lb = np.asarray(limbs_a), np.asarray(limbs_b)
+    and the target, in the source's key-vertex order; ``la``, ``lb`` (N_a,), (N_b,) their key vertices' limbs."""
     rows = []
     for x in np.unique(la):
         for y in np.unique(lb):
@@ -247,10 +247,9 @@ def evaluate_partners(sources, targets, fps: float = None) -> dict:
         ct, cp = ds < lim_s, dt < lim_t
         c_true.append(ct.ravel())
         c_pred.append(cp.ravel())
-        kept += _kept_by_limbs(ct, cp, s_tr[a].character.keyverts.limbs, s_tr[b].character.keyverts.limbs,
-                               t_tr[a].character.name, t_tr[b].character.name)
         la = np.asarray(s_tr[a].character.keyverts.limbs)
         lb = np.asarray(s_tr[b].character.keyverts.limbs)
+        kept += _kept_by_limbs(ct, cp, la, lb, t_tr[a].character.name, t_tr[b].character.name)
         hand = np.isin(la, HAND_LIMBS)[:, None] | np.isin(lb, HAND_LIMBS)[None, :]     # (N_a, N_b)
         sel = ct & hand[None]
         errs.append(np.abs(dt[sel] - ds[sel]) / (0.5 * (ht[a] + ht[b])))
