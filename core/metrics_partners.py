@@ -35,6 +35,7 @@ from .measures import SELF_PEN_CORE, point_segment_distance, segment_capsules, v
 from .metrics import CONTACT_FRACTION, f1_score
 from .parts import vertex_segments
 from .partners import box_distance
+from .report import KEPT_PREFIX
 from .skinning import skin_vertices
 from .track import ClipTrack
 
@@ -44,7 +45,6 @@ PARTNER_PEN_MAX_VERTICES = 1500   #: vertices sampled (uniform stride) per body 
 HAND_LIMBS = ("left_hand", "right_hand")
 #: ``partner_kept: …`` entries: a pair of limbs of two characters listed when they touch on this many source frames,
 #: the ``KEPT_SHOWN`` with the most, over every pair of characters (a group of five stays a short list)
-KEPT_PREFIX = "partner_kept: "
 KEPT_MIN_FRAMES = 5
 KEPT_SHOWN = 8
 _CHUNK = 64

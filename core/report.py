@@ -95,11 +95,15 @@ BY_KEY = {m.key: m for m in METRICS}
 METHOD_LABELS = {"reconform": "ReConForM", "copy_rotations": "Copy Rotations"}
 
 
+#: the key prefix of ``metrics_partners``' contacts kept by pair of limbs (defined here: this module stays torch-free)
+KEPT_PREFIX = "partner_kept: "
+
+
 def info(key: str) -> MetricInfo:
     """The MetricInfo of ``key``; 'Hero: grounded_f1' (one target of several retargeted together) reads as
     'Hero: Grounded feet F1'; a key this module does not know reads as itself, with no unit or direction."""
-    if key.startswith("partner_kept: "):    # metrics_partners.KEPT_PREFIX (not imported: this module stays torch-free)
-        return MetricInfo(key, f"Contact kept: {key.partition(': ')[2]}", "% of the source's frames", HIGHER, 100.0,
+    if key.startswith(KEPT_PREFIX):
+        return MetricInfo(key, f"Contact kept: {key[len(KEPT_PREFIX):]}", "% of the source's frames", HIGHER, 100.0,
                           0)
     if ": " in key:
         who, _, rest = key.partition(": ")
@@ -229,5 +233,5 @@ def text_table(metrics: dict, reference: dict = None, method: str = "reconform",
     return [indent + "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in head + body]
 
 
-__all__ = ["HIGHER", "LOWER", "METHOD_LABELS", "METRICS", "MetricInfo", "Row", "compare", "format_value", "info",
-           "metric_rows", "text_table", "verdict"]
+__all__ = ["HIGHER", "KEPT_PREFIX", "LOWER", "METHOD_LABELS", "METRICS", "MetricInfo", "Row", "compare",
+           "format_value", "info", "metric_rows", "text_table", "verdict"]
