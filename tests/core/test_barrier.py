@@ -157,9 +157,9 @@ def test_moves_summed_step_by_step_skip_measuring_only_where_no_frame_can_be_due
     capsule); close (his forearms in her chest), they are measured and the sum is exact too."""
     (a, ma), (b, mb) = _lead_into_follow(1.2)
     (ta, _), (tb, _) = _lead_into_follow(gap)
-    bar = _job([(a, ma), (b, mb)], [ta, tb], [ma, mb]).barrier
-    ends = [m.body_positions.unflatten(1, (-1, 2)).detach() for m in _job([(a, ma), (b, mb)], [ta, tb],
-                                                                          [ma, mb]).members]
+    job = _job([(a, ma), (b, mb)], [ta, tb], [ma, mb])
+    bar = job.barrier
+    ends = [m.body_positions.unflatten(1, (-1, 2)).detach() for m in job.members]
     rng = np.random.default_rng(3)
     measured = []
     for step in range(25):
