@@ -2,7 +2,7 @@
 come from on a GPU, and its per-operation overhead on a short clip on the CPU (docs/solver.md "GPU").
 
     .venv/bin/python tools/experiments/step_ops.py [--frames 75] [--steps 5] [--top 25]
-    .venv/bin/python tools/experiments/step_ops.py --time --frames 38 75 150 300 1000 [--steps 30]
+    .venv/bin/python tools/experiments/step_ops.py --time --frames 38 75 150 300 1000 [--steps 30] [--floor]
 
 The bench's scaling case (tools/bench.py SCALING) is set up as the product runs it, five steps are taken, then
 ``--steps`` more are counted with a ``TorchDispatchMode``: every aten operation (views included; on a GPU most of
@@ -15,7 +15,8 @@ what ``core/solver/graphed.py`` records as a CUDA graph, counted the same way.
 into the forward pass (the terms at the current variables), the backward pass and Adam's update, with the
 operations a step dispatches; then a straight line through the step's time against the clip length (least
 squares): the part of a step that grows with the frames, and the part that does not (the fixed cost of its
-operations). 1 thread.
+operations). 1 thread. ``--floor``: beside each step, the milliseconds of a chain of trivial operations that
+dispatches as many (eager torch's cost per operation on this CPU, whatever the arithmetic).
 """
 
 from __future__ import annotations
@@ -68,8 +69,38 @@ def started_job(bench, frames: int):
     raise SystemExit("the solve ended before its fifth step")
 
 
-def timing(bench, lengths, steps: int) -> int:
-    """Print a step's forward / backward / Adam milliseconds per clip length, then the line through them."""
+def floor_ms(ops: int, repeats: int = 30) -> float:
+    """Milliseconds of a chain of trivial operations (a (75, 3) tensor times a scalar, link after link, summed, then
+    its backward) that dispatches ``ops`` operations, counted as a step's are (``counter``): what that many
+    operations cost in eager torch on this CPU whatever their arithmetic (the median of ``repeats`` runs after
+    three)."""
+    import statistics
+    import time
+
+    import torch
+    x = torch.randn(75, 3, requires_grad=True)
+
+    def chain(n):
+        y = x
+        for _ in range(n):
+            y = y * 1.0001
+        y.sum().backward()
+    with counter() as c:
+        chain(100)
+    per_link = sum(c.by_place.values()) / 100.0      # a product and its backward (the sum's few ops: noise)
+    n = max(1, int(round(ops / per_link)))
+    out = []
+    for k in range(repeats + 3):
+        t = time.perf_counter()
+        chain(n)
+        if k >= 3:
+            out.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(out)
+
+
+def timing(bench, lengths, steps: int, floor: bool = False) -> int:
+    """Print a step's forward / backward / Adam milliseconds per clip length, then the line through them; with
+    ``floor``, beside each the milliseconds of as many trivial operations (``floor_ms``)."""
     import time
 
     import numpy as np
@@ -95,8 +126,13 @@ def timing(bench, lengths, steps: int) -> int:
             fwd, bwd, upd = fwd + t1 - t0, bwd + t2 - t1, upd + t3 - t2
         fwd, bwd, upd = (1e3 * x / steps for x in (fwd, bwd, upd))
         rows.append((frames, fwd + bwd + upd))
-        print(f"{frames} frames: step {fwd + bwd + upd:.2f} ms = forward {fwd:.2f} + backward {bwd:.2f} + Adam "
-              f"{upd:.2f} ms; {ops} operations", flush=True)
+        line = (f"{frames} frames: step {fwd + bwd + upd:.2f} ms = forward {fwd:.2f} + backward {bwd:.2f} + Adam "
+                f"{upd:.2f} ms; {ops} operations")
+        if floor:
+            f = floor_ms(ops)
+            line += (f"; as many trivial operations (a (75, 3) product chain and its backward) {f:.2f} ms, "
+                     f"{f / (fwd + bwd + upd):.0%} of the step")
+        print(line, flush=True)
     if len(rows) >= 2:
         x, y = np.asarray(rows, dtype=np.float64).T
         slope, fixed = np.polyfit(x, y, 1)
@@ -109,6 +145,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, nargs="+", default=[75])
     ap.add_argument("--time", action="store_true", help="time a step's parts at each --frames length")
+    ap.add_argument("--floor", action="store_true", help="with --time: beside each step, the milliseconds of as "
+                    "many trivial operations (eager torch's cost per operation on this CPU)")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args(argv)
@@ -116,7 +154,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     import bench
     if args.time:
-        return timing(bench, args.frames, args.steps)
+        return timing(bench, args.frames, args.steps, args.floor)
     frames = args.frames[0]
     job = started_job(bench, frames)
     K = args.steps
