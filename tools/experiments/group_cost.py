@@ -5,7 +5,7 @@ refreshes), in the partner terms' forward pass, and in the characters' own self-
 separately).
 
     .venv/bin/python tools/experiments/group_cost.py [--k 5] [--iterations 120] [--const GAZE_SLACK_DIST=0.03]
-        [--set w_gaze=0] [--profile] [--split]
+        [--set w_gaze=0] [--profile] [--split] [--ops]
 
 One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
 backward pass through the terms between characters. The candidate searches (the own key-vertex pairs, the own
@@ -14,6 +14,9 @@ separately: a character that searches far more often in the joint solve moves fa
 ``--split`` also prints, for the joint and the separate solves, the seconds in the members' pose maps
 (``SolveJob._forward``), their own terms (``SolveJob.terms_at``, their own barrier included), the terms and the
 barrier between the characters, and the backward passes: where the joint solve's extra time is.
+``--ops`` counts the operations the joint and the separate solves dispatch, and prices the joint solve's extra ones
+at eager torch's cost per operation on this CPU (``step_ops.floor_ms``): the part of the extra time that is
+dispatch, whatever the arithmetic.
 """
 
 from __future__ import annotations
@@ -36,6 +39,19 @@ def _refreshes(partners) -> str:
     return f"{partners.pairs.refreshes} pair and {getattr(partners, 'gaze_refreshes', '?')} gaze refreshes"
 
 
+def _counting(ops: dict):
+    """A TorchDispatchMode adding every operation it sees to ``ops[mode.kind]``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        kind = "joint"
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops[self.kind] += 1
+            return func(*args, **(kwargs or {}))
+    return Count()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=5, choices=range(2, 6))
@@ -43,6 +59,9 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true", help="the joint solve under cProfile: the 30 costliest "
                     "functions by their own time, then by cumulative time")
     ap.add_argument("--split", action="store_true", help="seconds per part of the joint and the separate solves")
+    ap.add_argument("--ops", action="store_true", help="count the operations the joint and the separate solves "
+                    "dispatch (their seconds then include the counting: read the counts, not the times), and what "
+                    "as many cost at eager torch's floor on this CPU (step_ops.py --floor)")
     ap.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
                     help="a module constant of core.solver.partners / barrier / group / core.partners for this run "
                          "(GAZE_SLACK_DEG, GAZE_SLACK_DIST, MARGIN, ...)")
@@ -88,6 +107,11 @@ def main(argv=None) -> int:
     settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations, **fields)
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)
+    ops = {"joint": 0, "separate": 0}
+    count = _counting(ops) if args.ops else None
+    if count is not None:
+        count.kind = "joint"
+        count.__enter__()
     t0 = time.perf_counter()
     if args.profile:
         import cProfile
@@ -104,12 +128,16 @@ def main(argv=None) -> int:
              "PartnerBarrier.weighted", "backward")
     split_joint = {k: spent.get(k, 0.0) for k in parts}       # the separate solves' seconds: what they add
     spent["own barriers"] = 0.0
+    if count is not None:
+        count.kind = "separate"
     t0 = time.perf_counter()
     alone = []
     for (s, m, t), i, tr in zip(pairs, inits, tracks):
         alone.append(solver.SolveJob(s, m, t, i, settings, source_track=tr))
         alone[-1].run()
     separate = time.perf_counter() - t0
+    if count is not None:
+        count.__exit__(None, None, None)
 
     def searches(members):
         """the members' own key-vertex pair refreshes, own barrier candidate and hot-entry refreshes (summed)"""
@@ -135,6 +163,14 @@ def main(argv=None) -> int:
           "separately")
     per = lambda members: " ".join("/".join(map(str, searches([m]))) for m in members)     # noqa: E731
     print(f"  per character: {per(jobs)} jointly, {per(alone)} separately")
+    if count is not None:
+        import step_ops
+        floor = step_ops.floor_ms(20000) / 20000          # milliseconds an operation
+        extra = ops["joint"] - ops["separate"]
+        print(f"operations dispatched (forward and backward, set-up included): joint {ops['joint']}, separate "
+              f"{ops['separate']} ({ops['joint'] / max(ops['separate'], 1):.3f}x); the joint solve's "
+              f"{extra} more at eager torch's floor ({1e3 * floor:.2f} µs an operation on this CPU): "
+              f"{extra * floor / 1e3:.2f} s")
     if args.split:
         print("seconds per part, joint / separate (terms_at includes the own barriers):")
         for k in parts:
