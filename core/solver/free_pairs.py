@@ -29,6 +29,23 @@ def with_arms(touch: torch.Tensor, index: dict) -> torch.Tensor:
     return out
 
 
+def _limb_touch(T: int, names, limbs_a, limbs_b, t, i, j, device) -> tuple:
+    """((T, L, L) bool limb contacts, {limb name: row}): entry (t, i, j) sets row limb of key vertex i of ``limbs_a``,
+    column limb of key vertex j of ``limbs_b`` (limb names per key vertex), over the ``names`` (every limb of the
+    key vertices and of the capsules) in sorted order."""
+    index = {n: k for k, n in enumerate(sorted(names))}
+    la, lb = (torch.as_tensor([index[n] for n in limbs], device=device) for limbs in (limbs_a, limbs_b))
+    touch = torch.zeros((T, len(index), len(index)), dtype=torch.bool, device=device)
+    touch[t, la[i], lb[j]] = True
+    return touch, index
+
+
+def _segments(touch: torch.Tensor, index: dict, caps_a, caps_b) -> torch.Tensor:
+    """(T, B_a, B_b) the limb contacts ``touch`` (T, L, L) read at the limbs of two bodies' capsule segments."""
+    seg = [torch.as_tensor([index[limb_of(n)] for n in c.names], device=touch.device) for c in (caps_a, caps_b)]
+    return touch[:, seg[0]][:, :, seg[1]]
+
+
 def own_contacts(job, caps) -> torch.Tensor:
     """(T, B, B) bool: the target's capsule segments whose limbs touch in the source at that frame (a key-vertex
     pair of those limbs closer than its d_min, ``job.objective``'s source pairs): the self barrier leaves them
@@ -37,15 +54,9 @@ def own_contacts(job, caps) -> torch.Tensor:
     "Contacts the source couple has".)"""
     ps = job.objective.pairs.active(None, 0.0)
     touch = torch.nonzero(ps.src_dist < ps.src_dmin, as_tuple=True)[0]
-    names = sorted(set(job.limbs) | {limb_of(n) for n in caps.names})
-    index = {n: k for k, n in enumerate(names)}
-    vl = torch.as_tensor([index[n] for n in job.limbs], device=job.device)
-    limbs = torch.zeros((job.num_frames, len(names), len(names)), dtype=torch.bool, device=job.device)
-    t, li, lj = ps.t[touch], vl[ps.i[touch]], vl[ps.j[touch]]
-    limbs[t, li, lj] = True
-    limbs[t, lj, li] = True
-    seg = torch.as_tensor([index[limb_of(n)] for n in caps.names], device=job.device)
-    return limbs[:, seg][:, :, seg]
+    limbs, index = _limb_touch(job.num_frames, set(job.limbs) | {limb_of(n) for n in caps.names}, job.limbs,
+                               job.limbs, ps.t[touch], ps.i[touch], ps.j[touch], job.device)
+    return _segments(limbs | limbs.transpose(1, 2), index, caps, caps)
 
 
 def partner_contacts(members, capsules) -> dict:
@@ -60,20 +71,15 @@ def partner_contacts(members, capsules) -> dict:
         for b in range(a + 1, len(members)):
             ma, mb = members[a], members[b]
             t, i, j = close_entries(ma.objective.src_p, mb.objective.src_p, MIN_FRACTION * 0.5 * (ma.h_src + mb.h_src))
-            names = sorted(set(ma.limbs) | set(mb.limbs) | {limb_of(n) for c in (a, b) for n in capsules[c].names})
-            index = {n: k for k, n in enumerate(names)}
-            L = len(names)
-            limb = [torch.as_tensor([index[n] for n in m.limbs], device=ma.device) for m in (ma, mb)]
-            touch = torch.zeros((ma.num_frames, L, L), dtype=torch.bool, device=ma.device)
-            touch[t, limb[0][i], limb[1][j]] = True
+            names = set(ma.limbs) | set(mb.limbs) | {limb_of(n) for c in (a, b) for n in capsules[c].names}
+            touch, index = _limb_touch(ma.num_frames, names, ma.limbs, mb.limbs, t, i, j, ma.device)
             touch = with_arms(touch, index)
             k = int(round(CONTACT_HOLD_S * ma.fps))
             if k > 0 and ma.num_frames > 1:          # (L·L, 1, T) max over each frame's ±k neighbours
                 x = touch.reshape(touch.shape[0], -1).T[:, None].float()
                 x = torch.nn.functional.max_pool1d(x, 2 * k + 1, stride=1, padding=k)
                 touch = (x[:, 0].T > 0).reshape(touch.shape)
-            seg = [torch.as_tensor([index[limb_of(n)] for n in capsules[c].names], device=ma.device) for c in (a, b)]
-            out[(a, b)] = touch[:, seg[0]][:, :, seg[1]]
+            out[(a, b)] = _segments(touch, index, capsules[a], capsules[b])
             out[(b, a)] = out[(a, b)].transpose(1, 2)
     return out
 
