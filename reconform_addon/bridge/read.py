@@ -113,9 +113,24 @@ def _deformed_by(ob, arm_obj) -> bool:
 def find_meshes(arm_obj) -> list:
     """Mesh objects the armature ``arm_obj`` moves, visible or not, sorted by name: Armature modifier users,
     meshes parented to it (Armature Deform, a bone, or the object with vertex groups named after its bones) and
-    rigid parts (``rigid_bone``: parented to a bone through empties or other objects, or constrained to one)."""
+    rigid parts (``rigid_bone``: parented to a bone through empties or other objects, or constrained to one).
+
+    Only the objects of the armature's scene (``_scene_objects``): a mesh the same armature deforms in another
+    scene of the file (a proxy, a variant for another shot) is not part of the character here."""
     check_armature(arm_obj)
-    return sorted((ob for ob in bpy.data.objects if _deformed_by(ob, arm_obj)), key=lambda o: o.name)
+    return sorted((ob for ob in _scene_objects(arm_obj) if _deformed_by(ob, arm_obj)), key=lambda o: o.name)
+
+
+def _scene_objects(arm_obj):
+    """The objects of the current scene when ``arm_obj`` is in it, else of the scenes it is in, else (an armature
+    in no scene, as a script may build one) every object of the file."""
+    scene = getattr(bpy.context, "scene", None)
+    if scene is not None and scene.objects.get(arm_obj.name) == arm_obj:
+        return scene.objects
+    scenes = arm_obj.users_scene
+    if not scenes:
+        return bpy.data.objects
+    return {ob for s in scenes for ob in s.objects}
 
 
 def _mesh_arrays(ob, me):

@@ -56,6 +56,24 @@ def test_find_meshes_by_modifier_and_parenting(br):
     assert [o.name for o in br.find_meshes(arm)] == ["Rig_body", "hat"]
 
 
+def test_find_meshes_keeps_to_the_armatures_scene(br):
+    """A mesh the same armature deforms in another scene of the file (a proxy, another shot's variant) is not part
+    of the character in this one; from a scene without the armature, the armature's own scenes are read."""
+    arm, body = make_rig()
+    here = bpy.context.scene
+    other = bpy.data.scenes.new("OtherShot")
+    proxy = bpy.data.objects.new("Rig_proxy", bpy.data.meshes.new("proxy"))
+    other.collection.objects.link(proxy)
+    proxy.modifiers.new("Armature", 'ARMATURE').object = arm
+    assert [o.name for o in br.find_meshes(arm)] == ["Rig_body"]
+    other.collection.objects.link(arm)                  # the armature in both scenes, this one current
+    assert [o.name for o in br.find_meshes(arm)] == ["Rig_body"]
+    here.collection.objects.unlink(arm)                 # now only in the other scene: its meshes there
+    here.collection.objects.unlink(body)
+    other.collection.objects.link(body)
+    assert [o.name for o in br.find_meshes(arm)] == ["Rig_body", "Rig_proxy"]
+
+
 def test_skinned_mesh_in_armature_space_at_rest(br):
     arm, body = make_rig()
     sk = br.read_skeleton(arm)
