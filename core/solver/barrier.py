@@ -241,8 +241,8 @@ class PartnerBarrier:
         #: (t, q, k, allow) and rows), the only ones evaluated at a step until the frame moves by ``HOT``
         self._hot, self._hot_ref = [None] * n, [None] * n
         #: between characters: per member, its capsule ends at the last evaluation and (T,) the sum of its moves at
-        #: each frame over every evaluation (``_refresh``'s ``due``); per block, those sums at its searches and at its
-        #: hot picks
+        #: each frame over every evaluation (``_refresh``'s ``due``); per block, its two characters' sums at its
+        #: searches and at its hot picks
         self._prev = self._drift = None
         self._drift_ref, self._hot_drift = [None] * n, [None] * n
 
@@ -276,7 +276,15 @@ class PartnerBarrier:
             else:
                 self._drift = [d + largest_moves(e, p) for d, e, p in zip(self._drift, det, self._prev)]
             self._prev = det
-        drift = lambda: None if self._drift is None else [d.clone() for d in self._drift]     # noqa: E731
+
+        def drift(a, b):
+            """(T,), (T,) copies of the two characters' move sums now (``_drift``), or None in an own barrier."""
+            return None if self._drift is None else (self._drift[a].clone(), self._drift[b].clone())
+
+        def catch_up(at, a, b, frames):
+            """A block's two move sums ``at`` (at its last search or hot pick) set to now at ``frames``."""
+            for x, d in zip(at or (), (a, b)):
+                x[frames] = self._drift[d][frames]
 
         def moved(ref, a, b):
             """(T,) the sum of the two characters' largest capsule-end moves at each frame since ``ref``."""
@@ -289,7 +297,7 @@ class PartnerBarrier:
             """(F,) the frames to search again: ``refresh_due`` of the two characters' moves since ``ref`` over
             ``allowance`` (T,). None when their moves summed evaluation by evaluation since then (``_drift``, ``at``
             its values at ``ref``; at least the moves, by the triangle inequality) keep within every allowance."""
-            if at is not None and bool((self._drift[a] - at[a] + self._drift[b] - at[b] < 0.999 * allowance).all()):
+            if at is not None and bool((self._drift[a] - at[0] + self._drift[b] - at[1] < 0.999 * allowance).all()):
                 return None
             return torch.nonzero(refresh_due(moved(ref, a, b) / allowance), as_tuple=True)[0]
 
@@ -311,15 +319,14 @@ class PartnerBarrier:
                     self._ref[i] = (det[a].clone(), det[b].clone())
                     self._reach[i] = reach
                     self._cand[i], self._rows[i] = cand, rows
-                    self._drift_ref[i] = drift()
+                    self._drift_ref[i] = drift(a, b)
                 else:
                     old, old_rows = keep_others(self._cand[i], self._rows[i], frames)
                     self._cand[i] = tuple(torch.cat([x, y]) for x, y in zip(old, cand))
                     self._rows[i] = tuple(torch.cat([x, y]) for x, y in zip(old_rows, rows))
                     ref[0][frames], ref[1][frames] = det[a][frames], det[b][frames]
                     self._reach[i][frames] = reach
-                    for at, now in zip(self._drift_ref[i] or (), self._drift or ()):
-                        at[frames] = now[frames]
+                    catch_up(self._drift_ref[i], a, b, frames)
                 self.block_refreshes += 1
                 any_block = True
             if not self._cand[i][0].numel():    # no candidates (two characters metres apart): no hot entries
@@ -358,11 +365,10 @@ class PartnerBarrier:
                 self._hot[i] = (cand, rows)
                 if hot_ref is None:
                     self._hot_ref[i] = (det[a].clone(), det[b].clone())
-                    self._hot_drift[i] = drift()
+                    self._hot_drift[i] = drift(a, b)
                 else:
                     hot_ref[0][hot_frames], hot_ref[1][hot_frames] = det[a][hot_frames], det[b][hot_frames]
-                    for at, now in zip(self._hot_drift[i] or (), self._drift or ()):
-                        at[hot_frames] = now[hot_frames]
+                    catch_up(self._hot_drift[i], a, b, hot_frames)
                 self.hot_refreshes += 1
         self.refreshes += int(any_block)
 
