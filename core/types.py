@@ -95,7 +95,7 @@ class SkinnedMesh:
         part: (V,) int64 index of the source mesh object of each vertex (0 when there is one object).
         part_names: names of the mesh objects, indexed by ``part``.
         bind_global: (J, 4, 4) armature-space bone matrices of the pose the mesh is bound in (``rest_verts`` and
-            ``rest_normals`` are that pose's); None: the skeleton's rest pose (``core.skinning.bind_matrices``).
+            ``rest_normals`` are that pose's); None: the skeleton's rest pose (``core.rig.skinning.bind_matrices``).
             A body fitted to a skeleton-only character is bound in its T-pose (``core.body.fit``).
         fitted: True for such a fitted template body: where its limbs overlap each other, the fit does, not the
             character (the self-contact barrier does not copy those depths, docs/solver.md).
@@ -206,7 +206,7 @@ class KeyVertexSet:
 
     Attributes:
         names: (N,) stable names from the template (``left_palm``, ``face_center``, ...).
-        limbs: (N,) limb of each key vertex (``core.humanoid.LIMBS``).
+        limbs: (N,) limb of each key vertex (``core.rig.humanoid.LIMBS``).
         vertex_ids: (N,) int64 indices into the character's SkinnedMesh.
         locked: (N,) bool, True where a user placed the vertex by hand (re-transfer keeps it).
         eye: name of the key vertex used as the eye for gaze (the face centre).
@@ -235,16 +235,16 @@ class KeyVertexSet:
 @dataclass(frozen=True, eq=False)
 class Character:
     """Everything the core needs about one character (immutable: ``dataclasses.replace`` makes a changed copy;
-    ``core.character.build_character`` completes one from what the scene holds).
+    ``core.character.complete.build_character`` completes one from what the scene holds).
 
     Attributes:
         skeleton: its Skeleton.
         mesh: its SkinnedMesh (all deforming mesh objects merged), or None for a skeleton-only source
             until a body is fitted to it (``core.body``).
-        bone_map: {canonical humanoid bone name: bone name} (``core.humanoid``).
+        bone_map: {canonical humanoid bone name: bone name} (``core.rig.humanoid``).
         keyverts: its KeyVertexSet, once transferred.
         height: h_c, world-space height of the mesh in T-pose (metres), once measured.
-        rig: a ``core.rehang.Rehung`` when ``skeleton`` is a re-hung copy of the scene's rig (limb ends such as
+        rig: a ``core.rig.rehang.Rehung`` when ``skeleton`` is a re-hung copy of the scene's rig (limb ends such as
             IK feet parented elsewhere than their canonical parent): it converts motions to and from the rig's
             channels; None when ``skeleton`` is the rig itself.
     """

@@ -21,7 +21,7 @@ from . import handlers
 from .bridge import geometry
 from .bridge import keyverts as kvstore
 
-#: RGB per limb (core.humanoid.LIMBS); left is warm, right is cool, centre is neutral.
+#: RGB per limb (core.rig.humanoid.LIMBS); left is warm, right is cool, centre is neutral.
 LIMB_COLORS = {
     "torso": (0.85, 0.85, 0.85), "head": (0.95, 0.85, 0.25),
     "left_arm": (0.95, 0.45, 0.25), "left_hand": (0.95, 0.25, 0.35),

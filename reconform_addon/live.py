@@ -1,9 +1,9 @@
 """Live: the window around the current frame retargeted in the background while the artist scrubs or edits the
-source, shown on the target (docs/user_guide.md "Live"; the core side is ``core.live``).
+source, shown on the target (docs/user_guide.md "Live"; the core side is ``core.pipeline.live``).
 
 The target shows a temporary preview Action (``bridge.preview``): copy-rotations of the whole clip, with the
 window around the current frame replaced by its solve. A ``LiveController`` per scene does the main-thread
-part: it reads the scene once (``pipeline.read_inputs``, as Retarget does), hands ``core.live.LiveClip``'s
+part: it reads the scene once (``pipeline.read_inputs``, as Retarget does), hands ``core.pipeline.live.LiveClip``'s
 jobs to a worker thread (``session.SolveRunner``: the set-up, then one window at a time) and, on every
 ``tick`` (the Live operator's timer), writes what the worker finished, cancels a window the artist has scrubbed
 away from, starts the window around the current frame once the frame has stayed put for ``DEBOUNCE_S``, and
@@ -63,7 +63,7 @@ class LiveController:
     def __init__(self, scene, request, length: int):
         self.scene_key = scene.name_full
         self.request, self.length = request, int(length)
-        self.clip = None                # core.live.LiveClip
+        self.clip = None                # core.pipeline.live.LiveClip
         self.runner = None              # session.SolveRunner in flight
         self.kind = None                # 'prepare' | 'window'
         self.window = None              # (start, stop) of the window in flight
@@ -73,7 +73,7 @@ class LiveController:
         self.error = None
         self.alive = True
         self.solved = 0                 # windows written
-        self.last_window = None         # the last core.live.LiveWindow written (the next one may start from it)
+        self.last_window = None         # the last core.pipeline.live.LiveWindow written (the next one may start from it)
         self._frame, self._frame_at = None, 0.0
         self._edited_at = None
         self._pending_settings = None   # the panel's solver settings, changed since Live started, not applied yet
@@ -83,8 +83,8 @@ class LiveController:
     # ----------------------------------------------------------------------------------------------------
     def start(self):
         """Main thread: read the scene (fails fast with BridgeError) and start the clip's set-up."""
-        from ..core.live import LiveClip
-        from ..core.retarget import RetargetOptions
+        from ..core.pipeline.live import LiveClip
+        from ..core.pipeline.retarget import RetargetOptions
         from . import pipeline
 
         req = self.request

@@ -1,9 +1,9 @@
-"""The one retarget path on the Blender side: read the scene into core specs, drive ``core.retarget``, write
+"""The one retarget path on the Blender side: read the scene into core specs, drive ``core.pipeline.retarget``, write
 the outcome. The panel's modal operator, the batch command (tools/retarget.py), ``make demo`` and ``make bench``
 all go through here, so a set-up tuned in the panel gives the same result headless.
 
     specs = read_inputs(source_obj, target_obj, action=..., setup=...)        # main thread: bpy -> arrays
-    job = make_job(specs, options, window)                                  # core.retarget.Retarget (or .windows)
+    job = make_job(specs, options, window)                                  # core.pipeline.retarget.Retarget (or .windows)
     for step in job.steps(): ...                                            # any thread (the panel: a worker)
     action = write_outcome(target_obj, job.outcome, name, ...)              # main thread: arrays -> bpy
 
@@ -17,11 +17,11 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 
-from ..core.character import CharacterSpec, check_character
+from ..core.character.complete import CharacterSpec, check_character
 from ..core.errors import CoreError
-from ..core.retarget import METHODS, Outcome, RetargetOptions, run
+from ..core.pipeline.retarget import METHODS, Outcome, RetargetOptions, run
 from ..core.types import Character, Motion
-from ..core.windows import WindowPlan, retarget_job
+from ..core.pipeline.windows import WindowPlan, retarget_job
 from .bridge import (BridgeError, find_meshes, read_motion, read_skeleton, read_skinned_mesh,
                      write_motion)
 from .bridge import bodyparts
@@ -45,7 +45,7 @@ class RetargetResult:
     action: the new Action on the target (assigned with its slot).
     motion: the target core.Motion that was written, (T, J_target, ...).
     report: plain dict (JSON-serialisable) with inputs, bone maps, timings, metrics and conflicts.
-    outcome: the core.retarget.Outcome.
+    outcome: the core.pipeline.retarget.Outcome.
     """
 
     action: object
@@ -65,7 +65,7 @@ class Inputs:
     source_motion: Motion
     target: CharacterSpec
     notes: tuple = ()           #: lines for the user about what was read (a clamped frame range)
-    ground: object = None       #: core.terrain.GroundSurface of the target's ground object, or None (z = 0)
+    ground: object = None       #: core.contacts.terrain.GroundSurface of the target's ground object, or None (z = 0)
 
 
 def result_action_name(source_obj, target_obj, action=None) -> str:
@@ -99,11 +99,11 @@ def read_character(arm_obj, bone_map=None, clip: Motion = None, need_mesh: bool 
 
 def prepare_character(arm_obj, bone_map=None, keyvert_count: int = 41, need_mesh: bool = False, fit_body=None,
                       clip: Motion = None, report=None) -> Character:
-    """One complete core.Character of ``arm_obj`` (``read_character`` then ``core.character.build_character``:
+    """One complete core.Character of ``arm_obj`` (``read_character`` then ``core.character.complete.build_character``:
     the same completion as a retarget's). ``fit_body`` (default: when key vertices are asked for and no mesh is
     needed) gives a skeleton-only armature the template fitted to its skeleton, standing it up from ``clip``
     when its rest pose lies down; ``report`` receives the notes."""
-    from ..core.character import build_character
+    from ..core.character.complete import build_character
 
     if fit_body is None:
         fit_body = bool(keyvert_count) and not need_mesh
@@ -127,7 +127,7 @@ def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=Non
 
     Fails fast, target first: the armatures, whether the target can keep a new Action (not linked, not a
     non-editable override), its mesh when the method needs one and its bone map are checked before the source
-    clip is read (``core.character.check_character``: milliseconds); then the source clip (``read_motion``
+    clip is read (``core.character.complete.check_character``: milliseconds); then the source clip (``read_motion``
     checks its range and keys), the source's bone map, and the ground object."""
     if method not in METHODS:
         raise BridgeError(f"Unknown method '{method}': use one of {', '.join(METHODS)}.")
@@ -165,8 +165,8 @@ def read_inputs(source_obj, target_obj, *, method: str = "reconform", action=Non
 
 
 def make_job(inputs: Inputs, options: RetargetOptions, window: WindowPlan = None):
-    """The core retarget of ``inputs`` (pure core: drive it in any thread): ``core.retarget.Retarget``, or with a
-    ``window`` plan and a clip longer than one window ``core.windows.WindowedRetarget``; the ground object read
+    """The core retarget of ``inputs`` (pure core: drive it in any thread): ``core.pipeline.retarget.Retarget``, or with a
+    ``window`` plan and a clip longer than one window ``core.pipeline.windows.WindowedRetarget``; the ground object read
     with them becomes the options' ground."""
     if inputs.ground is not None and options.ground is None:
         options = replace(options, ground=inputs.ground)

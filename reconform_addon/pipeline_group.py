@@ -2,7 +2,7 @@
 ``pipeline``, for the panel's partner list, the batch command's several pairs, ``make demo`` and ``make bench``.
 
     inputs = read_group_inputs([(lead_src, lead_tgt, None), (follow_src, follow_tgt, None)], method=...)   # reads
-    job = make_group_job(inputs, options)                  # core.retarget_group.RetargetGroup; drive job.steps()
+    job = make_group_job(inputs, options)                  # core.pipeline.group.RetargetGroup; drive job.steps()
     actions = write_group_outcome(inputs, job.outcome, names)                 # one NEW Action per target
 
 Every pair is read exactly as a single retarget reads it (``pipeline.read_inputs``: bone maps, stored key
@@ -17,9 +17,9 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from ..core.conflicts import ranked_across
-from ..core.retarget import RetargetOptions
-from ..core.retarget_group import GroupOutcome, RetargetGroup, run_group
+from ..core.solver.conflicts import ranked_across
+from ..core.pipeline.retarget import RetargetOptions
+from ..core.pipeline.group import GroupOutcome, RetargetGroup, run_group
 from . import pipeline
 from .run_report import conflict_rows, make_report, plain
 from .setup_file import setup_bone_map, setup_options
@@ -174,7 +174,7 @@ def retarget_group(pairs, method: str = "reconform", frame_start=None, frame_end
         names: the new Actions' names (default '<source clip> to <target>' each).
         bone_maps: optional (source bone map, target bone map) per pair; else the set-up's, else detected.
         part_weights: optional per pair {(part, term): factor} or None, multiplied into the settings' own
-            (``core.retarget_group.RetargetGroup``; a set-up's ``characters`` entries).
+            (``core.pipeline.group.RetargetGroup``; a set-up's ``characters`` entries).
     Raises:
         BridgeError (bad input, one line) or CoreError; nothing is written then.
     """

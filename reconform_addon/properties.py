@@ -37,7 +37,7 @@ DEVICE_ITEMS = (
     ('CPU', "CPU", "Solve on the CPU"),
     ('CUDA', "CUDA", "Solve on the first NVIDIA GPU (needs a CUDA build of PyTorch)"),
 )
-#: where the source's floor is (core.ground; docs/solver.md "Ground"): item -> SolverSettings.source_ground
+#: where the source's floor is (core.contacts.ground; docs/solver.md "Ground"): item -> SolverSettings.source_ground
 SOURCE_GROUND_ITEMS = (
     ('AUTO', "Automatic", "The source's own floor: z = 0 where the clip stands on it, else a level per frame "
      "tracked from its lowest foot contacts (a clip that floats, sinks or drifts)"),
@@ -108,7 +108,7 @@ class RECONFORM_PG_mesh_use(PropertyGroup):
 class ReconformBoneMapItem(PropertyGroup):
     """One row of a bone map: a canonical humanoid bone and the character's bone playing it."""
 
-    canonical: StringProperty(name="Canonical", description="Canonical humanoid bone (core.humanoid)")
+    canonical: StringProperty(name="Canonical", description="Canonical humanoid bone (core.rig.humanoid)")
     bone: StringProperty(name="Bone", description="This character's bone for the canonical bone ('' = unmapped)")
     required: BoolProperty(name="Required", description="Retargeting needs this bone")
 
@@ -137,7 +137,7 @@ class ReconformConflict(PropertyGroup):
 
 
 class ReconformMetric(PropertyGroup):
-    """One number of the last solve's metrics (``core.metrics.evaluate``)."""
+    """One number of the last solve's metrics (``core.metrics.scores.evaluate``)."""
 
     value: FloatProperty(name="Value")
     reference: FloatProperty(name="Copy Rotations", description="Same metric for the copy-rotations start")
@@ -270,7 +270,7 @@ class ReconformSettings(PropertyGroup):
 
     def set_bone_map(self, role: str, bone_map: dict, rig_type: str = "", owner: str = ""):
         """Fill ``role``'s list with every canonical bone, mapped or not."""
-        from ..core import humanoid
+        from ..core.rig import humanoid
 
         items = self.bone_map_items(role)
         items.clear()
@@ -337,7 +337,7 @@ class ReconformSettings(PropertyGroup):
         return dataclasses.replace(base, **changes)
 
     def set_metrics(self, metrics: dict, reference: dict | None = None):
-        """Store ``core.metrics.evaluate`` output (flattened to scalars) for the panel."""
+        """Store ``core.metrics.scores.evaluate`` output (flattened to scalars) for the panel."""
         self.metrics.clear()
         flat = flatten_metrics(metrics)
         ref = flatten_metrics(reference or {})

@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 
-from ..core import report
-from ..core.measures import foot_heights
-from ..core.metrics import GROUNDED_FRACTION
-from ..core.retarget import Outcome
-from ..core.track import ClipTrack
+from ..core.metrics import report
+from ..core.metrics.measures import foot_heights
+from ..core.metrics.scores import GROUNDED_FRACTION
+from ..core.pipeline.retarget import Outcome
+from ..core.character.track import ClipTrack
 
 
 def _map_report(built) -> dict:
@@ -27,7 +27,7 @@ def _map_report(built) -> dict:
 
 
 def conflict_rows(conflicts) -> list:
-    """Plain dicts of core.conflicts.Conflict records in their ranking (the costliest first: severity ×
+    """Plain dicts of core.solver.conflicts.Conflict records in their ranking (the costliest first: severity ×
     duration), as the panel lists them: body part, the two terms, worst cosine, peak severity, cost (score),
     frame spans [[first, last], ...]."""
     return [{"rank": k + 1, "body_part": c.body_part, "terms": [c.term_a, c.term_b], "cosine": c.cosine,
@@ -36,7 +36,7 @@ def conflict_rows(conflicts) -> list:
 
 
 def ground_report(outcome: Outcome) -> dict:
-    """What the target stood on: the ground object's sampling (``core.terrain.TerrainReport``), else the
+    """What the target stood on: the ground object's sampling (``core.contacts.terrain.TerrainReport``), else the
     world floor."""
     if outcome.ground is not None:
         return outcome.ground.as_dict()
@@ -59,7 +59,7 @@ def make_report(inputs, outcome: Outcome, action_name: str, timings: dict) -> di
         "target_mesh": _map_report(outcome.built["target"])["mesh"],
         "timings": {k: round(v, 4) for k, v in timings.items()},
         "metrics": plain(outcome.metrics), "reference_metrics": plain(outcome.reference),
-        # the same metrics for people (core.report): label, unit, which way is better, copy-rotations beside
+        # the same metrics for people (core.metrics.report): label, unit, which way is better, copy-rotations beside
         "metrics_table": plain([r.as_dict() for r in report.metric_rows(outcome.metrics, outcome.reference)]),
         "verdict": report.verdict(outcome.metrics, outcome.reference, outcome.method),
         "conflicts": plain(conflict_rows(outcome.conflicts)),

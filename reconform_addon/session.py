@@ -18,7 +18,7 @@ from dataclasses import dataclass
 class SolveRunner:
     """Run a solve in a daemon thread; the main thread polls ``events()``.
 
-    ``job`` is a job with ``steps()`` (a generator) and ``cancel()`` — the ``core.retarget.Retarget`` of a run,
+    ``job`` is a job with ``steps()`` (a generator) and ``cancel()`` — the ``core.pipeline.retarget.Retarget`` of a run,
     whose first steps complete the characters and copy the rotations, so all the core work runs here and the
     viewport stays responsive — or a factory ``f(say) -> job`` run in the worker first (``say(text)`` posts a
     status line). Events are tuples: ('status', text), ('progress', step), ('done', finish(job)),
@@ -95,7 +95,7 @@ class LastSolve:
     """Module-level memory of the last solve of a scene, for Re-solve (kept out of bpy data on purpose).
 
     request: the operator's RetargetRequest; inputs: what was read from the scene (pipeline.Inputs); outcome:
-    the core.retarget.Outcome (characters, copy-rotations, source track, the SolveJob); options: the
+    the core.pipeline.retarget.Outcome (characters, copy-rotations, source track, the SolveJob); options: the
     RetargetOptions it ran with; iterations: of the first solve; seconds: its duration.
     """
 
@@ -127,7 +127,7 @@ class LastSolve:
 @dataclass
 class LastGroupSolve:
     """The last joint retarget of partners in a scene (ReConForM §6.1), for Re-solve: request: the operator's
-    GroupRequest; inputs: what was read (pipeline_group.GroupInputs); outcome: the core.retarget_group.GroupOutcome
+    GroupRequest; inputs: what was read (pipeline_group.GroupInputs); outcome: the core.pipeline.group.GroupOutcome
     (every pair's characters, copy-rotations and source track, the GroupSolveJob); iterations: of the first solve;
     seconds: its duration."""
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 
-from ..core.conflicts import merge_part_weights
+from ..core.solver.conflicts import merge_part_weights
 from ..core.errors import CoreError
-from ..core.retarget import RetargetOptions
+from ..core.pipeline.retarget import RetargetOptions
 from ..core.solver import SolverSettings
 from ..core.solver.settings import part_weights_from
-from ..core.windows import WindowPlan
+from ..core.pipeline.windows import WindowPlan
 from .bridge import BridgeError, import_file
 from .bridge import terrain as ground_bridge
 from .bridge.io import SUPPORTED
@@ -97,7 +97,7 @@ def setup_ground(setup: dict) -> dict:
 
 
 def setup_window(setup: dict):
-    """The set-up's windows (a long clip retargeted as overlapping windows, ``core.windows``) as a WindowPlan, or
+    """The set-up's windows (a long clip retargeted as overlapping windows, ``core.pipeline.windows``) as a WindowPlan, or
     None: ``"window": 300`` (frames; a fifth of it shared at each seam) or ``"window": {"frames": 300,
     "overlap": 60}``."""
     entry = (setup or {}).get("window")
@@ -144,7 +144,7 @@ def character_part_weights(entry: dict, index: int):
 
 def merged_part_weights(shared, own: dict) -> dict:
     """A set-up's settings' ``part_weights`` (either form, checked) with a character's own ``own`` {(part, term):
-    factor} multiplied in (``core.conflicts.merge_part_weights``)."""
+    factor} multiplied in (``core.solver.conflicts.merge_part_weights``)."""
     try:
         return merge_part_weights(part_weights_from(shared), own)
     except CoreError as ex:

@@ -64,8 +64,8 @@ def enable_addon():
     import retarget
     retarget.enable_addon(REPO_NAME)
     return {name: importlib.import_module(f"{MODULE}.{name}") for name in (
-        "reconform_addon.bridge", "reconform_addon.pipeline", "core.retarget", "core.solver", "core.types",
-        "core.windows", "core.track")}
+        "reconform_addon.bridge", "reconform_addon.pipeline", "core.pipeline.retarget", "core.solver", "core.types",
+        "core.pipeline.windows", "core.character.track")}
 
 
 class Loader:
@@ -169,9 +169,9 @@ def scaling_case(frames: int, mods=None):
 
 
 def retarget(mods, src, smo, tgt, settings, metrics=True):
-    """The one retarget path (core.retarget, as the panel and the batch command run it) on prepared characters;
+    """The one retarget path (core.pipeline.retarget, as the panel and the batch command run it) on prepared characters;
     returns its Outcome."""
-    rt = mods["core.retarget"]
+    rt = mods["core.pipeline.retarget"]
     return rt.run(rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=metrics,
                                                                conflicts=False)))
 
@@ -186,11 +186,11 @@ def run_case(mods, src, smo, tgt, settings, log):
 
 def feet_readings(mods, o) -> dict:
     """{(method, reading): metrics} of copy-rotations ('init') and ReConForM ('ours') with the source's feet read
-    above z = 0 ('zero') and above its own floor ('own': ``core.ground.auto_ground``), and 'floor': a line
+    above z = 0 ('zero') and above its own floor ('own': ``core.contacts.ground.auto_ground``), and 'floor': a line
     saying which floor that is (docs/metrics.md "Whose floor")."""
     import numpy as np
-    metrics, ground, track_mod = (importlib.import_module(f"{MODULE}.core.{n}") for n in ("metrics", "ground",
-                                                                                           "track"))
+    metrics, ground, track_mod = (importlib.import_module(f"{MODULE}.core.{n}")
+                                  for n in ("metrics.scores", "contacts.ground", "character.track"))
     src, tgt, st = o.source, o.target, o.source_track
     own = ground.auto_ground(st)
     out = {"floor": (f"tracked, mean {100 * np.mean(own):+.1f} cm, range {100 * np.ptp(own):.1f} cm"
@@ -209,7 +209,7 @@ def issue_targets(out, agg, targets: dict):
     import bench_targets as bt
     out()
     out("Feet under both readings of the source (docs/metrics.md \"Whose floor\"): grounded F1 / foot-locked F1 with "
-        "the source's feet above z = 0 and above its own floor (`core.ground.auto_ground`; the targets below read "
+        "the source's feet above z = 0 and above its own floor (`core.contacts.ground.auto_ground`; the targets below read "
         "the latter).")
     out()
     out("| case | the source's own floor | copy-rot, z = 0 | copy-rot, own floor | ReConForM, z = 0 | "
@@ -276,10 +276,10 @@ def memory_child(frames, threads, window=None, overrides=None, constants=(), tra
     if trace:
         tracemalloc.start()
     settings = mods["core.solver"].SolverSettings(**dict(overrides or {}, iterations=10, num_threads=threads))
-    rt = mods["core.retarget"]
+    rt = mods["core.pipeline.retarget"]
     job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings))     # metrics and conflicts included
     if window:
-        win = mods["core.windows"]
+        win = mods["core.pipeline.windows"]
         job = win.WindowedRetarget(src, smo, tgt, rt.RetargetOptions(settings=settings), win.WindowPlan(*window))
     t = last = time.perf_counter()
     gap = (0.0, "")
@@ -500,7 +500,7 @@ def main(argv=None):
                                              settings, log=log))
         out()                            # --- the same case on CUDA, when torch sees one (tools/bench_gpu.py) ---
         import bench_gpu
-        targets.update(bench_gpu.section(out, mods["core.retarget"], lambda m, n: tile(mods["core.types"].Motion, m, n),
+        targets.update(bench_gpu.section(out, mods["core.pipeline.retarget"], lambda m, n: tile(mods["core.types"].Motion, m, n),
                                          src, smo, tgt, settings,
                                          cpu_results={} if at_1000 is None else {1000: at_1000[1]}, log=log))
     if not args.quick and not args.no_memory:

@@ -5,7 +5,7 @@ conflict slider, a 75-frame window (alone, and as the panel's Live solves it), a
         [--set NAME=VALUE ...]
 
 The case of the issue: the Bandai kick (tiled to --frames) onto mh_teen_girl, 'balanced' preset; every run goes
-through core.retarget (copy-rotations, the solver's set-up and its steps; no metrics, no conflicts), as the
+through core.pipeline.retarget (copy-rotations, the solver's set-up and its steps; no metrics, no conflicts), as the
 panel's Retarget and Re-solve do (the re-solve: the panel's slider path, ``operators.retarget.start_resolve``:
 the last result as warm start continuing the first solve's optimiser and set-up (``core.solver.continued``), α
 held at 1, ``resolve_state_fraction`` of the steps, one per-part weight changed).
@@ -66,7 +66,7 @@ def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, rep
     first solve's Outcome; ``overrides``: SolverSettings fields over the 'balanced' preset."""
     import bench
     src, tgt, motion = load_case(mods, loader, frames)
-    rt, solver = mods["core.retarget"], mods["core.solver"]
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=threads, **(overrides or {}))
     opts = rt.RetargetOptions(settings=settings, metrics=False, conflicts=False)
     first = rt.run(rt.Retarget(src, motion, tgt, opts))
@@ -78,12 +78,12 @@ def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, rep
     t_resolve = timed(lambda: rt.run(rt.Retarget(first.source, motion, first.target, re_opts,
                                                  source_track=first.source_track)), repeat)
     t_window = timed(lambda: rt.run(rt.Retarget(src, motion.slice(0, window), tgt, opts)), repeat)
-    # the panel's Live: the clip set up once (core.live), then the window around a frame, as a scrub solves it
-    live = importlib.import_module(f"{bench.MODULE}.core.live").LiveClip(src, motion, tgt, opts, length=window)
+    # the panel's Live: the clip set up once (core.pipeline.live), then the window around a frame, as a scrub solves it
+    live = importlib.import_module(f"{bench.MODULE}.core.pipeline.live").LiveClip(src, motion, tgt, opts, length=window)
     rt.run(live.prepare())
     frames_at = iter([motion.frame_start + (k * 97) % frames for k in range(1, repeat + 1)])
     t_live = timed(lambda: rt.run(live.solve(next(frames_at))), repeat)
-    # a scrub of SCRUB frames: the next window starts from the last one (core.live warm start)
+    # a scrub of SCRUB frames: the next window starts from the last one (core.pipeline.live warm start)
     at = motion.frame_start + frames // 2
     last = rt.run(live.solve(at))
     t_scrub = timed(lambda: rt.run(live.solve(at + SCRUB, last)), repeat)
@@ -136,7 +136,7 @@ def main(argv=None):
           f"{first.solver_stats['setup_s']:.2f} s)")
     print(f"re-solve after a slider ({r['resolve_steps']} warm-started steps): {r['resolve']:.2f} s")
     print(f"{args.window}-frame window, first solve: {r['window']:.2f} s")
-    print(f"{args.window}-frame Live window (the clip set up once, core.live): {r['live']:.2f} s")
+    print(f"{args.window}-frame Live window (the clip set up once, core.pipeline.live): {r['live']:.2f} s")
     w, c, was_warm = r["scrub_relative"]
     print(f"the Live window after a {SCRUB}-frame scrub, from the last window: {r['scrub']:.2f} s (warm start: "
           f"{was_warm}); objective over copy-rotations' {w:.3f}, against {c:.3f} solved from copy-rotations")

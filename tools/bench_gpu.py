@@ -96,7 +96,7 @@ def _fmt(x):
 
 
 def _retarget(rt, src, motion, tgt, settings):
-    """core.retarget's one path (as the panel and the batch command run it), no metrics, no conflicts."""
+    """core.pipeline.retarget's one path (as the panel and the batch command run it), no metrics, no conflicts."""
     return rt.run(rt.Retarget(src, motion, tgt, rt.RetargetOptions(settings=settings, metrics=False,
                                                                    conflicts=False)))
 
@@ -119,7 +119,7 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
             device: str = "cuda", log=lambda s: None) -> dict:
     """Print the GPU lines through ``out``; return {target label: (measured text, passed)}.
 
-    ``rt``: the core.retarget module; ``tile(motion, n)``: the clip repeated to n frames; ``cpu_results``: {n:
+    ``rt``: the core.pipeline.retarget module; ``tile(motion, n)``: the clip repeated to n frames; ``cpu_results``: {n:
     Outcome.motion} already solved on the CPU with ``settings`` (the rest of ``cpu_frames`` is solved here, and the
     same clips in float64 on the CPU). ``device``: "cuda" (a test passes "cpu" to run the comparisons anywhere)."""
     import torch
@@ -204,9 +204,9 @@ def group_check(out, device: str = "cuda", frames: int = 60, iterations: int = 6
     import numpy as np
     import torch
 
-    from core.conflicts import merge_part_weights, resolution_weights
-    from core.retarget import RetargetOptions
-    from core.retarget_group import RetargetGroup, run_group
+    from core.solver.conflicts import merge_part_weights, resolution_weights
+    from core.pipeline.retarget import RetargetOptions
+    from core.pipeline.group import RetargetGroup, run_group
     from core.solver import SolverSettings
     from tests.core.synth import couple, facing, make_humanoid, with_face
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -337,7 +337,7 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT / "tools"))
     case = load_case(args.case, args.threads)
     from bench import setting_overrides, tile
-    from core import retarget as rt
+    from core.pipeline import retarget as rt
     from core.solver import SolverSettings
     from core.types import Motion
     print(f"case: {case['case'][0]} → {case['case'][1]}; balanced preset")

@@ -5,8 +5,8 @@
     .venv/bin/python tools/bench.py --partners-only          # the same, as a section of make bench
 
 Per case, three methods on the same start (copy-rotations placed together, ``copy_rotations.place_together``):
-copy-rotations itself; each character solved alone (``core.retarget.Retarget`` from that start); the joint
-solve (``core.retarget_group.RetargetGroup``). Rows: the partner metrics (docs/metrics.md "Partners") and the
+copy-rotations itself; each character solved alone (``core.pipeline.retarget.Retarget`` from that start); the joint
+solve (``core.pipeline.group.RetargetGroup``). Rows: the partner metrics (docs/metrics.md "Partners") and the
 mean over the two targets of their own metrics. Then timing, interleaved in one process: K characters solved
 jointly vs the same K solved separately (K = 2: a salsa couple; K = 5: two couples and a solo dancer side by
 side), wall clock and process CPU time, medians; frames/s and peak memory of the joint solve in a child
@@ -92,8 +92,8 @@ def mean(vals):
 
 def run_case(mods, pairs, settings):
     """{'copy'|'alone'|'joint': {'partner': dict, 'own': [dict per target]}}, and the joint solve's statistics."""
-    rt, grp = mods["core.retarget"], mods["core.retarget_group"]
-    mp = mods["core.metrics_partners"]
+    rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
+    mp = mods["core.metrics.partners"]
     opts = rt.RetargetOptions(settings=settings, conflicts=False)
     joint = grp.run_group(grp.RetargetGroup(pairs, opts))
     tracks = [m.source_track for m in joint.members]
@@ -117,8 +117,8 @@ def timing(mods, pairs, settings, repeats, log):
     process CPU time, the per-run CPU ratios (joint / separate of the same r) with their median (the robust
     figure: each ratio compares two runs a few seconds apart), and the 1-minute load average at every run."""
     solver = mods["core.solver"]
-    cr = mods["core.copy_rotations"]
-    tracks = [mods["core.track"].ClipTrack(s, m) for s, m, _ in pairs]
+    cr = mods["core.pipeline.copy_rotations"]
+    tracks = [mods["core.character.track"].ClipTrack(s, m) for s, m, _ in pairs]
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr)) for (s, m, t), tr in zip(pairs, tracks)])
     sep_w, sep_c, joi_w, joi_c, loads = [], [], [], [], []
     for r in range(repeats):
@@ -150,8 +150,8 @@ def memory_child(k, frames, iterations, threads):
     mods = modules()
     loader = bench.Loader(mods, lambda s: None)
     pairs = load_pairs(loader, FIVE[:k], FIRST, frames)
-    cr, solver = mods["core.copy_rotations"], mods["core.solver"]
-    tracks = [mods["core.track"].ClipTrack(s, m) for s, m, _ in pairs]
+    cr, solver = mods["core.pipeline.copy_rotations"], mods["core.solver"]
+    tracks = [mods["core.character.track"].ClipTrack(s, m) for s, m, _ in pairs]
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr)) for (s, m, t), tr in zip(pairs, tracks)])
     base = bench._rss_kb()
     peak = [base]
@@ -180,7 +180,7 @@ def memory_child(k, frames, iterations, threads):
 def modules(mods=None):
     """The add-on's modules this section uses (``mods``: those of a bench that already enabled it)."""
     mods = dict(mods) if mods is not None else bench.enable_addon()
-    for name in ("core.retarget_group", "core.metrics_partners", "core.copy_rotations", "core.track"):
+    for name in ("core.pipeline.group", "core.metrics.partners", "core.pipeline.copy_rotations", "core.character.track"):
         mods[name] = bench.importlib.import_module(f"{bench.MODULE}.{name}")
     return mods
 

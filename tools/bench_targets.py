@@ -1,7 +1,7 @@
 """Issue 11's quality targets, read per case (docs/solver.md "Measured"): the PASS/FAIL lines of `make bench`.
 
 Per case, ReConForM against copy-rotations and the source (the metrics of docs/metrics.md, the source's feet read
-above its own floor, ``core.ground.auto_ground``):
+above its own floor, ``core.contacts.ground.auto_ground``):
 
 - joint jerk ≤ copy-rotations', and per unit of height ≤ ``JERK_PER_HEIGHT`` × the source's;
 - self-penetration ≤ copy-rotations';

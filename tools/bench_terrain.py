@@ -3,8 +3,8 @@ walking up and down stairs, up a ramp and over bumpy ground; copy-rotations and 
 
     .venv/bin/python tools/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3] [--flat]
 
-Each ground (``core.terrain.shapes``) is laid along the target's copy-rotations path (its hips from the first
-to the last frame), starting 1.5 m before the first foot; the retarget runs the one path (``core.retarget``
+Each ground (``core.contacts.terrain.shapes``) is laid along the target's copy-rotations path (its hips from the first
+to the last frame), starting 1.5 m before the first foot; the retarget runs the one path (``core.pipeline.retarget``
 with ``RetargetOptions(ground=...)``, as the panel's Ground picker and the batch command's --ground do).
 Metrics are read above the terrain for the target and above its own floor for the source (docs/metrics.md).
 A "source" row gives the source's own jerk (the reference for the root's smoothness); ``--flat`` adds the same
@@ -47,8 +47,8 @@ def terrain_case(core, src, motion, tgt, kind: str, settings, flat: bool = False
     on the floor z = 0, (outcome, ground, seconds, flat outcome)."""
     import numpy as np
 
-    rt, cr, tr, shapes = (core(n) for n in ("core.retarget", "core.copy_rotations", "core.track",
-                                            "core.terrain.shapes"))
+    rt, cr, tr, shapes = (core(n) for n in ("core.pipeline.retarget", "core.pipeline.copy_rotations", "core.character.track",
+                                            "core.contacts.terrain.shapes"))
     flat = cr.copy_rotations(src, motion, tgt)
     track = tr.ClipTrack(tgt, flat)
     hips = track.world_positions[:, tgt.skeleton.index(tgt.bone_map["hips"]), :2]

@@ -1,4 +1,4 @@
-"""Long clips in windows in `make bench` (core.windows): the same clip retargeted whole and as overlapping windows,
+"""Long clips in windows in `make bench` (core.pipeline.windows): the same clip retargeted whole and as overlapping windows,
 side by side (time, metrics, jerk at the seams), and the peak memory of windowed retargets of growing length.
 
     .venv/bin/python tools/bench_windows.py [--frames 1000] [--window 300] [--overlap 60] [--threads 2]
@@ -36,7 +36,7 @@ def joint_jerk(track_cls, character, motion) -> np.ndarray:
 
 def compare(mods, src, motion, tgt, settings, plan) -> dict:
     """The whole-clip retarget and the windowed one of ``motion``: seconds, metrics, seam jerk ratios."""
-    rt, win = mods["core.retarget"], mods["core.windows"]
+    rt, win = mods["core.pipeline.retarget"], mods["core.pipeline.windows"]
     opts = rt.RetargetOptions(settings=settings, conflicts=False)
     t = time.perf_counter()
     whole = rt.run(rt.Retarget(src, motion, tgt, opts))
@@ -44,7 +44,7 @@ def compare(mods, src, motion, tgt, settings, plan) -> dict:
     t = time.perf_counter()
     windowed = rt.run(win.WindowedRetarget(src, motion, tgt, opts, plan))
     t_win = time.perf_counter() - t
-    track = mods["core.track"].ClipTrack
+    track = mods["core.character.track"].ClipTrack
     jw, jo = joint_jerk(track, tgt, windowed.motion), joint_jerk(track, tgt, whole.motion)
     seams = []
     for a, _ in plan.ranges(motion.num_frames)[1:]:
@@ -70,7 +70,7 @@ def memory_line(threads: int, frames: list, plan_args: list) -> tuple:
 
 def section(out, log, mods, loader, settings, args, scaling) -> dict:
     """The windows section of the bench (markdown through ``out``); returns {target label: (measured, pass)}."""
-    plan = mods["core.windows"].WindowPlan(args.window, args.overlap)
+    plan = mods["core.pipeline.windows"].WindowPlan(args.window, args.overlap)
     src, smo, _ = loader.source(scaling[0])
     _, tgt, _ = loader.character(scaling[1])
     from bench import tile
@@ -79,7 +79,7 @@ def section(out, log, mods, loader, settings, args, scaling) -> dict:
     r = compare(mods, src, motion, tgt, settings, plan)
     keys = ("grounded_f1", "locked_f1", "contact_f1", "floor_pen_mean", "self_pen_mean", "jerk_mean", "jerk_max")
     out()
-    out(f"Long clips in windows (core.windows; {pathlib.Path(scaling[0]).stem} ping-pong tiled to {args.frames} "
+    out(f"Long clips in windows (core.pipeline.windows; {pathlib.Path(scaling[0]).stem} ping-pong tiled to {args.frames} "
         f"frames → {pathlib.Path(scaling[1]).stem}; windows of {plan.length} frames sharing {plan.overlap}, "
         f"{len(plan.ranges(args.frames))} windows):")
     out()

@@ -29,8 +29,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
-from core.rotations import matrix_to_quat, quat_between, quat_make_continuous, quat_to_matrix  # noqa: E402
-from core.terrain.shapes import ramp, stairs  # noqa: E402
+from core.rig.rotations import matrix_to_quat, quat_between, quat_make_continuous, quat_to_matrix  # noqa: E402
+from core.contacts.terrain.shapes import ramp, stairs  # noqa: E402
 from core.types import Motion, Skeleton, SkinnedMesh  # noqa: E402
 
 FPS = 30
@@ -44,7 +44,7 @@ CHARACTERS = (("Source", BodyParams(name="source"), "T", 0.0),
               ("ShortHeavy", SHORT_HEAVY, "T", 2.4),
               ("StairsClimber", TALL_THIN, "A", 4.2),
               ("RampWalker", SHORT_HEAVY, "T", 6.0))
-#: ground object -> (the character walking on it, core.terrain.shapes profile): each starts 0.6 m behind its
+#: ground object -> (the character walking on it, core.contacts.terrain.shapes profile): each starts 0.6 m behind its
 #: walker and runs along -Y, the way the 'DemoWalk' clip walks
 GROUNDS = {
     "Stairs": ("StairsClimber", lambda x: stairs(start=(x, 0.6), direction=(0.0, -1.0), width=1.2, approach=1.3,
@@ -450,7 +450,7 @@ def build_character(name, skeleton: Skeleton, mesh: SkinnedMesh, x_offset: float
 
 
 def build_ground(name: str, surface):
-    """A mesh object from a core.terrain GroundSurface (world space), made solid by a Solidify modifier
+    """A mesh object from a core.contacts.terrain GroundSurface (world space), made solid by a Solidify modifier
     (30 cm downwards): the retarget reads its evaluated mesh, whose top is the surface."""
     import bpy
 

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     bpy.ops.wm.read_homefile(use_empty=True)
     rd.setup_render(960, 420)
     bridge, pipeline = mod("reconform_addon.bridge"), mod("reconform_addon.pipeline")
-    rt, grp, mp = mod("core.retarget"), mod("core.retarget_group"), mod("core.metrics_partners")
+    rt, grp, mp = mod("core.pipeline.retarget"), mod("core.pipeline.group"), mod("core.metrics.partners")
     solver = mod("core.solver")
     label, lead, follow, t_lead, t_follow = next(c for c in bench_partners.CASES if c[0].endswith(args.case))
     first, count = args.frames

@@ -213,7 +213,7 @@ def _export(path, staged, arms, motion_range, log):
 def _group_text_report(rep) -> str:
     """The text report of several characters retargeted together: each pair's, then the partner metrics."""
     import importlib
-    report = importlib.import_module(f"{MODULE}.core.report")
+    report = importlib.import_module(f"{MODULE}.core.metrics.report")
     lines = [f"method: {rep['method']}, {rep['characters']} characters retargeted together"]
     for p in rep["pairs"]:
         lines.append("")
@@ -239,7 +239,7 @@ def _text_report(rep) -> str:
     if "pairs" in rep:
         return _group_text_report(rep)
     import importlib
-    report = importlib.import_module(f"{MODULE}.core.report")   # metric names, units, better/worse, verdict
+    report = importlib.import_module(f"{MODULE}.core.metrics.report")   # metric names, units, better/worse, verdict
     lines = [f"method: {rep['method']}",
              f"source: {rep['source']['armature']} action {rep['source_action']} "
              f"({rep['source']['mapped']}/{rep['source']['bones']} bones mapped)",

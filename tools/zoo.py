@@ -29,8 +29,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from core.body import BodyParams, body_model, canonical_skeleton, make_body  # noqa: E402
-from core.humanoid import CORE_BONES, LIMBS  # noqa: E402
-from core.parts import limb_labels  # noqa: E402
+from core.rig.humanoid import CORE_BONES, LIMBS  # noqa: E402
+from core.rig.parts import limb_labels  # noqa: E402
 from core.types import Skeleton  # noqa: E402
 from tools.make_demo_scene import build_armature, build_character, mesh_object, polygons, skin  # noqa: E402
 

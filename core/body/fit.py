@@ -13,11 +13,11 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CoreError
-from ..humanoid import CANONICAL_PARENT, CHAIN_CHILD, FINGERS, TORSO_BONES
+from ..rig.humanoid import CANONICAL_PARENT, CHAIN_CHILD, FINGERS, TORSO_BONES
 from ..keyverts.template import load_template
-from ..kinematics import global_matrices
-from ..rotations import quat_between, quat_to_matrix
-from ..tpose import body_frame, standing_skeleton, tpose_basis
+from ..rig.kinematics import global_matrices
+from ..rig.rotations import quat_between, quat_to_matrix
+from ..rig.tpose import body_frame, standing_skeleton, tpose_basis
 from ..types import Character, Skeleton, SkinnedMesh
 from .mesher import vertex_normals
 
@@ -83,7 +83,7 @@ def fit_body_to_skeleton(skeleton: Skeleton, bone_map: dict, template=None, base
             the T-pose from, for skeletons whose rest pose is not a standing humanoid (Bandai-Namco BVH);
             without it such a rest pose is only turned upright (``standing_skeleton``).
         sole_lift: optional {side: metres} to move each sole down (``_lower_soles``): how far the soles of the
-            body fitted without it stand above the clip's floor where planted (``core.ground.planted_soles``).
+            body fitted without it stand above the clip's floor where planted (``core.contacts.ground.planted_soles``).
     Returns:
         SkinnedMesh in the skeleton's armature space, bound in the T-pose (its ``rest_verts`` are the T-pose's),
         named '<armature>_fitted_body'.

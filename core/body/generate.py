@@ -14,10 +14,10 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CoreError
-from ..humanoid import CANONICAL_BONES, CANONICAL_PARENT, FINGERS
-from ..kinematics import forward_kinematics
-from ..rotations import matrix_to_quat
-from ..skinning import skin_mesh
+from ..rig.humanoid import CANONICAL_BONES, CANONICAL_PARENT, FINGERS
+from ..rig.kinematics import forward_kinematics
+from ..rig.rotations import matrix_to_quat
+from ..rig.skinning import skin_mesh
 from ..types import Skeleton, SkinnedMesh
 from .layout import BodyParams, _joint_layout, _primitives
 from .mesher import _surface_nets, vertex_normals

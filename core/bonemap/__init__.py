@@ -1,12 +1,12 @@
 """Automatic humanoid bone mapping (names + topology) and JSON bone-map presets (docs/bone_mapping.md).
 
-A bone map is ``{canonical name: bone name}`` with canonical names from ``core.humanoid``; ReConForM assumes it
+A bone map is ``{canonical name: bone name}`` with canonical names from ``core.rig.humanoid``; ReConForM assumes it
 given (ReConForM §3). Modules: ``names`` (bone-name analysis and the word tables), ``detect``
 (``detect_bone_map``: names, then the tree and the rest pose), ``presets`` (versioned JSON presets, validation,
 ``apply_bone_map``; built-in presets in ``core/bonemap/presets``).
 """
 
-from ..humanoid import CORE_BONES, FINGERS
+from ..rig.humanoid import CORE_BONES, FINGERS
 from .detect import BoneMapResult, detect_bone_map
 from .names import NameInfo, analyse_name
 from .presets import (PRESET_DIR, SCHEMA, VERSION, apply_bone_map, list_presets, load_bone_map, load_preset,

@@ -1,6 +1,6 @@
 """Automatic humanoid bone mapping by names and topology (docs/bone_mapping.md).
 
-A bone map is ``{canonical name: bone name}`` with canonical names from ``core.humanoid``; it is the input every
+A bone map is ``{canonical name: bone name}`` with canonical names from ``core.rig.humanoid``; it is the input every
 ReConForM step assumes given (ReConForM §3). ``detect_bone_map`` works in three passes:
 
 1. **Names** (``core.bonemap.names``): side and part word of each bone.
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..humanoid import CANONICAL_BONES, REQUIRED_BONES, SIDES
+from ..rig.humanoid import CANONICAL_BONES, REQUIRED_BONES, SIDES
 from ..types import Skeleton
 from .names import _ROOT_WORDS, analyse_name
 from .tree import BoneTree
@@ -179,7 +179,7 @@ def _limb(tree, infos, origin, end, parts, picker):
 
 
 def detect_bone_map(skeleton: Skeleton) -> BoneMapResult:
-    """Map a humanoid skeleton onto the canonical humanoid (``core.humanoid``), by names and topology.
+    """Map a humanoid skeleton onto the canonical humanoid (``core.rig.humanoid``), by names and topology.
 
     Never raises for an incomplete result: bones it cannot find are listed in ``missing_required``.
     """

@@ -8,7 +8,7 @@ import json
 import os
 
 from ..errors import CoreError
-from ..humanoid import CANONICAL_BONES, REQUIRED_BONES
+from ..rig.humanoid import CANONICAL_BONES, REQUIRED_BONES
 from ..types import Skeleton
 from .detect import BoneMapResult
 from .names import _NAMESPACE

@@ -7,10 +7,10 @@ by the definition rules of ``rules``.
 Modules: ``template`` (the Template, its file, ``template_arrays``), ``rules`` (key-vertex definition rules),
 ``geometry`` (T-pose geometry, area weights, body mask, h_c, midplane), ``reproportion`` (step 3 below),
 ``ot`` (steps 4 and 6-8), ``transfer`` (``transfer_keyverts``). Which limb a vertex belongs to (step 2) is
-``core.parts.limb_labels``.
+``core.rig.parts.limb_labels``.
 
 Transfer (``transfer_keyverts``), per limb (torso, head, arms, hands, legs, feet; left and right separate):
-1. the destination mesh is put in the shared T-pose through its bone map (``core.tpose``) and expressed in the
+1. the destination mesh is put in the shared T-pose through its bone map (``core.rig.tpose``) and expressed in the
    template's axes (left = +X, forward = -Y, up = +Z);
 2. vertices are split into limbs by skin weights (highest summed limb weight; bones outside the bone map count
    for their nearest mapped ancestor);
@@ -35,7 +35,7 @@ Several mesh objects (``SkinnedMesh.part``): key vertices are placed on the body
 most limbs, by area); a limb the body part lacks (deleted under clothes) uses the largest part covering it.
 """
 
-from ..parts import bone_canonical, limb_labels
+from ..rig.parts import bone_canonical, limb_labels
 from .geometry import (area_weights, body_vertex_mask, character_height, keyvertex_positions, midplane_x,
                        tpose_geometry)
 from .ot import DEFAULT_MAX_POINTS, DEFAULT_REG, ot_limb, pair_readout, plan_rows, plan_rows_full

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..affine import inv
+from ..rig.affine import inv
 from ..errors import CoreError
-from ..humanoid import LIMBS, TORSO_BONES
-from ..kinematics import forward_kinematics
-from ..parts import limb_labels
-from ..skinning import skin_mesh
-from ..tpose import body_frame, standing_skeleton, tpose_basis
+from ..rig.humanoid import LIMBS, TORSO_BONES
+from ..rig.kinematics import forward_kinematics
+from ..rig.parts import limb_labels
+from ..rig.skinning import skin_mesh
+from ..rig.tpose import body_frame, standing_skeleton, tpose_basis
 from ..types import Character, KeyVertexSet, Skeleton, SkinnedMesh
 
 

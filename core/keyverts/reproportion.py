@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..humanoid import CANONICAL_BONES, CANONICAL_PARENT, CHAIN_CHILD, TORSO_BONES
-from ..parts import bone_canonical
+from ..rig.humanoid import CANONICAL_BONES, CANONICAL_PARENT, CHAIN_CHILD, TORSO_BONES
+from ..rig.parts import bone_canonical
 from ..types import Skeleton, SkinnedMesh
 from .template import Template, template_labels_areas
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..humanoid import CANONICAL_BONES, LIMBS, limb_of, mirror_name
-from ..parts import limb_labels
-from ..skinning import bind_matrices
+from ..rig.humanoid import CANONICAL_BONES, LIMBS, limb_of, mirror_name
+from ..rig.parts import limb_labels
+from ..rig.skinning import bind_matrices
 
 _T = np.array([1.0, -0.85, -0.35]) / np.linalg.norm([1.0, -0.85, -0.35])  # thumb direction (left)
 

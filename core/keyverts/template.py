@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CoreError
-from ..humanoid import limb_of
-from ..parts import limb_labels
+from ..rig.humanoid import limb_of
+from ..rig.parts import limb_labels
 from ..types import Character, KeyVertexSet, Skeleton, SkinnedMesh
 from .geometry import area_weights
 from .rules import apply_rules, rule_table

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CoreError
-from ..humanoid import LIMBS, mirror_name
-from ..parts import limb_labels
+from ..rig.humanoid import LIMBS, mirror_name
+from ..rig.parts import limb_labels
 from ..types import Character, KeyVertexSet
 from .geometry import area_weights, body_vertex_mask, midplane_x, tpose_geometry
 from .ot import DEFAULT_MAX_POINTS, DEFAULT_REG, _normalize, _readout, ot_limb, pair_readout, plan_rows
@@ -67,7 +67,7 @@ def _unskinned(character: Character, limb: str) -> CoreError:
 
 def check_skinned_limbs(character: Character, n: int = 41, locked: KeyVertexSet = None) -> None:
     """Raise the CoreError ``transfer_keyverts(character, n, locked)`` would raise for a limb whose key vertices
-    it places while no vertex of ``character.mesh`` is skinned to it (``core.parts.limb_labels``): in
+    it places while no vertex of ``character.mesh`` is skinned to it (``core.rig.parts.limb_labels``): in
     milliseconds, before any OT."""
     kv = load_template(n).keyverts
     kept = set()

@@ -1,6 +1,7 @@
 """The ReConForM solver (ReConForM §4.2): Adam over the target's joint rotations and root position, all frames
 at once, on key-vertex descriptors of source and target.
 
+- ``losses``: the terms of Eq. 1 as pure functions, one each;
 - ``settings``: every knob (``SolverSettings``, presets) and what a step reports (``Progress``);
 - ``parametrisation``: the variables (6D rotation residuals and a hips offset, B-splines in time);
 - ``objective``: the terms (regularisation, jerk, L_sem with adaptive weights, floor barrier), balanced;
@@ -10,7 +11,12 @@ at once, on key-vertex descriptors of source and target.
 - ``lifecycle``: what a solve driven step by step shares (cancel between steps, done);
 - ``job``: one solve as a generator (``SolveJob``);
 - ``partners``: the terms between characters solved together (pairs of two characters, gaze);
-- ``group``: a joint solve of several pairs as one generator (``GroupSolveJob``, ReConForM §6.1).
+- ``group``: a joint solve of several pairs as one generator (``GroupSolveJob``, ReConForM §6.1);
+- ``barrier``, ``bulges``, ``capsules``, ``free_pairs``: a body kept out of itself and out of a partner's;
+- ``head``: the head's attitude kept near copy-rotations';
+- ``knots``, ``graphed``, ``continued``: B-spline grids in time, the compiled/graphed dense step, a re-solve that
+  continues a finished set-up;
+- ``conflicts``: conflicting terms detected from their gradients, and resolved (ReConForM §6.3, Eq. 3).
 """
 
 from ..keyverts.template import keyvert_order

@@ -36,11 +36,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..humanoid import limb_of
-from ..measures import segment_exclusion
-from ..partners import box_distance
-from ..vec3 import dot3, norm3, sq_norm3
-from ..weights import centred, frame_centroids, largest_moves, refresh_due
+from ..rig.humanoid import limb_of
+from ..metrics.measures import segment_exclusion
+from ..contacts.partners import box_distance
+from ..rig.vec3 import dot3, norm3, sq_norm3
+from ..descriptors.weights import centred, frame_centroids, largest_moves, refresh_due
 from .bulges import bulge_points
 from .capsules import source_capsules
 from .free_pairs import own_contacts
@@ -232,7 +232,7 @@ class PartnerBarrier:
 
     def release(self):
         """Forget the candidates and hot entries (searched again at the next evaluation): a finished solve's
-        barrier holds tens of MB on a long clip while the metrics run (``core.retarget``)."""
+        barrier holds tens of MB on a long clip while the metrics run (``core.pipeline.retarget``)."""
         n = len(self.blocks)
         #: per block: its two characters' capsule ends at each frame's last search, (T,) how far they may move
         #: together at a frame before it is searched again, its candidates (t, q, k, allow) and their rows

@@ -4,7 +4,7 @@ heavy thigh (docs/solver.md "Issue 11 item 2, self-penetration: bulge points").
 The barriers (``barrier.py``) see a body as capsule cores, one per segment, whose radius is the median distance of
 the segment's vertices to its axis, so half of a segment's surface lies outside its core. Where it sticks out far
 (the front of a curvy chest, a heavy belly), another limb can sink into the surface while the two cores stay apart,
-and the self-penetration measure (``core.measures``: a segment's vertices inside another segment's core) counts
+and the self-penetration measure (``core.metrics.measures``: a segment's vertices inside another segment's core) counts
 it: the Bandai slash onto the curvy Mixamo woman put her chest into her left upper arm's core
 (``tools/experiments/diagnostics.py self-pen slash``). So each bulky segment (``BULGE_SEGMENTS``) also carries its
 vertex farthest outside its core (and, with ``BULGE_POINTS`` > 1, more spread over the bulge by farthest-point
@@ -18,9 +18,9 @@ import weakref
 
 import numpy as np
 
-from ..affine import inv
-from ..parts import vertex_segments
-from ..skinning import bind_matrices
+from ..rig.affine import inv
+from ..rig.parts import vertex_segments
+from ..rig.skinning import bind_matrices
 
 #: at most this many bulge points per segment (2 and 6 measured worse: the same docs/solver.md section)
 BULGE_POINTS = 1

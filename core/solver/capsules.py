@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..metrics_partners import body_capsules, capsule_paths
+from ..metrics.partners import body_capsules, capsule_paths
 from .bulges import bulge_points
 
 

@@ -1,14 +1,14 @@
 """A re-solve that reuses its first solve's set-up (issue 16 item 1; docs/solver.md "Re-solve without a new
 set-up").
 
-The panel's Re-solve and ``core.conflicts.resolve`` change per-part weights (the conflict sliders) and how many
+The panel's Re-solve and ``core.solver.conflicts.resolve`` change per-part weights (the conflict sliders) and how many
 steps to take; the characters, the clip, copy-rotations and every other setting stay. A new ``SolveJob`` then builds
 again what does not depend on those weights (the soles, the source's paths and floor, the foot model, the pair and
 barrier caches, the variables' chain) and fits the last result back into control points. ``continued`` instead
 copies the finished job, shares all of that, takes its control points as they are (the exact start a warm start
 fits), computes again only what the weights change (the per-key-vertex multipliers, the reference scales,
 copy-rotations' objective) and continues its optimiser. ``continued_group`` does the same for a joint solve
-(``core.conflicts.resolve_group``).
+(``core.solver.conflicts.resolve_group``).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def continued_group(group, settings_list) -> GroupSolveJob:
 
 def solve_job(source, source_motion, target, init_motion, settings, source_track=None, warm_start=None,
               warm_sixd=None, warm_state=None, warm_job=None):
-    """The SolveJob of a retarget (``core.retarget``): ``continued(warm_job, settings)`` for a re-solve that can
+    """The SolveJob of a retarget (``core.pipeline.retarget``): ``continued(warm_job, settings)`` for a re-solve that can
     continue its first solve (``warm_job``, whose result ``warm_start`` is), else a new one."""
     if warm_start is not None and can_continue(warm_job, settings, source, source_motion, target, init_motion):
         result = warm_job.result()

@@ -7,8 +7,8 @@ that foot's key vertices keep their copy-rotations height above that point inste
 heights. Where the source's foot is locked (its lowest point stands still near its floor), the target's sole
 points near its floor must move as the source foot does (nearly not at all).
 
-Source side: each foot's soft lowest point and its windowed horizontal velocity (``core.feet``), read once from
-the source's ``ClipTrack``. Target side: its sole points (``core.feet.spread_sole_points``), evaluated with the
+Source side: each foot's soft lowest point and its windowed horizontal velocity (``core.contacts.feet``), read once from
+the source's ``ClipTrack``. Target side: its sole points (``core.contacts.feet.spread_sole_points``), evaluated with the
 key vertices at every step.
 """
 
@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..descriptors import height
-from ..feet import LOCK_WINDOW_S, SOFT_LOW, SOLE_BAND, soft_lowest, spread_sole_points, window_bounds
-from ..track import ClipTrack
-from ..weights import MAX_FRACTION
+from ..descriptors.pose import height
+from ..contacts.feet import LOCK_WINDOW_S, SOFT_LOW, SOLE_BAND, soft_lowest, spread_sole_points, window_bounds
+from ..character.track import ClipTrack
+from ..descriptors.weights import MAX_FRACTION
 
 
 #: frames sampled to choose the target's sole points
@@ -28,7 +28,7 @@ SOLE_FRAMES = 400
 
 
 def sole_points(track: ClipTrack, count: int, max_frames: int = None) -> tuple:
-    """Up to ``count`` sole points per foot of a clip's character (``core.feet.spread_sole_points`` on at most
+    """Up to ``count`` sole points per foot of a clip's character (``core.contacts.feet.spread_sole_points`` on at most
     ``max_frames`` evenly sampled frames): (vertex ids (S,), foot (S,) 0 left / 1 right, index of each point
     among its foot's vertices (S,))."""
     ch = track.character
@@ -122,7 +122,7 @@ class FootModel:
 
     def sole_lows(self, sole: torch.Tensor, hs: torch.Tensor = None) -> torch.Tensor:
         """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3): a soft minimum
-        (``core.feet.soft_lowest``, temperature SOFT_LOW × h_c), so that on a flat sole, where several points are
+        (``core.contacts.feet.soft_lowest``, temperature SOFT_LOW × h_c), so that on a flat sole, where several points are
         nearly as low, the gradient is shared instead of jumping from one point to the next. ``hs``: the sole
         points' heights (T, S) when the caller has them."""
         hs = height(sole, self.ground) if hs is None else hs

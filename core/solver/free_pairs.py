@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from ..humanoid import limb_of
-from ..partners import close_entries
-from ..weights import MIN_FRACTION
+from ..rig.humanoid import limb_of
+from ..contacts.partners import close_entries
+from ..descriptors.weights import MIN_FRACTION
 
 #: seconds: a contact of the source couple frees its segments from this long before it starts to this long after it
 #: ends (``partner_contacts``: the hand arriving and leaving; 12 frames at 120 fps, 3 at 30)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import CoreError
-from ..weights import alpha_ramp
+from ..descriptors.weights import alpha_ramp
 from .optim import Adam, deterministic, learning_rates, torch_threads
 from .barrier import PartnerBarrier
 from .capsules import capsule_points

@@ -26,8 +26,8 @@ import math
 import numpy as np
 import torch
 
-from ..gaze import HEAD_KEYVERTS, frames_of, head_frames
-from ..track import ClipTrack
+from ..contacts.gaze import HEAD_KEYVERTS, frames_of, head_frames
+from ..character.track import ClipTrack
 from ..types import Character, Motion
 
 #: the head turns freely within this angle of copy-rotations' head

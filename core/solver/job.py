@@ -6,7 +6,7 @@ once): set-up, one Adam step per ``next()``, cancel between steps, result.
         ...                           # job.cancel() from another thread stops it between steps
     motion = job.result()             # core.Motion of the target
 
-``core.retarget`` drives it (the source's ``ClipTrack`` shared with copy-rotations and the metrics); docs/solver.md.
+``core.pipeline.retarget`` drives it (the source's ``ClipTrack`` shared with copy-rotations and the metrics); docs/solver.md.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ import time
 import numpy as np
 import torch
 
-from ..descriptors import sliding
+from ..descriptors.pose import sliding
 from ..errors import CoreError
-from ..feet import SOFT_LOW, foot_lows_and_velocity, foot_side
-from ..ground import ground_levels
-from ..humanoid import CORE_BONES, FINGER_BONES, limb_of
+from ..contacts.feet import SOFT_LOW, foot_lows_and_velocity, foot_side
+from ..contacts.ground import ground_levels
+from ..rig.humanoid import CORE_BONES, FINGER_BONES, limb_of
 from ..keyverts.template import keyvert_order
 from ..progress import drive
-from ..rig import VariableChain, VertexChain
-from ..rotations import quat_to_matrix
-from ..track import ClipTrack
+from ..rig.chains import VariableChain, VertexChain
+from ..rig.rotations import quat_to_matrix
+from ..character.track import ClipTrack
 from ..types import Character, Motion
-from ..weights import alpha_ramp
+from ..descriptors.weights import alpha_ramp
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
 from .footing import SOLE_FRAMES, FootModel, sole_points
@@ -64,7 +64,7 @@ class SolveJob(StepLifecycle):
             ``resolve_state_fraction`` of them at full rates.
         warm_sixd: optional (T, Jo, 6) 6D vectors of the optimised bones as the solve that made ``warm_start``
             had them (``result_sixd``; NaN on frames it did not solve): its fit is then exact there.
-        source_track: the source clip's ClipTrack when the caller already has one (``core.retarget``).
+        source_track: the source clip's ClipTrack when the caller already has one (``core.pipeline.retarget``).
     """
 
     def __init__(self, source: Character, source_motion: Motion, target: Character, init_motion: Motion,
@@ -179,7 +179,7 @@ class SolveJob(StepLifecycle):
     @property
     def metrics(self) -> dict:
         """Statistics of the solve (timings, frames/s, active pair entries, reference scales, last terms); the
-        result's quality metrics are ``core.metrics.evaluate`` (a full-mesh pass, computed on demand)."""
+        result's quality metrics are ``core.metrics.scores.evaluate`` (a full-mesh pass, computed on demand)."""
         out = dict(self.stats)
         out["steps"] = self._step
         if self.history:

@@ -4,7 +4,7 @@ adaptive weights of §4.1 mixed source→target (Eq. 2), each term divided by a 
 
 ``Objective`` holds everything fixed during a solve (source descriptors, weights, reference scales, per-part
 factors) and evaluates the terms at target key-vertex positions and normals. Loss functions themselves are in
-``core.losses``, weights in ``core.weights``, descriptors in ``core.descriptors``.
+``core.solver.losses``, weights in ``core.descriptors.weights``, descriptors in ``core.descriptors.pose``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import math
 import numpy as np
 import torch
 
-from ..descriptors import height, pair_descriptors, sliding
+from ..descriptors.pose import height, pair_descriptors, sliding
 from ..errors import CoreError
-from ..vec3 import dot3
-from ..losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
+from ..rig.vec3 import dot3
+from .losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
                       jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
-from ..weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
+from ..descriptors.weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
                        time_mean)
 from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 

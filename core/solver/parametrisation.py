@@ -19,9 +19,9 @@ import copy
 import numpy as np
 import torch
 
-from ..affine import inv
+from ..rig.affine import inv
 from ..errors import CoreError
-from ..rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
+from ..rig.rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix, sixd_to_matrix
 from ..types import Motion
 from .knots import MIN_EVENT_SPAN, Band, banded_spline, knot_band, refined_knots, uniform_band
 

@@ -4,8 +4,8 @@ gaze cone).
 
 Each character keeps every term of its own solve (``objective.Objective``, built by its ``SolveJob``); this
 module adds what joins them, on the stacked key vertices of all characters (K characters, N_c each, in the
-order of the group). The pair entries come from ``core.partners.PartnerPairs`` (exact, sparse), the gaze from
-``core.gaze``; both use the mixed weight W_src + α·stopgrad(W_tgt) of Eq. 2, the target's weights read from
+order of the group). The pair entries come from ``core.contacts.partners.PartnerPairs`` (exact, sparse), the gaze from
+``core.contacts.gaze``; both use the mixed weight W_src + α·stopgrad(W_tgt) of Eq. 2, the target's weights read from
 the current state without gradient.
 
 Balancing (docs/solver.md "Multi-character"): every character pair's dist, dir and pen, and every character's
@@ -22,13 +22,13 @@ import math
 import numpy as np
 import torch
 
-from ..gaze import (GAZE_MAX_DEG, GAZE_WINDOW_S, cone_weight, gaze_directions, gaze_setup, head_frames_batched, window_mean,
+from ..contacts.gaze import (GAZE_MAX_DEG, GAZE_WINDOW_S, cone_weight, gaze_directions, gaze_setup, head_frames_batched, window_mean,
                     window_mean_plan)
 from ..errors import CoreError
-from ..losses import cosine
-from ..vec3 import dot3, norm3, sq_norm3
-from ..partners import PartnerPairs
-from ..weights import MIN_FRACTION, refresh_due
+from .losses import cosine
+from ..rig.vec3 import dot3, norm3, sq_norm3
+from ..contacts.partners import PartnerPairs
+from ..descriptors.weights import MIN_FRACTION, refresh_due
 from .objective import focused_square, pair_terms
 from .settings import PARTNER_TERM
 
@@ -221,7 +221,7 @@ class PartnerObjective:
         return w if self.valid is None else w * self.valid
 
     def target_gaze(self, p: torch.Tensor) -> torch.Tensor:
-        """(T, K, 3) unit gaze directions of the targets at stacked key vertices p (T, Ntot, 3) (``core.gaze``)."""
+        """(T, K, 3) unit gaze directions of the targets at stacked key vertices p (T, Ntot, 3) (``core.contacts.gaze``)."""
         frames = head_frames_batched(p, self.tgt_head)                                            # (T, K, 3, 3)
         g = window_mean((frames @ self.tgt_local[..., None])[..., 0], plan=self._window)
         return g / g.norm(dim=-1, keepdim=True).clamp_min(1e-12)

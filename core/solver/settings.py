@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 
 from ..errors import CoreError
-from ..humanoid import LIMBS
+from ..rig.humanoid import LIMBS
 
 #: Semantic terms (L_sem) and all terms, in reporting order.
 SEMANTIC_TERMS = ("dist", "dir", "pen", "height", "sliding")
@@ -26,7 +26,7 @@ PART_WEIGHT_TERMS = TERMS + (PARTNER_TERM,)
 #: a source foot whose lowest point is within CONTACT_MIN of h_c of its ground is in contact (weight 1),
 #: fading to 0 at CONTACT_MAX (twice the grounded band of docs/metrics.md, 1 %: docs/solver.md "Foot contact")
 CONTACT_MIN, CONTACT_MAX = 0.02, 0.04
-#: a source foot whose lowest point moves slower than LOCK_MIN of h_c per second (over core.feet.LOCK_WINDOW_S,
+#: a source foot whose lowest point moves slower than LOCK_MIN of h_c per second (over core.contacts.feet.LOCK_WINDOW_S,
 #: as the foot-locked metric of docs/metrics.md) is locked (weight 1), fading to 0 at LOCK_MAX
 LOCK_MIN, LOCK_MAX = 0.005, 0.01
 PRESETS = {
@@ -127,10 +127,10 @@ class SolverSettings:
     optimise_fingers: bool = False
     #: the source's floor: "auto" (its own: z = 0 where it stands on it, else tracked; docs/metrics.md "Whose
     #: floor"), "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one level per
-    #: frame, following a drift), metres, or a (T,) sequence of metres (core.ground)
+    #: frame, following a drift), metres, or a (T,) sequence of metres (core.contacts.ground)
     source_ground: object = "auto"
-    #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.terrain.HeightField, or any
-    #: differentiable callable f(x, y); core.retarget sets it from RetargetOptions.ground (docs/solver.md)
+    #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.contacts.terrain.HeightField, or any
+    #: differentiable callable f(x, y); core.pipeline.retarget sets it from RetargetOptions.ground (docs/solver.md)
     terrain: object = None
     #: {(body part, term): factor} per-part overrides (``part_weights_from``); term one of PART_WEIGHT_TERMS
     #: ("partner": the terms between the characters of a joint solve at that part's key vertices; a part's own
@@ -188,7 +188,7 @@ class SolverSettings:
 
 def part_weights_from(mapping) -> dict:
     """``SolverSettings.part_weights`` from {(body part, term): factor} or its JSON form {body part: {term:
-    factor}} (a batch set-up file), checked: parts from ``core.humanoid.LIMBS``, terms from PART_WEIGHT_TERMS,
+    factor}} (a batch set-up file), checked: parts from ``core.rig.humanoid.LIMBS``, terms from PART_WEIGHT_TERMS,
     factors ≥ 0."""
     out = {}
     for key, value in dict(mapping or {}).items():

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..affine import inv
-from ..kinematics import ForwardKinematics
-from ..rotations import matrix_to_quat, quat_between, quat_to_matrix
+from ..rig.affine import inv
+from ..rig.kinematics import ForwardKinematics
+from ..rig.rotations import matrix_to_quat, quat_between, quat_to_matrix
 from ..types import Character, Motion
 from .parametrisation import root_jacobian_inverse
 

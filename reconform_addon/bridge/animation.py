@@ -10,7 +10,7 @@ import re
 import bpy
 import numpy as np
 
-from ...core.rotations_np import axis_angle_to_quat, euler_to_quat, matrix_to_quat
+from ...core.rig.rotations_np import axis_angle_to_quat, euler_to_quat, matrix_to_quat
 from ...core.types import Motion, Skeleton
 from . import clip
 from .errors import BridgeError

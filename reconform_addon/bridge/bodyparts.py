@@ -1,5 +1,5 @@
 """Which of an armature's meshes form the character's body: the user's choice, stored on the armature, and the
-last reading of the core (``core.meshparts``: clothing, eyes and props are left out automatically).
+last reading of the core (``core.character.meshparts``: clothing, eyes and props are left out automatically).
 
 ``Object.reconform_meshes`` (items ``properties.RECONFORM_PG_mesh_use``: a mesh object and 'AUTO', 'BODY' or
 'LEAVE_OUT') holds the choice, saved with the armature; ``Object.reconform_left_out`` keeps, as JSON, the meshes

@@ -1,8 +1,8 @@
-"""The target's ground object (ReConForM §6.2): any object with a surface -> ``core.terrain.GroundSurface``.
+"""The target's ground object (ReConForM §6.2): any object with a surface -> ``core.contacts.terrain.GroundSurface``.
 
 ``read_ground`` takes the object as the viewport shows it: its *evaluated* mesh (modifiers, shape keys,
 constraints and drivers applied) in world space (its transform, scale and rotation included), triangulated.
-The core then samples it into a height field over the region the clip's feet reach (``core.terrain``): the
+The core then samples it into a height field over the region the clip's feet reach (``core.contacts.terrain``): the
 whole object is read, never the whole object sampled. Instances made by Geometry Nodes or particles are not
 part of an object's evaluated mesh: realise them first.
 
@@ -36,7 +36,7 @@ def check_ground(obj, characters=()):
 
 
 def read_ground(obj, *, spacing=None, ceiling=None, characters=(), depsgraph=None):
-    """``obj``'s evaluated surface as a ``core.terrain.GroundSurface`` (world-space triangles).
+    """``obj``'s evaluated surface as a ``core.contacts.terrain.GroundSurface`` (world-space triangles).
 
     Args:
         spacing: grid spacing (metres) of the height field the core samples (None: the core's default).
@@ -44,7 +44,7 @@ def read_ground(obj, *, spacing=None, ceiling=None, characters=(), depsgraph=Non
         characters: the armatures of the retarget (the ground must not be one of them or their meshes).
     Raises BridgeError (one line, naming the object) when it has no faces or is not a surface.
     """
-    from ...core.terrain import GroundSurface   # imports torch: only when a retarget reads its ground
+    from ...core.contacts.terrain import GroundSurface   # imports torch: only when a retarget reads its ground
 
     check_ground(obj, characters)
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from ...core.rotations_np import quat_make_continuous
+from ...core.rig.rotations_np import quat_make_continuous
 from ...core.types import Motion, Skeleton
 from .errors import BridgeError
 from .animation import action_fcurves

@@ -1,4 +1,4 @@
-"""The Conflicts panel's data: turning ``core.conflicts`` results into list rows, the sliders into per-part
+"""The Conflicts panel's data: turning ``core.solver.conflicts`` results into list rows, the sliders into per-part
 weights for Re-solve, and the operator that centres the sliders."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ SHOWN = 3
 
 
 def conflict_fields(c, character: str = "") -> dict:
-    """A ``core.conflicts.Conflict`` (or a dict of its fields) as the panel's fields: spans as text, the first
+    """A ``core.solver.conflicts.Conflict`` (or a dict of its fields) as the panel's fields: spans as text, the first
     frame for jumping; ``character``: the target it belongs to after a joint retarget ('' for one pair)."""
     f = c if isinstance(c, dict) else dataclasses.asdict(c)
     spans = [(int(a), int(b)) for a, b in f["spans"]]
@@ -45,15 +45,15 @@ def format_frames(frames, limit: int = 6) -> str:
 
 def fill_conflicts(s, conflicts):
     """Replace the panel's conflict list with ``conflicts`` in their ranking order (the costliest first, as
-    ``core.conflicts.detect_conflicts`` sorts them); sliders start centred, the list starts folded."""
+    ``core.solver.conflicts.detect_conflicts`` sorts them); sliders start centred, the list starts folded."""
     fill_rows(s, [conflict_fields(c) for c in conflicts])
 
 
 def fill_group_conflicts(s, members):
     """The panel's conflict list after a joint retarget: ``members`` [(target name, its conflicts)], every
-    character's in one ranking (``core.conflicts.ranked_across``, as the batch report lists them), each row naming
+    character's in one ranking (``core.solver.conflicts.ranked_across``, as the batch report lists them), each row naming
     its character."""
-    from ...core.conflicts import ranked_across
+    from ...core.solver.conflicts import ranked_across
 
     fill_rows(s, [conflict_fields(c, name) for name, c in ranked_across(members)])
 
@@ -73,8 +73,8 @@ def fill_rows(s, rows):
 
 def slider_part_weights(s, character: str = "") -> dict:
     """{(body part, term): factor} from the conflict sliders of ``character``'s rows ('': a single pair's;
-    ``core.conflicts.resolution_weights``; sliders left at 0.5 change nothing)."""
-    from ...core.conflicts import Conflict, merge_part_weights, resolution_weights
+    ``core.solver.conflicts.resolution_weights``; sliders left at 0.5 change nothing)."""
+    from ...core.solver.conflicts import Conflict, merge_part_weights, resolution_weights
 
     out = []
     for c in s.conflicts:

@@ -27,7 +27,7 @@ class KeyVertexOptions:
 def place(s, options: KeyVertexOptions) -> Done:
     """Transfer the template's key vertices onto the role's character by optimal transport and store them on
     its mesh (locked ones kept when ``options.keep_locked``)."""
-    from ...core.character import build_character   # torch and POT: only when a transfer runs
+    from ...core.character.complete import build_character   # torch and POT: only when a transfer runs
     from .. import pipeline
 
     arm = role_armature(s, options.role)

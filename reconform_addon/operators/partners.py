@@ -3,7 +3,7 @@
 The Partners list adds pairs (Add / Remove below); with "Retarget Partners Together" on, the panel's Retarget
 (``retarget.RECONFORM_OT_retarget``) runs the group instead of the single pair: ``request_from_panel`` turns the
 panel into a frozen ``GroupRequest``; ``start_group`` reads every pair on the main thread
-(``pipeline_group.read_group_inputs``) and returns the ``core.retarget_group.RetargetGroup`` the worker drives
+(``pipeline_group.read_group_inputs``) and returns the ``core.pipeline.group.RetargetGroup`` the worker drives
 (progress for the whole group, Esc cancels); ``apply_group`` writes one new Action per target in the FINISHED
 path (``pipeline_group.write_group_outcome``: all or nothing, one undo step), fills the panel's metrics with
 the partner metrics and every target's own, lists every character's conflicts (the terms between them as
@@ -76,7 +76,7 @@ def _pairs(req: GroupRequest) -> list:
 
 def start_group(req: GroupRequest):
     """Main thread: read every pair; returns (pipeline_group.GroupInputs, the core RetargetGroup to drive)."""
-    from ...core.retarget import RetargetOptions
+    from ...core.pipeline.retarget import RetargetOptions
     from .. import pipeline_group
 
     pairs = _pairs(req)
@@ -139,10 +139,10 @@ def apply_group(context, req: GroupRequest, inputs, outcome, report=None, resolv
 
 def start_group_resolve(s, last):
     """The warm-started Re-solve of the joint retarget ``last`` (a LastGroupSolve) with the conflict sliders of
-    ``s`` applied to each character (``core.retarget_group.RetargetGroup.resolving``: the group's solve continued
+    ``s`` applied to each character (``core.pipeline.group.RetargetGroup.resolving``: the group's solve continued
     for the panel's share of its iterations, α held at 1)."""
-    from ...core.conflicts import merge_part_weights
-    from ...core.retarget_group import RetargetGroup
+    from ...core.solver.conflicts import merge_part_weights
+    from ...core.pipeline.group import RetargetGroup
 
     names = [t.name for _, t, _ in _pairs(last.request)]
     part_weights = [merge_part_weights(m.settings.part_weights, slider_part_weights(s, name))

@@ -2,7 +2,7 @@
 
 Retarget (``reconform.retarget``) and Re-solve (``reconform.resolve``) are modal in the UI. ``execute`` turns
 the panel into a frozen ``RetargetRequest``; the scene is read into arrays on the main thread
-(``pipeline.read_inputs``); the ``core.retarget.Retarget`` generator — the one the batch command, the demo and the
+(``pipeline.read_inputs``); the ``core.pipeline.retarget.Retarget`` generator — the one the batch command, the demo and the
 bench drive — runs in a worker thread (``session.SolveRunner``: characters completed, copy-rotations, the solve,
 metrics, conflicts); a window timer drains its steps into the panel's progress bar and the status bar; Esc
 cancels. Nothing is written to bpy data before the FINISHED return (``pipeline.write_outcome``; one undo step
@@ -87,7 +87,7 @@ def _objects(req) -> tuple:
 
 def start_retarget(req: RetargetRequest):
     """Main thread: read the scene for ``req``; returns (pipeline.Inputs, the core Retarget job to drive)."""
-    from ...core.retarget import RetargetOptions
+    from ...core.pipeline.retarget import RetargetOptions
     from .. import pipeline
 
     src, tgt = _objects(req)
@@ -107,8 +107,8 @@ def start_resolve(s, last: LastSolve):
     """The warm-started Re-solve of ``last`` with the conflict sliders of ``s`` applied (a core Retarget job on
     the last solve's characters, copy-rotations and source track; α held at 1, a share of the iterations,
     continuing the last solve's optimiser)."""
-    from ...core.conflicts import merge_part_weights
-    from ...core.retarget import Retarget
+    from ...core.solver.conflicts import merge_part_weights
+    from ...core.pipeline.retarget import Retarget
 
     outcome = last.outcome
     part_weights = merge_part_weights(last.options.settings.part_weights, slider_part_weights(s))
@@ -136,7 +136,7 @@ def apply_result(context, req: RetargetRequest, inputs, outcome, *, options=None
     """Main thread, FINISHED path only: write the Action (and the key vertices the retarget placed), push it to
     the NLA if asked, fill the panel's metrics and conflicts, remember the solve for Re-solve. ``report`` (a
     callable taking one line) gets the notes of the read (a clamped frame range) and of the write."""
-    from ...core.retarget import RetargetOptions
+    from ...core.pipeline.retarget import RetargetOptions
     from .. import pipeline
 
     s = settings_of(context)
@@ -185,7 +185,7 @@ class _SolveModalBase:
 
     # subclasses: self._start(context) -> runner; self._apply(context, outcome) -> action
     def _set_progress(self, context, step):
-        """One core.retarget.Step (a phase line, or a solver step with its relative objective) into the panel and
+        """One core.pipeline.retarget.Step (a phase line, or a solver step with its relative objective) into the panel and
         status bar."""
         if not self._same_scene(context):
             return

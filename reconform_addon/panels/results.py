@@ -3,21 +3,21 @@
 from bpy.types import Panel, UIList
 
 from .. import session
-from ...core import report
-from ...core.advice import floor_advice
+from ...core.metrics import report
+from ...core.metrics.advice import floor_advice
 from .common import _Base, wrapped_label
 
 
 def metric_label(key: str) -> str:
     """'floor_pen_mean' -> 'Floor penetration, mean'; 'Hero: grounded_f1' (one target of several retargeted
-    together) -> 'Hero: Grounded feet F1' (``core.report``: one list of names and units for the panel, the batch
+    together) -> 'Hero: Grounded feet F1' (``core.metrics.report``: one list of names and units for the panel, the batch
     report and the demo; the panel prints the unit with each value)."""
     return report.info(key).label
 
 
 def metric_rows(s) -> list:
     """[(label, result text, copy-rotations text or '', better: True/False/None)] for the Metrics panel, headline
-    metrics first (``core.report``)."""
+    metrics first (``core.metrics.report``)."""
     values = {m.name: m.value for m in s.metrics}
     refs = {m.name: m.reference for m in s.metrics if m.has_reference} or None
     rows = []
@@ -29,7 +29,7 @@ def metric_rows(s) -> list:
 
 
 def metrics_verdict(s) -> str:
-    """The one-line verdict of the last retarget (``core.report.verdict``)."""
+    """The one-line verdict of the last retarget (``core.metrics.report.verdict``)."""
     values = {m.name: m.value for m in s.metrics}
     refs = {m.name: m.reference for m in s.metrics if m.has_reference} or None
     method = 'copy_rotations' if s.last_method == 'COPY_ROTATIONS' else 'reconform'

@@ -57,6 +57,6 @@ def prepared_pair(addon, assets, source: str, target: str, frames: tuple) -> tup
     src = pipeline.prepare_character(src_arm, keyvert_count=41, fit_body=True)
     tgt = pipeline.prepare_character(tgt_arm, keyvert_count=41)
     motion = bridge.read_motion(src_arm, src.skeleton).slice(*frames)
-    init = mod(addon, "core.copy_rotations").copy_rotations(src, motion, tgt)
+    init = mod(addon, "core.pipeline.copy_rotations").copy_rotations(src, motion, tgt)
     init = mod(addon, "core.types").Motion(init.rotations, init.locations, motion.fps, motion.frame_start)
     return src, motion, tgt, init

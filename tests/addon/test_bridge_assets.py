@@ -82,7 +82,7 @@ def _read_one(br, kin, path, rel):
 @pytest.fixture(scope="session")
 def asset_reads(addon, assets):
     br, _ = modules(addon)
-    kin = core_module(addon, "kinematics")
+    kin = core_module(addon, "rig.kinematics")
     return {rel: _read_one(br, kin, str(assets / rel), rel) for rel in FILES}
 
 

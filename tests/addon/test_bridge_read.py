@@ -16,7 +16,7 @@ def br(addon, clean_scene):
 
 @pytest.fixture
 def fk(addon):
-    kin = core_module(addon, "kinematics")
+    kin = core_module(addon, "rig.kinematics")
 
     def run(skel, motion):
         p = kin.forward_kinematics(skel, motion.rotations, motion.locations)
@@ -280,11 +280,11 @@ def test_object_animation_is_folded_into_the_root(br, fk):
 
 @pytest.mark.parametrize("order", ('XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX'))
 def test_numpy_rotation_twins_match_mathutils(addon, order):
-    """The bridge reads Euler and axis-angle channels with core.rotations_np: each of Blender's Euler orders
+    """The bridge reads Euler and axis-angle channels with core.rig.rotations_np: each of Blender's Euler orders
     (and axis-angle, and matrix -> quaternion) agrees with mathutils."""
     from mathutils import Euler, Matrix, Quaternion, Vector
 
-    rn = core_module(addon, "rotations_np")
+    rn = core_module(addon, "rig.rotations_np")
     assert order in rn.EULER_ORDERS
     rng = np.random.default_rng("XYZ XZY YXZ YZX ZXY ZYX".split().index(order))
     angles = rng.uniform(-np.pi, np.pi, size=(25, 3))

@@ -42,7 +42,7 @@ def test_write_then_read_round_trip(addon, br):
     free = [j for j, b in enumerate(arm.data.bones) if not b.use_connect]
     np.testing.assert_allclose(back.locations[:, free], m.locations[:, free], atol=1e-6)
     # and Blender's evaluated pose equals core FK of what was written
-    kin = core_module(addon, "kinematics")
+    kin = core_module(addon, "rig.kinematics")
     p = kin.forward_kinematics(sk, back.rotations, back.locations)
     for t in (0, 5, 11):
         bpy.context.scene.frame_set(5 + t)

@@ -36,7 +36,7 @@ def test_make_extension_builds_a_valid_zip(tmp_path):
     names = set(zipfile.ZipFile(zpath).namelist())
     for required in ("blender_manifest.toml", "__init__.py", "reconform_addon/__init__.py",
                      "reconform_addon/bridge/read.py", "reconform_addon/bridge/write.py", "reconform_addon/pipeline.py",
-                     "core/__init__.py", "core/types.py", "core/kinematics.py"):
+                     "core/__init__.py", "core/types.py", "core/rig/kinematics.py"):
         assert required in names, required
     for n in names:
         assert not n.startswith(("tests/", "tools/", "docs/", "dist/", ".venv/", ".git/", "demo_output/")), n

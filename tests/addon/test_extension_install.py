@@ -49,8 +49,8 @@ def test_zip_holds_the_package_and_no_dev_files(built_zip):
             "reconform_addon/panels/results.py",
             "reconform_addon/operators/__init__.py", "reconform_addon/operators/retarget.py",
             "reconform_addon/session.py", "reconform_addon/bridge/keyverts.py", "core/__init__.py",
-            "core/solver/__init__.py", "core/solver/job.py", "core/retarget.py", "core/keyverts/template.py",
-            "core/bonemap/presets/mixamo.json", "core/data/template.npz", "core/rotations_np.py"} <= names
+            "core/solver/__init__.py", "core/solver/job.py", "core/pipeline/retarget.py", "core/keyverts/template.py",
+            "core/bonemap/presets/mixamo.json", "core/data/template.npz", "core/rig/rotations_np.py"} <= names
     assert not any(n.startswith(("tests/", "docs/", "tools/", ".venv/", "dist/")) for n in names)
     assert not any("__pycache__" in n for n in names)
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.assets
                                     "cmu_07_01_walk.fbx"])
 def test_fitted_body_height_follows_the_skeleton(addon, assets, clean_scene, motion):
     pipeline = mod(addon, "reconform_addon.pipeline")
-    kin = mod(addon, "core.kinematics")
+    kin = mod(addon, "core.rig.kinematics")
     arm = import_armature(addon, assets, motion)
     notes = []
     ch = pipeline.prepare_character(arm, keyvert_count=41, report=notes.append)
@@ -29,7 +29,7 @@ def test_fitted_body_height_follows_the_skeleton(addon, assets, clean_scene, mot
     assert 1.0 < ch.height / joint_span < 1.35, (ch.height, joint_span)
     # and the fitted body stands upright in the clip's first frame: head key vertex above the feet ones
     kv = {n: i for i, n in enumerate(ch.keyverts.names)}
-    skin = mod(addon, "core.skinning")
+    skin = mod(addon, "core.rig.skinning")
     pos, _ = skin.skin_mesh(ch.skeleton, ch.mesh, kin.forward_kinematics(ch.skeleton, first.rotations,
                                                                          first.locations),
                             ch.keyverts.vertex_ids)
@@ -45,8 +45,8 @@ def test_reference_frame_of_a_lying_rest_pose_has_both_feet_flat(addon, assets, 
     """Bandai rest poses lie down: the T-pose is built from the frame where both feet are flat on the floor,
     not from a mid-step frame (which would tilt every retargeted foot)."""
     pipeline = mod(addon, "reconform_addon.pipeline")
-    kin = mod(addon, "core.kinematics")
-    cr = mod(addon, "core.copy_rotations")
+    kin = mod(addon, "core.rig.kinematics")
+    cr = mod(addon, "core.pipeline.copy_rotations")
     arm = import_armature(addon, assets, motion)
     ch = pipeline.prepare_character(arm, keyvert_count=0)
     clip = pipeline.read_motion(arm, ch.skeleton)
@@ -75,7 +75,7 @@ def test_fitted_body_stays_on_its_skeleton_over_the_whole_clip(addon, assets, cl
     apart) were flung 0.5-1.3 h_c away from the skeleton."""
     import torch
     pipeline = mod(addon, "reconform_addon.pipeline")
-    track_mod, skinning = mod(addon, "core.track"), mod(addon, "core.skinning")
+    track_mod, skinning = mod(addon, "core.character.track"), mod(addon, "core.rig.skinning")
     arm = import_armature(addon, assets, motion)
     ch = pipeline.prepare_character(arm, keyvert_count=0, fit_body=True)
     mesh, sk, h = ch.mesh, ch.skeleton, float(ch.height)
@@ -103,7 +103,7 @@ def test_fitted_soles_rest_on_the_floor_where_the_clip_plants_them(addon, assets
     """The Bandai clips' planted feet stand on z = 0: the fitted body's soles rest there (within 2 mm), not at
     the template's foot depth under the ankle, which left them 1.0-1.3 cm above it until 2026-11-23."""
     pipeline = mod(addon, "reconform_addon.pipeline")
-    track_mod, ground = mod(addon, "core.track"), mod(addon, "core.ground")
+    track_mod, ground = mod(addon, "core.character.track"), mod(addon, "core.contacts.ground")
     arm = import_armature(addon, assets, motion)
     ch = pipeline.prepare_character(arm, keyvert_count=0, fit_body=True)
     soles = ground.planted_soles(track_mod.ClipTrack(ch, pipeline.read_motion(arm, ch.skeleton)))

@@ -28,7 +28,7 @@ def _character(addon, assets, name):
 @pytest.mark.parametrize("name", SUBSET)
 def test_real_character_limbs_symmetry_and_sides(addon, assets, name):
     assert name in CHARACTERS
-    kvm, hum = mod(addon, "core.keyverts"), mod(addon, "core.humanoid")
+    kvm, hum = mod(addon, "core.keyverts"), mod(addon, "core.rig.humanoid")
     _, ch = _character(addon, assets, name)
     kv = kvm.transfer_keyverts(ch, 41)
     kv2 = kvm.transfer_keyverts(ch, 41)

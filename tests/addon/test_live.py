@@ -57,7 +57,7 @@ def preview_motion(addon, c):
 @pytest.mark.slow
 def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_leaves_nothing(addon, live_blend):
     live, retarget = ui(addon, "live"), ui(addon, "operators.retarget")
-    run = __import__(addon.__name__ + ".core.retarget", fromlist=["run"]).run
+    run = __import__(addon.__name__ + ".core.pipeline.retarget", fromlist=["run"]).run
     s = open_scene(live_blend)
     scene = bpy.context.scene
     before, pose_before = scene_fingerprint(bpy), pose_of("Heavy")

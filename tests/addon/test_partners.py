@@ -57,7 +57,7 @@ def couple_blend(addon, tmp_path_factory):
 def quick_keyverts(addon):
     kv = importlib.import_module(addon.__name__ + ".core.keyverts")
     with pytest.MonkeyPatch.context() as mp:
-        for mod in (kv, importlib.import_module(addon.__name__ + ".core.character")):
+        for mod in (kv, importlib.import_module(addon.__name__ + ".core.character.complete")):
             mp.setattr(mod, "transfer_keyverts", quick_transfer(kv))
         yield
 
@@ -100,7 +100,7 @@ def test_panel_retargets_the_partners_together(addon, couple_blend, quick_keyver
     assert {who for who, _ in rows} <= {"Tall", "Short"} and all(who for who, _ in rows)
     assert [score for _, score in rows] == sorted((score for _, score in rows), reverse=True)
     labels = ui(addon, "panels").metric_label
-    assert labels("Short: grounded_f1") == "Short: Grounded feet F1"        # core.report's label, prefixed
+    assert labels("Short: grounded_f1") == "Short: Grounded feet F1"        # core.metrics.report's label, prefixed
     assert labels("partner_contact_f1") == "Contacts with partners F1"
 
 
@@ -110,7 +110,7 @@ def test_re_solve_of_the_partners_applies_each_characters_sliders(addon, couple_
     assert bpy.ops.reconform.retarget() == {'FINISHED'}
     session = ui(addon, "session")
     first = session.last_solve(bpy.context.scene)
-    cf = importlib.import_module(addon.__name__ + ".core.conflicts")
+    cf = importlib.import_module(addon.__name__ + ".core.solver.conflicts")
     # one slider per character (made here, so the path runs whatever this short clip lists): Short's hand hold
     # against its own distances on the left arm, pushed all the way to the hold
     ui(addon, "operators.conflicts").fill_group_conflicts(s, [
@@ -217,7 +217,7 @@ def test_writing_is_all_or_nothing(addon, couple_blend, quick_keyverts):
     pipe = ui(addon, "pipeline")        # pipeline_group writes each pair through pipeline.write_outcome
     req = partners.request_from_panel(s)
     inputs, job = partners.start_group(req)
-    outcome = importlib.import_module(addon.__name__ + ".core.retarget_group").run_group(job)
+    outcome = importlib.import_module(addon.__name__ + ".core.pipeline.group").run_group(job)
     before = scene_fingerprint(bpy)
     calls = []
     real = pipe.write_motion

@@ -54,8 +54,8 @@ def test_copy_rotations_on_real_assets(addon, assets, clean_scene, motion, char)
     import bpy
 
     pipeline = mod(addon, "reconform_addon.pipeline")
-    tpose = mod(addon, "core.tpose")
-    cr = mod(addon, "core.copy_rotations")
+    tpose = mod(addon, "core.rig.tpose")
+    cr = mod(addon, "core.pipeline.copy_rotations")
     src_obj = import_armature(addon, assets, motion)
     tgt_obj = import_armature(addon, assets, char)
     src_action = src_obj.animation_data.action

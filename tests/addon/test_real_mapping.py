@@ -23,7 +23,7 @@ def _expect(name, table, default=None):
 @pytest.mark.parametrize("name", CHARACTERS + MOTIONS)
 def test_every_asset_auto_maps(addon, assets, name):
     detect_bone_map = mod(addon, 'core.bonemap').detect_bone_map
-    CORE_BONES = mod(addon, 'core.humanoid').CORE_BONES
+    CORE_BONES = mod(addon, 'core.rig.humanoid').CORE_BONES
 
     sk = read_skeleton_cached(addon, assets, name)
     r = detect_bone_map(sk)
@@ -47,7 +47,7 @@ def test_topology_alone_maps_the_assets(addon, assets, name):
     """Names replaced by 'bone_N': the required bones come out the same (the Bandai BVHs are excluded: their
     rest pose lies on its side, see docs/bone_mapping.md)."""
     detect_bone_map = mod(addon, 'core.bonemap').detect_bone_map
-    REQUIRED_BONES = mod(addon, 'core.humanoid').REQUIRED_BONES
+    REQUIRED_BONES = mod(addon, 'core.rig.humanoid').REQUIRED_BONES
     Skeleton = mod(addon, 'core.types').Skeleton
 
     sk = read_skeleton_cached(addon, assets, name)

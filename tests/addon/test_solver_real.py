@@ -57,7 +57,7 @@ def test_every_active_term_decreases(addon, real_case):
 
 def test_beats_copy_rotations_on_floor_penetration_and_keeps_channels(addon, real_case):
     src, motion, tgt, init, job, result = real_case
-    metrics = mod(addon, "core.metrics")
+    metrics = mod(addon, "core.metrics.scores")
     m_cr = metrics.evaluate(src, motion, tgt, init)
     m_rf = metrics.evaluate(src, motion, tgt, result)
     assert m_cr["floor_pen_mean"] > 0
@@ -72,7 +72,7 @@ def test_foot_lock_keeps_the_source_locked_feet_still(addon, real_case):
     term falls during the solve, and the foot-locked F1 is higher than without the term and than copy-rotations."""
     import torch
     src, motion, tgt, init, job, result = real_case
-    solver, metrics = mod(addon, "core.solver"), mod(addon, "core.metrics")
+    solver, metrics = mod(addon, "core.solver"), mod(addon, "core.metrics.scores")
     assert job.feet.lock_w is not None and job.stats["locked_frames"] > 5
     with torch.no_grad():
         _, _, sole = job._forward()

@@ -20,7 +20,7 @@ FRAMES = 12
 
 def _mods(addon):
     get = lambda name: importlib.import_module(f"{addon.__name__}.{name}")  # noqa: E731
-    return (get("reconform_addon.bridge.terrain"), get("reconform_addon.pipeline"), get("core.terrain"),
+    return (get("reconform_addon.bridge.terrain"), get("reconform_addon.pipeline"), get("core.contacts.terrain"),
             get("reconform_addon.bridge"))
 
 
@@ -114,7 +114,7 @@ def test_retarget_onto_a_ground_object_reports_it_and_starts_on_it(addon, walk_b
     # copy-rotations stands on the ground at frame 0 (the slope under its lowest foot point), then walks on
     # at flat height
     field = res.outcome.terrain
-    from core.track import ClipTrack
+    from core.character.track import ClipTrack
     feet = ClipTrack(res.outcome.target, res.motion).foot_points
     first = np.concatenate([p[0] for p in feet])
     assert (first[:, 2] - field.at(first[:, :2])).min() == pytest.approx(0.0, abs=1e-4)

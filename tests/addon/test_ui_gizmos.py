@@ -61,7 +61,7 @@ def test_gizmo_classes_register(addon):
 def core_limbs(addon):
     import importlib
 
-    return importlib.import_module(addon.__name__ + ".core.humanoid").LIMBS
+    return importlib.import_module(addon.__name__ + ".core.rig.humanoid").LIMBS
 
 
 def test_evaluated_geometry_follows_the_pose(geo, clean_scene):

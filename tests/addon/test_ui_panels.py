@@ -62,7 +62,7 @@ def test_solver_panels_show_every_advanced_field(addon, clean_scene):
 
 def test_bone_map_detect_edit_save_load(addon, clean_scene, tmp_path):
     panels = ui(addon, "panels")
-    humanoid = core(addon, "humanoid")
+    humanoid = core(addon, "rig.humanoid")
     # a Mixamo-named skeleton: detection maps it, the list shows it, presets round-trip through JSON
     names = ["mixamorig:Hips", "mixamorig:Spine", "mixamorig:Spine1", "mixamorig:Neck", "mixamorig:Head"]
     arm = bpy.data.objects.new("Mixa", bpy.data.armatures.new("Mixa"))
@@ -165,7 +165,7 @@ def test_running_state_shows_progress_and_esc_hint(addon, clean_scene):
 
 def test_conflict_list_rows_sliders_and_frames(addon, clean_scene):
     panels, ops = ui(addon, "panels"), ui(addon, "operators.conflicts")
-    cf = core(addon, "conflicts")
+    cf = core(addon, "solver.conflicts")
     s = clean_scene.reconform
     ranking = [cf.Conflict("torso", "dist", "pen", -0.6, 0.2, ((10, 30), (52, 60)), 4.0),
                cf.Conflict("left_arm", "dir", "height", -0.95, 0.9, ((4, 4),), 0.03),
@@ -195,7 +195,7 @@ def test_conflict_list_rows_sliders_and_frames(addon, clean_scene):
     assert all(flags)
     # Go to Frame
     assert bpy.ops.reconform.jump_to_conflict(frame=52) == {'FINISHED'} and clean_scene.frame_current == 52
-    # slider -> per-part weights with core.conflicts' rule; centred sliders change nothing
+    # slider -> per-part weights with core.solver.conflicts' rule; centred sliders change nothing
     assert ops.slider_part_weights(s) == {}
     s.conflicts[1].balance = 1.0
     s.conflicts[0].balance = 0.25
@@ -213,7 +213,7 @@ def test_metric_labels_and_better_worse_marks(addon, clean_scene):
                    "solver_steps": 60},
                   {"floor_pen_mean": 0.03, "grounded_f1": 0.95, "jerk_max": 50.0, "contact_f1": 0.5})
     rows = {r[0]: r[1:] for r in panels.metric_rows(s)}
-    # values rounded as core.report prints them, with their units (shares in %), better/worse marked
+    # values rounded as core.metrics.report prints them, with their units (shares in %), better/worse marked
     assert rows["Floor penetration, mean"] == ("1.00 %", "3.00 %", True)                  # lower is better
     assert rows["Grounded feet F1"] == ("0.900", "0.950", False)                          # higher is better
     assert rows["Jerk of the joints, max"] == ("50 m/s³", "50 m/s³", None)                # unchanged
@@ -309,7 +309,7 @@ def test_drawing_and_reading_a_motion_never_import_torch(tmp_path):
         session.track(scene, object())                   # a run in flight: the progress bar
         draw_all()
         session.untrack(scene)
-        # the bridge reads Euler / axis-angle channels and writes quaternions with core.rotations_np
+        # the bridge reads Euler / axis-angle channels and writes quaternions with core.rig.rotations_np
         bridge = sys.modules[pkg + ".bridge"]
         src.pose.bones["spine"].rotation_mode = 'ZXY'
         src.pose.bones["head"].rotation_mode = 'AXIS_ANGLE'

@@ -38,10 +38,10 @@ def pair_blend(addon, assets, tmp_path_factory):
 
 
 def patch_transfer(mp, addon, fn=None):
-    """Replace the key-vertex transfer where retargets (core.character) and the Transfer operator call it."""
+    """Replace the key-vertex transfer where retargets (core.character.complete) and the Transfer operator call it."""
     kv = core(addon, "keyverts")
     fn = fn or quick_transfer(kv)
-    for mod in (kv, core(addon, "character"), ui(addon, "operators.keyverts")):
+    for mod in (kv, core(addon, "character.complete"), ui(addon, "operators.keyverts")):
         if hasattr(mod, "transfer_keyverts"):
             mp.setattr(mod, "transfer_keyverts", fn)
 
@@ -143,7 +143,7 @@ def test_resolve_warm_starts_with_slider_weights_and_fewer_steps(addon, solved, 
     assert not bpy.ops.reconform.resolve.poll()
     assert bpy.ops.reconform.retarget() == {'FINISHED'}
     if not len(s.conflicts):  # make one so the slider path runs even when this short clip has none
-        cf = core(addon, "conflicts")
+        cf = core(addon, "solver.conflicts")
         conflicts.fill_conflicts(s, [cf.Conflict("left_arm", "dist", "pen", -0.9, 0.8, ((2, 5),), 0.1)])
     c = s.conflicts[0]
     c.balance = 0.25
@@ -294,7 +294,7 @@ def test_invoke_in_background_runs_synchronously(addon, pair_blend):
 # ------------------------------------------------------------------------------------------ key vertices
 def test_second_retarget_reuses_stored_key_vertices(addon, solved, quick_keyverts):
     calls = []
-    inner = core(addon, "character").transfer_keyverts
+    inner = core(addon, "character.complete").transfer_keyverts
 
     def counting(*a, **k):
         calls.append(a[0].name)

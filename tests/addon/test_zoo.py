@@ -98,7 +98,7 @@ def test_ik_feet_hanging_from_the_root_are_mapped_and_solved_under_the_shins(add
 
 def test_a_sword_a_shirt_and_eyes_are_left_out_of_the_body_and_the_user_can_choose(addon, scene):
     pipeline = _mod(addon, "reconform_addon.pipeline")
-    char_mod = _mod(addon, "core.character")
+    char_mod = _mod(addon, "core.character.complete")
     arm = bpy.data.objects["Dressed"]
     built = char_mod.build_character(pipeline.read_character(arm), keyvert_count=41)
     assert built.character.mesh.part_names == ("Dressed_body",)

@@ -28,7 +28,7 @@ def random_tree_skeleton(n=12, seed=0):
     for _ in range(n):
         q = rng.normal(size=4)
         q /= np.linalg.norm(q)
-        from core.rotations import quat_to_matrix
+        from core.rig.rotations import quat_to_matrix
         m = np.eye(4)
         m[:3, :3] = quat_to_matrix(q)
         m[:3, 3] = rng.normal(size=3) * 0.3

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.rotations import quat_multiply, quat_normalize, quat_to_matrix
+from core.rig.rotations import quat_multiply, quat_normalize, quat_to_matrix
 from core.types import Character, Motion, Skeleton
 
 # canonical joint: (parent, head) in metres, T-pose, facing -Y (left = +X); tails = first child head.

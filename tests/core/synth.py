@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.humanoid import limb_of
-from core.rotations import quat_multiply, quat_normalize
+from core.rig.humanoid import limb_of
+from core.rig.rotations import quat_multiply, quat_normalize
 from core.types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
 # canonical bone: (parent, head, tail) at scale 1 (≈ 1.8 m tall); the character faces -Y, its left is +X.
@@ -183,8 +183,8 @@ def walk_motion(character, frames=60, fps=30.0, stride=0.5, clap=False, seed=0, 
     world = np.stack([np.zeros(T), -stride * t, np.zeros(T)], -1)
     m.locations[:, hips] = world @ Rrest  # R^T w for each frame
     # put the lowest point of the feet on the ground at every frame's minimum over the clip
-    from core.kinematics import forward_kinematics
-    from core.skinning import skin_mesh
+    from core.rig.kinematics import forward_kinematics
+    from core.rig.skinning import skin_mesh
     pose = forward_kinematics(sk, m.rotations, m.locations)
     v, _ = skin_mesh(sk, character.mesh, pose)
     low = v.numpy()[..., 2].min(axis=1)
@@ -197,7 +197,7 @@ def walk_motion(character, frames=60, fps=30.0, stride=0.5, clap=False, seed=0, 
 
 def with_face(character):
     """``character`` with three more key vertices on its head named like the template's (``face_center`` in
-    front, ``head_back``, ``head_top``), so that it has an eye and a gaze (core.gaze)."""
+    front, ``head_back``, ``head_top``), so that it has an eye and a gaze (core.contacts.gaze)."""
     from dataclasses import replace
 
     sk, mesh, kv = character.skeleton, character.mesh, character.keyverts
@@ -245,7 +245,7 @@ def couple(frames=40, scale_a=1.0, scale_b=1.0, name_a="lead", name_b="follow", 
     a = with_face(make_humanoid(scale=scale_a, name=name_a))
     ma = reach_motion(a, frames=frames, fps=fps)
     if gap is None:
-        from core.track import ClipTrack
+        from core.character.track import ClipTrack
         kv = ClipTrack(a, ma).keyverts[0]
         hand = [a.keyverts.names.index(f"{s}_hand_{k}") for s in ("left", "right") for k in "ab"]
         reach_a = -kv[:, hand, 1].min()                       # how far in front of A its hands go

@@ -1,9 +1,9 @@
-"""core.affine: closed-form inverses of 3×3 matrices and 4×4 affine transforms against np.linalg.inv."""
+"""core.rig.affine: closed-form inverses of 3×3 matrices and 4×4 affine transforms against np.linalg.inv."""
 
 import numpy as np
 import pytest
 
-from core.affine import inv, inv3
+from core.rig.affine import inv, inv3
 
 
 def test_inverses_match_lapack_on_batches_of_matrices_and_transforms():

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.metrics_partners import body_capsules, capsule_paths, evaluate_partners
+from core.metrics.partners import body_capsules, capsule_paths, evaluate_partners
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
 from core.solver.barrier import SPHERES, PartnerBarrier, _depth
 from core.solver.capsules import capsule_points
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
 
@@ -202,7 +202,7 @@ def test_one_character_moving_alone_is_measured_for_the_blocks_of_both_orders():
 def test_segment_exclusion_by_hand():
     """Segments within two hops of the mapped canonical tree are not tested against each other (a bent elbow or
     a shoulder's joint region is no collision); a hand against the hips or the chest is (unmapped bones skipped)."""
-    from core.measures import segment_exclusion
+    from core.metrics.measures import segment_exclusion
     bones = ["hips", "spine", "chest", "left_upper_arm", "left_lower_arm", "left_hand", "left_upper_leg"]
     ex = segment_exclusion(bones)
     i = {b: k for k, b in enumerate(bones)}
@@ -240,7 +240,7 @@ def test_the_own_barrier_leaves_limbs_that_touch_in_the_source_free_there():
     """A clap: the hands meet in the source, so at those frames the self barrier has no entry between the two
     hands (a contact the source has stays a contact; ``own_contacts``: limbs with a key-vertex pair closer than d_min
     in the source), while it keeps its entries elsewhere."""
-    from core.humanoid import limb_of
+    from core.rig.humanoid import limb_of
     src = make_humanoid()
     tgt = make_humanoid(scale=0.9, girth=1.6, name="tgt")
     mo = walk_motion(src, frames=40, clap=True)
@@ -421,7 +421,7 @@ def test_release_free_memory_runs_on_glibc():
 def _bulgy(depth=0.06):
     """The synthetic body with a bulge: the chest's front vertices pushed ``depth`` forward (out of its core)."""
     import dataclasses
-    from core.parts import vertex_segments
+    from core.rig.parts import vertex_segments
     ch = make_humanoid(name="bulgy")
     seg, bones, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
     v = ch.mesh.rest_verts.copy()
@@ -433,7 +433,7 @@ def _bulgy(depth=0.06):
 def test_bulge_points_are_the_surface_that_sticks_out_of_its_segments_core():
     """``bulges.bulge_points``: none on the tubes of the synthetic body (every vertex on its core's surface); on a
     chest pushed forward, points on the chest, on those vertices, carried by the chest's bone."""
-    from core.skinning import bind_matrices
+    from core.rig.skinning import bind_matrices
     from core.solver.bulges import BULGE_POINTS, bulge_points
     plain = make_humanoid()
     assert len(bulge_points(plain, body_capsules(plain))[0]) == 0
@@ -500,7 +500,7 @@ def test_the_barrier_between_characters_leaves_limbs_that_touch_in_the_source_co
     ``CONTACT_HOLD_S`` before (``partner_contacts``: limbs with a key-vertex pair closer than d_min in the source
     couple), so targets whose hands sink into her shoulders there pay nothing for it, while the same hands in her
     shoulders on the first frames, where the source's are away, are still entries of the barrier."""
-    from core.humanoid import limb_of
+    from core.rig.humanoid import limb_of
     from core.solver.free_pairs import CONTACT_HOLD_S, partner_contacts
     (a, _), (b, _) = _lead_into_follow(0.65)         # arms ahead, his hands 3 cm from her shoulders
     mb = _still(b, 12)

@@ -5,10 +5,10 @@ import pytest
 
 from core.body import SHORT_HEAVY, BodyParams, body_model, fit_body_to_skeleton, make_body
 from core.errors import CoreError
-from core.humanoid import REQUIRED_BONES, limb_of
-from core.kinematics import forward_kinematics
-from core.skinning import rest_pose_vertices, skin_mesh
-from core.tpose import tpose_basis
+from core.rig.humanoid import REQUIRED_BONES, limb_of
+from core.rig.kinematics import forward_kinematics
+from core.rig.skinning import rest_pose_vertices, skin_mesh
+from core.rig.tpose import tpose_basis
 from core.types import Skeleton
 
 

@@ -8,7 +8,7 @@ import pytest
 from core.bonemap import (analyse_name, apply_bone_map, detect_bone_map, list_presets, load_bone_map, load_preset,
                           save_bone_map)
 from core.errors import CoreError
-from core.humanoid import CORE_BONES, REQUIRED_BONES
+from core.rig.humanoid import CORE_BONES, REQUIRED_BONES
 from core.types import Skeleton
 
 from .rigs import NAMING, bone_name, make_skeleton, object_matrix

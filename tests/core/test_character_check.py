@@ -1,6 +1,6 @@
-"""Both characters are checked before any slow work (issue 15 item 10): ``core.character.check_character`` raises,
+"""Both characters are checked before any slow work (issue 15 item 10): ``core.character.complete.check_character`` raises,
 in milliseconds, the error that completing a character (bone map, copy-rotations' bones, a mesh, a skinned
-vertex on every limb that gets key vertices) would raise after seconds, and ``core.retarget.Retarget`` runs it on
+vertex on every limb that gets key vertices) would raise after seconds, and ``core.pipeline.retarget.Retarget`` runs it on
 the target before the source's key-vertex transfer starts."""
 
 from dataclasses import replace
@@ -8,13 +8,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import core.character as character_mod
-from core.character import CharacterSpec, build_character, check_character
+import core.character.complete as character_mod
+from core.character.complete import CharacterSpec, build_character, check_character
 from core.errors import CoreError
-from core.humanoid import LIMBS
+from core.rig.humanoid import LIMBS
 from core.keyverts import load_template
-from core.parts import limb_labels
-from core.retarget import Retarget, RetargetOptions, run
+from core.rig.parts import limb_labels
+from core.pipeline.retarget import Retarget, RetargetOptions, run
 from tests.core.synth import make_humanoid, walk_motion
 
 

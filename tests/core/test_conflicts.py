@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.conflicts import (Conflict, _term_gradients, detect_conflicts, merge_part_weights, resolution_weights,
+from core.solver.conflicts import (Conflict, _term_gradients, detect_conflicts, merge_part_weights, resolution_weights,
                             resolve)
 from core.progress import drive
 from core.errors import CoreError
@@ -68,8 +68,8 @@ def test_detect_requires_a_finished_solve(job):
 def _hands_meet_in_front_of_the_belly(body):
     """A generated body (core.body) standing still while its hands come together in front of its belly (frames
     12-28 held), through the demo's two-bone IK rig. Returns (Character, Motion)."""
-    from core.character import CharacterSpec, build_character
-    from core.rotations import quat_make_continuous
+    from core.character.complete import CharacterSpec, build_character
+    from core.rig.rotations import quat_make_continuous
     from tools.make_demo_scene import Rig, _smooth
 
     sk, mesh, bm = body
@@ -95,7 +95,7 @@ def belly_case():
     """Hands that meet in front of a flat belly, retargeted onto the same body without a belly and with a big
     one (core.body BodyParams.belly = 2): only the belly differs."""
     from core.body import BodyParams, make_body
-    from core.character import CharacterSpec, build_character
+    from core.character.complete import CharacterSpec, build_character
 
     src, motion = _hands_meet_in_front_of_the_belly(make_body(BodyParams(name="src", resolution=0.03), pose="T"))
     targets = {}
@@ -106,7 +106,7 @@ def belly_case():
 
 
 def _conflicts(src, motion, tgt):
-    from core.copy_rotations import copy_rotations
+    from core.pipeline.copy_rotations import copy_rotations
     job = SolveJob(src, motion, tgt, copy_rotations(src, motion, tgt), SolverSettings(iterations=60, num_threads=1))
     job.run()
     return detect_conflicts(job)
@@ -130,7 +130,7 @@ def test_a_belly_that_blocks_the_hands_ranks_first_and_the_ranking_is_stable(bel
 
 
 def test_ranked_shows_the_costliest_and_folds_the_rest():
-    from core.conflicts import ranked
+    from core.solver.conflicts import ranked
     cs = [Conflict("left_arm", "dist", "dir", -0.9, 0.9, ((10, 20),), 3.0),
           Conflict("torso", "dist", "pen", -0.7, 0.5, ((1, 5), (30, 40)), 1.2),
           Conflict("head", "dir", "pen", -0.6, 0.2, ((7, 7),), 0.01),

@@ -1,4 +1,4 @@
-"""core.copy_rotations and core.tpose on synthetic humanoids: exactness across rolls, units, object transforms,
+"""core.pipeline.copy_rotations and core.rig.tpose on synthetic humanoids: exactness across rolls, units, object transforms,
 facing, rest poses (T vs A) and proportions."""
 
 import re
@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from core.bonemap import detect_bone_map
-from core.copy_rotations import STAND_BAND, copy_rotations, foot_points, hip_height, lowest_foot_z, standing_frames
+from core.pipeline.copy_rotations import STAND_BAND, copy_rotations, foot_points, hip_height, lowest_foot_z, standing_frames
 from core.errors import CoreError
-from core.kinematics import ForwardKinematics, Pose, forward_kinematics, to_world
-from core.rotations import quat_to_matrix, rotation_angle_deg
-from core.tpose import body_frame, body_frame_matrix, tpose_basis, tpose_world
+from core.rig.kinematics import ForwardKinematics, Pose, forward_kinematics, to_world
+from core.rig.rotations import quat_to_matrix, rotation_angle_deg
+from core.rig.tpose import body_frame, body_frame_matrix, tpose_basis, tpose_world
 from core.types import Character, Motion, Skeleton
 
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 
 from .rigs import make_skeleton, object_matrix, quat_multiply, random_motion
 from .synth import make_humanoid, walk_motion
@@ -157,7 +157,7 @@ def test_missing_mapping_is_a_clear_error(source):
         copy_rotations(src, Motion.rest(2, 3), char(make_skeleton("unreal")))
 
 
-# ---- core.tpose -------------------------------------------------------------------------------------------------
+# ---- core.rig.tpose -------------------------------------------------------------------------------------------------
 
 def test_tpose_of_a_t_pose_character_is_identity():
     """Baking the T-pose into the rest pose gives a character whose T-pose is its rest pose."""
@@ -208,8 +208,8 @@ def test_a_target_lying_at_rest_is_refused_with_what_to_do(source):
     """Issue 15, item 4: a rest pose lying down with no object rotation gave vertical legs under a horizontal
     torso and no warning. It is refused before any slow work, naming the armature and the rotation to apply; with
     that rotation on its object the same rig retargets standing."""
-    from core.character import CharacterSpec
-    from core.retarget import Retarget, RetargetOptions, run
+    from core.character.complete import CharacterSpec
+    from core.pipeline.retarget import Retarget, RetargetOptions, run
 
     src, clip = source
     rig = lying()
@@ -231,8 +231,8 @@ def test_a_target_lying_at_rest_is_refused_with_what_to_do(source):
 
 
 def test_a_result_whose_torso_differs_from_the_source_gets_a_note(source):
-    from core.copy_rotations import posture_note
-    from core.track import ClipTrack
+    from core.pipeline.copy_rotations import posture_note
+    from core.character.track import ClipTrack
 
     src, clip = source
     track = ClipTrack(src, clip)
@@ -302,7 +302,7 @@ def test_where_the_source_stands_is_read_against_the_solves_floor():
         return lowest_foot_z(tgt, Pose(p.rotations, p.positions), foot_points(tgt))
     assert abs(lowest(zero)[0]) < 1e-7 and lowest(own)[0] > 0.05
     # the one retarget path starts from the copy-rotations of its settings' floor
-    from core.retarget import Retarget, RetargetOptions, run
+    from core.pipeline.retarget import Retarget, RetargetOptions, run
     from core.solver import SolverSettings
     for setting, want in (("auto", own), ("zero", zero)):
         opts = RetargetOptions(method="copy_rotations", metrics=False, conflicts=False,
@@ -315,7 +315,7 @@ def test_the_flat_pass_stood_on_a_terrain_is_the_terrain_pass():
     copy-rotations on the sampled terrain: ``like`` takes the flat pass's rotations and hips path and finds the
     height again, the same result as copying every bone again (on a target whose armature is turned, lifted and
     moved), and refuses a pass of another clip."""
-    from core.terrain import HeightField
+    from core.contacts.terrain import HeightField
     src = make_humanoid()
     tgt = make_humanoid(scale=1.2, girth=1.3, name="tgt", object_matrix=object_matrix(z_deg=40.0,
                                                                                       translation=(0.4, -0.3, 0.2)))

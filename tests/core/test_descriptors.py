@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.descriptors import dir_matrix, dist_matrix, height, pair_descriptors, pen_matrix, sliding
-from core.weights import ActivePairs, allowed_pairs, alpha_ramp, floor_weight, interaction_weight, mix_weights
+from core.descriptors.pose import dir_matrix, dist_matrix, height, pair_descriptors, pen_matrix, sliding
+from core.descriptors.weights import ActivePairs, allowed_pairs, alpha_ramp, floor_weight, interaction_weight, mix_weights
 
 P = torch.tensor([[[0.0, 0.0, 0.0], [3.0, 4.0, 0.0], [0.0, 0.0, -2.0]]])  # (1, 3, 3)
 NRM = torch.tensor([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
@@ -224,7 +224,7 @@ def test_contact_focus_weighs_the_sources_contacts_by_hand():
     far pair (W_src 0.25), both 1 cm off: at c = 3 the contact's squared error counts (1 + 3)² = 16 times, the far
     pair's (1 + 0.75)² ≈ 3 times, and the reference-scale floor weighs them the same way (focused_square)."""
     from core.solver.objective import focused_square, pair_terms
-    from core.weights import PairSet
+    from core.descriptors.weights import PairSet
     p = torch.zeros((1, 4, 3), dtype=torch.float64)
     p[0, 1, 0], p[0, 3, 0], p[0, 2, 0] = 0.06, 5.0 + 0.13, 5.0
     n = torch.zeros_like(p)

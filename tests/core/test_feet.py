@@ -1,11 +1,11 @@
-"""core.feet: one definition of the feet (vertices, sole points, lowest point and its speed)."""
+"""core.contacts.feet: one definition of the feet (vertices, sole points, lowest point and its speed)."""
 
 import numpy as np
 import torch
 
-from core.feet import (foot_lows_and_velocity, foot_side, foot_vertices, soft_lowest, spread_sole_points,
+from core.contacts.feet import (foot_lows_and_velocity, foot_side, foot_vertices, soft_lowest, spread_sole_points,
                        window_bounds)
-from core.parts import vertex_segments
+from core.rig.parts import vertex_segments
 from tests.core.synth import make_humanoid
 
 

@@ -1,4 +1,4 @@
-"""core.ground: the source's floor as one level or one level per frame (docs/solver.md "Ground")."""
+"""core.contacts.ground: the source's floor as one level or one level per frame (docs/solver.md "Ground")."""
 
 import pathlib
 import subprocess
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from core.errors import CoreError
-from core.ground import (_windows, estimate_ground, ground_levels, planted_soles, running_ground, track_ground,
+from core.contacts.ground import (_windows, estimate_ground, ground_levels, planted_soles, running_ground, track_ground,
                          window_percentile)
-from core.metrics import evaluate
+from core.metrics.scores import evaluate
 from core.solver import SolveJob, SolverSettings
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -132,7 +132,7 @@ def test_solver_reads_a_drifting_source_above_its_tracked_floor(walk):
 
 
 def test_floor_advice_names_the_setting_for_sinking_and_floating_sources():
-    from core.advice import floor_advice
+    from core.metrics.advice import floor_advice
 
     sinking = floor_advice({"source_grounded_f1_clamped": 0.65, "source_grounded_share": 0.5})
     assert "0.65" in sinking and "Track Drift" in sinking and "source_ground 'track'" in sinking
@@ -143,14 +143,14 @@ def test_floor_advice_names_the_setting_for_sinking_and_floating_sources():
 
 
 def test_floor_advice_is_importable_without_torch():
-    code = "import sys; import core.advice; assert 'torch' not in sys.modules, 'core.advice imported torch'"
+    code = "import sys; import core.metrics.advice; assert 'torch' not in sys.modules, 'core.metrics.advice imported torch'"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=pathlib.Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
 
 
 def test_planted_soles_reads_a_body_standing_above_its_floor_and_not_a_drift(walk):
-    """core.ground.planted_soles (a fitted body's soles are put on the floor by it, core.character): a body
+    """core.contacts.ground.planted_soles (a fitted body's soles are put on the floor by it, core.character.complete): a body
     standing still lifted by 1 cm reads 1 cm more on both feet; lifted 3 % of its height (the whole clip floats:
     source_ground's business) or drifting 5 cm over the clip (no one level to stand on), it reads nothing."""
     ch, _ = walk

@@ -1,5 +1,5 @@
 """Several characters retargeted together (ReConForM §6.1): placement of copy-rotations, the joint solve
-(core.solver.GroupSolveJob) and the group generator (core.retarget_group.RetargetGroup)."""
+(core.solver.GroupSolveJob) and the group generator (core.pipeline.group.RetargetGroup)."""
 
 import math
 import threading
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from core.copy_rotations import copy_rotations, place_together
+from core.pipeline.copy_rotations import copy_rotations, place_together
 from core.errors import CoreError
-from core.metrics_partners import evaluate_partners
-from core.retarget import Retarget, RetargetOptions, run
-from core.retarget_group import RetargetGroup, run_group
+from core.metrics.partners import evaluate_partners
+from core.pipeline.retarget import Retarget, RetargetOptions, run
+from core.pipeline.group import RetargetGroup, run_group
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
 
@@ -98,7 +98,7 @@ def test_a_couple_placed_with_a_dancer_across_the_room_stands_as_its_own_sizes_s
 def test_placement_frame_block_by_block_is_the_same(monkeypatch):
     """``_placement`` solves a block of frames at a time (a crowd's pairwise arrays stay bounded): one frame at a
     time gives the placement all frames at once give, and a couple 0.5 m apart keeps its own scaled offset."""
-    from core import copy_rotations as cr
+    from core.pipeline import copy_rotations as cr
     rng = np.random.default_rng(0)
     T, K = 7, 4
     hips = np.zeros((T, K, 3))

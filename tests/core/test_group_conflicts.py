@@ -1,6 +1,6 @@
 """Conflicts and their sliders in a joint solve (ReConForM §6.1 with §6.3): the terms between the characters as
 one more term, "partner", in each member's conflict list and per-part weights, and the group's warm-started
-re-solve (core.conflicts.detecting_group / resolve_group, core.retarget_group.RetargetGroup.resolving)."""
+re-solve (core.solver.conflicts.detecting_group / resolve_group, core.pipeline.group.RetargetGroup.resolving)."""
 
 from dataclasses import replace
 
@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from core.conflicts import (detect_conflicts, detect_group_conflicts, merge_part_weights, resolution_weights, resolve,
+from core.solver.conflicts import (detect_conflicts, detect_group_conflicts, merge_part_weights, resolution_weights, resolve,
                             resolve_group)
-from core.copy_rotations import copy_rotations, place_together
+from core.pipeline.copy_rotations import copy_rotations, place_together
 from core.errors import CoreError
-from core.retarget import RetargetOptions
-from core.retarget_group import RetargetGroup, run_group
+from core.pipeline.retarget import RetargetOptions
+from core.pipeline.group import RetargetGroup, run_group
 from core.solver import PARTNER_TERM, GroupSolveJob, SolveJob, SolverSettings
 from core.solver.settings import part_weights_from
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from tests.core.synth import couple, facing, make_humanoid, with_face
 
 
@@ -182,7 +182,7 @@ def test_only_a_finished_group_is_re_solved_with_one_set_of_weights_per_member(s
 
 
 def test_several_characters_conflicts_in_one_ranking():
-    from core.conflicts import Conflict, ranked_across
+    from core.solver.conflicts import Conflict, ranked_across
     a1 = Conflict("torso", "dist", "pen", -0.9, 0.8, ((1, 4),), 0.5)
     a2 = Conflict("head", "dir", "pen", -0.7, 0.4, (), 0.1)
     b1 = Conflict("left_arm", "dist", "partner", -0.9, 0.8, ((2, 5),), 0.9)

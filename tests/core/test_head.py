@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.gaze import HEAD_KEYVERTS
-from core.retarget import Retarget, RetargetOptions, run
+from core.contacts.gaze import HEAD_KEYVERTS
+from core.pipeline.retarget import Retarget, RetargetOptions, run
 from core.solver import SolveJob, SolverSettings
 from core.solver.head import HEAD_SCALE_DEG, HEAD_TOLERANCE_DEG, HeadAttitude, head_turn, head_turn_degrees
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import _axis_quat, make_humanoid, walk_motion, with_face
 

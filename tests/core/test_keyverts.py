@@ -7,7 +7,7 @@ import pytest
 
 from core.body import BodyParams, fit_body_to_skeleton, make_body, stretch_limbs, vertex_normals
 from core.errors import CoreError
-from core.humanoid import LIMBS, mirror_name
+from core.rig.humanoid import LIMBS, mirror_name
 from core.keyverts import (area_weights, character_height, limb_labels, load_template, midplane_x, ot_limb,
                            pair_readout, reproportion_maps, tpose_geometry, transfer_keyverts)
 from core.keyverts.ot import _cluster

@@ -1,9 +1,9 @@
 import numpy as np
 import torch
 
-from core.kinematics import ForwardKinematics, forward_kinematics, global_matrices, to_world
-from core.rotations import quat_normalize, quat_to_matrix, sixd_to_matrix
-from core.skinning import SkinningMatrices, skin_mesh, skin_vertices
+from core.rig.kinematics import ForwardKinematics, forward_kinematics, global_matrices, to_world
+from core.rig.rotations import quat_normalize, quat_to_matrix, sixd_to_matrix
+from core.rig.skinning import SkinningMatrices, skin_mesh, skin_vertices
 from core.types import Motion
 from tests.core.helpers import box_mesh, chain_skeleton, random_tree_skeleton
 from tests.core.rigs import make_skeleton, object_matrix
@@ -44,7 +44,7 @@ def test_fk_matches_bone_by_bone_reference():
 
 
 def _posed_global_loop(skeleton, basis=None):
-    """The former core.tpose.posed_global: a numpy FK loop over (J, 4) basis rotations, zero locations."""
+    """The former core.rig.tpose.posed_global: a numpy FK loop over (J, 4) basis rotations, zero locations."""
     J = skeleton.num_bones
     B = np.tile(np.eye(4), (J, 1, 1))
     if basis is not None:

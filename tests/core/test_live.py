@@ -1,4 +1,4 @@
-"""core.live: the window around a frame retargeted on a clip set up once."""
+"""core.pipeline.live: the window around a frame retargeted on a clip set up once."""
 
 from dataclasses import replace
 
@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from core.errors import CoreError
-from core.live import WARM_FRACTION, LiveClip, window_around
-from core.retarget import Retarget, RetargetOptions, run
+from core.pipeline.live import WARM_FRACTION, LiveClip, window_around
+from core.pipeline.retarget import Retarget, RetargetOptions, run
 from core.solver import SolverSettings
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from core.types import Motion
-from core.windows import WindowPlan, WindowedRetarget
+from core.pipeline.windows import WindowPlan, WindowedRetarget
 from tests.core.synth import make_humanoid, walk_motion
 
 ITERATIONS = 12

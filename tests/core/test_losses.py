@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from core.losses import (contact_state_loss, cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
+from core.solver.losses import (contact_state_loss, cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
                          jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
 
 
@@ -104,7 +104,7 @@ def test_gradients_are_finite_at_degenerate_points():
 
 def test_time_mean_by_hand():
     """The centred moving mean over 2r + 1 frames, fewer at the ends; radius 0 returns the input."""
-    from core.weights import time_mean
+    from core.descriptors.weights import time_mean
     w = torch.tensor([[0.0, 1.0], [3.0, 1.0], [6.0, 1.0], [0.0, 4.0]])
     m = time_mean(w, 1)
     assert torch.allclose(m[:, 0], torch.tensor([1.5, 3.0, 3.0, 3.0]))

@@ -1,4 +1,4 @@
-"""core.meshparts: which mesh objects form a character's body (issue 15, items 7 and 9). A sword in a hand, a shirt
+"""core.character.meshparts: which mesh objects form a character's body (issue 15, items 7 and 9). A sword in a hand, a shirt
 over the torso and eyes in the head are left out; a robot's separate rigid parts are all its body; the user's
 choice wins; key vertices and h_c then come from the body only."""
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from core.body import BodyParams, make_body
-from core.character import CharacterSpec, build_character
+from core.character.complete import CharacterSpec, build_character
 from core.errors import CoreError
-from core.humanoid import CHAIN_CHILD, CORE_BONES, LIMBS
-from core.meshparts import choose_body, classify_parts, remap_keyverts, submesh
-from core.parts import limb_labels
+from core.rig.humanoid import CHAIN_CHILD, CORE_BONES, LIMBS
+from core.character.meshparts import choose_body, classify_parts, remap_keyverts, submesh
+from core.rig.parts import limb_labels
 from core.types import KeyVertexSet, SkinnedMesh
 from tools.zoo import rounded_box
 

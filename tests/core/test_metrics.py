@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from core.measures import jerk_magnitude, vertex_areas
-from core.metrics import evaluate, f1_score, roc_auc
-from core.track import ClipTrack
+from core.metrics.measures import jerk_magnitude, vertex_areas
+from core.metrics.scores import evaluate, f1_score, roc_auc
+from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -83,7 +83,7 @@ def test_the_target_is_read_above_its_terrain(clip):
     f(x, y), the source's above its own floor. A clip raised onto a plateau measured over that plateau scores as
     the clip on the floor; over a plateau higher than its feet it sinks; on a slope, lifted along the slope, it
     stands on it."""
-    from core.terrain import HeightField
+    from core.contacts.terrain import HeightField
     ch, m = clip
     hips = ch.skeleton.index("hips")
 
@@ -107,7 +107,7 @@ def test_the_target_is_read_above_its_terrain(clip):
 
 def test_arms_through_the_body_raise_self_penetration(clip):
     ch, m = clip
-    from core.rotations import quat_multiply
+    from core.rig.rotations import quat_multiply
     bent = Motion(m.rotations.copy(), m.locations, m.fps)
     for side, s in (("left", 1), ("right", -1)):
         j = ch.skeleton.index(f"{side}_upper_arm")
@@ -120,7 +120,7 @@ def test_arms_through_the_body_raise_self_penetration(clip):
 
 
 def test_windowed_foot_speed_removes_jitter_but_keeps_motion():
-    from core.measures import Measures, foot_speed_windowed
+    from core.metrics.measures import Measures, foot_speed_windowed
     T, fps = 60, 120.0
     still = np.zeros((T, 2, 3), np.float32)
     still[:, 0, 0] = 0.001 * (-1.0) ** np.arange(T)          # 1 mm frame-to-frame capture jitter
@@ -141,7 +141,7 @@ def test_capsule_test_equals_the_distance_to_each_axis_segment():
     the same answer as the plain point-to-segment distance, away from round-off at the boundary."""
     import torch
 
-    from core.measures import _inside_capsules
+    from core.metrics.measures import _inside_capsules
     g = torch.Generator().manual_seed(0)
     B, S, C = 3, 500, 7
     p = torch.randn(B, S, 3, generator=g, dtype=torch.float64)
@@ -160,7 +160,7 @@ def test_capsule_test_equals_the_distance_to_each_axis_segment():
 
 
 def test_foot_heights_are_the_measures_feet_and_follow_the_body(clip):
-    from core.measures import foot_heights, measure
+    from core.metrics.measures import foot_heights, measure
     ch, m = clip
     h = foot_heights(ClipTrack(ch, m))
     assert h.shape == (2, m.num_frames)
@@ -176,7 +176,7 @@ def test_self_pen_parts_locates_the_self_penetration():
     """measures.self_pen_parts splits the self-penetration share by (segment, capsule): a vertex inside one other
     segment's core counts once, inside two counts twice, so the split sums to at least the share, and to exactly
     it where no vertex is in two cores; a wider body has more of it."""
-    from core.measures import measure, self_pen_parts
+    from core.metrics.measures import measure, self_pen_parts
     sums = []
     for girth in (1.0, 2.5):
         ch = make_humanoid(girth=girth)

@@ -1,4 +1,4 @@
-"""The metrics measured a chunk of frames at a time (``core.metrics.evaluations(..., chunk=N)``: a windowed retarget,
+"""The metrics measured a chunk of frames at a time (``core.metrics.scores.evaluations(..., chunk=N)``: a windowed retarget,
 whose memory must not follow the clip's length) equal the whole clip's, key for key: a real Bandai walk
 (../shared/assets) onto a MakeHuman character, in chunks that cut through a planted foot and do not divide the
 clip."""
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from core.metrics import chunk_ranges
+from core.metrics.scores import chunk_ranges
 from tests.addon.real_assets import mod, prepared_pair
 
 SOURCE, TARGET = "NC_bandai_walk_normal_001.bvh", "mh_male_heavy.glb"
@@ -41,14 +41,14 @@ def assert_same_metrics(w: dict, c: dict):
 @pytest.fixture(scope="module")
 def real_walk(addon, assets):
     src, motion, tgt, init = prepared_pair(addon, assets, SOURCE, TARGET, FRAMES)
-    sunk = mod(addon, "core.windows").shifted(tgt, init, (0.0, 0.0, -0.015))   # feet partly under the floor
+    sunk = mod(addon, "core.pipeline.windows").shifted(tgt, init, (0.0, 0.0, -0.015))   # feet partly under the floor
     return src, motion, tgt, [init, sunk]
 
 
 @pytest.mark.assets
 def test_metrics_in_chunks_equal_the_whole_clips(addon, real_walk):
     src, motion, tgt, targets = real_walk
-    metrics, measures, track = mod(addon, "core.metrics"), mod(addon, "core.measures"), mod(addon, "core.track")
+    metrics, measures, track = mod(addon, "core.metrics.scores"), mod(addon, "core.metrics.measures"), mod(addon, "core.character.track")
     T = motion.num_frames
     ranges = metrics.chunk_ranges(T, CHUNK, motion.fps)
     assert len(ranges) == math.ceil(T / CHUNK) >= 5 and T % CHUNK

@@ -1,12 +1,12 @@
-"""The partner metrics (core.metrics_partners, docs/metrics.md "Partners") on a case computed by hand."""
+"""The partner metrics (core.metrics.partners, docs/metrics.md "Partners") on a case computed by hand."""
 
 import math
 
 import numpy as np
 import pytest
 
-from core.metrics_partners import evaluate_partners
-from core.track import ClipTrack
+from core.metrics.partners import evaluate_partners
+from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import facing, make_humanoid, with_face
 
@@ -61,8 +61,8 @@ def test_partner_contact_f1_and_hand_error_by_hand():
 def test_contacts_kept_by_pair_of_limbs_count_frames_and_read_as_a_share():
     """``partner_kept: …``: the share of the source's contact frames of a pair of limbs where the target's limbs touch
     too; a pair of limbs under ``KEPT_MIN_FRAMES`` source frames is not listed; the report reads it in %."""
-    from core.metrics_partners import KEPT_MIN_FRAMES
-    from core.report import format_value, info
+    from core.metrics.partners import KEPT_MIN_FRAMES
+    from core.metrics.report import format_value, info
     (a, _), (b, _) = _side_by_side(0.02)
     src = [(a, _still(a, 8)), (b, _still(b, 8))]
     (_, _), (b_far, _) = _side_by_side(1.0)
@@ -105,7 +105,7 @@ def test_body_capsules_are_computed_once_per_character():
     equal to a fresh computation."""
     import dataclasses
 
-    from core.metrics_partners import _body_capsules, body_capsules
+    from core.metrics.partners import _body_capsules, body_capsules
     ch = make_humanoid()
     caps = body_capsules(ch)
     assert body_capsules(ch) is caps

@@ -1,4 +1,4 @@
-"""Key-vertex pairs between characters (core.partners) and gaze (core.gaze): descriptors and weights on cases
+"""Key-vertex pairs between characters (core.contacts.partners) and gaze (core.contacts.gaze): descriptors and weights on cases
 computed by hand, the sparse set against the dense definition, the broad phase, and the stop-gradient on the
 partner's target weights (ReConForM §6.1)."""
 
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from core.descriptors import dist_matrix
-from core.gaze import cone_weight, gaze_directions, gaze_setup, head_frames, window_mean
-from core.partners import PartnerPairs, _closer_than, box_distance
+from core.descriptors.pose import dist_matrix
+from core.contacts.gaze import cone_weight, gaze_directions, gaze_setup, head_frames, window_mean
+from core.contacts.partners import PartnerPairs, _closer_than, box_distance
 from core.solver.objective import pair_terms
-from core.vec3 import sq_norm3
-from core.weights import interaction_weight
+from core.rig.vec3 import sq_norm3
+from core.descriptors.weights import interaction_weight
 from tests.core.synth import make_humanoid, with_face
 
 
@@ -217,7 +217,7 @@ def test_gaze_is_the_body_forward_in_the_t_pose_and_follows_the_head():
     g = gaze_setup(ch)
     assert ch.keyverts.names[g.eye] == "face_center"
     assert [ch.keyverts.names[k] for k in g.head] == ["face_center", "head_back", "head_top"]
-    from core.track import ClipTrack
+    from core.character.track import ClipTrack
     from core.types import Motion
     head = ch.skeleton.index(ch.bone_map["head"])
     T = 5

@@ -1,12 +1,12 @@
-"""core.parts: which body part a bone or a vertex belongs to (limb by summed weight, segment by dominant bone)."""
+"""core.rig.parts: which body part a bone or a vertex belongs to (limb by summed weight, segment by dominant bone)."""
 
 import numpy as np
 import pytest
 
 from core.body import BodyParams, fit_body_to_skeleton, make_body
 from core.bonemap import detect_bone_map
-from core.humanoid import CORE_BONES, LIMBS
-from core.parts import bone_canonical, limb_labels, vertex_segments
+from core.rig.humanoid import CORE_BONES, LIMBS
+from core.rig.parts import bone_canonical, limb_labels, vertex_segments
 from core.types import Character
 
 from .rigs import make_skeleton, object_matrix
@@ -39,7 +39,7 @@ CASES = {
 
 def _reference_segments(ch):
     """The definition, written out bone by bone: a vertex's dominant bone, or its nearest ancestor mapped to a
-    core canonical bone (the metrics' reading before core.parts existed)."""
+    core canonical bone (the metrics' reading before core.rig.parts existed)."""
     sk = ch.skeleton
     canon = {sk.index(b): c for c, b in ch.bone_map.items() if c in CORE_BONES and b in sk.names}
     bones = sorted(set(canon.values()), key=CORE_BONES.index)

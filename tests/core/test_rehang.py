@@ -1,14 +1,14 @@
 """Game rigs whose feet are IK bones parented to the root (issue 15, item 7): the legs are detected, the core works
-on a re-hung copy of the skeleton (core.rehang), and copy-rotations keeps each foot at the end of its shin."""
+on a re-hung copy of the skeleton (core.rig.rehang), and copy-rotations keeps each foot at the end of its shin."""
 
 import numpy as np
 import pytest
 
 from core.bonemap import detect_bone_map
-from core.character import CharacterSpec
-from core.kinematics import forward_kinematics
-from core.rehang import disconnected_bones, rehang
-from core.retarget import Retarget, RetargetOptions, run
+from core.character.complete import CharacterSpec
+from core.rig.kinematics import forward_kinematics
+from core.rig.rehang import disconnected_bones, rehang
+from core.pipeline.retarget import Retarget, RetargetOptions, run
 from core.types import Skeleton
 
 from .rigs import make_skeleton, random_motion

@@ -1,12 +1,12 @@
-"""core.report: every metric the core measures has a name, a unit and a direction; values print rounded with their
+"""core.metrics.report: every metric the core measures has a name, a unit and a direction; values print rounded with their
 unit; the result is compared with copy-rotations; one verdict line per target (issue 15, item 11)."""
 
 import math
 
 import pytest
 
-from core import report
-from core.metrics import evaluate, evaluation
+from core.metrics import report
+from core.metrics.scores import evaluate, evaluation
 from tests.core.synth import make_humanoid, walk_motion
 
 
@@ -19,7 +19,7 @@ def measured():
 
 def test_every_metric_evaluate_returns_is_described(measured):
     unknown = sorted(set(measured) - set(report.BY_KEY))
-    assert not unknown, f"metrics without a name, unit and direction in core.report: {unknown}"
+    assert not unknown, f"metrics without a name, unit and direction in core.metrics.report: {unknown}"
     for m in report.METRICS:
         assert m.label and m.better in ("", report.LOWER, report.HIGHER)
         if m.key.startswith(("floor_pen", "self_pen", "jerk")):

@@ -1,16 +1,16 @@
-"""core.rig (the solver's fast FK + LBS) and core.track (a clip evaluated once) against the reference
-implementation: core.kinematics.ForwardKinematics + core.skinning.skin_mesh."""
+"""core.rig.chains (the solver's fast FK + LBS) and core.character.track (a clip evaluated once) against the reference
+implementation: core.rig.kinematics.ForwardKinematics + core.rig.skinning.skin_mesh."""
 
 import numpy as np
 import pytest
 import torch
 
-from core.feet import foot_vertices
-from core.kinematics import forward_kinematics
-from core.rig import KeyVertexRig, VariableChain, VertexChain
-from core.rotations import quat_to_matrix, sixd_to_matrix
-from core.skinning import skin_mesh
-from core.track import ClipTrack
+from core.contacts.feet import foot_vertices
+from core.rig.kinematics import forward_kinematics
+from core.rig.chains import KeyVertexRig, VariableChain, VertexChain
+from core.rig.rotations import quat_to_matrix, sixd_to_matrix
+from core.rig.skinning import skin_mesh
+from core.character.track import ClipTrack
 from tests.core.synth import make_humanoid, walk_motion
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from core.rotations import (matrix_to_quat, matrix_to_sixd, quat_between, quat_conjugate, quat_make_continuous,
+from core.rig.rotations import (matrix_to_quat, matrix_to_sixd, quat_between, quat_conjugate, quat_make_continuous,
                             quat_multiply, quat_normalize, quat_rotate, quat_to_matrix, sixd_to_matrix)
 
 

@@ -1,4 +1,4 @@
-"""core.rotations_np: the numpy twins agree with core.rotations' torch functions (float64, 1e-12), Euler and
+"""core.rig.rotations_np: the numpy twins agree with core.rig.rotations' torch functions (float64, 1e-12), Euler and
 axis-angle conversions agree with products of single-axis rotations, and the module never imports torch."""
 
 import pathlib
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from core import rotations as rt
-from core import rotations_np as rn
+from core.rig import rotations as rt
+from core.rig import rotations_np as rn
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,7 @@ def test_quat_make_continuous_flips_signs_only():
 
 def test_rotations_np_never_imports_torch():
     code = ("import sys\nsys.modules['torch'] = None\n"
-            "import core.rotations_np as rn\n"
+            "import core.rig.rotations_np as rn\n"
             "rn.euler_to_quat([[0.1, 0.2, 0.3]], 'ZYX'); rn.matrix_to_quat(rn.quat_to_matrix([1.0, 0, 0, 0]))\n"
             "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from core.errors import CoreError
-from core.ground import estimate_ground
-from core.rotations import quat_to_matrix
+from core.contacts.ground import estimate_ground
+from core.rig.rotations import quat_to_matrix
 from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, bspline_basis
 from core.solver.footing import FootModel
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
 
@@ -345,7 +345,7 @@ def test_the_foot_lock_reads_the_source_feet_at_the_foot_locked_metrics_speed(pa
     """The lock's source velocity is that of each frame's lowest foot vertex, the foot point the foot-locked metric
     follows (docs/metrics.md), not of the lowest of the sparse sole points: the two differ where a foot rolls
     (three sole points a foot here, so that they do)."""
-    from core.measures import foot_speed_windowed, measure
+    from core.metrics.measures import foot_speed_windowed, measure
     src, m, tgt, init = pair
     job = SolveJob(src, m, tgt, init, SolverSettings(**dict(FAST, iterations=1), sole_points=3))
     list(job.steps())
@@ -485,7 +485,7 @@ def test_smooth_soles_adds_the_sole_points_added_jerk(pair):
     """L_smooth with smooth_soles w: the key vertices' added jerk plus w × the sole points' (smooth_loss against
     their copy-rotations jerk). At the start it adds (almost) nothing; one sole point kicked at one frame adds
     exactly w × that point's added-jerk sum."""
-    from core.losses import jerk, smooth_loss
+    from core.solver.losses import jerk, smooth_loss
     ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "smooth_soles")
     assert sole is not None and sole.shape[1] > 0
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
@@ -506,7 +506,7 @@ def test_smooth_root_adds_the_hips_added_jerk_once_per_point(pair):
     """L_smooth with smooth_root w: w × (key vertices + sole points) × the hips offset's jerk (its offset from
     copy-rotations moves every point with it). Without an offset it adds only the ε floor; the hips moved 2 cm
     at one frame add exactly that much, and nothing when w is 0."""
-    from core.losses import smooth_loss
+    from core.solver.losses import smooth_loss
     ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "smooth_root")
     points = p.shape[1] + (0 if sole is None else sole.shape[1])
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
@@ -663,7 +663,7 @@ def test_smooth_joints_adds_the_body_points_added_jerk(pair):
     """L_smooth with smooth_joints w: w × the body points' (the capsules' ends, at the joints) added jerk against
     copy-rotations'. At the start it adds only the ε floor; one body point kicked at one frame adds exactly w × that
     point's added-jerk sum, and nothing at w = 0."""
-    from core.losses import jerk, smooth_loss
+    from core.solver.losses import jerk, smooth_loss
     job0, job = _jobs_at_0_and_2(pair, "smooth_joints", jerk_budget=0.0)     # L_smooth's added-jerk part alone
     ob0, ob2 = job0.objective, job.objective
     p, n, sole, body = job.p_init, job.n_init, job.sole_init, job.body_init
@@ -691,8 +691,8 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair):
     self-retarget has no push) and a body point kicked at one frame adds exactly w × its windows' excess; with it
     (the default) the key vertices' budget is at most the source's own jerk × h_tgt / h_src and the body points'
     at most the source's capsule ends of the same segments, and copy-rotations pays its excess over those."""
-    from core.losses import jerk_totals
-    from core.metrics_partners import body_capsules
+    from core.solver.losses import jerk_totals
+    from core.metrics.partners import body_capsules
     from core.solver.objective import JERK_BUDGET_SLACK
     src, m, tgt, init = pair
     jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **kw)) for kw in (
@@ -750,8 +750,8 @@ def test_sole_floor_gain_ramps_the_sole_points_barrier_with_alpha(pair, monkeypa
     """SOLE_FLOOR_GAIN G (a constant, 10 by default): the sole points' floor barrier × (1 + (G − 1) α²), the key
     vertices' barrier as it is. Sole points 1 cm under the floor add (G − 1) α² × their barrier at α = 0, ½, 1
     over G = 1, and the objective stays quadratic in α (Progress.relative's yardstick)."""
-    from core.descriptors import height
-    from core.losses import floor_barrier
+    from core.descriptors.pose import height
+    from core.solver.losses import floor_barrier
     from core.solver import objective as objective_module
     src, m, tgt, init = pair
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))

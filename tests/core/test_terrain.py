@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.descriptors import height
-from core.terrain import HeightField, ground_height
+from core.descriptors.pose import height
+from core.contacts.terrain import HeightField, ground_height
 
 
 def test_height_field_is_bilinear_and_differentiable():
@@ -30,12 +30,12 @@ def test_ground_height_takes_a_level_levels_per_frame_or_a_field():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# A ground object's surface -> a height field (core.terrain.sampling)
+# A ground object's surface -> a height field (core.contacts.terrain.sampling)
 # --------------------------------------------------------------------------------------------------------------
 
 from core.errors import CoreError  # noqa: E402
-from core.terrain import GroundSurface, check_covers, sample_ground, vertical_hits  # noqa: E402
-from core.terrain.shapes import bumps, ramp, stairs  # noqa: E402
+from core.contacts.terrain import GroundSurface, check_covers, sample_ground, vertical_hits  # noqa: E402
+from core.contacts.terrain.shapes import bumps, ramp, stairs  # noqa: E402
 
 RNG = np.random.default_rng(3)
 
@@ -229,7 +229,7 @@ def test_a_ground_turned_off_the_axes_has_no_false_holes_in_its_bounding_box_cor
 def test_the_outline_hull_holds_every_point_on_its_left_and_drops_inner_and_collinear_points():
     """``sampling._convex_hull`` (the outline of a ground seen from above): counter-clockwise, made of input points,
     every point on or left of every edge; a square's inner and edge-middle points are not vertices."""
-    from core.terrain.sampling import _convex_hull
+    from core.contacts.terrain.sampling import _convex_hull
     rng = np.random.default_rng(3)
     for pts in (rng.normal(size=(500, 2)), rng.uniform(-1, 1, size=(40, 2)) * [3.0, 0.2]):
         hull = _convex_hull(pts)

@@ -1,22 +1,22 @@
 """A walk captured on flat ground, retargeted onto a target walking up stairs, up a 15° ramp and over bumpy
-ground (ReConForM §6.2) through the one path (core.retarget with a ground object): the planted feet stand on
+ground (ReConForM §6.2) through the one path (core.pipeline.retarget with a ground object): the planted feet stand on
 the surface (not inside a step or the slope, not floating), the source's foot-lock timing is kept, and
 copy-rotations, which walks on at flat height, does not.
 
-The generated demo characters and walk (tools/make_demo_scene.py) and procedural grounds (core.terrain.shapes).
+The generated demo characters and walk (tools/make_demo_scene.py) and procedural grounds (core.contacts.terrain.shapes).
 Thresholds: measured on these cases (docs/solver.md "Terrain"), with a margin."""
 
 import numpy as np
 import pytest
 
 from core.body import SHORT_HEAVY, BodyParams, make_body
-from core.character import CharacterSpec, build_character
-from core.measures import measure
-from core.metrics import GROUNDED_FRACTION
-from core.retarget import Retarget, RetargetOptions, run
+from core.character.complete import CharacterSpec, build_character
+from core.metrics.measures import measure
+from core.metrics.scores import GROUNDED_FRACTION
+from core.pipeline.retarget import Retarget, RetargetOptions, run
 from core.solver import SolverSettings
-from core.terrain.shapes import bumps, ramp, stairs
-from core.track import ClipTrack
+from core.contacts.terrain.shapes import bumps, ramp, stairs
+from core.character.track import ClipTrack
 from tools.make_demo_scene import walk_motion
 
 pytestmark = pytest.mark.slow

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.kinematics import forward_kinematics
+from core.rig.kinematics import forward_kinematics
 from core.solver.terrain_start import onto_terrain, smooth_in_time, terrain_lift
-from core.terrain import sample_ground
-from core.terrain.shapes import stairs
+from core.contacts.terrain import sample_ground
+from core.contacts.terrain.shapes import stairs
 from core.types import Motion
 
 from .helpers import translation

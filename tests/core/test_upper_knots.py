@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.copy_rotations import copy_rotations
-from core.rotations import quat_multiply, quat_normalize
+from core.pipeline.copy_rotations import copy_rotations
+from core.rig.rotations import quat_multiply, quat_normalize
 from core.solver import SolveJob, SolverSettings, bspline_basis
 from core.solver.parametrisation import Parametrisation, upper_body_bones
-from core.track import ClipTrack
+from core.character.track import ClipTrack
 from core.types import Motion
 
 from .synth import _axis_quat, make_humanoid, walk_motion

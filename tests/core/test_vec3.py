@@ -1,9 +1,9 @@
-"""core.vec3: the sums over a last axis of length 3 equal torch's reductions, values and gradients."""
+"""core.rig.vec3: the sums over a last axis of length 3 equal torch's reductions, values and gradients."""
 
 import torch
 
-from core import vec3
-from core.vec3 import dot3, norm3, sq_norm3
+from core.rig import vec3
+from core.rig.vec3 import dot3, norm3, sq_norm3
 
 
 def test_vec3_equals_the_reductions_with_gradients():

@@ -1,13 +1,13 @@
-"""core.windows: a long clip retargeted as overlapping windows, stitched without seams."""
+"""core.pipeline.windows: a long clip retargeted as overlapping windows, stitched without seams."""
 
 import numpy as np
 import pytest
 
 from core.errors import CoreError
-from core.retarget import Retarget, RetargetOptions, run
+from core.pipeline.retarget import Retarget, RetargetOptions, run
 from core.solver import SolverSettings
-from core.track import ClipTrack
-from core.windows import WindowedRetarget, WindowPlan, crossfade_weight, retarget_job
+from core.character.track import ClipTrack
+from core.pipeline.windows import WindowedRetarget, WindowPlan, crossfade_weight, retarget_job
 from tests.core.synth import make_humanoid, walk_motion
 
 
@@ -104,7 +104,7 @@ def test_a_windowed_retarget_covers_the_clip_without_a_seam(walk_pair, windowed)
 def test_a_windowed_retarget_is_measured_a_window_at_a_time_as_the_whole_clip(walk_pair, windowed):
     """Its metrics are measured a window's length of frames at a time (memory flat in the clip's length): the same
     dict as the whole stitched clip measured at once (jerk means to the order of their float additions)."""
-    from core.metrics import evaluations
+    from core.metrics.scores import evaluations
     from core.progress import drive
     from tests.core.test_metrics_chunks import assert_same_metrics
     src, clip, tgt = walk_pair

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from core import retarget as rt
+from core.pipeline import retarget as rt
 from core.solver import SolverSettings
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion

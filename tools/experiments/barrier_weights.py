@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     mods = bp.modules()
-    rt, grp = mods["core.retarget"], mods["core.retarget_group"]
+    rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
     loader = bench.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, args.frames)

@@ -27,9 +27,9 @@ def main(argv=None) -> int:
     import torch
 
     from core.body import BodyParams, make_body
-    from core.character import CharacterSpec, build_character
-    from core.conflicts import DEFAULT_THRESHOLD, detect_conflicts
-    from core.copy_rotations import copy_rotations
+    from core.character.complete import CharacterSpec, build_character
+    from core.solver.conflicts import DEFAULT_THRESHOLD, detect_conflicts
+    from core.pipeline.copy_rotations import copy_rotations
     from core.solver import SolveJob, SolverSettings
     from tests.core.test_conflicts import _hands_meet_in_front_of_the_belly
 

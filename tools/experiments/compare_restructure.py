@@ -10,7 +10,7 @@ prepares its own characters from the same imported armatures, and each frame cou
 clip (NC_bandai_walk_giant_001, ping-pong tiled, onto mh_female_average; or ``--case`` source and target, paths
 in ../shared/assets) is retargeted ``--repeat`` times by
 each side in turn (old, new, old, new, ...): a machine busy for a while slows both. Timed: copy-rotations plus
-the solve (set-up included), no metrics — the new side through core.retarget, the old one as its bench timed
+the solve (set-up included), no metrics — the new side through core.pipeline.retarget, the old one as its bench timed
 it. Printed: the median seconds of each side, their ratio, the largest bone-rotation angle (degrees) and
 hips-location difference (mm) between the two results, and each side's solver split into set-up and Adam steps
 (its ``stats``). ``--new-first`` swaps the order within each repeat (the side timed second is favoured).
@@ -72,12 +72,12 @@ def main(argv=None):
         settings = m(prefix, "core.solver").SolverSettings(num_threads=args.threads)
         t = time.perf_counter()
         if label == "new":
-            rt = m(prefix, "core.retarget")
+            rt = m(prefix, "core.pipeline.retarget")
             out = rt.run(rt.Retarget(src, mo, tgt, rt.RetargetOptions(settings=settings, metrics=False,
                                                                        conflicts=False)))
             res, stats = out.motion, out.solver_stats
         else:
-            init = m(prefix, "core.copy_rotations").copy_rotations(src, mo, tgt)
+            init = m(prefix, "core.pipeline.copy_rotations").copy_rotations(src, mo, tgt)
             job = m(prefix, "core.solver").SolveJob(src, mo, tgt, init, settings)
             res, stats = job.run(), job.stats
         # the solver's own split: its set-up (source paths, pairs, scales) and its Adam steps

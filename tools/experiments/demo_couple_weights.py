@@ -44,7 +44,7 @@ def main(argv=None) -> int:
           f"(source {100 * pm['source_partner_pen_mean']:.3f} %)")
     terms = out.solver_stats.get("final_terms") or {}
     print("  final weighted terms: " + ", ".join(f"{k} {float(v):.2f}" for k, v in terms.items()))
-    track = mod("core.track")
+    track = mod("core.character.track")
     for m in out.members:
         print(f"  {m.target.name}: " + ", ".join(f"{k} {m.metrics[k]:.3f}" for k in
                                                  ("contact_f1", "grounded_f1", "locked_f1", "locked_strict_f1", "floor_pen_mean", "jerk_mean")

@@ -44,7 +44,7 @@ frames (windowed speed under 1 % h/s, docs/metrics.md), copy-rotations' and ReCo
 positives and false negatives, and each run of ReConForM's misses with the source's and the target's speeds
 (% h/s) and the solve's lock weight there (docs/solver.md "What meets the targets"); with ``--around N`` the
 source's and ReConForM's speeds frame by frame from N frames before each run to N after it.
-Every retarget goes through core.retarget, as the product's.
+Every retarget goes through core.pipeline.retarget, as the product's.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _case(loader, bench, which, max_frames=None):
 
 
 def _retarget(mods, src, smo, tgt, overrides, threads):
-    rt, solver = mods["core.retarget"], mods["core.solver"]
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=threads, **overrides)
     return rt.run(rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False)))
 
@@ -98,7 +98,7 @@ def feet_planted(mods, loader, bench, met, track_cls, which, overrides, threads)
 
     import numpy as np
     import torch
-    sliding = importlib.import_module(f"{bench.MODULE}.core.descriptors").sliding
+    sliding = importlib.import_module(f"{bench.MODULE}.core.descriptors.pose").sliding
     clip, target, src, smo, tgt = _case(loader, bench, which)
     o = _retarget(mods, src, smo, tgt, overrides, threads)
     job, ob = o.job, o.job.objective
@@ -167,7 +167,7 @@ def jerk(mods, loader, bench, met, track_cls, which, overrides, threads, max_fra
 
 def progress(mods, loader, bench, which, overrides, threads, every):
     clip, target, src, smo, tgt = _case(loader, bench, which)
-    rt, solver = mods["core.retarget"], mods["core.solver"]
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=threads, **overrides)
     job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))
     print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames, overrides "
@@ -185,7 +185,7 @@ def progress(mods, loader, bench, which, overrides, threads, every):
 
 def conflicts(mods, loader, bench, which, overrides, threads, max_frames):
     clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
-    rt, solver = mods["core.retarget"], mods["core.solver"]
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=threads, **overrides)
     o = rt.run(rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False)))
     cs = o.conflicts
@@ -201,10 +201,10 @@ def contacts(mods, loader, bench, which, overrides, threads, max_frames):
     from collections import defaultdict
 
     import numpy as np
-    ms_mod = importlib.import_module(f"{bench.MODULE}.core.measures")
-    met = importlib.import_module(f"{bench.MODULE}.core.metrics")
-    allowed = importlib.import_module(f"{bench.MODULE}.core.weights").allowed_pairs
-    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    ms_mod = importlib.import_module(f"{bench.MODULE}.core.metrics.measures")
+    met = importlib.import_module(f"{bench.MODULE}.core.metrics.scores")
+    allowed = importlib.import_module(f"{bench.MODULE}.core.descriptors.weights").allowed_pairs
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.character.track").ClipTrack
     clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
     o = _retarget(mods, src, smo, tgt, overrides, threads)
     kv_s, kv_t = src.keyverts, o.target.keyverts
@@ -248,8 +248,8 @@ def self_pen(mods, loader, bench, which, overrides, threads, max_frames):
     import importlib
 
     import numpy as np
-    ms_mod = importlib.import_module(f"{bench.MODULE}.core.measures")
-    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    ms_mod = importlib.import_module(f"{bench.MODULE}.core.metrics.measures")
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.character.track").ClipTrack
     clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
     o = _retarget(mods, src, smo, tgt, overrides, threads)
     print(f"{pathlib.Path(clip).stem} -> {pathlib.Path(target).stem}, {smo.num_frames} frames, overrides {overrides}")
@@ -273,8 +273,8 @@ def soles(mods, loader, bench, track_cls):
     import importlib
 
     import numpy as np
-    ground = importlib.import_module(f"{bench.MODULE}.core.ground")
-    feet = importlib.import_module(f"{bench.MODULE}.core.feet")
+    ground = importlib.import_module(f"{bench.MODULE}.core.contacts.ground")
+    feet = importlib.import_module(f"{bench.MODULE}.core.contacts.feet")
     print("clip | h_c m | estimated floor cm | tracked floor range cm | per foot: planted frames, lowest foot "
           "vertex above z = 0 p10 / median cm, ankle joint median cm")
     for name in SOLE_CLIPS:
@@ -304,7 +304,7 @@ def floor(mods, loader, bench, which, overrides, threads, max_frames):
     import importlib
 
     import numpy as np
-    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.character.track").ClipTrack
     clip, target, src, smo, tgt = _case(loader, bench, which, max_frames)
     o = _retarget(mods, src, smo, tgt, overrides, threads)
     job = o.job
@@ -399,10 +399,10 @@ def main(argv=None):
     from tools import bench
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
-    # the metrics' constants and the per-clip measures (core.measures: measure, jerk_magnitude, ...) as one name
-    met = types.SimpleNamespace(**{**vars(importlib.import_module(f"{bench.MODULE}.core.metrics")),
-                                   **vars(importlib.import_module(f"{bench.MODULE}.core.measures"))})
-    track_cls = importlib.import_module(f"{bench.MODULE}.core.track").ClipTrack
+    # the metrics' constants and the per-clip measures (core.metrics.measures: measure, jerk_magnitude, ...) as one name
+    met = types.SimpleNamespace(**{**vars(importlib.import_module(f"{bench.MODULE}.core.metrics.scores")),
+                                   **vars(importlib.import_module(f"{bench.MODULE}.core.metrics.measures"))})
+    track_cls = importlib.import_module(f"{bench.MODULE}.core.character.track").ClipTrack
     loader = bench.Loader(mods, lambda s: None)
     overrides = ast.literal_eval(args.overrides)
     if args.mode == "feet-sources":

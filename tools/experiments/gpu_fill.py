@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     import importlib
     case = bench_gpu.load_case(args.case, args.threads)
     from bench import tile
-    from core import retarget as rt
+    from core.pipeline import retarget as rt
     from core.solver import SolverSettings
     from core.types import Motion
     module, _, name = args.const.rpartition(".")

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
     from bench import tile
-    from core import retarget as rt
+    from core.pipeline import retarget as rt
     from core.solver import SolverSettings
     from core.types import Motion
     threads = torch.get_num_threads()

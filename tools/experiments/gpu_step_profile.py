@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     from torch.profiler import ProfilerActivity, profile
     case = bench_gpu.load_case(args.case, args.threads)
     from bench import setting_overrides, tile
-    from core import retarget as rt
+    from core.pipeline import retarget as rt
     from core.solver import SolverSettings
     from core.solver.optim import deterministic
     from core.types import Motion

@@ -63,7 +63,7 @@ def main(argv=None) -> int:
                     "dispatch (their seconds then include the counting: read the counts, not the times), and what "
                     "as many cost at eager torch's floor on this CPU (step_ops.py --floor)")
     ap.add_argument("--const", action="append", default=[], metavar="NAME=VALUE",
-                    help="a module constant of core.solver.partners / barrier / group / core.partners for this run "
+                    help="a module constant of core.solver.partners / barrier / group / core.contacts.partners for this run "
                          "(GAZE_SLACK_DEG, GAZE_SLACK_DIST, MARGIN, ...)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a SolverSettings field for both the joint and the separate solves (w_partner=0, ...)")
@@ -76,19 +76,19 @@ def main(argv=None) -> int:
     mods = bp.modules()
     loader = bench.Loader(mods, lambda s: None)
     pairs = bp.load_pairs(loader, bp.FIVE[:args.k], bp.FIRST, 600)
-    solver, cr = mods["core.solver"], mods["core.copy_rotations"]
+    solver, cr = mods["core.solver"], mods["core.pipeline.copy_rotations"]
     barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
     partners = importlib.import_module(f"{bench.MODULE}.core.solver.partners")
     for item in args.const:
         name, _, value = item.partition("=")
-        owners = [m for m in (barrier, partners, importlib.import_module(f"{bench.MODULE}.core.partners"),
+        owners = [m for m in (barrier, partners, importlib.import_module(f"{bench.MODULE}.core.contacts.partners"),
                               importlib.import_module(f"{bench.MODULE}.core.solver.group"))
                   if hasattr(m, name)]
         if not owners:
             raise SystemExit(f"no module constant {name}")
         for m in owners:
             setattr(m, name, float(value))
-    tracks = [mods["core.track"].ClipTrack(s, m) for s, m, _ in pairs]
+    tracks = [mods["core.character.track"].ClipTrack(s, m) for s, m, _ in pairs]
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr))
                                for (s, m, t), tr in zip(pairs, tracks)])
     spent = {}

@@ -1,6 +1,6 @@
 """Each couple of a larger group, against the same couple solved as a group of two: `make bench`'s K = 5 timing set
 (tools/bench_partners.py FIVE: salsa 15's couple, salsa 05's couple 3 m away, a solo dancer 3 m the other way,
-600 frames) retargeted jointly through ``core.retarget_group`` (copy-rotations placed together, then the joint
+600 frames) retargeted jointly through ``core.pipeline.group`` (copy-rotations placed together, then the joint
 solve), and each couple again on its own; per couple, the partner metrics of copy-rotations' start and of the
 solve (docs/metrics.md "Partners"). A couple's start and result in the larger group should read as in its own.
 
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     mods = bp.modules()
     loader = bench.Loader(mods, lambda s: None)
     pairs = bp.load_pairs(loader, bp.FIVE, bp.FIRST, args.frames)
-    rt, grp, mp = mods["core.retarget"], mods["core.retarget_group"], mods["core.metrics_partners"]
+    rt, grp, mp = mods["core.pipeline.retarget"], mods["core.pipeline.group"], mods["core.metrics.partners"]
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations)
     opts = rt.RetargetOptions(settings=settings, conflicts=False)
 

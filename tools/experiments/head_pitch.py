@@ -52,8 +52,8 @@ def main(argv=None) -> int:
     mods = bp.modules()
     bench.set_constants(args.const)
     loader = bench.Loader(mods, lambda s: None)
-    rt, grp = mods["core.retarget"], mods["core.retarget_group"]
-    track_mod = importlib.import_module(f"{bench.MODULE}.core.track")
+    rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
+    track_mod = importlib.import_module(f"{bench.MODULE}.core.character.track")
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, bp.FRAMES)
     overrides = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}

@@ -82,7 +82,7 @@ HEADER = ("| character | vertices | h_c m | on limb | max pair asym. % h (pair) 
 
 def synthetic(core, n):
     """Rows for generated cases: several parts, low poly, asymmetric."""
-    body, kvmod, humanoid, types = core("core.body"), core("core.keyverts"), core("core.humanoid"), core("core.types")
+    body, kvmod, humanoid, types = core("core.body"), core("core.keyverts"), core("core.rig.humanoid"), core("core.types")
     out = []
     # low poly: the generator at a coarse grid (~1.5k vertices), A-pose
     sk, m, bm = body.make_body(body.BodyParams(resolution=0.024, name="lowpoly"), pose="A")
@@ -239,7 +239,7 @@ def lambda_table(lams, core):
     from core.types import SkinnedMesh
     from tools.experiments.keyverts_eval import BODIES, ground_truth
     bridge, bonemap = core("reconform_addon.bridge"), core("core.bonemap")
-    kvmod, humanoid, types = core("core.keyverts"), core("core.humanoid"), core("core.types")
+    kvmod, humanoid, types = core("core.keyverts"), core("core.rig.humanoid"), core("core.types")
     chars = []
     for path in sorted((ASSETS / "characters").iterdir()):
         bpy.ops.wm.read_homefile(use_empty=True)
@@ -325,7 +325,7 @@ def main(argv=None):
         return lambda_table([float(x) for x in args.lambdas.split(",")], core)
     import bpy
     bridge, bonemap = core("reconform_addon.bridge"), core("core.bonemap")
-    kvmod, humanoid, body, types = core("core.keyverts"), core("core.humanoid"), core("core.body"), core("core.types")
+    kvmod, humanoid, body, types = core("core.keyverts"), core("core.rig.humanoid"), core("core.body"), core("core.types")
     print(f"N = {args.n}\n")
     print(HEADER)
     kvmod.transfer_keyverts(kvmod.load_template(args.n).character, args.n)  # warm-up (imports, template bias)
@@ -347,9 +347,9 @@ def main(argv=None):
             if len(mesh.part_names) > 1:
                 note = f"{len(mesh.part_names)} mesh parts"
         else:
-            if not core("core.tpose").rest_is_standing(sk, res.bone_map):  # reference frame, as copy_rotations
+            if not core("core.rig.tpose").rest_is_standing(sk, res.bone_map):  # reference frame, as copy_rotations
                 clip = bridge.read_motion(arm, sk)
-                base = core("core.copy_rotations").reference_basis(types.Character(sk, None, res.bone_map), clip)
+                base = core("core.pipeline.copy_rotations").reference_basis(types.Character(sk, None, res.bone_map), clip)
             mesh = body.fit_body_to_skeleton(sk, res.bone_map, base=base)
             note = "skeleton only: fitted body" + (" (T-pose from the feet-flat frame: rest not standing)" if base is not None
                                                    else "")

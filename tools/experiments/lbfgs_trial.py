@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     import bench
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(args.frames, threads=1)
-    rt, solver = mods["core.retarget"], mods["core.solver"]
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     job_mod = importlib.import_module(f"{bench.MODULE}.core.solver.job")
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
     first = rt.run(rt.Retarget(src, motion, tgt, rt.RetargetOptions(settings=settings, metrics=False,

@@ -9,8 +9,8 @@ With --fidelity: a window warm-started from its own result (no step moves it), f
 from its rotations alone: the start's objective and its largest rotation difference from the result.
 
 The case of `make bench`'s artist line (tools/bench_artist.py: the Bandai kick tiled to 300 frames onto
-mh_teen_girl, 'balanced', 75-frame windows, 1 thread). Each variant is (core.live.WARM_FRACTION,
-core.live.WARM_LR). Printed per place: the cold window's objective over copy-rotations' and seconds, then each
+mh_teen_girl, 'balanced', 75-frame windows, 1 thread). Each variant is (core.pipeline.live.WARM_FRACTION,
+core.pipeline.live.WARM_LR). Printed per place: the cold window's objective over copy-rotations' and seconds, then each
 variant's start → end objective and seconds per scrub.
 """
 
@@ -38,8 +38,8 @@ def main(argv=None) -> int:
     import bench
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
-    rt = mods["core.retarget"]
-    live_mod = importlib.import_module(f"{bench.MODULE}.core.live")
+    rt = mods["core.pipeline.retarget"]
+    live_mod = importlib.import_module(f"{bench.MODULE}.core.pipeline.live")
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1)
     live = live_mod.LiveClip(src, motion, tgt, rt.RetargetOptions(settings=settings, metrics=False,
                                                                  conflicts=False), length=75)

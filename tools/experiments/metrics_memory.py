@@ -1,4 +1,4 @@
-"""The metrics alone on the bench's memory case: peak RSS of ``core.metrics.evaluations`` (copy-rotations measured
+"""The metrics alone on the bench's memory case: peak RSS of ``core.metrics.scores.evaluations`` (copy-rotations measured
 twice against the source, as a retarget measures its result and copy-rotations) over the RSS before it, whole or
 in chunks of frames (docs/solver.md "Long clips in windows").
 
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     chunk = None if args.chunk == "none" else int(args.chunk)
     Motion = mods["core.types"].Motion
     metrics, cr, progress = (importlib.import_module(f"{bench.MODULE}.core.{n}")
-                             for n in ("metrics", "copy_rotations", "progress"))
+                             for n in ("metrics.scores", "pipeline.copy_rotations", "progress"))
     init = cr.copy_rotations(src, smo, tgt)
     init = Motion(init.rotations, init.locations, smo.fps, smo.frame_start)
     before = _status_mb("VmRSS:")

@@ -1,4 +1,4 @@
-"""Why ``core.partners._closer_than`` is a product: milliseconds of the narrow phase between two characters' key
+"""Why ``core.contacts.partners._closer_than`` is a product: milliseconds of the narrow phase between two characters' key
 vertices on a block of frames (the pairs closer than a limit), as the (F, N_a, N_b, 3) difference test and as the
 batched product with the difference test on its candidates, at a refresh's sizes (600 frames of two 41-vertex
 characters, and the 96-vertex extended set), on torch's CPU with the given threads; and whether both find the same
@@ -17,8 +17,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-from core.partners import _closer_than  # noqa: E402
-from core.vec3 import sq_norm3  # noqa: E402
+from core.contacts.partners import _closer_than  # noqa: E402
+from core.rig.vec3 import sq_norm3  # noqa: E402
 from vec3_speed import micros  # noqa: E402  (this script's folder is on sys.path)
 
 

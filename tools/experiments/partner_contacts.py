@@ -39,8 +39,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     mods = bp.modules()
-    rt, grp, mp = mods["core.retarget"], mods["core.retarget_group"], mods["core.metrics_partners"]
-    track_cls = mods["core.track"].ClipTrack
+    rt, grp, mp = mods["core.pipeline.retarget"], mods["core.pipeline.group"], mods["core.metrics.partners"]
+    track_cls = mods["core.character.track"].ClipTrack
     loader = bench.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, args.frames)

@@ -7,7 +7,7 @@ chest and knee turn away from copy-rotations, and how high each one looks (docs/
 Each variant is a dict of SolverSettings overrides on the 'balanced' preset; ``--alone`` solves each pair of the
 couple by itself instead (the same placed start). Printed per target: the mean and largest angle (degrees) between
 a bone's world rotation in the result and in copy-rotations, and the gaze's elevation (degrees above the horizon,
-``core.gaze``'s direction from the three head key vertices) in the result, copy-rotations and the source: a tall
+``core.contacts.gaze``'s direction from the three head key vertices) in the result, copy-rotations and the source: a tall
 partner who looks down at a short one has a negative elevation; one who is made to keep a captured upward line
 to a shorter partner's face has a positive one. Then the partner metrics of a joint solve.
 """
@@ -49,8 +49,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     mods = bp.modules()
-    rt, grp, track = mods["core.retarget"], mods["core.retarget_group"], mods["core.track"]
-    gaze = importlib.import_module(f"{bench.MODULE}.core.gaze")
+    rt, grp, track = mods["core.pipeline.retarget"], mods["core.pipeline.group"], mods["core.character.track"]
+    gaze = importlib.import_module(f"{bench.MODULE}.core.contacts.gaze")
     loader = bench.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], args.first, args.frames)

@@ -3,12 +3,12 @@ keeps against the solve alone (docs/solver.md "Multi-character": own contact F1)
 
     .venv/bin/python tools/experiments/partner_own_contacts.py [--case 05] [--top 6] [--slider 0.2 --fraction 0.05]
 
-Per character: contact F1, TP / FP / FN pair-frames alone and jointly (the metrics' definition, core.metrics:
+Per character: contact F1, TP / FP / FN pair-frames alone and jointly (the metrics' definition, core.metrics.scores:
 key-vertex pairs within 5 % of h in the source vs in the target), then the pairs whose captured contacts the
 joint solve loses most often. 'balanced', 1 thread; both solves start from copy-rotations placed together.
 
 ``--slider V`` (repeatable): then the joint solve's conflicts between a character's own terms and the terms between
-the characters ("partner", ``core.conflicts.detecting_group``), and for each V the group re-solved as the panel's
+the characters ("partner", ``core.solver.conflicts.detecting_group``), and for each V the group re-solved as the panel's
 Re-solve does with every such slider at V (0: the character's own term only on that part, 0.5: unchanged, 1: the
 partner term only) for ``--fraction`` of the iterations: each character's own contact F1 and the partner metrics.
 """
@@ -42,11 +42,11 @@ def main(argv=None) -> int:
     import bench_partners as bp
     mods = bp.modules()
     loader = bench.Loader(mods, lambda s: None)
-    rt, grp = mods["core.retarget"], mods["core.retarget_group"]
-    metrics = importlib.import_module(f"{bench.MODULE}.core.metrics")
-    measures = importlib.import_module(f"{bench.MODULE}.core.measures")
-    weights = importlib.import_module(f"{bench.MODULE}.core.weights")
-    track_mod = importlib.import_module(f"{bench.MODULE}.core.track")
+    rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
+    metrics = importlib.import_module(f"{bench.MODULE}.core.metrics.scores")
+    measures = importlib.import_module(f"{bench.MODULE}.core.metrics.measures")
+    weights = importlib.import_module(f"{bench.MODULE}.core.descriptors.weights")
+    track_mod = importlib.import_module(f"{bench.MODULE}.core.character.track")
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, bp.FRAMES)
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1)
@@ -83,8 +83,8 @@ def main(argv=None) -> int:
                       f"{int((truth[:, k] & pred['joint'][:, k]).sum())} jointly")
     if not args.slider:
         return 0
-    cf = importlib.import_module(f"{bench.MODULE}.core.conflicts")
-    partners_metrics = importlib.import_module(f"{bench.MODULE}.core.metrics_partners")
+    cf = importlib.import_module(f"{bench.MODULE}.core.solver.conflicts")
+    partners_metrics = importlib.import_module(f"{bench.MODULE}.core.metrics.partners")
     found = cf.detect_group_conflicts(joint.job)
     tracks = [m.source_track for m in joint.members]
     held = [[c for c in cs if "partner" in (c.term_a, c.term_b)] for cs in found]

@@ -66,8 +66,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     mods = bp.modules()
     mod = lambda name: importlib.import_module(f"{bench.MODULE}.core.{name}")     # noqa: E731
-    rt, grp = mods["core.retarget"], mods["core.retarget_group"]
-    mp, ClipTrack = mod("metrics_partners"), mod("track").ClipTrack
+    rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
+    mp, ClipTrack = mod("metrics.partners"), mod("character.track").ClipTrack
     overrides = bench.setting_overrides(args.set)
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=1, **overrides)
     loader = bench.Loader(mods, lambda s: None)
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     print(f"{label}: {names[0]} & {names[1]}, clip frames {bp.FIRST}-{bp.FIRST + args.frames - 1}, {args.quality}"
           + (f", {overrides}" if overrides else ""))
     for key, tracks in runs.items():
-        shares = breakdown(tracks, mp, mod("parts"), mod("measures"))
+        shares = breakdown(tracks, mp, mod("rig.parts"), mod("metrics.measures"))
         total = sum(shares.values())
         hands = sum(v for (_, sa, sb), v in shares.items() if sa in mp.HAND_LIMBS and sb in mp.HAND_LIMBS)
         print(f"  {key}: {100 * total:.4f} % of the surface inside the partner, of which hand in hand "

@@ -24,7 +24,7 @@ def main(argv=None):
     import torch
     torch.set_num_threads(args.threads)
     mods, src, smo, tgt = bench.scaling_case(args.frames)
-    rt = mods["core.retarget"]
+    rt = mods["core.pipeline.retarget"]
     settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=args.threads)
     job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))
     last = time.perf_counter()

@@ -37,8 +37,8 @@ def main(argv=None) -> int:
     import bench
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
-    rt, solver = mods["core.retarget"], mods["core.solver"]
-    conflicts = importlib.import_module(f"{bench.MODULE}.core.conflicts")
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
+    conflicts = importlib.import_module(f"{bench.MODULE}.core.solver.conflicts")
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
     opts = rt.RetargetOptions(settings=settings, metrics=False, conflicts=True)
     first = rt.run(rt.Retarget(src, motion, tgt, opts))

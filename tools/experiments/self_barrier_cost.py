@@ -22,7 +22,7 @@ def main() -> int:
     import bench
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
-    rt, solver = mods["core.retarget"], mods["core.solver"]
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
     spent = {}
     bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_refresh", "_candidates")

@@ -1,5 +1,5 @@
 """What inverting a few dozen small transforms costs: ``np.linalg.inv`` (LAPACK on numpy's OpenBLAS thread pool)
-against ``core.affine.inv`` (closed form), on (34, 4, 4) bone transforms and (300, 3, 3) matrices, and the
+against ``core.rig.affine.inv`` (closed form), on (34, 4, 4) bone transforms and (300, 3, 3) matrices, and the
 largest difference between the two (docs/solver.md "Speed and memory").
 
     .venv/bin/python tools/experiments/small_inverse.py [--repeat 200]
@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import numpy as np
 
-    from core.affine import inv
+    from core.rig.affine import inv
     rng = np.random.default_rng(0)
     affine = np.tile(np.eye(4), (34, 1, 1))
     affine[:, :3, :3] += 0.3 * rng.normal(size=(34, 3, 3))
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     for label, m in (("(34, 4, 4) affine", affine), ("(300, 3, 3)", mats)):
         row = []
-        for name, f in (("np.linalg.inv", np.linalg.inv), ("core.affine.inv", inv)):
+        for name, f in (("np.linalg.inv", np.linalg.inv), ("core.rig.affine.inv", inv)):
             f(m)
             t = time.perf_counter()
             for _ in range(args.repeat):

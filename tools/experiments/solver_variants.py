@@ -8,7 +8,7 @@ solver's defaults (docs/solver.md).
 
 Each variant is a dict of SolverSettings overrides of the 'balanced' preset. Cases are tools/bench.py's
 (../shared/assets; characters prepared once by its loader), or with ``--synthetic`` the synthetic pair of
-tests/core/synth.py (no assets, about a minute). Every retarget goes through core.retarget, as the product's;
+tests/core/synth.py (no assets, about a minute). Every retarget goes through core.pipeline.retarget, as the product's;
 copy-rotations is its baseline, measured against the same source labels (above the floor the solve used).
 Timings are not the point here (``make bench``). ``--const module.NAME=VALUE`` (repeatable) sets a module constant of
 the package the cases run in (e.g. ``core.solver.bulges.BULGE_POINTS``) for every variant of the run.
@@ -63,7 +63,7 @@ def bench_cases(args):
             smo = type(smo)(smo.rotations[::args.stride], smo.locations[::args.stride], smo.fps / args.stride,
                             smo.frame_start)
         out.append((pathlib.Path(clip).stem[:24], src, smo.slice(0, min(smo.num_frames, args.max_frames)), tgt))
-    return out, mods["core.retarget"], mods["core.solver"]
+    return out, mods["core.pipeline.retarget"], mods["core.solver"]
 
 
 def main(argv=None):
@@ -83,7 +83,7 @@ def main(argv=None):
     import torch
     torch.set_num_threads(args.threads)
     if args.synthetic:
-        from core import retarget as rt
+        from core.pipeline import retarget as rt
         from core import solver
         cases = synthetic_cases(min(args.max_frames, 150))
     else:

@@ -1,6 +1,6 @@
 """Which floor the source's feet are read above (docs/metrics.md "Whose floor", docs/solver.md "Ground"): per clip,
 the solve with each ``source_ground`` and copy-rotations, each measured against two ground truths: the source's
-feet above z = 0, and above the source's own floor (``core.ground.auto_ground``: z = 0 where the clip stands on
+feet above z = 0, and above the source's own floor (``core.contacts.ground.auto_ground``: z = 0 where the clip stands on
 it, else its tracked level).
 
     .venv/bin/python tools/experiments/source_floor.py [--modes zero,estimate,track] [--max-frames 400]
@@ -8,9 +8,9 @@ it, else its tracked level).
 
 Cases: tools/bench.py's, then ``EXTRA`` (other shared clips onto other characters). Per case it prints the
 floor ``auto_ground`` reads (z = 0, or the tracked level's mean and range), the fitted body's planted soles above
-z = 0 (``core.ground.planted_soles`` before the fit moves them: a body's error, not the floor's), and per method
+z = 0 (``core.contacts.ground.planted_soles`` before the fit moves them: a body's error, not the floor's), and per method
 grounded F1 / foot-locked F1 / floor penetration under each reading. ``auto`` is not solved: it is the ``zero`` or
-``track`` solve, whichever ``auto_ground`` picks. Every retarget goes through core.retarget, as the product's.
+``track`` solve, whichever ``auto_ground`` picks. Every retarget goes through core.pipeline.retarget, as the product's.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
     M = lambda name: __import__(f"{bench.MODULE}.{name}", fromlist=["x"])   # noqa: E731
-    rt, solver, ground, metrics, track_mod = (M(n) for n in ("core.retarget", "core.solver", "core.ground",
-                                                              "core.metrics", "core.track"))
+    rt, solver, ground, metrics, track_mod = (M(n) for n in ("core.pipeline.retarget", "core.solver", "core.contacts.ground",
+                                                              "core.metrics.scores", "core.character.track"))
     loader = bench.Loader(mods, lambda s: None)
     modes = [m for m in args.modes.split(",") if m]
     wanted = [w for w in args.cases.split(",") if w]

@@ -1,11 +1,11 @@
 """Where the salsa sources look (docs/solver.md "Gaze"): for each dancer of each couple of the partner bench, how
 far its gaze passes from the nearest key vertex of its partner, frame by frame, against the gaze cone's 5°
-(``core.gaze.GAZE_MAX_DEG``: a gaze entry exists only within it), which of the partner's key vertices is nearest
+(``core.contacts.gaze.GAZE_MAX_DEG``: a gaze entry exists only within it), which of the partner's key vertices is nearest
 most often, and the gaze's mean elevation above the horizon.
 
     .venv/bin/python tools/experiments/source_gaze.py [--frames 600] [--first 0]
 
-Reads the sources only (their fitted bodies' key vertices, ``core.gaze``'s direction from the three head key
+Reads the sources only (their fitted bodies' key vertices, ``core.contacts.gaze``'s direction from the three head key
 vertices averaged over 0.2 s, the eye at the face centre); no solve.
 """
 
@@ -33,8 +33,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     mods = bp.modules()
-    track = mods["core.track"]
-    gaze = importlib.import_module(f"{bench.MODULE}.core.gaze")
+    track = mods["core.character.track"]
+    gaze = importlib.import_module(f"{bench.MODULE}.core.contacts.gaze")
     loader = bench.Loader(mods, lambda s: None)
     print(f"angle from each dancer's gaze to the nearest key vertex of the partner ({args.frames} frames from "
           f"{args.first}); a gaze entry needs ≤ {gaze.GAZE_MAX_DEG:g}°")

@@ -1,5 +1,5 @@
-"""Where source clips stand: their own floor (``core.ground.auto_ground``), the lowest foot point's height above
-it at the first frames, and the frames copy-rotations stands the target on (``core.copy_rotations.
+"""Where source clips stand: their own floor (``core.contacts.ground.auto_ground``), the lowest foot point's height above
+it at the first frames, and the frames copy-rotations stands the target on (``core.pipeline.copy_rotations.
 standing_frames``: frame 0 when the source stands there, else the frames where it does; docs/copy_rotations.md §3).
 
     .venv/bin/python tools/experiments/standing.py [motions/cmu_07_01_walk.fbx ...]     # paths in ../shared/assets
@@ -27,15 +27,15 @@ def main(argv=None) -> int:
     import bench
     mods = bench.enable_addon()
     loader = bench.Loader(mods, lambda s: None)
-    core = {n: importlib.import_module(f"{bench.MODULE}.core.{n}") for n in ("copy_rotations", "ground", "track")}
+    core = {n: importlib.import_module(f"{bench.MODULE}.core.{n}") for n in ("pipeline.copy_rotations", "contacts.ground", "character.track")}
     clips = args.clips or sorted(str(p.relative_to(bench.ASSETS)) for p in (bench.ASSETS / "motions").iterdir()
                                  if p.suffix in (".bvh", ".fbx"))
     for rel in clips:
         src, motion, _ = loader.source(rel)
-        track = core["track"].ClipTrack(src, motion)
-        floor = core["ground"].auto_ground(track)
+        track = core["character.track"].ClipTrack(src, motion)
+        floor = core["contacts.ground"].auto_ground(track)
         above = track.lowest_foot - floor
-        frames, _ = core["copy_rotations"].standing_frames(track)
+        frames, _ = core["pipeline.copy_rotations"].standing_frames(track)
         where = "z = 0" if np.ndim(floor) == 0 else f"tracked, {100 * np.mean(floor):+.1f} cm on average"
         rule = "frame 0" if frames[0] == 0 else f"{len(frames)} standing frames from frame {frames[0]}"
         print(f"{pathlib.Path(rel).stem}: h_c {src.height:.3f} m, floor {where}; lowest foot point above it at "

@@ -59,7 +59,7 @@ def counter():
 def started_job(bench, frames: int):
     """The scaling case's SolveJob at ``frames`` frames, set up as the product runs it, after five steps."""
     mods, src, mo, tgt = bench.scaling_case(frames)
-    rt, solver = mods["core.retarget"], mods["core.solver"]
+    rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
     run = rt.Retarget(src, mo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))
     for _ in run.steps():

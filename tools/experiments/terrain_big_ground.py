@@ -5,7 +5,7 @@ footprint of it, and what the sample cap does to a region the size of the object
     .venv/bin/python tools/experiments/terrain_big_ground.py [--subdivisions 1000]
 
 A 1 km x 1 km grid (``subdivisions``² quads) with a Displace modifier (Clouds texture, 0.5 m) is read by
-``bridge.terrain.read_ground`` (its evaluated mesh, world space), then ``core.terrain.sample_ground`` samples a
+``bridge.terrain.read_ground`` (its evaluated mesh, world space), then ``core.contacts.terrain.sample_ground`` samples a
 7 x 3 m footprint and a 900 x 900 m region. Prints times, array sizes and the load average.
 """
 
@@ -37,7 +37,7 @@ def main(argv=None):
     _, repo = extension.enable_addon(REPO)
     try:
         terrain = importlib.import_module(f"bl_ext.{REPO}.reconform.reconform_addon.bridge.terrain")
-        core_terrain = importlib.import_module(f"bl_ext.{REPO}.reconform.core.terrain")
+        core_terrain = importlib.import_module(f"bl_ext.{REPO}.reconform.core.contacts.terrain")
         bpy.ops.wm.read_homefile(use_empty=True)
         bpy.ops.mesh.primitive_grid_add(x_subdivisions=args.subdivisions, y_subdivisions=args.subdivisions,
                                         size=1000.0)

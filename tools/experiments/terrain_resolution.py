@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/experiments/terrain_resolution.py [--points 20000]
 
-For each spacing, on the procedural grounds of ``core.terrain.shapes`` sampled by ``core.terrain.sample_ground``
+For each spacing, on the procedural grounds of ``core.contacts.terrain.shapes`` sampled by ``core.contacts.terrain.sample_ground``
 (the path a ground object takes):
 - ramp (15°, with its two kinks): largest and mean |field − analytic|;
 - stairs (17 cm rise, 30 cm tread), with and without the raised edges (``raise_edges``): the largest depth by
@@ -25,8 +25,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-from core.terrain import sample_ground, vertical_hits  # noqa: E402
-from core.terrain.shapes import bumps, ramp, stairs  # noqa: E402
+from core.contacts.terrain import sample_ground, vertical_hits  # noqa: E402
+from core.contacts.terrain.shapes import bumps, ramp, stairs  # noqa: E402
 
 SPACINGS = (0.005, 0.01, 0.02, 0.04, 0.08)
 

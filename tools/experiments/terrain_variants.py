@@ -5,8 +5,8 @@
 
 The demo's flat walk ('DemoWalk' of tools/make_demo_scene.py: ten 34 cm steps, 190 frames) on the generated
 Source body is retargeted onto a generated target (TallThin 1.95 m or ShortHeavy 1.55 m) walking over a
-procedural ground laid at its feet (core.terrain.shapes: 8 stairs of 17 cm x 30 cm, a 15° ramp, 4 cm bumps)
-through core.retarget (the one path). Variant keys: 'spacing' (grid, metres), 'raise_edges' (bool),
+procedural ground laid at its feet (core.contacts.terrain.shapes: 8 stairs of 17 cm x 30 cm, a 15° ramp, 4 cm bumps)
+through core.pipeline.retarget (the one path). Variant keys: 'spacing' (grid, metres), 'raise_edges' (bool),
 'start' ('terrain': the solve starts on the terrain, the default; 'copy': from copy-rotations at flat height,
 as before terrain_start existed), 'hips_sigma_s' and 'hips_below' (core.solver.terrain_start.HIPS_SMOOTH_S,
 HIPS_BELOW), and any SolverSettings field. Prints one row per ground and variant:
@@ -31,17 +31,17 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import make_demo_scene  # noqa: E402
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
-from core.character import CharacterSpec, build_character  # noqa: E402
-from core.copy_rotations import copy_rotations  # noqa: E402
-from core.measures import measure  # noqa: E402
-from core.metrics import GROUNDED_FRACTION  # noqa: E402
-from core.retarget import Retarget, RetargetOptions, clip_terrain, run  # noqa: E402
+from core.character.complete import CharacterSpec, build_character  # noqa: E402
+from core.pipeline.copy_rotations import copy_rotations  # noqa: E402
+from core.metrics.measures import measure  # noqa: E402
+from core.metrics.scores import GROUNDED_FRACTION  # noqa: E402
+from core.pipeline.retarget import Retarget, RetargetOptions, clip_terrain, run  # noqa: E402
 from core.solver import SolverSettings  # noqa: E402
 from core.solver import job as solver_job  # noqa: E402
 from core.solver import terrain_start  # noqa: E402
-from core.terrain import sample_ground  # noqa: E402
-from core.terrain.shapes import bumps, ramp, stairs  # noqa: E402
-from core.track import ClipTrack  # noqa: E402
+from core.contacts.terrain import sample_ground  # noqa: E402
+from core.contacts.terrain.shapes import bumps, ramp, stairs  # noqa: E402
+from core.character.track import ClipTrack  # noqa: E402
 
 COLUMNS = ("floor_pen_mean", "floor_pen_max", "grounded_f1", "locked_f1", "jerk_mean", "root_jerk_mean",
            "root_jerk_max")

@@ -1,4 +1,4 @@
-"""Why ``core.vec3`` exists: microseconds of a sum over a last axis of length 3 (squared lengths, dot products) as
+"""Why ``core.rig.vec3`` exists: microseconds of a sum over a last axis of length 3 (squared lengths, dot products) as
 torch's reduction and as a product with a vector of ones, forward and forward + backward, at the sizes the solver
 uses (pair entries, capsule depths, move bounds), on torch's CPU with the given threads.
 
@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-from core.vec3 import sq_norm3  # noqa: E402
+from core.rig.vec3 import sq_norm3  # noqa: E402
 
 
 def micros(fn, repeat: int) -> float:
