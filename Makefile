@@ -49,11 +49,11 @@ test-core-numpy2:
 # the solver's bench, then the library runner's (12 jobs x 4 configurations: the better part of an hour on 2
 # cores; `make bench-library` alone)
 bench: $(STAMP)
-	$(PYTHON) tools/bench.py
-	$(PYTHON) tools/bench_library.py
+	$(PYTHON) tools/bench/run.py
+	$(PYTHON) tools/bench/bench_library.py
 
 bench-library: $(STAMP)
-	$(PYTHON) tools/bench_library.py
+	$(PYTHON) tools/bench/bench_library.py
 
 # The add-on's tests (bridge, batch, panels, operators, gizmos, packaging) on Blender 5.x (bpy 5.0 wheel, Python
 # 3.11) in a second venv; not part of `make test`.

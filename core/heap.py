@@ -3,7 +3,7 @@ memory").
 
 On Linux, glibc keeps the memory of freed blocks for reuse, and once a large block has been freed it raises its
 mmap threshold to that size, so later tensors up to that size come from its heap: a 10 000-frame solve's many
-temporaries of a few MB leave hundreds of MB held after they are freed (measured: ``tools/bench.py
+temporaries of a few MB leave hundreds of MB held after they are freed (measured: ``tools/bench/run.py
 --memory-child``), on top of which the metrics build theirs. ``release_free_memory`` asks glibc to return its free
 heap (``malloc_trim``); elsewhere it does nothing.
 """

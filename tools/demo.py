@@ -46,7 +46,7 @@ def parse_args(argv):
     p.add_argument("--quality", choices=("fast", "balanced", "best"), default="fast", help="solver preset")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="frame range (default: all)")
     p.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable), as "
-                   "tools/bench.py's")
+                   "tools/bench/run.py's")
     return p.parse_args(argv)
 
 

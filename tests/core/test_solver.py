@@ -788,7 +788,7 @@ def _eager_and_compiled(pair, solved, monkeypatch, compile_fn):
 def test_the_compiled_pose_evaluates_the_eager_pose_and_terms(pair, solved, monkeypatch):
     """``compile`` on the CPU routes every step's pose and dense terms through one function of the control points
     (what torch.compile compiles; here compiled as itself, so the test needs no C++ compiler): the same solve, to
-    float32 rounding (α enters as a tensor). A real compilation is measured by `make bench` (tools/bench_compile.py)."""
+    float32 rounding (α enters as a tensor). A real compilation is measured by `make bench` (tools/bench/bench_compile.py)."""
     calls = []
 
     def as_itself(fn, **kw):

@@ -1,4 +1,4 @@
-"""tools/bench_gpu.py (make bench's GPU lines): its comparisons run on the CPU here (the suite never needs a GPU),
+"""tools/bench/bench_gpu.py (make bench's GPU lines): its comparisons run on the CPU here (the suite never needs a GPU),
 what it says without CUDA, and a case pickled under the installed extension's module names read back."""
 
 import pickle
@@ -11,8 +11,8 @@ from core.pipeline import retarget as rt
 from core.solver import SolverSettings
 from core.types import Motion
 from tests.core.synth import make_humanoid, walk_motion
-from tools import bench_gpu
-from tools.bench import tile
+from tools.bench import bench_gpu
+from tools.bench.common import tile
 
 SETTINGS = SolverSettings(iterations=4, num_threads=2)
 
@@ -107,7 +107,7 @@ def test_a_case_pickled_under_the_extension_names_loads_as_this_checkout(case, t
 
 
 def test_setting_overrides_read_as_the_benches_read_them():
-    from tools.bench import setting_overrides
+    from tools.bench.common import setting_overrides
     over = setting_overrides(["smooth_root=0", "fitted_pen_surface=false", "source_ground=track", "w_pen=7.5"])
     assert over == {"smooth_root": 0, "fitted_pen_surface": False, "source_ground": "track", "w_pen": 7.5}
     # Python's spelling of a flag is a flag, not the (truthy) text 'False'
@@ -129,7 +129,7 @@ def test_the_group_check_runs_the_joint_solve_its_conflicts_and_its_re_solve_twi
 
 def test_a_module_constant_is_set_for_a_run_and_an_unknown_one_refused(monkeypatch):
     from core.solver import group
-    from tools.bench import set_constants
+    from tools.bench.common import set_constants
     monkeypatch.setattr(group, "PARTNER_STEP", group.PARTNER_STEP)      # put back after the test
     set_constants(["core.solver.group.PARTNER_STEP=0.75"], package="")
     assert group.PARTNER_STEP == 0.75

@@ -1,8 +1,8 @@
-"""tools/bench_targets.py: issue 11's PASS/FAIL lines of `make bench`, on hand-made metrics."""
+"""tools/bench/bench_targets.py: issue 11's PASS/FAIL lines of `make bench`, on hand-made metrics."""
 
 import math
 
-from tools.bench_targets import case_targets, mean_targets
+from tools.bench.bench_targets import case_targets, mean_targets
 
 
 def _metrics(**kw):

@@ -23,8 +23,10 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
-import bench  # noqa: E402  (the bench's loader; enables the add-on)
+import common  # noqa: E402  (the bench's loader; enables the add-on)
 import bench_partners as bp  # noqa: E402  (the partner bench's cases and formatting)
 
 
@@ -37,14 +39,14 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     mods = bp.modules()
     rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
-    loader = bench.Loader(mods, lambda s: None)
+    loader = common.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, args.frames)
     cols = bp.PARTNER + tuple(f"own {k}" for k in bp.OWN)
     print(f"{label}: {pathlib.Path(t_lead).stem} & {pathlib.Path(t_follow).stem}, {args.frames} frames, "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| variant | " + " | ".join(cols) + " | solve s |")
-    consts = [importlib.import_module(f"{bench.MODULE}.core.solver.{m}") for m in ("group", "partners")]
+    consts = [importlib.import_module(f"{common.MODULE}.core.solver.{m}") for m in ("group", "partners")]
     defaults = {(mod, k): getattr(mod, k) for mod in consts for k in dir(mod) if k.isupper()}
     for variant in ast.literal_eval(args.variants):
         overrides = {k: v for k, v in variant.items() if not k.isupper()}

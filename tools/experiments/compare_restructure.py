@@ -29,6 +29,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None):
@@ -45,7 +47,7 @@ def main(argv=None):
     os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_bl_"))
     import numpy as np
     import torch
-    import bench  # tools/bench.py: SCALING, ASSETS, tile
+    import common  # tools/bench/run.py: SCALING, ASSETS, tile
 
     torch.set_num_threads(args.threads)
     from extension import enable_addon
@@ -55,9 +57,9 @@ def main(argv=None):
     def m(prefix, name):
         return importlib.import_module(f"{prefix}.{name}")
     br = m(new, "reconform_addon.bridge")
-    case = args.case or bench.SCALING[:2]
-    src_arm = br.find_armature(br.import_file(str(bench.ASSETS / case[0])))
-    tgt_arm = br.find_armature(br.import_file(str(bench.ASSETS / case[1])))
+    case = args.case or common.SCALING[:2]
+    src_arm = br.find_armature(br.import_file(str(common.ASSETS / case[0])))
+    tgt_arm = br.find_armature(br.import_file(str(common.ASSETS / case[1])))
     sides = {}
     for label, prefix in (("old", old), ("new", new)):
         pipe = m(prefix, "reconform_addon.pipeline")
@@ -68,7 +70,7 @@ def main(argv=None):
 
     def run(label, frames):
         prefix, src, tgt, clip = sides[label]
-        mo = bench.tile(m(prefix, "core.types").Motion, clip, frames)
+        mo = common.tile(m(prefix, "core.types").Motion, clip, frames)
         settings = m(prefix, "core.solver").SolverSettings(num_threads=args.threads)
         t = time.perf_counter()
         if label == "new":

@@ -16,6 +16,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 import render_docs as rd  # noqa: E402  (enables the add-on; imports bpy)
 from render_docs import bpy, mod  # noqa: E402

@@ -1,4 +1,4 @@
-"""Foot and jerk diagnostics on the bench cases (tools/bench.py CASES, ../shared/assets), behind the
+"""Foot and jerk diagnostics on the bench cases (tools/bench/run.py CASES, ../shared/assets), behind the
 foot-locked definition (docs/metrics.md) and the solver's floor and smoothness settings (docs/solver.md).
 
     .venv/bin/python tools/experiments/diagnostics.py feet-sources
@@ -396,7 +396,7 @@ def main(argv=None):
     import importlib
 
     import torch
-    from tools import bench
+    from tools.bench import common as bench
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
     # the metrics' constants and the per-clip measures (core.metrics.measures: measure, jerk_magnitude, ...) as one name

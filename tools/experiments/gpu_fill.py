@@ -1,6 +1,6 @@
 """Torch's fill of new tensors under its deterministic algorithms, on and off, back to back on a GPU
 (``core.solver.optim.FILL_UNINITIALIZED``; docs/solver.md "GPU"): the bench's scaling case (a pickle from
-``tools/bench_gpu.py --save-case``), the whole retarget (copy-rotations, set-up, solve; reproducible) at each
+``tools/bench/bench_gpu.py --save-case``), the whole retarget (copy-rotations, set-up, solve; reproducible) at each
 length, alternating fill on / off ``--repeat`` times after an untimed warm-up: median seconds and frames/s of
 each, and whether the two results are identical bit for bit.
 
@@ -22,6 +22,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:

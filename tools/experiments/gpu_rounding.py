@@ -1,7 +1,7 @@
 """How far rounding alone moves the scaling case's solve, on the CPU and on a GPU (docs/solver.md "GPU"): the same
 clip solved in float32 on the CPU with ``--threads`` and with one thread (torch sums in another order), in float64 on
 the CPU, and in float32 on ``--device`` (reproducible); the bone-rotation angles between each pair (largest / 99.9th
-percentile / mean over every frame and bone, as ``tools/bench_gpu.py``), the frame and bone of the largest GPU–CPU
+percentile / mean over every frame and bone, as ``tools/bench/bench_gpu.py``), the frame and bone of the largest GPU–CPU
 difference, per setting variant.
 
     python3 tools/experiments/gpu_rounding.py --case .whl/case.pkl [--frames 75,1000] [--threads 16]
@@ -19,6 +19,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:

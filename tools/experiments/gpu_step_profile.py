@@ -1,5 +1,5 @@
 """Where a solver step's host time goes on a GPU, reproducible or not (docs/solver.md "GPU"): the bench's scaling
-case (a pickle from ``tools/bench_gpu.py --save-case``) set up as the product runs it, a few untimed steps (the
+case (a pickle from ``tools/bench/bench_gpu.py --save-case``) set up as the product runs it, a few untimed steps (the
 pose map's CUDA graph is recorded at the end of the set-up), then ``--steps`` steps timed, and the same steps under
 ``torch.profiler`` (CPU activity only: the host's dispatch, which bounds a launch-bound step): the operators with
 the most self time, per step.
@@ -22,6 +22,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,5 @@
 """Where a joint solve's extra time goes (docs/solver.md "Multi-character", "Timing"): one joint solve of K
-characters of `make bench`'s partner timing set (tools/bench_partners.py FIVE, 600 frames), then the same
+characters of `make bench`'s partner timing set (tools/bench/bench_partners.py FIVE, 600 frames), then the same
 members solved separately, with the seconds spent in the barrier between the characters (and its candidate
 refreshes), in the partner terms' forward pass, and in the characters' own self-contact barriers (jointly and
 separately).
@@ -30,6 +30,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def _refreshes(partners) -> str:
@@ -70,19 +72,19 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    import bench
-    fields = bench.setting_overrides(args.set)
+    import common
+    fields = common.setting_overrides(args.set)
     import bench_partners as bp
     mods = bp.modules()
-    loader = bench.Loader(mods, lambda s: None)
+    loader = common.Loader(mods, lambda s: None)
     pairs = bp.load_pairs(loader, bp.FIVE[:args.k], bp.FIRST, 600)
     solver, cr = mods["core.solver"], mods["core.pipeline.copy_rotations"]
-    barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
-    partners = importlib.import_module(f"{bench.MODULE}.core.solver.partners")
+    barrier = importlib.import_module(f"{common.MODULE}.core.solver.barrier")
+    partners = importlib.import_module(f"{common.MODULE}.core.solver.partners")
     for item in args.const:
         name, _, value = item.partition("=")
-        owners = [m for m in (barrier, partners, importlib.import_module(f"{bench.MODULE}.core.contacts.partners"),
-                              importlib.import_module(f"{bench.MODULE}.core.solver.group"))
+        owners = [m for m in (barrier, partners, importlib.import_module(f"{common.MODULE}.core.contacts.partners"),
+                              importlib.import_module(f"{common.MODULE}.core.solver.group"))
                   if hasattr(m, name)]
         if not owners:
             raise SystemExit(f"no module constant {name}")
@@ -92,18 +94,18 @@ def main(argv=None) -> int:
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr))
                                for (s, m, t), tr in zip(pairs, tracks)])
     spent = {}
-    bench.time_methods(spent, partners.PartnerObjective, "weighted")
+    common.time_methods(spent, partners.PartnerObjective, "weighted")
 
     def barrier_key(bar, name):       # the characters' own barriers apart from the one between them
         if not (bar.blocks and bar.blocks[0][0] == bar.blocks[0][1]):
             return f"PartnerBarrier.{name}"
         return "own barriers" if name == "weighted" else None   # an own barrier's searches are in its weighted()
-    bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_candidates", key=barrier_key)
+    common.time_methods(spent, barrier.PartnerBarrier, "weighted", "_candidates", key=barrier_key)
     if args.split:
         import torch as _torch
-        bench.time_methods(spent, importlib.import_module(f"{bench.MODULE}.core.solver.job").SolveJob, "_forward",
+        common.time_methods(spent, importlib.import_module(f"{common.MODULE}.core.solver.job").SolveJob, "_forward",
                            "terms_at")
-        bench.time_methods(spent, _torch.Tensor, "backward", key=lambda *_: "backward")
+        common.time_methods(spent, _torch.Tensor, "backward", key=lambda *_: "backward")
     settings = solver.SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations, **fields)
     jobs = [solver.SolveJob(s, m, t, i, settings, source_track=tr) for (s, m, t), i, tr in zip(pairs, inits, tracks)]
     group = solver.GroupSolveJob(jobs, settings)

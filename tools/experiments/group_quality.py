@@ -1,5 +1,5 @@
 """Each couple of a larger group, against the same couple solved as a group of two: `make bench`'s K = 5 timing set
-(tools/bench_partners.py FIVE: salsa 15's couple, salsa 05's couple 3 m away, a solo dancer 3 m the other way,
+(tools/bench/bench_partners.py FIVE: salsa 15's couple, salsa 05's couple 3 m away, a solo dancer 3 m the other way,
 600 frames) retargeted jointly through ``core.pipeline.group`` (copy-rotations placed together, then the joint
 solve), and each couple again on its own; per couple, the partner metrics of copy-rotations' start and of the
 solve (docs/metrics.md "Partners"). A couple's start and result in the larger group should read as in its own.
@@ -19,6 +19,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 KEYS = ("partner_contact_f1", "hand_partner_error_mean", "partner_pen_mean")
 COUPLES = {"salsa 15": (0, 1), "salsa 05": (2, 3)}
@@ -31,10 +33,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    import bench
+    import common
     import bench_partners as bp
     mods = bp.modules()
-    loader = bench.Loader(mods, lambda s: None)
+    loader = common.Loader(mods, lambda s: None)
     pairs = bp.load_pairs(loader, bp.FIVE, bp.FIRST, args.frames)
     rt, grp, mp = mods["core.pipeline.retarget"], mods["core.pipeline.group"], mods["core.metrics.partners"]
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1, iterations=args.iterations)

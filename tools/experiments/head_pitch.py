@@ -22,6 +22,8 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 #: key vertices read (all in the 41)
 NAMES = ("face_center", "head_back", "head_top", "neck_back", "belly")
@@ -47,13 +49,13 @@ def main(argv=None) -> int:
     import ast
     import torch
     torch.set_num_threads(1)
-    import bench
+    import common
     import bench_partners as bp
     mods = bp.modules()
-    bench.set_constants(args.const)
-    loader = bench.Loader(mods, lambda s: None)
+    common.set_constants(args.const)
+    loader = common.Loader(mods, lambda s: None)
     rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
-    track_mod = importlib.import_module(f"{bench.MODULE}.core.character.track")
+    track_mod = importlib.import_module(f"{common.MODULE}.core.character.track")
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, bp.FRAMES)
     overrides = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
         ids = character.keyverts.vertex_ids[[character.keyverts.names.index(n) for n in names]]
         return track_mod.ClipTrack(character, motion).vertices(ids)
 
-    head_mod = importlib.import_module(f"{bench.MODULE}.core.solver.head")
+    head_mod = importlib.import_module(f"{common.MODULE}.core.solver.head")
     for (src, mo, tgt), member in zip(pairs, joint.members):
         alone = rt.run(rt.Retarget(src, mo, tgt, dataclasses.replace(opts, init_motion=member.init_motion),
                                    source_track=member.source_track))

@@ -20,6 +20,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:
@@ -29,11 +31,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     stages = ast.literal_eval(args.stages)
     import torch
-    import bench
+    import common
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(args.frames, threads=1)
     rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
-    job_mod = importlib.import_module(f"{bench.MODULE}.core.solver.job")
+    job_mod = importlib.import_module(f"{common.MODULE}.core.solver.job")
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
     first = rt.run(rt.Retarget(src, motion, tgt, rt.RetargetOptions(settings=settings, metrics=False,
                                                                      conflicts=False)))

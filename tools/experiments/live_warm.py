@@ -8,7 +8,7 @@ window solved from copy-rotations.
 With --fidelity: a window warm-started from its own result (no step moves it), from the result's 6D vectors and
 from its rotations alone: the start's objective and its largest rotation difference from the result.
 
-The case of `make bench`'s artist line (tools/bench_artist.py: the Bandai kick tiled to 300 frames onto
+The case of `make bench`'s artist line (tools/bench/bench_artist.py: the Bandai kick tiled to 300 frames onto
 mh_teen_girl, 'balanced', 75-frame windows, 1 thread). Each variant is (core.pipeline.live.WARM_FRACTION,
 core.pipeline.live.WARM_LR). Printed per place: the cold window's objective over copy-rotations' and seconds, then each
 variant's start → end objective and seconds per scrub.
@@ -25,6 +25,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:
@@ -35,11 +37,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fidelity", action="store_true",
                     help="only: a window restarted from its own result, with and without its 6D vectors")
     args = ap.parse_args(argv)
-    import bench
+    import common
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
     rt = mods["core.pipeline.retarget"]
-    live_mod = importlib.import_module(f"{bench.MODULE}.core.pipeline.live")
+    live_mod = importlib.import_module(f"{common.MODULE}.core.pipeline.live")
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1)
     live = live_mod.LiveClip(src, motion, tgt, rt.RetargetOptions(settings=settings, metrics=False,
                                                                  conflicts=False), length=75)
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
         live_mod.WARM_LR = 1e-9                  # the steps do not move it: the start is what is measured
         last = solve(motion.frame_start + args.at[0])[1]
         names = tgt.skeleton.names
-        param = importlib.import_module(f"{bench.MODULE}.core.solver.parametrisation")
+        param = importlib.import_module(f"{common.MODULE}.core.solver.parametrisation")
         refit = param.REFIT_ITERATIONS
         for how, prev, iterations in (
                 ("the result's 6D vectors (warm_sixd)", last, refit),

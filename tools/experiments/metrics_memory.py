@@ -4,7 +4,7 @@ in chunks of frames (docs/solver.md "Long clips in windows").
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/metrics_memory.py FRAMES CHUNK|none
 
-FRAMES: the giant walk ping-pong tiled (``bench.tile``) onto ``mh_female_average`` (``bench.SCALING``). The peak is
+FRAMES: the giant walk ping-pong tiled (``common.tile``) onto ``mh_female_average`` (``common.SCALING``). The peak is
 VmHWM after resetting it (Linux: 5 written to /proc/self/clear_refs) just before the metrics; one thread.
 """
 
@@ -19,6 +19,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def _status_mb(key: str) -> float:
@@ -36,13 +38,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    import bench
-    mods, src, smo, tgt = bench.scaling_case(args.frames)
+    import common
+    mods, src, smo, tgt = common.scaling_case(args.frames)
     print(f"source: {src.mesh.num_verts} vertices, {src.skeleton.num_bones} bones; target: {tgt.mesh.num_verts} "
           f"vertices, {tgt.skeleton.num_bones} bones")
     chunk = None if args.chunk == "none" else int(args.chunk)
     Motion = mods["core.types"].Motion
-    metrics, cr, progress = (importlib.import_module(f"{bench.MODULE}.core.{n}")
+    metrics, cr, progress = (importlib.import_module(f"{common.MODULE}.core.{n}")
                              for n in ("metrics.scores", "pipeline.copy_rotations", "progress"))
     init = cr.copy_rotations(src, smo, tgt)
     init = Motion(init.rotations, init.locations, smo.fps, smo.frame_start)

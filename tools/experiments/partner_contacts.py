@@ -24,8 +24,10 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
-import bench  # noqa: E402  (the bench's loader; enables the add-on)
+import common  # noqa: E402  (the bench's loader; enables the add-on)
 import bench_partners as bp  # noqa: E402  (the partner bench's cases)
 
 
@@ -41,11 +43,11 @@ def main(argv=None) -> int:
     mods = bp.modules()
     rt, grp, mp = mods["core.pipeline.retarget"], mods["core.pipeline.group"], mods["core.metrics.partners"]
     track_cls = mods["core.character.track"].ClipTrack
-    loader = bench.Loader(mods, lambda s: None)
+    loader = common.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, args.frames)
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1,
-                                                        **bench.setting_overrides(args.set))
+                                                        **common.setting_overrides(args.set))
     opts = rt.RetargetOptions(settings=settings, conflicts=False)
     joint = grp.run_group(grp.RetargetGroup(pairs, opts))
     alone = [] if args.no_alone else [

@@ -26,8 +26,10 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
-import bench  # noqa: E402  (the bench's loader; enables the add-on)
+import common  # noqa: E402  (the bench's loader; enables the add-on)
 import bench_partners as bp  # noqa: E402  (the partner bench's cases)
 
 BONES = ("head", "neck", "chest", "left_lower_leg")
@@ -50,8 +52,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     mods = bp.modules()
     rt, grp, track = mods["core.pipeline.retarget"], mods["core.pipeline.group"], mods["core.character.track"]
-    gaze = importlib.import_module(f"{bench.MODULE}.core.contacts.gaze")
-    loader = bench.Loader(mods, lambda s: None)
+    gaze = importlib.import_module(f"{common.MODULE}.core.contacts.gaze")
+    loader = common.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], args.first, args.frames)
     print(f"{label}, clip frames {args.first}–{args.first + args.frames - 1}, "

@@ -26,6 +26,8 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:
@@ -38,15 +40,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    import bench
+    import common
     import bench_partners as bp
     mods = bp.modules()
-    loader = bench.Loader(mods, lambda s: None)
+    loader = common.Loader(mods, lambda s: None)
     rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
-    metrics = importlib.import_module(f"{bench.MODULE}.core.metrics.scores")
-    measures = importlib.import_module(f"{bench.MODULE}.core.metrics.measures")
-    weights = importlib.import_module(f"{bench.MODULE}.core.descriptors.weights")
-    track_mod = importlib.import_module(f"{bench.MODULE}.core.character.track")
+    metrics = importlib.import_module(f"{common.MODULE}.core.metrics.scores")
+    measures = importlib.import_module(f"{common.MODULE}.core.metrics.measures")
+    weights = importlib.import_module(f"{common.MODULE}.core.descriptors.weights")
+    track_mod = importlib.import_module(f"{common.MODULE}.core.character.track")
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, bp.FRAMES)
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1)
@@ -83,8 +85,8 @@ def main(argv=None) -> int:
                       f"{int((truth[:, k] & pred['joint'][:, k]).sum())} jointly")
     if not args.slider:
         return 0
-    cf = importlib.import_module(f"{bench.MODULE}.core.solver.conflicts")
-    partners_metrics = importlib.import_module(f"{bench.MODULE}.core.metrics.partners")
+    cf = importlib.import_module(f"{common.MODULE}.core.solver.conflicts")
+    partners_metrics = importlib.import_module(f"{common.MODULE}.core.metrics.partners")
     found = cf.detect_group_conflicts(joint.job)
     tracks = [m.source_track for m in joint.members]
     held = [[c for c in cs if "partner" in (c.term_a, c.term_b)] for cs in found]

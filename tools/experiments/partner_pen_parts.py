@@ -21,8 +21,10 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
-import bench  # noqa: E402  (the bench's loader; enables the add-on)
+import common  # noqa: E402  (the bench's loader; enables the add-on)
 import bench_partners as bp  # noqa: E402  (the partner bench's cases)
 
 
@@ -65,12 +67,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     mods = bp.modules()
-    mod = lambda name: importlib.import_module(f"{bench.MODULE}.core.{name}")     # noqa: E731
+    mod = lambda name: importlib.import_module(f"{common.MODULE}.core.{name}")     # noqa: E731
     rt, grp = mods["core.pipeline.retarget"], mods["core.pipeline.group"]
     mp, ClipTrack = mod("metrics.partners"), mod("character.track").ClipTrack
-    overrides = bench.setting_overrides(args.set)
+    overrides = common.setting_overrides(args.set)
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=1, **overrides)
-    loader = bench.Loader(mods, lambda s: None)
+    loader = common.Loader(mods, lambda s: None)
     label, lead, follow, t_lead, t_follow = next(c for c in bp.CASES if c[0].endswith(args.case))
     pairs = bp.load_pairs(loader, [(lead, t_lead, 0.0), (follow, t_follow, 0.0)], bp.FIRST, args.frames)
     joint = grp.run_group(grp.RetargetGroup(pairs, rt.RetargetOptions(settings=settings, conflicts=False)))

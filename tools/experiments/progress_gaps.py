@@ -3,7 +3,7 @@ panel and the batch command show while copy-rotations, the solver's set-up and i
 
     .venv/bin/python tools/experiments/progress_gaps.py [--frames 10000] [--threads 2]
 
-The bench's scaling clip (tools/bench.py SCALING) tiled to ``--frames``; metrics and conflicts off (they report
+The bench's scaling clip (tools/bench/run.py SCALING) tiled to ``--frames``; metrics and conflicts off (they report
 every 0.5 s and per term). Prints one line per Step: the seconds since the previous one, then its message.
 """
 
@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-import bench  # noqa: E402  (tools/bench.py: the add-on, the loader, the scaling clip)
+import common  # noqa: E402  (tools/bench/run.py: the add-on, the loader, the scaling clip)
 
 
 def main(argv=None):
@@ -23,7 +23,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
-    mods, src, smo, tgt = bench.scaling_case(args.frames)
+    mods, src, smo, tgt = common.scaling_case(args.frames)
     rt = mods["core.pipeline.retarget"]
     settings = mods["core.solver"].SolverSettings(iterations=10, num_threads=args.threads)
     job = rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))

@@ -8,7 +8,7 @@ with the same slider weights: the objective each ends at (over copy-rotations', 
 A variant is (resolve_fraction, warm_lr) or (resolve_fraction, warm_lr, True): the last continues the first
 solve's optimiser (``RetargetOptions.warm_state``; its learning rates are then full, warm_lr unused).
 
-The case of `make bench`'s artist line (tools/bench_artist.py: the Bandai kick tiled to 300 frames onto
+The case of `make bench`'s artist line (tools/bench/bench_artist.py: the Bandai kick tiled to 300 frames onto
 mh_teen_girl, 'balanced', 1 thread). The slider is the ``--conflict``-th conflict of the first solve (costliest
 first), set to ``--slider`` (0 keeps only its first term on that body part, 0.5 changes nothing).
 """
@@ -26,6 +26,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:
@@ -34,11 +36,11 @@ def main(argv=None) -> int:
     ap.add_argument("--conflict", type=int, default=0)
     ap.add_argument("--variants", default="[(0.3, 1.0), (0.15, 0.3), (0.15, 0.1), (0.1, 0.3)]")
     args = ap.parse_args(argv)
-    import bench
+    import common
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
     rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
-    conflicts = importlib.import_module(f"{bench.MODULE}.core.solver.conflicts")
+    conflicts = importlib.import_module(f"{common.MODULE}.core.solver.conflicts")
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
     opts = rt.RetargetOptions(settings=settings, metrics=False, conflicts=True)
     first = rt.run(rt.Retarget(src, motion, tgt, opts))

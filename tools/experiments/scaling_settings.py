@@ -1,4 +1,4 @@
-"""The bench's scaling case (tools/bench.py SCALING: a walk ping-pong tiled to N frames onto mh_female_average,
+"""The bench's scaling case (tools/bench/run.py SCALING: a walk ping-pong tiled to N frames onto mh_female_average,
 'balanced', no metrics, as the scaling line times it) with SolverSettings variants, interleaved in one process
 (variant A, B, ..., then again), so that two settings are compared under the same load (docs/solver.md).
 
@@ -17,6 +17,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:
@@ -28,8 +30,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
-    import bench
-    mods, src, mo, tgt = bench.scaling_case(args.frames)
+    import common
+    mods, src, mo, tgt = common.scaling_case(args.frames)
     variants = ast.literal_eval(args.variants)
     solver = mods["core.solver"]
     seconds = [[] for _ in variants]
@@ -37,11 +39,11 @@ def main(argv=None) -> int:
         for k, v in enumerate(variants):
             settings = solver.SolverSettings.preset("balanced", num_threads=args.threads, **v)
             t = time.perf_counter()
-            bench.retarget(mods, src, mo, tgt, settings, metrics=False)
+            common.retarget(mods, src, mo, tgt, settings, metrics=False)
             seconds[k].append(time.perf_counter() - t)
     base = min(seconds[0])
-    print(f"{pathlib.Path(bench.SCALING[0]).stem} tiled to {args.frames} frames -> "
-          f"{pathlib.Path(bench.SCALING[1]).stem}, {args.threads} threads, load average "
+    print(f"{pathlib.Path(common.SCALING[0]).stem} tiled to {args.frames} frames -> "
+          f"{pathlib.Path(common.SCALING[1]).stem}, {args.threads} threads, load average "
           f"{os.getloadavg()[0]:.1f}")
     print("variant | seconds (each run) | best | f/s | best / first variant's best")
     for v, s in zip(variants, seconds):

@@ -16,16 +16,18 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main() -> int:
-    import bench
+    import common
     import bench_artist
     mods, src, tgt, motion = bench_artist.issue_case(300, threads=1)
     rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
-    barrier = importlib.import_module(f"{bench.MODULE}.core.solver.barrier")
+    barrier = importlib.import_module(f"{common.MODULE}.core.solver.barrier")
     spent = {}
-    bench.time_methods(spent, barrier.PartnerBarrier, "weighted", "_refresh", "_candidates")
+    common.time_methods(spent, barrier.PartnerBarrier, "weighted", "_refresh", "_candidates")
     for w in (0.0, 1.0, 0.0, 1.0):
         settings = solver.SolverSettings.preset("balanced", num_threads=1, w_self_barrier=w)
         spent.clear()

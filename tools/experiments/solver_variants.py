@@ -6,7 +6,7 @@ solver's defaults (docs/solver.md).
     .venv/bin/python tools/experiments/solver_variants.py "[{}, {'knot_spacing': 0}]" --synthetic
     .venv/bin/python tools/experiments/solver_variants.py "[{}]" --const core.solver.bulges.BULGE_POINTS=0
 
-Each variant is a dict of SolverSettings overrides of the 'balanced' preset. Cases are tools/bench.py's
+Each variant is a dict of SolverSettings overrides of the 'balanced' preset. Cases are tools/bench/run.py's
 (../shared/assets; characters prepared once by its loader), or with ``--synthetic`` the synthetic pair of
 tests/core/synth.py (no assets, about a minute). Every retarget goes through core.pipeline.retarget, as the product's;
 copy-rotations is its baseline, measured against the same source labels (above the floor the solve used).
@@ -48,8 +48,8 @@ def synthetic_cases(frames: int):
 
 
 def bench_cases(args):
-    """[(name, source, clip, target)] of tools/bench.py's cases whose clip name contains one of --cases."""
-    from tools import bench
+    """[(name, source, clip, target)] of tools/bench/run.py's cases whose clip name contains one of --cases."""
+    from tools.bench import common as bench
     mods = bench.enable_addon()
     loader = bench.Loader(mods, lambda s: None)
     wanted = [w for w in args.cases.split(",") if w]
@@ -89,7 +89,7 @@ def main(argv=None):
     else:
         cases, rt, solver = bench_cases(args)
     if args.const:
-        from tools import bench
+        from tools.bench import common as bench
         bench.set_constants(args.const, package="" if args.synthetic else bench.MODULE)
     rows = {i: [] for i in range(-1, len(variants))}
     print("case | variant | seconds | " + " | ".join(KEYS))

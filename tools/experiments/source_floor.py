@@ -6,7 +6,7 @@ it, else its tracked level).
     .venv/bin/python tools/experiments/source_floor.py [--modes zero,estimate,track] [--max-frames 400]
         [--cases walk,salsa] [--threads 1]
 
-Cases: tools/bench.py's, then ``EXTRA`` (other shared clips onto other characters). Per case it prints the
+Cases: tools/bench/run.py's, then ``EXTRA`` (other shared clips onto other characters). Per case it prints the
 floor ``auto_ground`` reads (z = 0, or the tracked level's mean and range), the fitted body's planted soles above
 z = 0 (``core.contacts.ground.planted_soles`` before the fit moves them: a body's error, not the floor's), and per method
 grounded F1 / foot-locked F1 / floor penetration under each reading. ``auto`` is not solved: it is the ``zero`` or
@@ -41,7 +41,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import numpy as np
     import torch
-    from tools import bench
+    from tools.bench import common as bench
     torch.set_num_threads(args.threads)
     mods = bench.enable_addon()
     M = lambda name: __import__(f"{bench.MODULE}.{name}", fromlist=["x"])   # noqa: E731

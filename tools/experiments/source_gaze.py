@@ -21,8 +21,10 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
-import bench  # noqa: E402  (the bench's loader; enables the add-on)
+import common  # noqa: E402  (the bench's loader; enables the add-on)
 import bench_partners as bp  # noqa: E402  (the partner bench's cases)
 
 
@@ -34,8 +36,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     mods = bp.modules()
     track = mods["core.character.track"]
-    gaze = importlib.import_module(f"{bench.MODULE}.core.contacts.gaze")
-    loader = bench.Loader(mods, lambda s: None)
+    gaze = importlib.import_module(f"{common.MODULE}.core.contacts.gaze")
+    loader = common.Loader(mods, lambda s: None)
     print(f"angle from each dancer's gaze to the nearest key vertex of the partner ({args.frames} frames from "
           f"{args.first}); a gaze entry needs ≤ {gaze.GAZE_MAX_DEG:g}°")
     for label, lead, follow, t_lead, t_follow in bp.CASES:

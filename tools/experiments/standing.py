@@ -16,6 +16,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def main(argv=None) -> int:
@@ -24,11 +26,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import numpy as np
 
-    import bench
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    core = {n: importlib.import_module(f"{bench.MODULE}.core.{n}") for n in ("pipeline.copy_rotations", "contacts.ground", "character.track")}
-    clips = args.clips or sorted(str(p.relative_to(bench.ASSETS)) for p in (bench.ASSETS / "motions").iterdir()
+    import common
+    mods = common.enable_addon()
+    loader = common.Loader(mods, lambda s: None)
+    core = {n: importlib.import_module(f"{common.MODULE}.core.{n}") for n in ("pipeline.copy_rotations", "contacts.ground", "character.track")}
+    clips = args.clips or sorted(str(p.relative_to(common.ASSETS)) for p in (common.ASSETS / "motions").iterdir()
                                  if p.suffix in (".bvh", ".fbx"))
     for rel in clips:
         src, motion, _ = loader.source(rel)

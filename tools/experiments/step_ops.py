@@ -4,7 +4,7 @@ come from on a GPU, and its per-operation overhead on a short clip on the CPU (d
     .venv/bin/python tools/experiments/step_ops.py [--frames 75] [--steps 5] [--top 25]
     .venv/bin/python tools/experiments/step_ops.py --time --frames 38 75 150 300 1000 [--steps 30] [--floor]
 
-The bench's scaling case (tools/bench.py SCALING) is set up as the product runs it, five steps are taken, then
+The bench's scaling case (tools/bench/run.py SCALING) is set up as the product runs it, five steps are taken, then
 ``--steps`` more are counted with a ``TorchDispatchMode``: every aten operation (views included; on a GPU most of
 the others are a kernel launch each), attributed to the innermost function under ``core/`` on the Python stack, or
 to BACKWARD when autograd's engine runs it. Then the pose map alone (control points → key vertices, sole and body
@@ -30,6 +30,8 @@ import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 
 def counter():
@@ -58,7 +60,7 @@ def counter():
 
 def started_job(bench, frames: int):
     """The scaling case's SolveJob at ``frames`` frames, set up as the product runs it, after five steps."""
-    mods, src, mo, tgt = bench.scaling_case(frames)
+    mods, src, mo, tgt = common.scaling_case(frames)
     rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=1)
     run = rt.Retarget(src, mo, tgt, rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))
@@ -152,7 +154,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    import bench
+    import common
     if args.time:
         return timing(bench, args.frames, args.steps, args.floor)
     frames = args.frames[0]
@@ -162,7 +164,7 @@ def main(argv=None) -> int:
         for _ in range(K):
             job._adam_step()
     total = sum(c.by_place.values())
-    case = f"{pathlib.Path(bench.SCALING[0]).stem} tiled to {frames} frames -> {pathlib.Path(bench.SCALING[1]).stem}"
+    case = f"{pathlib.Path(common.SCALING[0]).stem} tiled to {frames} frames -> {pathlib.Path(common.SCALING[1]).stem}"
     print(f"{case}: {total / K:.0f} operations a step (mean of {K})")
     for place, n in c.by_place.most_common(args.top):
         print(f"{n / K:8.1f}  {place}")
@@ -177,7 +179,7 @@ def main(argv=None) -> int:
             torch.stack([t.sum() for t in outs if t is not None]).sum().backward()
     print(f"\nthe pose map and its backward: {sum(c.by_place.values()) / K:.0f} operations (of which BACKWARD "
           f"{c.by_place['BACKWARD'] / K:.0f}; a sum of its outputs included)")
-    graphed = importlib.import_module(f"{bench.MODULE}.core.solver.graphed")
+    graphed = importlib.import_module(f"{common.MODULE}.core.solver.graphed")
     if hasattr(graphed, "dense_at"):           # the dense terms alone, at the pose (what a GPU records with it)
         with torch.no_grad():
             off, p, _, pts = graphed.pose(job, *job.param.frame_residuals())

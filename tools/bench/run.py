@@ -1,19 +1,19 @@
 """`make bench`: copy-rotations vs ReConForM on clips x characters from ../shared/assets.
 
 Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end frames/s),
-the terrain cases (tools/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling line (solver
-frames/s at 75, 300, 1000 and 3000 frames) and its GPU lines when torch sees CUDA (tools/bench_gpu.py: 75, 1 000
-and 10 000 frames, against the CPU), an artist's loop (tools/bench_artist.py: a first solve of 300 frames, a
+the terrain cases (tools/bench/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling line (solver
+frames/s at 75, 300, 1000 and 3000 frames) and its GPU lines when torch sees CUDA (tools/bench/bench_gpu.py: 75, 1 000
+and 10 000 frames, against the CPU), an artist's loop (tools/bench/bench_artist.py: a first solve of 300 frames, a
 re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its metrics and
 conflicts, and its longest stretch without a progress step (measured in a child process), the long-clip windows
-section (tools/bench_windows.py: a clip whole and in windows, seams, memory by length), and writes the same text
+section (tools/bench/bench_windows.py: a clip whole and in windows, seams, memory by length), and writes the same text
 to bench_output/bench.md.
 
-    .venv/bin/python tools/bench.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
+    .venv/bin/python tools/bench/run.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
         [--no-windows] [--threads 2] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
-    .venv/bin/python tools/bench.py --partners-only      # only the partners section (tools/bench_partners.py)
+    .venv/bin/python tools/bench/run.py --partners-only      # only the partners section (tools/bench/bench_partners.py)
 
-The partners section (several characters retargeted together, ReConForM §6.1: tools/bench_partners.py) runs after
+The partners section (several characters retargeted together, ReConForM §6.1: tools/bench/bench_partners.py) runs after
 the single-pair table; ``--no-partners`` leaves it out.
 
 Timings are wall-clock on whatever machine runs it; on a shared 2-core machine they are noisy.
@@ -34,21 +34,12 @@ import sys
 import time
 import tracemalloc
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-ASSETS = ROOT.parent / "shared" / "assets"
-REPO_NAME = "reconform_bench"
-MODULE = f"bl_ext.{REPO_NAME}.reconform"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+from common import (ASSETS, CASES, MODULE, SCALING, Loader, _rss_kb, enable_addon, finish,  # noqa: E402
+                    retarget, scaling_case, set_constants, setting_overrides, tile)
 
-#: (source clip, target character, first frame index, frame count or None for all)
-CASES = [
-    ("motions/NC_bandai_walk_normal_001.bvh", "characters/mh_male_heavy.glb", 0, None),
-    ("motions/NC_bandai_slash_normal_001.bvh", "characters/mh_female_curvy_mixamorig.glb", 0, None),
-    ("motions/NC_bandai_kick_normal_001.bvh", "characters/mh_teen_girl.glb", 0, None),
-    ("motions/cmu_07_01_walk.fbx", "characters/mh_female_thin_tall.glb", 1, None),
-    ("characters/mesh2motion_mannequin_ymca.glb", "characters/mh_male_muscular.glb", 0, None),
-    ("motions/cmu_salsa_60_15_lead.bvh", "characters/mh_male_average.glb", 0, 1000),
-]
-SCALING = ("motions/NC_bandai_walk_giant_001.bvh", "characters/mh_female_average.glb", (75, 300, 1000, 3000))
+
 METRICS = ("jerk_mean", "jerk_max", "floor_pen_mean", "floor_pen_max", "self_pen_mean", "self_pen_max",
            "grounded_f1", "grounded_auc", "locked_f1", "locked_auc", "locked_strict_f1", "contact_f1",
            "head_turn_mean", "head_turn_max")
@@ -57,123 +48,6 @@ METRICS = ("jerk_mean", "jerk_max", "floor_pen_mean", "floor_pen_max", "self_pen
 SUNK_SOURCE = 0.01
 #: source rows show the source's own value of these (the reference; F1/AUC are against the source itself)
 SOURCE_METRICS = ("jerk_mean", "jerk_max", "floor_pen_mean", "floor_pen_max", "self_pen_mean", "self_pen_max")
-
-
-def enable_addon():
-    sys.path.insert(0, str(ROOT / "tools"))
-    import retarget
-    retarget.enable_addon(REPO_NAME)
-    return {name: importlib.import_module(f"{MODULE}.{name}") for name in (
-        "reconform_addon.bridge", "reconform_addon.pipeline", "core.pipeline.retarget", "core.solver", "core.types",
-        "core.pipeline.windows", "core.character.track")}
-
-
-class Loader:
-    """Imports each asset once and keeps its Character (and Motion for sources)."""
-
-    def __init__(self, mods, log):
-        self.m = mods
-        self.log = log
-        self.cache = {}
-
-    def character(self, rel):
-        if rel not in self.cache:
-            bridge, pipeline = self.m["reconform_addon.bridge"], self.m["reconform_addon.pipeline"]
-            t = time.perf_counter()
-            objs = bridge.import_file(str(ASSETS / rel))
-            arm = bridge.find_armature(objs)
-            ch = pipeline.prepare_character(arm, keyvert_count=41, fit_body=True)
-            self.cache[rel] = (arm, ch, time.perf_counter() - t)
-            self.log(f"  loaded {rel} ({time.perf_counter() - t:.1f} s)")
-        return self.cache[rel]
-
-    def source(self, rel, first=0, count=None):
-        arm, ch, t_load = self.character(rel)
-        key = ("motion", rel)
-        if key not in self.cache:
-            self.cache[key] = self.m["reconform_addon.bridge"].read_motion(arm, ch.skeleton)
-        mo = self.cache[key]
-        stop = mo.num_frames if count is None else min(mo.num_frames, first + count)
-        return ch, mo.slice(first, stop), t_load
-
-
-def time_methods(spent: dict, cls, *names, key=None):
-    """Wrap the methods ``names`` of ``cls`` so that every call adds its seconds to ``spent['Cls.name']`` (the
-    experiments that say where a solve's time goes); ``key(instance, name)``, when given, names the entry per call
-    instead (None: not counted)."""
-    for name in names:
-        f = getattr(cls, name)
-        default = f"{cls.__name__}.{name}"
-
-        def wrapper(self, *a, _f=f, _name=name, _default=default, **kw):
-            t = time.perf_counter()
-            try:
-                return _f(self, *a, **kw)
-            finally:
-                k = _default if key is None else key(self, _name)
-                if k is not None:
-                    spent[k] = spent.get(k, 0.0) + time.perf_counter() - t
-        setattr(cls, name, wrapper)
-
-
-def setting_overrides(pairs) -> dict:
-    """SolverSettings overrides from ``--set NAME=VALUE`` strings: numbers, true/false and lists as JSON, Python's
-    own literals (True, False, None, tuples) as Python reads them, anything else (track, feet, ...) as text."""
-    out = {}
-    for kv in pairs:
-        k, _, v = kv.partition("=")
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            try:
-                out[k] = ast.literal_eval(v)
-            except (ValueError, SyntaxError):
-                out[k] = v
-    return out
-
-
-def set_constants(items, package: str = MODULE):
-    """Set each ``module.NAME=VALUE`` of ``items`` (``VALUE`` a Python literal) on ``package.module`` (a variant
-    of a module constant for a whole run: ``--const``); prints each."""
-    for item in items:
-        name, _, value = item.partition("=")
-        module, _, attr = name.rpartition(".")
-        mod = importlib.import_module(f"{package}.{module}" if package else module)
-        if not hasattr(mod, attr):
-            raise SystemExit(f"no module constant {name}")
-        setattr(mod, attr, ast.literal_eval(value))
-        print(f"{name} = {getattr(mod, attr)!r}")
-
-
-def tile(motion_cls, motion, frames):
-    """The clip repeated (ping-pong, so it stays continuous) up to ``frames`` frames."""
-    import numpy as np
-    idx = []
-    k = 0
-    T = motion.num_frames
-    while len(idx) < frames:
-        idx.extend(range(T) if k % 2 == 0 else range(T - 1, -1, -1))
-        k += 1
-    idx = np.asarray(idx[:frames])
-    return motion_cls(motion.rotations[idx], motion.locations[idx], motion.fps, motion.frame_start)
-
-
-def scaling_case(frames: int, mods=None):
-    """(mods, source, its clip tiled to ``frames`` frames, target) of the scaling line (``SCALING``), the add-on
-    enabled when ``mods`` is None."""
-    mods = mods or enable_addon()
-    loader = Loader(mods, lambda s: None)
-    src, smo, _ = loader.source(SCALING[0])
-    _, tgt, _ = loader.character(SCALING[1])
-    return mods, src, tile(mods["core.types"].Motion, smo, frames), tgt
-
-
-def retarget(mods, src, smo, tgt, settings, metrics=True):
-    """The one retarget path (core.pipeline.retarget, as the panel and the batch command run it) on prepared characters;
-    returns its Outcome."""
-    rt = mods["core.pipeline.retarget"]
-    return rt.run(rt.Retarget(src, smo, tgt, rt.RetargetOptions(settings=settings, metrics=metrics,
-                                                               conflicts=False)))
 
 
 def run_case(mods, src, smo, tgt, settings, log):
@@ -205,7 +79,7 @@ def feet_readings(mods, o) -> dict:
 
 def issue_targets(out, agg, targets: dict):
     """The feet under both readings of the source's floor, then issue 11's targets per case and over the cases
-    (tools/bench_targets.py: feet above the source's own floor), each also summed up in ``targets``."""
+    (tools/bench/bench_targets.py: feet above the source's own floor), each also summed up in ``targets``."""
     import bench_targets as bt
     out()
     out("Feet under both readings of the source (docs/metrics.md \"Whose floor\"): grounded F1 / foot-locked F1 with "
@@ -220,7 +94,7 @@ def issue_targets(out, agg, targets: dict):
                  for r in ("zero", "own")]
         out(f"| {name} | {feet['floor']} | " + " | ".join(cells) + " |")
     out()
-    out("Issue 11 targets per case (`tools/bench_targets.py`; the source's feet above its own floor):")
+    out("Issue 11 targets per case (`tools/bench/bench_targets.py`; the source's feet above its own floor):")
     out()
     out("| case | target | measured | pass |")
     out("|---|---|---|---|")
@@ -315,21 +189,13 @@ def memory_child(frames, threads, window=None, overrides=None, constants=(), tra
                                       phase_rss_mb={k: round(v) for k, v in phase_rss.items()})))
 
 
-def _rss_kb(key="VmRSS:"):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1])
-    return 0
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="first two cases, short clips, no scaling/memory")
     ap.add_argument("--cases", type=int, default=None, help="run only the first N cases")
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
-    ap.add_argument("--no-terrain", action="store_true", help="skip the terrain cases (tools/bench_terrain.py)")
+    ap.add_argument("--no-terrain", action="store_true", help="skip the terrain cases (tools/bench/bench_terrain.py)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
@@ -376,7 +242,7 @@ def main(argv=None):
         cases = cases[:args.cases]
     out("# ReConForM benchmark")
     out()
-    out(f"`{' '.join(['tools/bench.py'] + (argv if argv is not None else sys.argv[1:]))}` — torch "
+    out(f"`{' '.join(['tools/bench/run.py'] + (argv if argv is not None else sys.argv[1:]))}` — torch "
         f"{torch.__version__}, {args.threads} threads, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs; preset '{args.quality}' ({settings.iterations} iterations)"
         + (f", overrides {overrides}" if overrides else ""))
@@ -493,12 +359,12 @@ def main(argv=None):
         out(f"Scaling (retarget frames/s incl. copy-rotations and solver set-up, no metrics, "
             f"{pathlib.Path(SCALING[0]).stem} ping-pong tiled → "
             f"{pathlib.Path(SCALING[1]).stem}): " + "; ".join(parts))
-        out()                            # --- the same case with the pose map compiled (tools/bench_compile.py) ---
+        out()                            # --- the same case with the pose map compiled (tools/bench/bench_compile.py) ---
         import bench_compile
         targets.update(bench_compile.section(out, lambda *a: retarget(mods, *a, metrics=False),
                                              lambda m, n: tile(mods["core.types"].Motion, m, n), src, smo, tgt,
                                              settings, log=log))
-        out()                            # --- the same case on CUDA, when torch sees one (tools/bench_gpu.py) ---
+        out()                            # --- the same case on CUDA, when torch sees one (tools/bench/bench_gpu.py) ---
         import bench_gpu
         targets.update(bench_gpu.section(out, mods["core.pipeline.retarget"], lambda m, n: tile(mods["core.types"].Motion, m, n),
                                          src, smo, tgt, settings,
@@ -523,20 +389,20 @@ def main(argv=None):
                 f"{d['longest_silence_s']:.1f} s", d["longest_silence_s"] <= 10.0)
         else:
             out("Memory measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
-    # --- an artist's loop: first solve, re-solve, a window (tools/bench_artist.py) ---
+    # --- an artist's loop: first solve, re-solve, a window (tools/bench/bench_artist.py) ---
     if not args.quick and not args.no_scaling:
         import bench_artist
         targets.update(bench_artist.section(out, mods, loader, args.threads))
-    # --- long clips in windows (tools/bench_windows.py) ---
+    # --- long clips in windows (tools/bench/bench_windows.py) ---
     if not args.quick and not args.no_windows:
         import bench_windows
         w_args = argparse.Namespace(frames=1000, window=300, overlap=60, threads=args.threads,
                                     memory=[] if args.no_memory else [3000, 10000])
         targets.update(bench_windows.section(out, log, mods, loader, settings, w_args, SCALING))
-    # --- key-vertex transfer speed (tools/bench_keyverts.py) ---
+    # --- key-vertex transfer speed (tools/bench/bench_keyverts.py) ---
     from bench_keyverts import bench_keyverts
     bench_keyverts(lambda name: importlib.import_module(f"{MODULE}.{name}"), out=out)
-    # --- characters retargeted together (tools/bench_partners.py) ---
+    # --- characters retargeted together (tools/bench/bench_partners.py) ---
     if not args.no_partners:
         import bench_partners
         out()
@@ -552,21 +418,6 @@ def main(argv=None):
     out()
     finish(out, lines, targets, args.out, f"Total bench time {time.perf_counter() - t_all:.0f} s.")
     return 0
-
-
-def finish(out, lines, targets: dict, path, last_line: str):
-    """The targets table ({label: (measured, pass)}) and ``last_line`` through ``out``, then every line written
-    to ``path`` (markdown)."""
-    out("| target | measured | pass |")
-    out("|---|---|---|")
-    for label, (value, ok) in targets.items():
-        out(f"| {label} | {value} | {'PASS' if ok else 'FAIL'} |")
-    out()
-    out(last_line)
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Render the terrain pictures of docs/solver.md "Terrain" from `make demo`'s output, headless (bpy wheel).
 
-    .venv/bin/python tools/render_terrain.py [--blend demo_output/output.blend] [--out docs/img]
+    .venv/bin/python tools/render/render_terrain.py [--blend demo_output/output.blend] [--out docs/img]
         [--frames 60 100 140]
 
 For each walker of the demo's grounds ('StairsClimber' on 'Stairs', 'RampWalker' on 'Ramp'), the same frames
@@ -19,7 +19,7 @@ import pathlib
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 if "bpy" not in sys.modules:
     os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_terrain_"))
 

@@ -1,7 +1,7 @@
 """Render the pictures of docs/user_guide.md headless, from the project's own code and the shared characters.
 
-    .venv/bin/python tools/render_docs.py [--out docs/img] [--assets ../shared/assets] [--frames 1 60]
-    .venv/bin/python tools/render_docs.py --zoo          # docs/img/zoo.png, zoo_side.png only
+    .venv/bin/python tools/render/render_docs.py [--out docs/img] [--assets ../shared/assets] [--frames 1 60]
+    .venv/bin/python tools/render/render_docs.py --zoo          # docs/img/zoo.png, zoo_side.png only
 
 Uses the Workbench engine (runs on the bpy wheel without a GPU in under a second per image; EEVEE took 132 s
 for a cube here and Cycles needs many samples). Panels cannot be rendered headless, so the pictures show the
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPO_NAME = "reconform_docs"
 MODULE = f"bl_ext.{REPO_NAME}.reconform"
 

@@ -2,13 +2,13 @@
 retarget with the pose map and its dense terms compiled by ``torch.compile`` against the eager solve, in one
 process (docs/solver.md "Compiled pose map").
 
-    .venv/bin/python tools/bench_compile.py [--frames 75 300] [--repeat 2] [--threads 1]
+    .venv/bin/python tools/bench/bench_compile.py [--frames 75 300] [--repeat 2] [--threads 1]
 
 Per clip length: the first compiled retarget (which compiles, or loads torch's on-disk cache of an earlier
 process), then eager and compiled retargets in turn, ``--repeat`` of each; printed: the first run's seconds, the
 medians, their ratio and the largest bone-rotation difference between the two results (float32 rounding: the
 compiled kernels sum in another order). Timed as the scaling line: copy-rotations plus the solve with its set-up,
-no metrics (``bench.retarget``).
+no metrics (``common.retarget``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import statistics
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 from bench_gpu import angles_deg  # noqa: E402  (the GPU line's rotation difference, the same measure)
 
@@ -73,15 +75,15 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     import torch
-    import bench
+    import common
     torch.set_num_threads(args.threads)
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    src, smo, _ = loader.source(bench.SCALING[0])
-    _, tgt, _ = loader.character(bench.SCALING[1])
+    mods = common.enable_addon()
+    loader = common.Loader(mods, lambda s: None)
+    src, smo, _ = loader.source(common.SCALING[0])
+    _, tgt, _ = loader.character(common.SCALING[1])
     settings = mods["core.solver"].SolverSettings(num_threads=args.threads)
-    targets = section(print, lambda *a: bench.retarget(mods, *a, metrics=False),
-                      lambda m, n: bench.tile(mods["core.types"].Motion, m, n), src, smo, tgt, settings,
+    targets = section(print, lambda *a: common.retarget(mods, *a, metrics=False),
+                      lambda m, n: common.tile(mods["core.types"].Motion, m, n), src, smo, tgt, settings,
                       args.frames, args.repeat)
     for k, (v, ok) in targets.items():
         print(f"| {k} | {v} | {'PASS' if ok else 'FAIL'} |")

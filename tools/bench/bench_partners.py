@@ -1,8 +1,8 @@
 """`make bench`, partners section: characters retargeted together (ReConForM §6.1) on the salsa pairs of
 ../shared/assets (lead and follow captured together), onto partners of contrasting sizes.
 
-    .venv/bin/python tools/bench_partners.py [--quick] [--cases N] [--no-timing] [--set w_partner=3] [--threads 1]
-    .venv/bin/python tools/bench.py --partners-only          # the same, as a section of make bench
+    .venv/bin/python tools/bench/bench_partners.py [--quick] [--cases N] [--no-timing] [--set w_partner=3] [--threads 1]
+    .venv/bin/python tools/bench/run.py --partners-only          # the same, as a section of make bench
 
 Per case, three methods on the same start (copy-rotations placed together, ``copy_rotations.place_together``):
 copy-rotations itself; each character solved alone (``core.pipeline.retarget.Retarget`` from that start); the joint
@@ -27,10 +27,12 @@ import sys
 import threading
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
-import bench  # noqa: E402  (the bench's loader and the add-on's modules)
+import common  # noqa: E402  (the bench's loader and the add-on's modules)
 
 #: (label, lead clip, follow clip, lead's target, follow's target)
 CASES = [
@@ -148,18 +150,18 @@ def memory_child(k, frames, iterations, threads):
     import torch
     torch.set_num_threads(threads)
     mods = modules()
-    loader = bench.Loader(mods, lambda s: None)
+    loader = common.Loader(mods, lambda s: None)
     pairs = load_pairs(loader, FIVE[:k], FIRST, frames)
     cr, solver = mods["core.pipeline.copy_rotations"], mods["core.solver"]
     tracks = [mods["core.character.track"].ClipTrack(s, m) for s, m, _ in pairs]
     inits = cr.place_together([(s, m, tr, t, cr.copy_rotations(s, m, t, tr)) for (s, m, t), tr in zip(pairs, tracks)])
-    base = bench._rss_kb()
+    base = common._rss_kb()
     peak = [base]
     done = threading.Event()
 
     def sample():            # the solve's own peak: RSS sampled every 5 ms (ru_maxrss keeps the import's)
         while not done.is_set():
-            peak[0] = max(peak[0], bench._rss_kb())
+            peak[0] = max(peak[0], common._rss_kb())
             done.wait(0.005)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -179,9 +181,9 @@ def memory_child(k, frames, iterations, threads):
 
 def modules(mods=None):
     """The add-on's modules this section uses (``mods``: those of a bench that already enabled it)."""
-    mods = dict(mods) if mods is not None else bench.enable_addon()
+    mods = dict(mods) if mods is not None else common.enable_addon()
     for name in ("core.pipeline.group", "core.metrics.partners", "core.pipeline.copy_rotations", "core.character.track"):
-        mods[name] = bench.importlib.import_module(f"{bench.MODULE}.{name}")
+        mods[name] = common.importlib.import_module(f"{common.MODULE}.{name}")
     return mods
 
 
@@ -190,9 +192,9 @@ def section(out, log, args, mods=None):
     import torch
     torch.set_num_threads(args.threads)
     mods = mods or modules()
-    overrides = bench.setting_overrides(args.set)
+    overrides = common.setting_overrides(args.set)
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads, **overrides)
-    loader = bench.Loader(mods, log)
+    loader = common.Loader(mods, log)
     frames = 150 if args.quick else FRAMES
     cases = CASES if args.cases is None else CASES[:args.cases]
     targets = {}
@@ -307,7 +309,7 @@ def section(out, log, args, mods=None):
 
 
 def parse(argv=None):
-    """The command line of this section (``main``'s, and ``tools/bench.py``'s call of ``section``)."""
+    """The command line of this section (``main``'s, and ``tools/bench/run.py``'s call of ``section``)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="150 frames, 2 timing runs of 30 iterations")
     ap.add_argument("--cases", type=int, default=None, help="run only the first N cases (0: the timing only)")
@@ -331,13 +333,13 @@ def main(argv=None):
     if args.memory_child:
         memory_child(args.memory_child, args.frames, args.iterations, args.threads)
         return 0
-    if not (bench.ASSETS / "characters").is_dir():
-        print(f"error: shared assets not found at {bench.ASSETS}", file=sys.stderr)
+    if not (common.ASSETS / "characters").is_dir():
+        print(f"error: shared assets not found at {common.ASSETS}", file=sys.stderr)
         return 1
     mods = None
     if args.const:
         mods = modules()                  # the add-on enabled first: the constants are its modules'
-        bench.set_constants(args.const)
+        common.set_constants(args.const)
     lines = []
 
     def out(s=""):
@@ -347,11 +349,11 @@ def main(argv=None):
     t0 = time.perf_counter()
     out("# ReConForM benchmark: partners")
     out()
-    out(f"`{' '.join(['tools/bench_partners.py'] + (argv if argv is not None else sys.argv[1:]))}`")
+    out(f"`{' '.join(['tools/bench/bench_partners.py'] + (argv if argv is not None else sys.argv[1:]))}`")
     out()
     targets = section(out, log, args, mods)
     out()
-    bench.finish(out, lines, targets, args.out, f"Total {time.perf_counter() - t0:.0f} s.")
+    common.finish(out, lines, targets, args.out, f"Total {time.perf_counter() - t0:.0f} s.")
     return 0
 
 

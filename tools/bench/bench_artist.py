@@ -1,7 +1,7 @@
 """Where an artist's time goes (issue 16): the first solve of a 300-frame clip, a warm-started re-solve after a
 conflict slider, a 75-frame window (alone, and as the panel's Live solves it), and one solver step taken apart.
 
-    .venv/bin/python tools/bench_artist.py [--frames 300] [--window 75] [--threads 2] [--repeat 3] [--parts]
+    .venv/bin/python tools/bench/bench_artist.py [--frames 300] [--window 75] [--threads 2] [--repeat 3] [--parts]
         [--set NAME=VALUE ...]
 
 The case of the issue: the Bandai kick (tiled to --frames) onto mh_teen_girl, 'balanced' preset; every run goes
@@ -11,7 +11,7 @@ the last result as warm start continuing the first solve's optimiser and set-up 
 held at 1, ``resolve_state_fraction`` of the steps, one per-part weight changed).
 Medians of --repeat runs in one process. With --parts, then one step of the first solve, part by part (forward,
 and forward plus backward), median of 20 after 5 warm-up steps. `make bench` prints the three times and the
-issue's targets (tools/bench.py calls ``section``).
+issue's targets (tools/bench/run.py calls ``section``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ import statistics
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 CASE = ("motions/NC_bandai_kick_normal_001.bvh", "characters/mh_teen_girl.glb")
 #: frames between two Live windows in the scrub line
 SCRUB = 5
@@ -44,10 +46,10 @@ def timed(fn, n):
 
 def load_case(mods, loader, frames: int = 300) -> tuple:
     """(source, target, the source clip tiled to ``frames``) of the issue's case, from the bench's loader."""
-    import bench
+    import common
     src, smo, _ = loader.source(CASE[0])
     _, tgt, _ = loader.character(CASE[1])
-    return src, tgt, bench.tile(mods["core.types"].Motion, smo, frames)
+    return src, tgt, common.tile(mods["core.types"].Motion, smo, frames)
 
 
 def issue_case(frames: int = 300, threads: int = 1) -> tuple:
@@ -55,16 +57,16 @@ def issue_case(frames: int = 300, threads: int = 1) -> tuple:
     add-on enabled and the bench's loader, as the experiments on this case start."""
     import torch
     torch.set_num_threads(threads)
-    import bench
-    mods = bench.enable_addon()
-    return (mods,) + load_case(mods, bench.Loader(mods, lambda s: None), frames)
+    import common
+    mods = common.enable_addon()
+    return (mods,) + load_case(mods, common.Loader(mods, lambda s: None), frames)
 
 
 def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, repeat: int = 3,
             overrides: dict = None) -> dict:
     """Median seconds of the first solve, the re-solve and the window's solve (see the module docstring), and the
     first solve's Outcome; ``overrides``: SolverSettings fields over the 'balanced' preset."""
-    import bench
+    import common
     src, tgt, motion = load_case(mods, loader, frames)
     rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
     settings = solver.SolverSettings.preset("balanced", num_threads=threads, **(overrides or {}))
@@ -79,7 +81,7 @@ def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, rep
                                                  source_track=first.source_track)), repeat)
     t_window = timed(lambda: rt.run(rt.Retarget(src, motion.slice(0, window), tgt, opts)), repeat)
     # the panel's Live: the clip set up once (core.pipeline.live), then the window around a frame, as a scrub solves it
-    live = importlib.import_module(f"{bench.MODULE}.core.pipeline.live").LiveClip(src, motion, tgt, opts, length=window)
+    live = importlib.import_module(f"{common.MODULE}.core.pipeline.live").LiveClip(src, motion, tgt, opts, length=window)
     rt.run(live.prepare())
     frames_at = iter([motion.frame_start + (k * 97) % frames for k in range(1, repeat + 1)])
     t_live = timed(lambda: rt.run(live.solve(next(frames_at))), repeat)
@@ -121,12 +123,12 @@ def main(argv=None):
     ap.add_argument("--parts", action="store_true", help="also one solver step, part by part")
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
     args = ap.parse_args(argv)
-    import bench
+    import common
     import torch
     torch.set_num_threads(args.threads)
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, lambda s: None)
-    r = measure(mods, loader, args.threads, args.frames, args.window, args.repeat, bench.setting_overrides(args.set))
+    mods = common.enable_addon()
+    loader = common.Loader(mods, lambda s: None)
+    r = measure(mods, loader, args.threads, args.frames, args.window, args.repeat, common.setting_overrides(args.set))
     first, motion, settings = r["outcome"], r["motion"], r["settings"]
     print(f"torch {torch.__version__}, {args.threads} threads, load average {os.getloadavg()[0]:.1f}; "
           f"{pathlib.Path(CASE[0]).stem} -> {pathlib.Path(CASE[1]).stem}, 'balanced' ({settings.iterations} steps)"
@@ -144,8 +146,8 @@ def main(argv=None):
         return 0
 
     # one step of the first solve, part by part
-    job_mod = importlib.import_module(f"{bench.MODULE}.core.solver.job")
-    optim = importlib.import_module(f"{bench.MODULE}.core.solver.optim")
+    job_mod = importlib.import_module(f"{common.MODULE}.core.solver.job")
+    optim = importlib.import_module(f"{common.MODULE}.core.solver.optim")
     job = job_mod.SolveJob(first.source, motion, first.target, first.init_motion, settings,
                            source_track=first.source_track)
     job.setup()

@@ -1,9 +1,9 @@
 """Render frames of a retarget's output .blend headless (``make demo``'s demo_output/output.blend, or a batch
 result), to look at the result and not only at numbers: the named armatures' meshes only, each in its own colour,
-one camera framing them all (tools/render_docs.py's Workbench set-up).
+one camera framing them all (tools/render/render_docs.py's Workbench set-up).
 
-    .venv/bin/python tools/experiments/render_result.py demo_output/output.blend /tmp/couple Giant,Child 40,90
-    .venv/bin/python tools/experiments/render_result.py demo_output/output.blend /tmp/single Source,TallThin 100
+    .venv/bin/python tools/render/render_result.py demo_output/output.blend /tmp/couple Giant,Child 40,90
+    .venv/bin/python tools/render/render_result.py demo_output/output.blend /tmp/single Source,TallThin 100
 
 Writes PREFIX_FRAME.png (900 × 450) per frame.
 """

@@ -1,7 +1,7 @@
 """Long clips in windows in `make bench` (core.pipeline.windows): the same clip retargeted whole and as overlapping windows,
 side by side (time, metrics, jerk at the seams), and the peak memory of windowed retargets of growing length.
 
-    .venv/bin/python tools/bench_windows.py [--frames 1000] [--window 300] [--overlap 60] [--threads 2]
+    .venv/bin/python tools/bench/bench_windows.py [--frames 1000] [--window 300] [--overlap 60] [--threads 2]
         [--memory 3000 10000] [--quality balanced] [--case SOURCE TARGET]
 
 Seams: for each window boundary, the largest joint jerk of the windowed result over the frames the crossfade
@@ -10,7 +10,7 @@ touches (3 before the overlap to its end) over the largest joint jerk of the who
 and over the whole-clip solve's largest jerk anywhere. Memory: a child process per length, the windowed
 retarget as the batch command runs it (metrics of the stitched clip and of copy-rotations included), 10 solver
 steps per window (the solver's memory does not depend on the step count), peak RSS.
-Called by tools/bench.py (after the scaling line); also runnable alone.
+Called by tools/bench/run.py (after the scaling line); also runnable alone.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def joint_jerk(track_cls, character, motion) -> np.ndarray:
@@ -54,11 +54,11 @@ def compare(mods, src, motion, tgt, settings, plan) -> dict:
 
 
 def memory_line(threads: int, frames: list, plan_args: list) -> tuple:
-    """Peak RSS (MB) of a windowed retarget per clip length, each in a child process (tools/bench.py
+    """Peak RSS (MB) of a windowed retarget per clip length, each in a child process (tools/bench/run.py
     --memory-child N --memory-window W O)."""
     peaks = {}
     for n in frames:
-        cmd = [sys.executable, str(ROOT / "tools" / "bench.py"), "--memory-child", str(n), "--threads", str(threads),
+        cmd = [sys.executable, str(ROOT / "tools" / "bench" / "run.py"), "--memory-child", str(n), "--threads", str(threads),
                "--memory-window", *map(str, plan_args)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         mem = [ln for ln in proc.stdout.splitlines() if ln.startswith("MEMORY ")]
@@ -127,14 +127,16 @@ def main(argv=None):
                     help="source clip and target character under ../shared/assets (default: the scaling line's)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
-    import bench
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    sys.path.insert(0, str(ROOT / "tools" / "render"))
+    import common
     import torch
     torch.set_num_threads(args.threads)
-    mods = bench.enable_addon()
+    mods = common.enable_addon()
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads)
-    case = tuple(args.case) if args.case else bench.SCALING[:2]
-    targets = section(print, log, mods, bench.Loader(mods, log), settings, args, case)
+    case = tuple(args.case) if args.case else common.SCALING[:2]
+    targets = section(print, log, mods, common.Loader(mods, log), settings, args, case)
     print()
     for label, (value, ok) in targets.items():
         print(f"| {label} | {value} | {'PASS' if ok else 'FAIL'} |")

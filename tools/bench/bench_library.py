@@ -3,7 +3,7 @@ run by the library runner with 1 and 2 local workers, with Ray on a local instan
 workers x 2 threads); jobs per minute, frames per second, Ray's overhead against the pool, the fixed cost of a
 job's process and Ray's own per-task cost. Prints a table and writes bench_output/library_bench.md.
 
-    .venv/bin/python tools/bench_library.py [--quick] [--configs pool1,pool2,ray2,pool2x2] [--quality fast]
+    .venv/bin/python tools/bench/bench_library.py [--quick] [--configs pool1,pool2,ray2,pool2x2] [--quality fast]
 
 Each configuration writes into a fresh folder (nothing is skipped). The load average is printed next to each
 run: on a shared machine compare the configurations of one run, never figures from different runs.
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tools.motion_library import engines, inputs  # noqa: E402
 from tools.motion_library.cli import cores  # noqa: E402

@@ -1,7 +1,7 @@
 """Terrain cases of `make bench` (ReConForM §6.2): a walk captured on flat ground, retargeted onto a target
 walking up and down stairs, up a ramp and over bumpy ground; copy-rotations and ReConForM side by side.
 
-    .venv/bin/python tools/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3] [--flat]
+    .venv/bin/python tools/bench/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3] [--flat]
 
 Each ground (``core.contacts.terrain.shapes``) is laid along the target's copy-rotations path (its hips from the first
 to the last frame), starting 1.5 m before the first foot; the retarget runs the one path (``core.pipeline.retarget``
@@ -9,7 +9,7 @@ with ``RetargetOptions(ground=...)``, as the panel's Ground picker and the batch
 Metrics are read above the terrain for the target and above its own floor for the source (docs/metrics.md).
 A "source" row gives the source's own jerk (the reference for the root's smoothness); ``--flat`` adds the same
 retarget on the floor z = 0 (what the terrain itself adds to the jerk).
-Called by tools/bench.py (after the flat cases); also runnable alone.
+Called by tools/bench/run.py (after the flat cases); also runnable alone.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: (source clip, target character, ground) from ../shared/assets
 CASES = [
@@ -80,7 +80,7 @@ def fmt(v, k):
 def bench_terrain(core, loader, settings, cases=None, out=print, log=print, flat: bool = False):
     """Run the terrain section: one table row per method and case (and the source's jerk), and a line per
     ground. ``core(name)`` returns a core module; ``loader`` has ``source(rel)`` -> (Character, Motion, s) and
-    ``character(rel)`` -> (arm, Character, s) (tools/bench.py's Loader); ``flat``: a row more per case, the
+    ``character(rel)`` -> (arm, Character, s) (tools/bench/run.py's Loader); ``flat``: a row more per case, the
     same retarget on the floor z = 0."""
     import numpy as np
 
@@ -132,16 +132,18 @@ def main(argv=None):
     ap.add_argument("--flat", action="store_true", help="also each retarget on the floor z = 0 (a row more per case)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    sys.path.insert(0, str(ROOT / "tools" / "render"))
     import importlib
 
-    import bench
+    import common
     import torch
     torch.set_num_threads(args.threads)
-    mods = bench.enable_addon()
-    core = lambda name: importlib.import_module(f"{bench.MODULE}.{name}")  # noqa: E731
+    mods = common.enable_addon()
+    core = lambda name: importlib.import_module(f"{common.MODULE}.{name}")  # noqa: E731
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     settings = core("core.solver").SolverSettings.preset(args.quality, num_threads=args.threads)
-    bench_terrain(core, bench.Loader(mods, log), settings, CASES[:args.cases] if args.cases else CASES, log=log,
+    bench_terrain(core, common.Loader(mods, log), settings, CASES[:args.cases] if args.cases else CASES, log=log,
                   flat=args.flat)
     return 0
 

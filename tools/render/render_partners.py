@@ -2,11 +2,11 @@
 copies of the target couple at one frame, copy-rotations placed together, each character solved alone, the
 joint solve (ReConForM §6.1), one picture each (``partners_salsa<case>_{copy,alone,joint}.png``).
 
-    .venv/bin/python tools/render_partners.py [--out docs/img] [--case 15] [--frames 120 480] [--quality FAST]
+    .venv/bin/python tools/render/render_partners.py [--out docs/img] [--case 15] [--frames 120 480] [--quality FAST]
 
 The frame shown is the one where the source's hands touch the partner most (most source hand-to-partner
 contact entries, docs/metrics.md "Partners"), unless ``--show-frame`` is given. Workbench engine, as
-tools/render_docs.py; the sources (BVH skeletons) are not drawn. Prints the partner metrics of the three.
+tools/render/render_docs.py; the sources (BVH skeletons) are not drawn. Prints the partner metrics of the three.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 import render_docs as rd  # noqa: E402  (Workbench set-up, camera, colours; imports bpy)
 from render_docs import bpy, mod, np  # noqa: E402

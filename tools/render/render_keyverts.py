@@ -1,6 +1,6 @@
 """Render the key-vertex template pictures of docs/keyverts.md (headless, bpy wheel, Workbench).
 
-    .venv/bin/python tools/render_keyverts.py        # writes docs/img/keyverts_41.png, keyverts_96.png
+    .venv/bin/python tools/render/render_keyverts.py        # writes docs/img/keyverts_41.png, keyverts_96.png
 
 Each picture: the template body in T-pose from the front, the back, the left side and below (palms and soles
 face down in the T-pose), with one sphere per key vertex coloured by limb.
@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="reconform_render_bl_"))
 

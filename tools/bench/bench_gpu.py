@@ -14,8 +14,8 @@ A GPU machine often has no Blender. The characters are then prepared here, where
 and carried over as a pickle; the GPU machine needs torch and numpy only (POT too where it is installed: without
 it a stand-in refuses any key-vertex transfer, which a prepared case never runs):
 
-    .venv/bin/python tools/bench_gpu.py --save-case case.pkl          # here (bpy): the scaling case, prepared
-    python3 tools/bench_gpu.py --case case.pkl [--frames 75,1000,10000] [--cpu-frames 75,1000] [--threads 16]
+    .venv/bin/python tools/bench/bench_gpu.py --save-case case.pkl          # here (bpy): the scaling case, prepared
+    python3 tools/bench/bench_gpu.py --case case.pkl [--frames 75,1000,10000] [--cpu-frames 75,1000] [--threads 16]
 
 ``make bench`` runs ``section`` on its own prepared characters (the CPU results of its scaling line reused).
 """
@@ -30,7 +30,7 @@ import platform
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FRAMES = (75, 1000, 10000)
 #: the CPU runs the same clip at these lengths to compare rotations (10 000 frames on a CPU take minutes)
 CPU_FRAMES = (75, 1000)
@@ -264,14 +264,16 @@ class _CoreUnpickler(pickle.Unpickler):
 def save_case(path):
     """Prepare the scaling case's characters (bpy: imports the assets) and pickle (source, clip, target)."""
     sys.path.insert(0, str(ROOT / "tools"))
-    import bench
-    mods = bench.enable_addon()
-    loader = bench.Loader(mods, print)
-    src, smo, _ = loader.source(bench.SCALING[0])
-    _, tgt, _ = loader.character(bench.SCALING[1])
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    sys.path.insert(0, str(ROOT / "tools" / "render"))
+    import common
+    mods = common.enable_addon()
+    loader = common.Loader(mods, print)
+    src, smo, _ = loader.source(common.SCALING[0])
+    _, tgt, _ = loader.character(common.SCALING[1])
     with open(path, "wb") as f:
-        pickle.dump(dict(case=bench.SCALING[:2], source=src, motion=smo, target=tgt), f)
-    print(f"saved {path}: {bench.SCALING[0]} ({smo.num_frames} frames) → {bench.SCALING[1]}")
+        pickle.dump(dict(case=common.SCALING[:2], source=src, motion=smo, target=tgt), f)
+    print(f"saved {path}: {common.SCALING[0]} ({smo.num_frames} frames) → {common.SCALING[1]}")
 
 
 def _without_pot():
@@ -323,7 +325,7 @@ def main(argv=None):
     ap.add_argument("--frames", default=",".join(map(str, FRAMES)))
     ap.add_argument("--cpu-frames", default=",".join(map(str, CPU_FRAMES)))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable), as "
-                    "tools/bench.py's")
+                    "tools/bench/run.py's")
     ap.add_argument("--group", action="store_true", help="also a joint solve of two synthetic characters, twice "
                     "on the device and once on the CPU (group_check)")
     ap.add_argument("--profile", type=int, default=0, help="then profile one retarget of this many frames on the "
@@ -335,6 +337,8 @@ def main(argv=None):
         ap.error("give --case FILE (or --save-case FILE where bpy is installed)")
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    sys.path.insert(0, str(ROOT / "tools" / "render"))
     case = load_case(args.case, args.threads)
     from bench import setting_overrides, tile
     from core.pipeline import retarget as rt

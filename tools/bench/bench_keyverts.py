@@ -1,6 +1,6 @@
-"""Key-vertex transfer speed (called by tools/bench.py; also runnable alone).
+"""Key-vertex transfer speed (called by tools/bench/run.py; also runnable alone).
 
-    .venv/bin/python tools/bench_keyverts.py [--repeats 3]
+    .venv/bin/python tools/bench/bench_keyverts.py [--repeats 3]
 
 Target: a 50 000-vertex character transfers in under 2 s on a 2-core CPU. The character is a
 generated body (core.body, A-pose rest, so the T-posing through the bone map is part of the work) meshed
@@ -15,7 +15,7 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def bench_keyverts(core=None, repeats: int = 3, out=print):
