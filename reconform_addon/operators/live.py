@@ -14,7 +14,7 @@ import bpy
 
 from .. import live
 from .common import error_text, settings_of, tag_redraw
-from .retarget import request_from_panel
+from .request import request_from_panel
 
 #: seconds between two looks at the frame and the worker
 TICK_S = 0.05

@@ -21,7 +21,7 @@ from ..bridge import BridgeError
 from .common import Done, run, settings_of
 from .common import check_characters, push_to_nla
 from .conflicts import fill_group_conflicts, slider_part_weights
-from .retarget import RetargetRequest, request_from_panel as pair_request
+from .request import RetargetRequest, request_from_panel as pair_request
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def test_live_solves_the_window_around_the_frame_follows_scrubs_and_edits_and_le
     s = open_scene(live_blend)
     scene = bpy.context.scene
     before, pose_before = scene_fingerprint(bpy), pose_of("Heavy")
-    c = live.start(scene, retarget.request_from_panel(s), int(s.live_window))
+    c = live.start(scene, ui(addon, "operators.request").request_from_panel(s), int(s.live_window))
     assert live.is_live(scene) and live.controller(scene) is c
 
     # the set-up, then the window around frame 20 (frames 1..40: clip index 19 -> frames 12..27)
@@ -117,7 +117,7 @@ def test_a_file_saved_while_live_opens_with_the_target_restored(addon, live_blen
     live, retarget = ui(addon, "live"), ui(addon, "operators.retarget")
     s = open_scene(live_blend)
     before = scene_fingerprint(bpy)
-    c = live.start(bpy.context.scene, retarget.request_from_panel(s), WINDOW)
+    c = live.start(bpy.context.scene, ui(addon, "operators.request").request_from_panel(s), WINDOW)
     c.source_edited()            # a false alarm while the set-up runs: it is stopped, and started again
     drive(c, 10, lambda: c.baseline is not None)
     assert bpy.data.objects["Heavy"].animation_data.action.name == "Heavy Live preview"
@@ -136,7 +136,7 @@ def test_retarget_turns_live_off_first_and_the_panel_shows_the_toggle(addon, liv
     s = open_scene(live_blend)
     scene = bpy.context.scene
     assert "reconform.live" in draw_panel(panels.VIEW3D_PT_reconform_run, bpy.context).operators()
-    c = live.start(scene, retarget.request_from_panel(s), WINDOW)
+    c = live.start(scene, ui(addon, "operators.request").request_from_panel(s), WINDOW)
     drive(c, 10, lambda: c.baseline is not None)
     lay = draw_panel(panels.VIEW3D_PT_reconform_run, bpy.context)
     assert any(t.startswith("Live:") for t in lay.texts())
@@ -149,7 +149,7 @@ def test_retarget_turns_live_off_first_and_the_panel_shows_the_toggle(addon, liv
         bpy.ops.reconform.live()
     s.method = 'COPY_ROTATIONS'
     with pytest.raises(Exception, match="ReConForM"):
-        live.start(scene, retarget.request_from_panel(s), WINDOW)
+        live.start(scene, ui(addon, "operators.request").request_from_panel(s), WINDOW)
     assert not live.is_live(scene)
 
 
@@ -158,7 +158,7 @@ def test_a_failing_window_stops_live_and_puts_the_target_back(addon, live_blend,
     s = open_scene(live_blend)
     scene = bpy.context.scene
     before = scene_fingerprint(bpy)
-    c = live.start(scene, retarget.request_from_panel(s), WINDOW)
+    c = live.start(scene, ui(addon, "operators.request").request_from_panel(s), WINDOW)
     drive(c, 10, lambda: c.baseline is not None)
 
     class Exploding:                       # a window whose solve fails in the worker thread
@@ -187,7 +187,7 @@ def test_the_live_operator_ticks_on_timer_events_and_ends_with_live(addon, live_
     live, retarget, ops = ui(addon, "live"), ui(addon, "operators.retarget"), ui(addon, "operators.live")
     s = open_scene(live_blend)
     scene = bpy.context.scene
-    c = live.start(scene, retarget.request_from_panel(s), WINDOW)
+    c = live.start(scene, ui(addon, "operators.request").request_from_panel(s), WINDOW)
 
     class Event:
         def __init__(self, kind):
