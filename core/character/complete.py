@@ -15,7 +15,7 @@ import numpy as np
 
 from ..body import fit_body_to_skeleton
 from ..bonemap import apply_bone_map, detect_bone_map, validate_bone_map
-from ..pipeline.copy_rotations import check_bone_map, reference_basis
+from .frame import check_bone_map, reference_basis
 from ..errors import CoreError
 from ..contacts.ground import planted_soles
 from ..keyverts import character_height, check_skinned_limbs, transfer_keyverts

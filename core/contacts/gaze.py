@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..pipeline.copy_rotations import reference_basis
+from ..character.frame import reference_basis
 from ..errors import CoreError
 from ..rig.tpose import body_frame, tpose_basis
 from ..character.track import ClipTrack

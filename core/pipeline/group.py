@@ -8,7 +8,7 @@
 
 The sources play in one world frame (a couple captured together, one file or several). Steps, in order:
 1. characters: every source and target completed once (``retarget.complete_character``);
-2. source tracks and copy-rotations per pair, then placed together (``copy_rotations.place_together``: the
+2. source tracks and copy-rotations per pair, then placed together (``core.pipeline.placement.place_together``: the
    targets keep the places their sources have relative to one another); with method 'copy_rotations' that
    placement is the result;
 3. the joint solve (``solver.GroupSolveJob``): each pair's own terms plus the terms between characters and
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..solver.conflicts import detecting_group, merge_part_weights, resolve_group
-from .copy_rotations import copy_rotations, place_together
+from .copy_rotations import copy_rotations
+from .placement import place_together
 from ..errors import CoreError
 from ..metrics.partners import evaluate_partners
 from .retarget import (METHODS, Cancellable, Outcome, RetargetOptions, Step, check_spec, complete_character,

@@ -109,7 +109,7 @@ def lying_rest_message(skeleton: Skeleton, bone_map: dict):
 
     The shared T-pose straightens arms and legs in world space but keeps the torso as it rests, so such a target
     gets vertical legs under a horizontal torso: a result that looks like a motion and is wrong. (A source that
-    lies at rest is stood up from its own clip instead, ``core.pipeline.copy_rotations.reference_frame``.)"""
+    lies at rest is stood up from its own clip instead, ``core.character.frame.reference_frame``.)"""
     tilt = torso_tilt(skeleton, bone_map)
     if tilt is None or tilt[0] <= LYING_TILT_DEG:
         return None

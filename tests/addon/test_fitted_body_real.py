@@ -46,7 +46,7 @@ def test_reference_frame_of_a_lying_rest_pose_has_both_feet_flat(addon, assets, 
     not from a mid-step frame (which would tilt every retargeted foot)."""
     pipeline = mod(addon, "reconform_addon.pipeline")
     kin = mod(addon, "core.rig.kinematics")
-    cr = mod(addon, "core.pipeline.copy_rotations")
+    cr = mod(addon, "core.character.frame")
     arm = import_armature(addon, assets, motion)
     ch = pipeline.prepare_character(arm, keyvert_count=0)
     clip = pipeline.read_motion(arm, ch.skeleton)

@@ -55,7 +55,7 @@ def test_copy_rotations_on_real_assets(addon, assets, clean_scene, motion, char)
 
     pipeline = mod(addon, "reconform_addon.pipeline")
     tpose = mod(addon, "core.rig.tpose")
-    cr = mod(addon, "core.pipeline.copy_rotations")
+    cr, frame = mod(addon, "core.pipeline.copy_rotations"), mod(addon, "core.character.frame")
     src_obj = import_armature(addon, assets, motion)
     tgt_obj = import_armature(addon, assets, char)
     src_action = src_obj.animation_data.action
@@ -83,13 +83,13 @@ def test_copy_rotations_on_real_assets(addon, assets, clean_scene, motion, char)
         np.testing.assert_array_equal(keyed[b], np.arange(fs, fe + 1))
 
     clip = pipeline.read_motion(src_obj, src.skeleton, frame_start=fs, frame_end=fe)
-    qs = tpose.tpose_basis(src.skeleton, src.bone_map, cr.reference_basis(src, clip))
+    qs = tpose.tpose_basis(src.skeleton, src.bone_map, frame.reference_basis(src, clip))
     qt = tpose.tpose_basis(tgt.skeleton, tgt.bone_map)
     WsT, _ = tpose.tpose_world(src.skeleton, qs)
     _, PtT = tpose.tpose_world(tgt.skeleton, qt)
     A = tpose.body_frame_matrix(tpose.body_frame(tgt.skeleton, tgt.bone_map, qt)) @ \
         tpose.body_frame_matrix(tpose.body_frame(src.skeleton, src.bone_map, qs)).T
-    ratio = cr.hip_height(tgt, qt) / cr.hip_height(src, qs)
+    ratio = frame.hip_height(tgt, qt) / frame.hip_height(src, qs)
     si = {c: src.skeleton.index(b) for c, b in src.bone_map.items()}
     ti = {c: tgt.skeleton.index(b) for c, b in tgt.bone_map.items()}
     hips = []

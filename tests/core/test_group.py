@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.pipeline.copy_rotations import copy_rotations, place_together
+from core.pipeline.copy_rotations import copy_rotations
+
+from core.pipeline.placement import place_together
 from core.errors import CoreError
 from core.metrics.partners import evaluate_partners
 from core.pipeline.retarget import Retarget, RetargetOptions, run
@@ -98,7 +100,7 @@ def test_a_couple_placed_with_a_dancer_across_the_room_stands_as_its_own_sizes_s
 def test_placement_frame_block_by_block_is_the_same(monkeypatch):
     """``_placement`` solves a block of frames at a time (a crowd's pairwise arrays stay bounded): one frame at a
     time gives the placement all frames at once give, and a couple 0.5 m apart keeps its own scaled offset."""
-    from core.pipeline import copy_rotations as cr
+    from core.pipeline import placement as cr
     rng = np.random.default_rng(0)
     T, K = 7, 4
     hips = np.zeros((T, K, 3))

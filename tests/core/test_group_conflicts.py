@@ -10,7 +10,8 @@ import torch
 
 from core.solver.conflicts import (detect_conflicts, detect_group_conflicts, merge_part_weights, resolution_weights, resolve,
                             resolve_group)
-from core.pipeline.copy_rotations import copy_rotations, place_together
+from core.pipeline.copy_rotations import copy_rotations
+from core.pipeline.placement import place_together
 from core.errors import CoreError
 from core.pipeline.retarget import RetargetOptions
 from core.pipeline.group import RetargetGroup, run_group

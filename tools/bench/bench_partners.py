@@ -4,7 +4,7 @@
     .venv/bin/python tools/bench/bench_partners.py [--quick] [--cases N] [--no-timing] [--set w_partner=3] [--threads 1]
     .venv/bin/python tools/bench/run.py --partners-only          # the same, as a section of make bench
 
-Per case, three methods on the same start (copy-rotations placed together, ``copy_rotations.place_together``):
+Per case, three methods on the same start (copy-rotations placed together, ``core.pipeline.placement.place_together``):
 copy-rotations itself; each character solved alone (``core.pipeline.retarget.Retarget`` from that start); the joint
 solve (``core.pipeline.group.RetargetGroup``). Rows: the partner metrics (docs/metrics.md "Partners") and the
 mean over the two targets of their own metrics. Then timing, interleaved in one process: K characters solved

@@ -22,7 +22,9 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.pipeline.copy_rotations import copy_rotations, place_together  # noqa: E402
+from core.pipeline.copy_rotations import copy_rotations
+
+from core.pipeline.placement import place_together  # noqa: E402
 from core.solver import GroupSolveJob, SolveJob, SolverSettings, group  # noqa: E402
 from core.character.track import ClipTrack  # noqa: E402
 from tests.core.synth import couple  # noqa: E402
