@@ -340,7 +340,7 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT / "tools" / "bench"))
     sys.path.insert(0, str(ROOT / "tools" / "render"))
     case = load_case(args.case, args.threads)
-    from bench import setting_overrides, tile
+    from common import setting_overrides, tile
     from core.pipeline import retarget as rt
     from core.solver import SolverSettings
     from core.types import Motion

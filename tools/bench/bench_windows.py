@@ -73,7 +73,7 @@ def section(out, log, mods, loader, settings, args, scaling) -> dict:
     plan = mods["core.pipeline.windows"].WindowPlan(args.window, args.overlap)
     src, smo, _ = loader.source(scaling[0])
     _, tgt, _ = loader.character(scaling[1])
-    from bench import tile
+    from common import tile
     motion = tile(mods["core.types"].Motion, smo, args.frames)
     log(f"windows: {args.frames} frames whole and in windows of {plan.length} / {plan.overlap}")
     r = compare(mods, src, motion, tgt, settings, plan)

@@ -58,7 +58,7 @@ def counter():
     return Count()
 
 
-def started_job(bench, frames: int):
+def started_job(common, frames: int):
     """The scaling case's SolveJob at ``frames`` frames, set up as the product runs it, after five steps."""
     mods, src, mo, tgt = common.scaling_case(frames)
     rt, solver = mods["core.pipeline.retarget"], mods["core.solver"]
@@ -100,7 +100,7 @@ def floor_ms(ops: int, repeats: int = 30) -> float:
     return 1e3 * statistics.median(out)
 
 
-def timing(bench, lengths, steps: int, floor: bool = False) -> int:
+def timing(common, lengths, steps: int, floor: bool = False) -> int:
     """Print a step's forward / backward / Adam milliseconds per clip length, then the line through them; with
     ``floor``, beside each the milliseconds of as many trivial operations (``floor_ms``)."""
     import time
@@ -109,7 +109,7 @@ def timing(bench, lengths, steps: int, floor: bool = False) -> int:
     import torch
     rows = []
     for frames in lengths:
-        job = started_job(bench, frames)
+        job = started_job(common, frames)
         with counter() as c:
             job._adam_step()
         ops = sum(c.by_place.values())
@@ -156,9 +156,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     import common
     if args.time:
-        return timing(bench, args.frames, args.steps, args.floor)
+        return timing(common, args.frames, args.steps, args.floor)
     frames = args.frames[0]
-    job = started_job(bench, frames)
+    job = started_job(common, frames)
     K = args.steps
     with counter() as c:
         for _ in range(K):
