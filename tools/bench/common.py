@@ -35,7 +35,7 @@ def enable_addon():
     retarget.enable_addon(REPO_NAME)
     return {name: importlib.import_module(f"{MODULE}.{name}") for name in (
         "reconform_addon.bridge", "reconform_addon.pipeline", "core.pipeline.retarget", "core.solver", "core.types",
-        "core.pipeline.windows", "core.character.track")}
+        "core.pipeline.windows", "core.character.track", "core.body")}
 
 
 class Loader:

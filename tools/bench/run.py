@@ -1,7 +1,8 @@
 """`make bench`: copy-rotations vs ReConForM on clips x characters from ../shared/assets.
 
 Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end frames/s),
-the terrain cases (tools/bench/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), a scaling line (solver
+the terrain cases (tools/bench/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), the morphology zoo
+(tools/bench/bench_zoo.py: four self-contact clips onto eight generated bodies of extreme shapes), a scaling line (solver
 frames/s at 75, 300, 1000 and 3000 frames) and its GPU lines when torch sees CUDA (tools/bench/bench_gpu.py: 75, 1 000
 and 10 000 frames, against the CPU), an artist's loop (tools/bench/bench_artist.py: a first solve of 300 frames, a
 re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its metrics and
@@ -10,7 +11,7 @@ section (tools/bench/bench_windows.py: a clip whole and in windows, seams, memor
 to bench_output/bench.md.
 
     .venv/bin/python tools/bench/run.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
-        [--no-windows] [--threads 2] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
+        [--no-windows] [--no-zoo] [--threads 2] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
     .venv/bin/python tools/bench/run.py --partners-only      # only the partners section (tools/bench/bench_partners.py)
 
 The partners section (several characters retargeted together, ReConForM §6.1: tools/bench/bench_partners.py) runs after
@@ -22,7 +23,6 @@ Timings are wall-clock on whatever machine runs it; on a shared 2-core machine t
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import json
 import os
@@ -196,6 +196,8 @@ def main(argv=None):
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-terrain", action="store_true", help="skip the terrain cases (tools/bench/bench_terrain.py)")
+    ap.add_argument("--no-zoo", action="store_true",
+                    help="skip the morphology zoo (tools/bench/bench_zoo.py: self-contact clips onto generated bodies)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
@@ -339,6 +341,9 @@ def main(argv=None):
         targets["terrain: grounded-feet F1 higher than copy-rot on every ground"] = (
             ", ".join(f"{b['grounded_f1']:.3f} vs {a['grounded_f1']:.3f}" for a, b, *_ in rows),
             all(b["grounded_f1"] > a["grounded_f1"] for a, b, *_ in rows))
+    if not args.quick and not args.no_zoo:       # --- self-contact clips onto generated bodies of extreme shapes ---
+        import bench_zoo
+        targets.update(bench_zoo.section(out, log, mods, loader, settings))
     if not args.quick and not args.no_scaling:
         src, smo, _ = loader.source(SCALING[0])
         _, tgt, _ = loader.character(SCALING[1])
