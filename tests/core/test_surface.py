@@ -1,0 +1,94 @@
+"""core.solver.surface: the body's surface as signed distance fields carried by its bones, read at hand probes."""
+
+import numpy as np
+import pytest
+import torch
+
+from core.body import BodyParams, make_body
+from core.rig.rotations_np import quat_to_matrix
+from core.solver.surface import ALLOW, SurfaceBarrier, surface_depths, surface_fields
+from core.types import Character
+
+
+@pytest.fixture(scope="module")
+def body():
+    skel, mesh, bone_map = make_body(BodyParams(name="surface_test", belly=1.2), pose="T")
+    ch = Character(skel, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
+    return ch, surface_fields(ch)
+
+
+def rest_points(ch, fields) -> np.ndarray:
+    """(4F + Q, 3) world positions of the carried points with the character in its rest (bind) pose."""
+    bones, local = fields.carried_points()
+    G = ch.skeleton.object_matrix @ ch.skeleton.rest_global[bones]                        # (P, 4, 4)
+    return (G[:, :3, :3] @ local[..., None])[..., 0] + G[:, :3, 3]
+
+
+def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
+    ch, f = body
+    assert f is not None
+    assert {"hips", "spine", "chest", "head"} <= set(f.field_names)
+    assert {"left_hand", "right_hand", "left_lower_arm", "right_lower_arm"} == set(f.probe_names)
+    hand = f.probe_names.index("left_hand")
+    assert f.tested[hand, f.field_names.index("chest")]
+    assert f.tested[f.probe_names.index("left_lower_arm"), f.field_names.index("hips")]
+    assert not f.tested[:, f.field_names.index("chest")].all() or "left_upper_arm" not in f.probe_names
+
+
+def test_a_probe_pressed_into_the_belly_reads_its_depth(body):
+    """A hand probe moved onto a belly vertex and pushed 0, 1, 2.5 cm inwards along its normal reads that depth
+    (within a few millimetres: the field is trilinear on a grid of about 1.5 cm); in the rest T-pose, no probe is
+    inside the body."""
+    ch, f = body
+    pts = rest_points(ch, f)
+    F = f.num_fields
+    assert surface_depths(f, torch.as_tensor(pts)[None]).abs().max() == 0.0
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height)
+                       & (V[:, 2] < 0.6 * ch.height))[0]
+    v = front[np.argmin(V[front, 1])]                                                      # the belly's front
+    q = 4 * F + f.probe_names.index("right_hand")
+    for depth in (0.0, 0.01, 0.025):
+        moved = pts.copy()
+        moved[q] = V[v] - depth * N[v]
+        d = surface_depths(f, torch.as_tensor(moved)[None])[0, q - 4 * F]
+        assert float(d.max()) == pytest.approx(depth, abs=0.004), depth
+
+
+def test_depths_follow_the_bones_rigidly(body):
+    """The same pose turned and moved as a whole reads the same depths (the fields ride on their bones)."""
+    ch, f = body
+    pts = rest_points(ch, f)
+    F = f.num_fields
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    chest = np.argmax(np.where(np.abs(V[:, 0]) < 0.05, V[:, 2] * (N[:, 1] < -0.9), -np.inf))
+    q = 4 * F + f.probe_names.index("left_hand")
+    pts[q] = V[chest] - 0.015 * N[chest]
+    R = quat_to_matrix(np.array([np.cos(0.4), 0.3 * np.sin(0.4), -0.2 * np.sin(0.4), 0.93 * np.sin(0.4)]))
+    R /= np.cbrt(np.linalg.det(R))
+    moved = pts @ R.T + [0.3, -1.2, 0.05]
+    a = surface_depths(f, torch.as_tensor(pts)[None])
+    b = surface_depths(f, torch.as_tensor(moved)[None])
+    assert a.max() > 0.01
+    assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_the_barrier_pushes_a_sunk_hand_out_along_the_normal(body):
+    ch, f = body
+    pts = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
+    F = f.num_fields
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height))[0]
+    v = front[np.argmin(V[front, 1])]
+    q = 4 * F + f.probe_names.index("right_hand")
+    pts[q] = torch.as_tensor(V[v] - 0.02 * N[v])
+    pts.requires_grad_(True)
+    barrier = SurfaceBarrier(f, 1.0, dtype=torch.float64)
+    loss = barrier.weighted(pts[None])
+    assert loss > 0
+    loss.backward()
+    g = pts.grad[q].numpy()
+    assert np.dot(-g, N[v]) > 0.9 * np.linalg.norm(g)           # descent moves the probe out, along the normal
+    with torch.no_grad():                                         # resting on the skin costs nothing
+        pts[q] = torch.as_tensor(V[v] - 0.5 * ALLOW * ch.height * N[v])
+    assert barrier.weighted(pts[None]) == 0
