@@ -225,3 +225,33 @@ class SurfaceBarrier:
         """The weighted term at ``points`` (T, 4F + Q, 3) (``SurfaceFields.carried_points``' world positions)."""
         d = surface_depths(self.fields, points, self.grid)
         return self.weight * torch.relu(d - self.allow).square().sum() / (points.shape[0] * self.unit)
+
+
+def surface_barrier(job):
+    """``job``'s SurfaceBarrier, its points appended to ``job.body_points`` (the chain carries them with the
+    capsule ends; ``rows``: where they are in ``job.body_positions``), or None when ``w_self_barrier`` is 0 or the
+    target has no fields. Call after ``own_capsules`` and before the chain is built."""
+    w = job.settings.w_self_barrier
+    fields = surface_fields(job.target) if w > 0 and job.target.mesh is not None else None
+    if fields is None:
+        return None
+    bones, local = fields.carried_points()
+    start = 0 if job.body_points is None else len(job.body_points[0])
+    if job.body_points is not None:
+        bones = np.concatenate([job.body_points[0], bones])
+        local = np.concatenate([job.body_points[1], local])
+    job.body_points = (bones, local)
+    barrier = SurfaceBarrier(fields, w, job.dtype, job.device)
+    barrier.rows = slice(start, len(bones))
+    return barrier
+
+
+def own_penetration(job) -> torch.Tensor:
+    """A limb inside ``job``'s own body at its current ``body_positions``: the capsule barrier's
+    (``barrier.own_barrier``) plus the surface barrier's, weighted (reported in 'pen')."""
+    total = job.body_positions.new_zeros(())
+    if job.own_barrier is not None:
+        total = total + job.own_barrier.weighted([job.body_positions.unflatten(1, (-1, 2))])
+    if job.surface is not None:
+        total = total + job.surface.weighted(job.body_positions[:, job.surface.rows])
+    return total
