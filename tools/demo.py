@@ -52,7 +52,7 @@ def parse_args(argv):
 
 def _settings(args) -> dict:
     """The solver settings as the panel names them: the preset ('quality') and any ``--set`` overrides."""
-    from bench import setting_overrides
+    from settings_args import setting_overrides
     return {"quality": args.quality, **setting_overrides(args.set)}
 
 

@@ -119,7 +119,7 @@ def test_bone_map_rows_and_owner(addon, clean_scene):
 
 def test_non_armature_characters_are_refused_with_a_clear_message(addon, clean_scene):
     """The pointer's poll hides meshes in the UI; Python can still assign one, and Retarget then refuses."""
-    props, ops = ui(addon, "properties"), ui(addon, "operators.retarget")
+    props, ops = ui(addon, "properties"), ui(addon, "operators.common")
     me = bpy.data.objects.new("Body", bpy.data.meshes.new("Body"))
     arm = bpy.data.objects.new("Arm", bpy.data.armatures.new("Arm"))
     assert not props._is_armature(None, me) and props._is_armature(None, arm)

@@ -283,7 +283,7 @@ def quick_transfer(kvmod):
     from importlib import import_module
 
     types = import_module(kvmod.__name__.rsplit(".", 1)[0] + ".types")
-    humanoid = import_module(kvmod.__name__.rsplit(".", 1)[0] + ".humanoid")
+    humanoid = import_module(kvmod.__name__.rsplit(".", 1)[0] + ".rig.humanoid")
 
     def transfer(character, n=41, locked=None, **kw):
         tpl = kvmod.load_template(n)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import ast
 import importlib
-import json
 import pathlib
 import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from settings_args import setting_overrides  # noqa: E402,F401  (the bench's --set, as the demo's)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ASSETS = ROOT.parent / "shared" / "assets"
@@ -84,22 +86,6 @@ def time_methods(spent: dict, cls, *names, key=None):
                 if k is not None:
                     spent[k] = spent.get(k, 0.0) + time.perf_counter() - t
         setattr(cls, name, wrapper)
-
-
-def setting_overrides(pairs) -> dict:
-    """SolverSettings overrides from ``--set NAME=VALUE`` strings: numbers, true/false and lists as JSON, Python's
-    own literals (True, False, None, tuples) as Python reads them, anything else (track, feet, ...) as text."""
-    out = {}
-    for kv in pairs:
-        k, _, v = kv.partition("=")
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            try:
-                out[k] = ast.literal_eval(v)
-            except (ValueError, SyntaxError):
-                out[k] = v
-    return out
 
 
 def set_constants(items, package: str = MODULE):
