@@ -2,7 +2,8 @@
 at once, on key-vertex descriptors of source and target.
 
 - ``losses``: the terms of Eq. 1 as pure functions, one each;
-- ``settings``: every knob (``SolverSettings``, presets) and what a step reports (``Progress``);
+- ``settings``: the options a user sets (``SolverSettings``, presets) and what a step reports (``Progress``);
+  every other choice is a named constant in the module that uses it;
 - ``parametrisation``: the variables (6D rotation residuals and a hips offset, B-splines in time);
 - ``objective``: the terms (regularisation, jerk, L_sem with adaptive weights, floor barrier), balanced;
 - ``footing``: the foot model (contact and lock);
@@ -20,12 +21,11 @@ at once, on key-vertex descriptors of source and target.
 """
 
 from ..keyverts.template import keyvert_order
-from .footing import sole_points
+from .footing import CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, sole_points
 from .group import GroupSolveJob
 from .job import SolveJob
 from .knots import bspline_basis
-from .settings import (CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, PART_WEIGHT_TERMS, PARTNER_TERM, SEMANTIC_TERMS,
-                       TERMS, Progress, SolverSettings)
+from .settings import PART_WEIGHT_TERMS, PARTNER_TERM, SEMANTIC_TERMS, TERMS, Progress, SolverSettings
 
 __all__ = ["GroupSolveJob", "SolveJob", "SolverSettings", "Progress", "PART_WEIGHT_TERMS", "PARTNER_TERM",
            "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order", "sole_points", "CONTACT_MIN", "CONTACT_MAX",

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..metrics.partners import body_capsules, capsule_paths
+from . import objective
 from .bulges import bulge_points
 
 
@@ -26,9 +27,9 @@ def capsule_points(character, bulges: bool = False):
 def own_capsules(job):
     """The target's capsules for ``job``'s self-contact barrier, or None when ``w_self_barrier`` is 0 or the target
     has no mesh. Sets ``job.body_points`` to their ends and bulge points (when a joint solve has not set the same
-    already) for the barrier and for L_smooth's joints (``smooth_joints``), also when only the latter reads them."""
+    already) for the barrier and for L_smooth's joints (``objective.SMOOTH_JOINTS``), also when only the latter reads them."""
     s = job.settings
-    if (s.w_self_barrier <= 0 and s.smooth_joints <= 0) or job.target.mesh is None or job.source.mesh is None:
+    if (s.w_self_barrier <= 0 and objective.SMOOTH_JOINTS <= 0) or job.target.mesh is None or job.source.mesh is None:
         return None
     caps, points = capsule_points(job.target, bulges=True)
     if job.body_points is None:
@@ -49,11 +50,11 @@ def source_capsules(job, names) -> tuple:
 
 def source_body_points(job):
     """The source's counterpart of ``job.body_points`` over the clip, for the jerk budget's cap
-    (``jerk_budget_source``): ((T, P, 3) world positions, (P,) bool) — each capsule end of a segment the source's
+    (``objective.JERK_BUDGET_SOURCE``): ((T, P, 3) world positions, (P,) bool) — each capsule end of a segment the source's
     body has too (the same segment's end), zeros and False for the other rows (the bulge points, a segment the
     source lacks); None without the budget's cap, body points or a source mesh."""
     s = job.settings
-    if not (s.jerk_budget and s.jerk_budget_source) or job.body_points is None or job.source.mesh is None:
+    if not (s.jerk_budget and objective.JERK_BUDGET_SOURCE) or job.body_points is None or job.source.mesh is None:
         return None
     names = body_capsules(job.target).names
     ends, _, missing = source_capsules(job, names)

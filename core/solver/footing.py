@@ -25,6 +25,17 @@ from ..descriptors.weights import MAX_FRACTION
 
 #: frames sampled to choose the target's sole points
 SOLE_FRAMES = 400
+#: sole points per foot under the floor barrier and the foot terms (0: key vertices only; docs/solver.md "Ground")
+SOLE_POINTS = 24
+#: a source foot whose lowest point is within CONTACT_MIN of h_c of its ground is in contact (weight 1),
+#: fading to 0 at CONTACT_MAX (twice the grounded band of docs/metrics.md, 1 %: docs/solver.md "Foot contact")
+CONTACT_MIN, CONTACT_MAX = 0.02, 0.04
+#: a source foot whose lowest point moves slower than LOCK_MIN of h_c per second (over core.contacts.feet.LOCK_WINDOW_S,
+#: as the foot-locked metric of docs/metrics.md) is locked (weight 1), fading to 0 at LOCK_MAX
+LOCK_MIN, LOCK_MAX = 0.005, 0.01
+#: where the source foot has a lock weight λ, the target sole's windowed speed above this share of h_c per s is
+#: charged too, × (1 − λ), in the lock term (0: off; measured: docs/solver.md "A speed cap on the locked feet")
+LOCK_CAP = 0.008
 
 
 def sole_points(track: ClipTrack, count: int, max_frames: int = None) -> tuple:
@@ -55,7 +66,8 @@ class FootModel:
     """The foot terms of one solve.
 
     Args:
-        settings: SolverSettings (foot_contact, foot_lock, contact_band, lock_band, terrain).
+        settings: SolverSettings (foot_contact, foot_lock, terrain); the bands CONTACT_MIN / _MAX and
+            LOCK_MIN / _MAX, the cap LOCK_CAP.
         src_low: (T, 2) source feet's soft lowest points above the source's floor (metres; NaN: no foot).
         src_vel: (T, 2, 2) their horizontal velocities (m/s).
         sole_side: (S,) int64 0 / 1, the foot of each target sole point.
@@ -63,7 +75,7 @@ class FootModel:
         h_src, h_tgt: heights h_c; ratio: what source heights and speeds are scaled by (h_tgt / h_src or 1).
         fps: frame rate.
     Attributes (None where off): contact_w (T, 2), contact_h (T, 2), height_match_w (T, N); lock_w (T, 2),
-        lock_vel (T, 2, 2); cap_w (T, 2) the weight of the target sole's speed cap (``lock_cap``: 1 − lock_w where
+        lock_vel (T, 2, 2); cap_w (T, 2) the weight of the target sole's speed cap (``LOCK_CAP``: 1 − lock_w where
         lock_w > 0, else 0) and cap (m/s).
     """
 
@@ -84,7 +96,7 @@ class FootModel:
             self.contact_h = torch.as_tensor(np.nan_to_num(np.clip(src_low, 0.0, None)) * ratio, dtype=dtype,
                                              device=device)                              # (T, 2)
             low = np.nan_to_num(np.abs(src_low), nan=np.inf)
-            lo_, hi_ = (float(x) * self.h_src for x in settings.contact_band)
+            lo_, hi_ = (float(x) * self.h_src for x in (CONTACT_MIN, CONTACT_MAX))
             g = np.clip(1.0 - (low - lo_) / max(hi_ - lo_, 1e-12), 0.0, 1.0)
             self.contact_w = torch.as_tensor(g, dtype=dtype, device=device)              # (T, 2)
             m = np.ones((T, len(keyvert_side)))
@@ -94,16 +106,16 @@ class FootModel:
             self.keyvert_side = torch.as_tensor(keyvert_side, device=device)             # (N,) -1/0/1
         if settings.foot_lock > 0:
             speed = np.linalg.norm(src_vel, axis=-1)                                      # (T, 2)
-            lo_, hi_ = (float(x) * self.h_src for x in settings.lock_band)
+            lo_, hi_ = (float(x) * self.h_src for x in (LOCK_MIN, LOCK_MAX))
             lk = np.clip(1.0 - (speed - lo_) / max(hi_ - lo_, 1e-12), 0.0, 1.0)
             near = np.nan_to_num(np.abs(src_low), nan=np.inf) <= MAX_FRACTION * self.h_src
             lk = np.where(near & np.isfinite(speed), lk, 0.0)
             self.lock_w = torch.as_tensor(lk, dtype=dtype, device=device)                 # (T, 2)
-            if settings.lock_cap > 0:
+            if LOCK_CAP > 0:
                 # where the source foot has a lock weight, the cap takes over as that weight fades (1 − λ): at the
                 # top of the band, where the velocity match holds loosely; nothing where λ = 1
                 self.cap_w = torch.as_tensor(np.where(lk > 0, 1.0 - lk, 0.0), dtype=dtype, device=device)  # (T, 2)
-                self.cap = float(settings.lock_cap) * self.h_tgt
+                self.cap = float(LOCK_CAP) * self.h_tgt
             self.lock_vel = torch.as_tensor(np.nan_to_num(src_vel) * ratio, dtype=dtype, device=device)
             lo, hi = window_bounds(T, self.fps, LOCK_WINDOW_S)
             self._lock_lo = torch.as_tensor(lo, device=device)
@@ -181,7 +193,7 @@ class FootModel:
         return floor, (r2 if scale is None else r2 * scale).sum()
 
     def lock_loss(self, sole: torch.Tensor, hs: torch.Tensor = None, lows: torch.Tensor = None) -> torch.Tensor:
-        """The foot-lock term: ``lock_terms``' velocity match, plus its speed cap where ``lock_cap`` is on."""
+        """The foot-lock term: ``lock_terms``' velocity match, plus its speed cap where ``LOCK_CAP`` is on."""
         match, cap = self.lock_terms(sole, hs, lows)
         return match if cap is None else match + cap
 
@@ -194,7 +206,7 @@ class FootModel:
         has them. The velocity is the mean over LOCK_WINDOW_S (central difference, as the source's speed),
         which ignores the capture jitter that a smooth residual cannot remove anyway. A point counts where it
         is within 1 % h_c of its foot's lowest sole point (the part of the sole that carries the weight;
-        stop-gradient), times the source foot's lock weight. The speed cap (``lock_cap``; None when off): Σ cap
+        stop-gradient), times the source foot's lock weight. The speed cap (``LOCK_CAP``; None when off): Σ cap
         weight × (speed − cap)² over the same points where their speed is above the cap (``cap_w``: the lock
         weight's complement on the frames that have one)."""
         hs = height(sole, self.ground) if hs is None else hs                              # (T, S)

@@ -21,6 +21,9 @@ import functools
 
 import torch
 
+#: on a GPU, the pose map recorded as a CUDA graph and replayed at every step: the same kernels without their launch
+#: cost (False: eager, as tools/bench/bench_gpu.py compares; docs/solver.md "GPU")
+CUDA_GRAPH = True
 #: below this many steps recording (three warm-up passes and the capture) costs more than replaying saves
 MIN_STEPS = 20
 #: the dense terms recorded with the pose map (False: the pose map alone, as before 2026-11-27)
@@ -135,15 +138,14 @@ def compiled_pose(job):
 
 def graphed_pose(job):
     """A GraphedPose for ``job``'s variables (with its dense terms, ``GRAPH_TERMS``) when its device is a GPU,
-    ``settings.cuda_graph`` is on and the solve takes at least MIN_STEPS steps; on the CPU a CompiledPose when
+    CUDA_GRAPH is on and the solve takes at least MIN_STEPS steps; on the CPU a CompiledPose when
     ``settings.compile`` is on; else None (the pose is then evaluated eagerly). A graph that cannot be recorded
     (an operation a capture does not allow) is tried again without the terms, then the solve stays eager;
     ``job.stats`` says why."""
-    s = job.settings
     if job.device.type != "cuda":
         job.stats["cuda_graph"] = False
         return compiled_pose(job)
-    if not s.cuda_graph or job.total < MIN_STEPS:
+    if not CUDA_GRAPH or job.total < MIN_STEPS:
         job.stats["cuda_graph"] = False
         return None
     for terms in ((True, False) if GRAPH_TERMS else (False,)):

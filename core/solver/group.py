@@ -23,8 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import CoreError
-from ..descriptors.weights import alpha_ramp
-from .optim import Adam, deterministic, learning_rates, torch_threads
+from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
 from .barrier import PartnerBarrier
 from .capsules import capsule_points
 from .free_pairs import partner_contacts
@@ -229,9 +228,8 @@ class GroupSolveJob(StepLifecycle):
                        for r, size in zip([rates[0]] + rates[2:], sizes))      # the rotation tensors' rates
             share.append(same / sum(sizes))
         self.stats["single_rate_share"] = share
-        s = self.members[0].settings
         self.base_lrs = lrs
-        self.optim = Adam(params, lrs, eps=s.adam_eps)
+        self.optim = solver_adam(params, lrs)
         if continue_from is not None and not self.optim.continue_from(continue_from):
             raise CoreError("The group's variables changed since its solve: retarget the group again.")
         self._ready = True
@@ -256,20 +254,12 @@ class GroupSolveJob(StepLifecycle):
         self.stats.update(setup_s=time.perf_counter() - t0, setup_reused=True)
 
     def _alpha(self) -> float:
-        return 1.0 if self.members[0].warm_start is not None else alpha_ramp(self._step, self.total,
-                                                                                  self.settings.alpha_end)
-
-    @staticmethod
-    def _vertical(member) -> torch.Tensor:
-        """(T, 1, 3) the member's root offset's vertical part minus its detached copy: zero, with the gradient
-        of the key vertices' shared translation (every key vertex moves with the hips) w.r.t. its height."""
-        z = member._root_world[:, None, 2:]
-        return torch.nn.functional.pad(z - z.detach(), (2, 0))
+        return 1.0 if self.members[0].warm_start is not None else alpha_at(self._step, self.total)
 
     def _adam_step(self) -> Progress:
         s = self.members[0].settings
         step = self._step
-        self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
+        self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup)
         alpha = self._alpha()
         with deterministic(self.members[0].device, s.deterministic):     # as SolveJob._adam_step: only on a GPU
             for p in self.optim.params:
@@ -283,8 +273,6 @@ class GroupSolveJob(StepLifecycle):
             loss = sum(sum(t.values()) for t in member_terms)
             partner = {}
             if self.partners is not None:
-                if not self.settings.partner_lift:    # a partner pulls limbs and moves roots along the floor only
-                    ps = [p - self._vertical(m) for p, m in zip(ps, self.members)]
                 partner = self.partners.weighted(torch.cat(ps, 1), torch.cat(ns, 1), alpha)
             if self.barrier is not None:
                 partner["partner_barrier"] = self.barrier.weighted(

@@ -27,18 +27,22 @@ from ..rig.chains import VariableChain, VertexChain
 from ..rig.rotations import quat_to_matrix
 from ..character.track import ClipTrack
 from ..types import Character, Motion
-from ..descriptors.weights import alpha_ramp
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
+from . import footing, parametrisation
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .graphed import dense_at, graphed_pose, pose
 from .head import HeadAttitude
 from .lifecycle import StepLifecycle
-from .optim import Adam, deterministic, learning_rates, torch_threads
+from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse, upper_body_bones
 from .settings import Progress, SolverSettings
 from .terrain_start import onto_terrain, terrain_lift
+
+SEED = 0    #: torch's random seed, set at each set-up: a solve is reproducible run to run
+#: the root starts where the source's planted feet stay put (``_root_xy_from_feet``; False: copy-rotations' root)
+ROOT_FROM_FEET = True
 
 
 def _check_motion(character: Character, motion: Motion, what: str):
@@ -191,7 +195,7 @@ class SolveJob(StepLifecycle):
     def _setup(self):
         """The set-up (``prepare``): a generator yielding a line before each slow part."""
         s = self.settings
-        torch.manual_seed(s.seed)
+        torch.manual_seed(SEED)
         dt, dev = s.torch_dtype(), torch.device(s.device)
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise CoreError("CUDA was requested but torch sees no CUDA device: choose the CPU device.")
@@ -208,11 +212,11 @@ class SolveJob(StepLifecycle):
         self.limbs = tuple(tgt.keyverts.limbs[k] for k in self.keyvert_order)
         self.num_keyverts = len(kv_ids)
         yield "Choosing the target's soles"
-        if s.sole_points > 0:   # chosen on the copy-rotations motion (docs/solver.md "Ground")
+        if footing.SOLE_POINTS > 0:   # chosen on the copy-rotations motion (docs/solver.md "Ground")
             frames = np.unique(np.linspace(0, T - 1, min(T, SOLE_FRAMES)).round().astype(np.int64))
             sampled = Motion(self.init_motion.rotations[frames], self.init_motion.locations[frames],
                              self.init_motion.fps)
-            self.sole_ids, self.sole_side, _ = sole_points(ClipTrack(tgt, sampled), s.sole_points)
+            self.sole_ids, self.sole_side, _ = sole_points(ClipTrack(tgt, sampled), footing.SOLE_POINTS)
         else:
             self.sole_ids, self.sole_side = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self.stats["sole_points"] = int(len(self.sole_ids))
@@ -233,13 +237,12 @@ class SolveJob(StepLifecycle):
         feet = None
         if ((s.foot_contact or s.foot_lock > 0) and len(self.sole_ids)
                 and set(self.sole_side.tolist()) == {0, 1}):
-            _, s_side, s_local = sole_points(track, s.sole_points, SOLE_FRAMES)
+            _, s_side, s_local = sole_points(track, footing.SOLE_POINTS, SOLE_FRAMES)
             pts = [track.foot_points[k][:, s_local[s_side == k]] for k in (0, 1)]
             low, vel = foot_lows_and_velocity(pts, self.source_ground_level, self.fps, SOFT_LOW * self.h_src,
                                               track.foot_points)
-            ratio = self.h_tgt / self.h_src if s.scale_floor_terms else 1.0
-            feet = FootModel(s, low, vel, self.sole_side, foot_side(tgt, kv_ids), self.h_src, self.h_tgt, ratio,
-                             self.fps, dt, dev)
+            feet = FootModel(s, low, vel, self.sole_side, foot_side(tgt, kv_ids), self.h_src, self.h_tgt,
+                             self.h_tgt / self.h_src, self.fps, dt, dev)
         self.feet = feet
         self.stats.update(contact_frames=0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum()),
                           locked_frames=0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum()))
@@ -252,7 +255,7 @@ class SolveJob(StepLifecycle):
         yield "Setting up the variables"
         names = tgt.skeleton.names
         canon = {names.index(b): c for c, b in tgt.bone_map.items() if b in names}
-        wanted = set(CORE_BONES) | (set(FINGER_BONES) if s.optimise_fingers else set())
+        wanted = set(CORE_BONES) | (set(FINGER_BONES) if parametrisation.OPTIMISE_FINGERS else set())
         # bones that move no key vertex cannot change the objective: they keep the initial motion
         opt = sorted(j for j, c in canon.items() if c in wanted and j in self.chain.position)
         opt = opt if self.root_idx in opt else sorted(opt + [self.root_idx])
@@ -261,10 +264,7 @@ class SolveJob(StepLifecycle):
         self._build_variables(self.init_motion)
         with torch.no_grad():   # copy-rotations' key vertices: where its planted feet are
             p0, _, _ = self._forward(self.param.zero_residuals())
-        feet_xy = T >= 2 and s.root_init == "feet"
-        if s.root_init not in ("feet", "copy"):
-            raise CoreError(f"root_init must be 'feet' or 'copy', not '{s.root_init}'.")
-        root_xy = self._root_xy_from_feet(p0) if feet_xy else None
+        root_xy = self._root_xy_from_feet(p0) if T >= 2 and ROOT_FROM_FEET else None
         if s.terrain is not None and T >= 2 and tgt.mesh is not None:   # a warm start gets the same start
             self._start_on_terrain(root_xy)
         if self.warm_start is not None:
@@ -280,7 +280,7 @@ class SolveJob(StepLifecycle):
         self.body_init = self.body_positions          # (T, P, 3) copy-rotations' body points, or None
         self.source_body = source_body_points(self)   # the jerk budget's cap on the body points, or None
         self._measure_start()
-        if self.warm_start is None and feet_xy:
+        if self.warm_start is None and root_xy is not None:
             self.param.set_root_xy(root_xy)
             self.stats["root_init_shift_max_m"] = float(root_xy.norm(dim=-1).max())
         self._last_entries = 0
@@ -312,7 +312,7 @@ class SolveJob(StepLifecycle):
     def _start_optimiser(self):
         """Adam on the variables (continuing ``warm_state``'s where it fits), the step count and base rates."""
         s = self.settings
-        self.optim = Adam(self.param.params, self.param.rates(s.lr_rot, s.lr_root), eps=s.adam_eps)
+        self.optim = solver_adam(self.param.params, self.param.rates(s.lr_rot, s.lr_root))
         # near an optimum already: a fresh Adam takes smaller steps; one continuing the last solve's takes its own
         cont = self.stats["continued_state"] = self.warm_state is not None and self.optim.continue_from(self.warm_state)
         self.total = s.num_steps(self.warm_start is not None, cont)
@@ -346,14 +346,14 @@ class SolveJob(StepLifecycle):
         chain, dt, dev = self.chain, self.dtype, self.device
         opt_pos = [chain.position[j] for j in self.opt_idx]
         R_init_n = quat_to_matrix(torch.as_tensor(motion.rotations[:, chain.needed], dtype=torch.float64))
-        R_init_n, s = R_init_n.to(dt).to(dev), self.settings                         # (T, Jn, 3, 3)
+        R_init_n = R_init_n.to(dt).to(dev)                                           # (T, Jn, 3, 3)
         L_init = torch.as_tensor(motion.locations, dtype=dt, device=dev)
         self.vars = VariableChain(chain, R_init_n, L_init[:, chain.needed_t], opt_pos, chain.position[self.root_idx])
         jac = torch.as_tensor(root_jacobian_inverse(self.target.skeleton, self.root_idx, motion, self.h_tgt))
         self.param = Parametrisation(R_init_n[:, opt_pos], chain.rest_rot[opt_pos], L_init[:, self.root_idx],
-                                     jac.to(dt).to(dev), self.h_tgt, self.fps, s.knot_spacing,
-                                     () if self.feet is None else self.feet.events(), s.event_knots,
-                                     self.opt_upper, s.upper_knots)
+                                     jac.to(dt).to(dev), self.h_tgt, self.fps,
+                                     parametrisation.KNOT_SPACING, () if self.feet is None else self.feet.events(),
+                                     parametrisation.EVENT_KNOTS, self.opt_upper, parametrisation.UPPER_KNOTS)
 
     def _start_on_terrain(self, root_xy: torch.Tensor = None):
         """Start from copy-rotations put onto the terrain (``terrain_start``): the hips raised, each planted foot
@@ -399,7 +399,7 @@ class SolveJob(StepLifecycle):
         return out
 
     def _alpha(self) -> float:
-        return 1.0 if self.warm_start is not None else alpha_ramp(self._step, self.total, self.settings.alpha_end)
+        return 1.0 if self.warm_start is not None else alpha_at(self._step, self.total)
 
     def weighted_terms(self, alpha: float = None, pairset=None, residuals=None) -> dict:
         """{term: weight · raw / scale} at the current variables (differentiable w.r.t. them, or w.r.t.
@@ -425,13 +425,13 @@ class SolveJob(StepLifecycle):
     def _adam_step(self) -> Progress:
         s = self.settings
         step = self._step
-        self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup, s.lr_final)
+        self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup)
         with deterministic(self.device, s.deterministic):
             for p in self.param.params:
                 p.grad = None
             terms = self.weighted_terms()
             loss = sum(terms.values())
-            # gradients per control point are O(1 / controls): rescaled, adam_eps means the same at any length
+            # gradients per control point are O(1 / controls): rescaled, ADAM_EPS means the same at any length
             (loss * self.param.num_controls).backward()
             self.optim.step()
         *vals, total = torch.stack([v.detach() for v in terms.values()] + [loss.detach()]).tolist()  # one GPU sync

@@ -20,12 +20,40 @@ from ..errors import CoreError
 from ..rig.vec3 import dot3
 from .losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
                       jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
-from ..descriptors.weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight, interaction_weight,
-                       time_mean)
+from ..descriptors.weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight,
+                                   interaction_weight)
 from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 
 #: the jerk budget's allowance for round-off, a share of each budget
 JERK_BUDGET_SLACK = 1e-4
+#: the jerk budget's windows (seconds; ``SolverSettings.jerk_budget``, docs/solver.md "jerk: a budget")
+JERK_BUDGET_S = 1.0
+#: the key vertices' and body points' jerk budgets are also at most the source's own jerk there × h_tgt / h_src
+#: (False: copy-rotations' alone)
+JERK_BUDGET_SOURCE = True
+#: L_smooth's added jerk of the sole points beside the key vertices', × this (no key vertex sits on the toes)
+SMOOTH_SOLES = 1.0
+#: L_smooth's added jerk of the body points (the capsules' ends, at the joints), × this (0: off; measured, the
+#: jerk budget does better: docs/solver.md "jerk: the joints in L_smooth, again")
+SMOOTH_JOINTS = 0.0
+#: the hips offset's jerk in L_smooth, × this, once per key vertex and sole point
+SMOOTH_ROOT = 3.0
+#: "added": L_smooth charges the jerk each point adds to copy-rotations'; "absolute": the jerk itself (the
+#: printed L_smooth, for experiments; docs/solver.md)
+SMOOTH_MODE = "added"
+#: the floor of L_sliding's reference scale, in h_c / s of sliding (docs/solver.md "Balancing")
+SLIDING_FLOOR = 0.1
+#: L_dist's weight × (1 + CONTACT_FOCUS · W_src): the source's contacts matched closer than its far pairs
+CONTACT_FOCUS = 3.0
+#: the contact state (``SolverSettings.contact_state``) keeps each pair as far from d_min as the source, up to
+#: this share of d_min (docs/solver.md "Pair terms: the contact state")
+CONTACT_MARGIN = 0.1
+#: pair distances and penetrations compared scaled by h_tgt / h_src (False: raw, the paper's form; a scaled copy
+#: of the source then pays for its size)
+SCALE_PAIR_TERMS = True
+#: where a fitted source body (a skeleton-only source) holds a key vertex behind another's surface, L_pen only
+#: keeps the target's from being behind it: the overlap is the fit's, not the capture's (docs/solver.md)
+FITTED_PEN_SURFACE = True
 
 
 #: the sole points' floor barrier × (1 + (SOLE_FLOOR_GAIN − 1) α²) (1: off; ramped, since at full strength from the
@@ -91,7 +119,7 @@ class Objective:
         limbs: (N,) limb of each key vertex (for per-part factors and the allowed pairs).
         feet: the FootModel, or None.
         source_fitted: the source's body is a fitted template (``SkinnedMesh.fitted``): with
-            ``fitted_pen_surface`` an entry it holds behind a surface (M_pen^src < 0) only keeps the target's key
+            FITTED_PEN_SURFACE an entry it holds behind a surface (M_pen^src < 0) only keeps the target's key
             vertex from being behind it (``losses.pen_loss``).
         head: the head's attitude term (``head.HeadAttitude``, anchored at ``set_initial``; reported in L_reg), or
             None.
@@ -113,22 +141,27 @@ class Objective:
         self.src_h = height(src_p, src_ground)
         self.src_vel = sliding(src_p, self.fps)
         self.wf_src = floor_weight(self.src_h, MIN_FRACTION * self.h_src, MAX_FRACTION * self.h_src)
-        # what the target's heights / horizontal velocities are compared with (docs/solver.md "Scaling")
-        ratio = self.h_tgt / self.h_src if s.scale_floor_terms else 1.0
+        # what the target's heights / horizontal velocities are compared with: the source's scaled to the target's
+        # height (docs/solver.md "Scaling"); a source vertex under the floor at floor level (its penetration is
+        # not copied)
+        ratio = self.h_tgt / self.h_src
         self.ratio = ratio
-        # a source vertex under the floor is matched at floor level: its penetration is not copied
-        self.src_h_cmp = (self.src_h.clamp(min=0.0) if s.clamp_source_height else self.src_h) * ratio
+        self.src_h_cmp = self.src_h.clamp(min=0.0) * ratio
         self.src_vel_cmp = self.src_vel * ratio
         self.vertex_scale = self._vertex_scales()
-        mask = allowed_pairs(self.limbs, None, s.exclude_same_limb)
+        mask = allowed_pairs(self.limbs, None)
         N = len(self.limbs)
         self.pairs = ActivePairs(src_p, src_n, np.full(N, self.h_src), np.full(N, self.h_tgt), mask,
-                                 scale=s.scale_pair_terms)
-        self.surface_pen = bool(source_fitted and s.fitted_pen_surface)
+                                 scale=SCALE_PAIR_TERMS)
+        self.surface_pen = bool(source_fitted and FITTED_PEN_SURFACE)
         self.pairs_allowed = int(mask.sum())
         self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
-        if s.smooth_mode not in ("added", "source", "absolute"):
-            raise CoreError(f"smooth_mode must be 'added', 'source' or 'absolute', not '{s.smooth_mode}'.")
+        # L_smooth's and the pair terms' constants as they are at the set-up (an experiment patches them first)
+        self.smooth_weights = {"p": 1.0, "sole": SMOOTH_SOLES, "body": SMOOTH_JOINTS}
+        self.smooth_root, self.contact_focus, self.contact_margin = SMOOTH_ROOT, CONTACT_FOCUS, CONTACT_MARGIN
+        if SMOOTH_MODE not in ("added", "absolute"):
+            raise CoreError(f"SMOOTH_MODE must be 'added' or 'absolute', not '{SMOOTH_MODE}'.")
+        self.absolute_jerk = SMOOTH_MODE == "absolute"
         self.p_init = self.jerk_ref = self.sole_jerk_init = self.body_jerk_init = self.jerk_budgets = None
         self.scales = None
         #: the head's attitude term (``head.HeadAttitude``), or None
@@ -149,30 +182,28 @@ class Objective:
         """The copy-rotations key vertices (T, N, 3), sole points (T, S, 3) or None and body points (T, P, 3) or
         None: the regularisation's anchor, the added-jerk references, and the reference scales of every term
         (α = 0). ``src_body``: the source's body points and which have one (``capsules.source_body_points``), or
-        None: with ``jerk_budget_source`` they cap the body points' jerk budget as the source's key vertices cap
+        None: with JERK_BUDGET_SOURCE they cap the body points' jerk budget as the source's key vertices cap
         the key vertices'."""
         s = self.settings
         T = p_init.shape[0]
         self.p_init = p_init
         if self.head is not None:          # the head's attitude: copy-rotations' head frames
             self.head = self.head.anchored(p_init)
-        #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk, or the source's own to the target's height
-        self.jerk_ref = None if T < 4 else (jerk(self.src_p, self.fps) * (self.h_tgt / self.h_src)
-                                            if s.smooth_mode == "source"
-                                            else jerk(p_init, self.fps))
+        #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk
+        self.jerk_ref = None if T < 4 else jerk(p_init, self.fps)
         # copy-rotations' jerk of the sole points (T−3, S, 3) and body points (T−3, P, 3), where L_smooth reads it
-        read = T >= 4 and s.smooth_mode != "absolute"
-        self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and read and s.smooth_soles else None
-        self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and read and s.smooth_joints else None
+        read, w = T >= 4 and not self.absolute_jerk, self.smooth_weights
+        self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and read and w["sole"] else None
+        self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and read and w["body"] else None
         #: the jerk budget's windows and per point (key vertices, sole points, body points) copy-rotations' jerk
         #: summed over each (W, ·), or None
-        self.budget_window = max(1, int(round(s.jerk_budget_s * self.fps)))
+        self.budget_window = max(1, int(round(JERK_BUDGET_S * self.fps)))
         self.jerk_budgets = None
         if s.jerk_budget and T >= 4:
             eps = self.jerk_eps
             self.jerk_budgets = tuple(None if x is None else jerk_totals(x, self.fps, self.budget_window, eps)
                                       for x in (p_init, sole_init, body_init))
-            if s.jerk_budget_source:     # nor the source's own there, to the target's height
+            if JERK_BUDGET_SOURCE:     # nor the source's own there, to the target's height
                 ratio = self.h_tgt / self.h_src
                 src_tot = jerk_totals(self.src_p, self.fps, self.budget_window, eps) * ratio
                 kv, sole_b, body_b = self.jerk_budgets
@@ -211,12 +242,11 @@ class Objective:
     def _reference_scales(self, raw: dict) -> dict:
         """Reference scale of each term: its initial value, floored by the value a small uniform residual
         would give (docs/solver.md "Balancing")."""
-        s = self.settings
         h = self.h_tgt
         T, N = self.p_init.shape[:2]
         ps = self.init_pairs
         w2 = float(ps.w_src.square().sum()) if len(ps) else 0.0
-        wd2 = float(focused_square(ps.w_src, s.contact_focus).sum()) if len(ps) else 0.0
+        wd2 = float(focused_square(ps.w_src, self.contact_focus).sum()) if len(ps) else 0.0
         wf2 = float(self.wf_src.square().sum())
         ref = 0.01 * h   # 1 % of the target's height
         floors = {
@@ -226,7 +256,7 @@ class Objective:
             "dir": w2 * (1.0 - math.cos(math.radians(10.0))) ** 2,
             "pen": 2.0 * w2 * ref ** 2,
             "height": wf2 * ref ** 2,
-            "sliding": wf2 * (s.sliding_floor * h) ** 2,      # foot sliding, h_c / s
+            "sliding": wf2 * (SLIDING_FLOOR * h) ** 2,        # foot sliding, h_c / s
         }
         out = {}
         with torch.no_grad():
@@ -260,12 +290,11 @@ class Objective:
         eps = self.jerk_eps
         if p.shape[0] < 4:
             return p.sum() * 0.0
-        absolute = s.smooth_mode == "absolute"
+        absolute, weights = self.absolute_jerk, self.smooth_weights
         budgets = self.jerk_budgets or (None, None, None)
         # the points whose jerk some part reads, differentiated together: (T − 3, N + S + P, 3)
-        kinds = [(k, x) for k, x, w, b in zip(("p", "sole", "body"), (p, sole, body),
-                                               (1.0, s.smooth_soles, s.smooth_joints), budgets)
-                 if x is not None and (w or b is not None)]
+        kinds = [(k, x) for k, x, b in zip(("p", "sole", "body"), (p, sole, body), budgets)
+                 if x is not None and (weights[k] or b is not None)]
         j_all = jerk(torch.cat([x for _, x in kinds], 1) if len(kinds) > 1 else p, self.fps)
         j = dict.fromkeys(("p", "sole", "body"))
         at = 0
@@ -274,20 +303,20 @@ class Objective:
             at += x.shape[1]
         out = smooth_loss(p, self.fps, vs["smooth"], eps=eps, reference=None if absolute else self.jerk_ref,
                           j=j["p"])
-        if s.smooth_soles and sole is not None:
+        if weights["sole"] and sole is not None:
             # the sole points (the toes, the heels) move most where the foot terms correct a frame, and no key
             # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
-            out = out + s.smooth_soles * smooth_loss(sole, self.fps, None, eps=eps, j=j["sole"],
-                                                     reference=None if absolute else self.sole_jerk_init)
-        if s.smooth_root:
+            out = out + weights["sole"] * smooth_loss(sole, self.fps, None, eps=eps, j=j["sole"],
+                                                  reference=None if absolute else self.sole_jerk_init)
+        if self.smooth_root:
             # the hips' offset from copy-rotations moves every point with it: its jerk is added to all of them
             # unless a limb takes it back, so it counts once per point (docs/solver.md "Issue 11 item 1, jerk")
             points = p.shape[1] + (0 if sole is None else sole.shape[1])
-            out = out + s.smooth_root * points * smooth_loss(root_world[:, None, :], self.fps, None, eps=eps)
-        if s.smooth_joints and body is not None:
+            out = out + self.smooth_root * points * smooth_loss(root_world[:, None, :], self.fps, None, eps=eps)
+        if weights["body"] and body is not None:
             # the joint-jerk measure reads the joints, between the key vertices: the body points (the capsules'
             # ends, at the joints) add their added jerk too (docs/solver.md "... the joints in L_smooth, again")
-            out = out + s.smooth_joints * smooth_loss(body, self.fps, None, eps=eps, j=j["body"],
+            out = out + weights["body"] * smooth_loss(body, self.fps, None, eps=eps, j=j["body"],
                                                       reference=None if absolute else self.body_jerk_init)
         if self.jerk_budgets is not None:
             # no point spends more jerk in a window than copy-rotations' there (docs/solver.md "... a budget"):
@@ -309,15 +338,11 @@ class Objective:
         sole_contact, sliding, lock): shapes fixed for the whole solve, unlike the pair terms', so on a GPU they are
         recorded in the CUDA graph with the pose map (``graphed.py``: nothing here may read a value back to Python);
         ``alpha`` a float or a 0-dim tensor; ``body`` (T, P, 3) or None."""
-        s = self.settings
         vs = self.vertex_scale
         ht = self.h_tgt
         out = {}
-        if s.reg_free_root_xy:   # the horizontal root trajectory is not tied to copy-rotations' one
-            shift = root_world * self.xy_mask
-            out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
-        else:
-            out["reg"] = reg_loss(p, self.p_init, vs["reg"])
+        shift = root_world * self.xy_mask     # the horizontal root trajectory is not tied to copy-rotations' one
+        out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
         if self.head is not None:
             out["head"] = self.head.loss(p)
         out["smooth"] = self._smooth(p, sole, root_world, body)
@@ -341,8 +366,7 @@ class Objective:
                 out["sole_contact"], hgt = feet.contact_terms(h, lows, vs["height"], feet.relief(p, sole, hs))
                 out["height"] = out["height"] + hgt
         vel = sliding(p, self.fps)
-        ws = time_mean(wf, int(round(0.5 * s.sliding_window_s * self.fps))) if s.sliding_window_s > 0 else wf
-        out["sliding"] = sliding_loss(vel, self.src_vel_cmp, ws[:-1], vs["sliding"])
+        out["sliding"] = sliding_loss(vel, self.src_vel_cmp, wf[:-1], vs["sliding"])
         if feet is not None and feet.lock_w is not None and sole is not None and sole.shape[0] > 1:
             out["lock"] = feet.lock_loss(sole, hs, lows)
         return out
@@ -355,8 +379,8 @@ class Objective:
             m = vs[term]
             return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
         return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
-                          self.settings.contact_focus, self.surface_pen,
-                          self.settings.contact_margin if self.settings.contact_state else None)
+                          self.contact_focus, self.surface_pen,
+                          self.contact_margin if self.settings.contact_state else None)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier and the foot contact are reported inside 'height', the

@@ -8,6 +8,16 @@ import contextlib
 
 import torch
 
+from ..descriptors.weights import alpha_ramp
+
+#: Adam's ε on the gradients of the loss × the number of control points (``solver_adam``): large beside torch's
+#: 1e-8, it damps the steps of control points whose gradient is noise (docs/solver.md "Step size")
+ADAM_EPS = 1e-3
+#: the learning rates decay (cosine) to this share of themselves at the last step (``learning_rates``)
+LR_FINAL = 0.1
+#: the share of the steps at which α (the target's adaptive weights, ReConForM §4.1) reaches 1 (``alpha_at``)
+ALPHA_END = 1.0
+
 
 class Adam:
     """Adam (Kingma & Ba; the same update as ``torch.optim.Adam`` without weight decay or amsgrad).
@@ -58,12 +68,23 @@ class Adam:
                 p.addcdiv_(m, denom, value=-lr / bc1)
 
 
-def learning_rates(base_lrs, step: int, total: int, warmup: float, lr_final: float) -> list:
+def solver_adam(params, lrs) -> Adam:
+    """The solve's Adam on ``params`` at base rates ``lrs``, with ε ADAM_EPS."""
+    return Adam(params, lrs, eps=ADAM_EPS)
+
+
+def learning_rates(base_lrs, step: int, total: int, warmup: float) -> list:
     """The learning rates of step ``step`` of ``total``: each base rate times a linear warm-up over the first
-    ``warmup`` share of the steps and a cosine decay to ``lr_final`` of it at the last step."""
+    ``warmup`` share of the steps and a cosine decay to LR_FINAL of it at the last step."""
+    lr_final = LR_FINAL
     c = 0.5 * (1 + math.cos(math.pi * step / max(total - 1, 1)))
     warm = min(1.0, (step + 1) / max(1.0, warmup * total))
     return [base * warm * (lr_final + (1 - lr_final) * c) for base in base_lrs]
+
+
+def alpha_at(step: int, total: int) -> float:
+    """α at step ``step`` of a first solve of ``total`` steps: 0 to 1 over ALPHA_END of the steps."""
+    return alpha_ramp(step, total, ALPHA_END)
 
 
 @contextlib.contextmanager

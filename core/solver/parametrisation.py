@@ -5,7 +5,7 @@ parametrised as a smooth residual on the copy-rotations motion.
   rotation: ``R(t) = R_init(t) · M(I₆ + δ(t))`` (``rotations.sixd_to_matrix``: continuous, no singularity).
 - Hips: a world-space offset of the hips head in units of the target's height h_tgt, mapped to the hips' basis
   location by the per-frame inverse Jacobian of that map (its parents' rotations and rest frame).
-- Both are cubic B-splines in time (``knots``): control points every ``knot_spacing`` seconds, spans
+- Both are cubic B-splines in time (``knots``): control points every KNOT_SPACING seconds, spans
   halved around the source feet's events (``refined_knots``), 4 non-zero weights per frame (a banded matmul), so
   the residual cannot add high-frequency jitter. The bones that carry the head and the shoulders (``fine``) have
   their own, finer uniform grid (``fine_spacing``, never under 3 frames): on a 120 fps capture they can take out
@@ -27,6 +27,18 @@ from .knots import MIN_EVENT_SPAN, Band, banded_spline, knot_band, refined_knots
 
 IDENTITY_6D = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
+#: seconds between the B-spline control points of the residual (0: one per frame; docs/solver.md "Knots")
+KNOT_SPACING = 0.1
+#: around the source feet's events (landing, lift-off, a lock's start and end) the knot spans are halved where a
+#: half keeps at least this many seconds (0: a uniform grid; docs/solver.md "Knots at the feet's events")
+EVENT_KNOTS = 0.05
+#: seconds between the control points of the upper body's own grid (``upper_body_bones``; never under 3 frames:
+#: at 30 fps the main grid's, so nothing changes; on a 120 fps capture it takes out the jitter copy-rotations
+#: carries there; 0: the main grid; docs/solver.md "The upper body's knots")
+UPPER_KNOTS = 0.025
+#: the fingers optimised too (False: they keep copy-rotations' rotations; no finger key vertex needs them)
+OPTIMISE_FINGERS = False
+
 
 #: canonical bones on the upper body's finer grid (``upper_body_bones``)
 UPPER_BODY_BONES = ("neck", "head", "left_shoulder", "right_shoulder")
@@ -36,7 +48,7 @@ NECK_PARENT = True
 
 def upper_body_bones(skeleton, opt_idx, canonical: dict) -> np.ndarray:
     """(Jo,) bool over the optimised bones ``opt_idx``: those whose residual takes the upper body's finer grid
-    (``SolverSettings.upper_knots``): the neck, head and collarbones (``UPPER_BODY_BONES``; ``canonical``: bone
+    (UPPER_KNOTS): the neck, head and collarbones (``UPPER_BODY_BONES``; ``canonical``: bone
     index -> canonical name) and, with ``NECK_PARENT``, the optimised bone nearest above the neck (or the head,
     without a neck; never the hips): the bones whose rotations move the head and the shoulder joints
     (docs/solver.md "The upper body's knots")."""

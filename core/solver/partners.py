@@ -29,12 +29,17 @@ from .losses import cosine
 from ..rig.vec3 import dot3, norm3, sq_norm3
 from ..contacts.partners import PartnerPairs
 from ..descriptors.weights import MIN_FRACTION, refresh_due
+from . import objective
 from .objective import focused_square, pair_terms
 from .settings import PARTNER_TERM
 
 PAIR_TERMS = ("dist", "dir", "pen")
-#: ``SolverSettings.gaze_term`` values (``PartnerObjective._gaze``)
+#: GAZE_TERM's values (``PartnerObjective._gaze``)
 GAZE_TERMS = ("look", "direction")
+#: the gaze term: "look" keeps the angle between each character's gaze and its eye → partner direction by turning
+#: its head; "direction": the paper's L_dir on the eye → partner direction, which both bodies move to keep
+#: (docs/solver.md "Gaze")
+GAZE_TERM = "look"
 #: the floor of a character pair's scale counts at least this many full-weight entries per frame
 FLOOR_ENTRIES = 1.0
 #: gaze candidates are refreshed once a target's gaze turned by this many degrees, or a key vertex moved by
@@ -64,7 +69,7 @@ class PartnerObjective:
         src_p = [m.objective.src_p for m in members]
         src_n = [m.objective.src_n for m in members]
         self.pairs = PartnerPairs(src_p, src_n, [m.h_src for m in members], [m.h_tgt for m in members],
-                                  scale=settings.scale_pair_terms)
+                                  scale=objective.SCALE_PAIR_TERMS)
         self.offsets = self.pairs.offsets
         self.heights = np.asarray([m.h_tgt for m in members])
         self.vertex_scale = self._vertex_scales(members)
@@ -126,8 +131,11 @@ class PartnerObjective:
         self._gaze_dist_slack = GAZE_SLACK_DIST * float(self.heights.mean())
         self.gaze_refreshes = 0
         self.scales = None
-        if settings.gaze_term not in GAZE_TERMS:
-            raise CoreError(f"gaze_term must be one of {', '.join(GAZE_TERMS)}, not '{settings.gaze_term}'.")
+        #: the constants of the pair terms and of the gaze as they are at the set-up (an experiment patches them)
+        self.contact_focus, self.contact_margin = objective.CONTACT_FOCUS, objective.CONTACT_MARGIN
+        self.gaze_term = GAZE_TERM
+        if GAZE_TERM not in GAZE_TERMS:
+            raise CoreError(f"GAZE_TERM must be one of {', '.join(GAZE_TERMS)}, not '{GAZE_TERM}'.")
 
     def _vertex_scales(self, members) -> dict:
         """{term: (Ntot,) per-key-vertex multiplier or None} of the pair terms between the characters: each
@@ -174,7 +182,7 @@ class PartnerObjective:
                 sel = torch.nonzero(block == b, as_tuple=True)[0]
                 sub = type(ps)(*(f.index_select(0, sel) for f in ps))
                 vals = pair_terms(p, n, 0.0, sub, {k: self._pscale(k, sub) for k in PAIR_TERMS},
-                                  self.settings.contact_focus)
+                                  self.contact_focus)
                 for k in PAIR_TERMS:
                     raw[k][b] = vals[k]
             e, c = self._gaze(p, None, 0.0)
@@ -183,7 +191,7 @@ class PartnerObjective:
                                      dtype=self.dtype, device=self.device)
         w2 = torch.zeros(len(self.pairs.blocks), dtype=self.dtype, device=self.device)
         w2.index_add_(0, block, ps.w_src.square())
-        wd2 = torch.zeros_like(w2).index_add_(0, block, focused_square(ps.w_src, self.settings.contact_focus))
+        wd2 = torch.zeros_like(w2).index_add_(0, block, focused_square(ps.w_src, self.contact_focus))
         count = torch.clamp(w2, min=FLOOR_ENTRIES * T)
         count_d = torch.clamp(wd2, min=FLOOR_ENTRIES * T)
         cos10 = (1.0 - math.cos(math.radians(10.0))) ** 2
@@ -300,13 +308,13 @@ class PartnerObjective:
         """((E,) squared weighted gaze errors of the gaze entries, (E,) their looking character): each eye and
         the others' key vertices where the mixed cone weight is non-zero.
 
-        "look" (``settings.gaze_term``): S_cos(gaze, eye → key vertex) of the target against the source's, the
+        "look" (``gaze_term``, GAZE_TERM): S_cos(gaze, eye → key vertex) of the target against the source's, the
         eye → key-vertex direction read without gradient, so only the looker's head turns (a tall character looks
         down at a partner the source looked up at). "direction": the paper's 1 − S_cos between the source's and
         the target's eye → key-vertex directions, which both characters' bodies move to keep. ``p_det``: the same
         positions without gradient (the target cones are read there); the "look" term's gazes at ``p``, computed
         once, serve both."""
-        look = self.settings.gaze_term == "look"
+        look = self.gaze_term == "look"
         g = self.target_gaze(p) if look else None                                                  # (T, L, 3)
         t, c, m, w = self._gaze_entries(p_det, alpha, g)
         N = p.shape[1]
@@ -333,8 +341,8 @@ class PartnerObjective:
             inv = (1.0 / self.scales[k]).index_select(0, block)
             v = self._pscale(k, ps)
             scale[k] = inv if v is None else inv * v
-        vals = pair_terms(p, n, alpha, ps, scale, s.contact_focus,
-                          state_margin=s.contact_margin if s.contact_state and s.partner_contact_state else None)
+        vals = pair_terms(p, n, alpha, ps, scale, self.contact_focus,
+                          state_margin=self.contact_margin if s.contact_state and s.partner_contact_state else None)
         out = {f"partner_{k}": s.weight(k) * s.w_partner * vals[k] for k in PAIR_TERMS}
         if "state" in vals:     # the contact state between the characters too, on partner L_dist's scale
             out["partner_dist"] = out["partner_dist"] + s.weight("dist") * s.w_partner * s.contact_state * vals["state"]

@@ -187,6 +187,16 @@ def test_the_set_up_baseline_metrics_entry(addon):
         sf.setup_options("reconform", None, {"baseline_metrics": "no"})
 
 
+def test_the_set_up_refuses_an_unknown_solver_setting_by_name(addon):
+    """A set-up's ``settings`` naming no SolverSettings field (a typo, or a choice that is a module constant now)
+    fail with the name, before anything runs; the known ones and the quality preset are taken."""
+    sf = importlib.import_module(addon.__name__ + ".reconform_addon.setup_file")
+    s = sf.setup_options("reconform", None, {"settings": {"quality": "fast", "w_pen": 0.7}}).settings
+    assert (s.w_pen, s.iterations) == (0.7, 60)
+    with pytest.raises(sf.BridgeError, match="Solver settings: Unknown solver setting smooth_soles: use w_reg"):
+        sf.setup_options("reconform", None, {"settings": {"smooth_soles": 1.0, "w_pen": 0.7}})
+
+
 @pytest.mark.slow
 @pytest.mark.assets
 def test_batch_without_the_baseline_metrics(scene_blend, tmp_path):

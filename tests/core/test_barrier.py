@@ -8,6 +8,7 @@ import torch
 
 from core.metrics.partners import body_capsules, capsule_paths, evaluate_partners
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
+from core.solver import objective as objective_module
 from core.solver.barrier import SPHERES, PartnerBarrier, _depth
 from core.solver.capsules import capsule_points
 from core.character.track import ClipTrack
@@ -290,9 +291,9 @@ def test_a_fitted_source_body_allows_none_of_its_own_depths():
     assert any(allow[True][key] < allow[False][key] - 1e-4 for key in common)   # the source deeper somewhere
 
 
-def test_a_fitted_source_body_lends_l_pen_no_depth():
+def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch):
     """L_pen copies the source's signed depths along the normals, unless the source's body is a fitted template
-    (``fitted_pen_surface``): then a key vertex behind another's surface in the source only asks the target's not
+    (``objective.FITTED_PEN_SURFACE``): then a key vertex behind another's surface in the source only asks the target's not
     to be behind it. A wide source retargeted onto itself: its own pose costs nothing as a captured body, and its
     arms' depths in its torso cost L_pen as a fitted one."""
     from dataclasses import replace
@@ -301,8 +302,8 @@ def test_a_fitted_source_body_lends_l_pen_no_depth():
     pen = {}
     for fitted, on in ((False, True), (True, True), (True, False)):
         s = replace(src, mesh=replace(src.mesh, fitted=fitted))
-        job = SolveJob(s, mo, s, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
-                                                    fitted_pen_surface=on))
+        monkeypatch.setattr(objective_module, "FITTED_PEN_SURFACE", on)
+        job = SolveJob(s, mo, s, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64"))
         job.setup()
         assert job.objective.surface_pen == (fitted and on)
         ps = job.objective.init_pairs

@@ -17,6 +17,7 @@ from core.metrics.partners import evaluate_partners
 from core.pipeline.retarget import Retarget, RetargetOptions, run
 from core.pipeline.group import RetargetGroup, run_group
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
+from core.solver import partners as partners_module
 from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
@@ -272,7 +273,7 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
 
 def test_at_120_fps_the_upper_body_grid_takes_the_same_rates_and_the_joint_step_runs():
     """A 120 fps couple: each member's neck, head, collarbones and chest are on the upper body's finer grid
-    (``upper_knots``), a third control tensor whose rates follow the same rule on its own controls; a joint step
+    (``parametrisation.UPPER_KNOTS``), a third control tensor whose rates follow the same rule on its own controls; a joint step
     moves every control tensor."""
     a, ma, b, mb = couple(frames=60, fps=120.0)
     ta = with_face(make_humanoid(scale=1.25, girth=1.3, name="tall"))
@@ -312,27 +313,26 @@ def test_no_gradient_flows_through_the_partners_gaze_weights(group_job):
     cos = torch.nn.functional.cosine_similarity
     held = {"direction": (w * (1 - cos(po.look_dir[t, c, m], d, dim=-1))).square().sum(),
             "look": (w * (cos(po.target_gaze(p)[t, c], d.detach(), dim=-1) - po.look_cos[t, c, m])).square().sum()}
-    settings = po.settings
     try:
         for term, value in held.items():
-            po.settings = replace(settings, gaze_term=term)
+            po.gaze_term = term
             (g_held,) = torch.autograd.grad(value, p, retain_graph=True)
             e, _ = po._gaze(p, p.detach(), 1.0)
             (g,) = torch.autograd.grad(e.sum(), p)
             assert torch.allclose(g, g_held, atol=1e-5), term
     finally:
-        po.settings = settings
+        po.gaze_term = partners_module.GAZE_TERM
     out = po.weighted(p, n, 1.0)
     assert set(out) == {"partner_dist", "partner_dir", "partner_pen", "gaze"}
 
 
-def test_the_look_gaze_term_turns_only_the_lookers_head(group_job):
-    """gaze_term 'look' (the default): the angle between a target's gaze and its eye → partner direction against
+def test_the_look_gaze_term_turns_only_the_lookers_head(group_job, monkeypatch):
+    """GAZE_TERM 'look' (the default): the angle between a target's gaze and its eye → partner direction against
     the source's. Only the looker's three head key vertices (its head's orientation) get a gradient: neither
     the partner looked at nor the looker's body is moved to keep a direction, as the paper's form does (a tall
     character crouching to look up at a short partner the way the source looked up)."""
     po = group_job.partners
-    assert po.settings.gaze_term == "look"
+    assert po.gaze_term == partners_module.GAZE_TERM == "look"
     with torch.no_grad():
         p = torch.cat([m.p_init for m in group_job.members], 1).clone()
     p.requires_grad_(True)
@@ -342,17 +342,16 @@ def test_the_look_gaze_term_turns_only_the_lookers_head(group_job):
     moved = set(torch.nonzero(g.abs().sum(-1).sum(0) > 0, as_tuple=True)[0].tolist())
     heads = set(po.tgt_head[torch.unique(c)].reshape(-1).tolist())
     assert moved and moved <= heads
-    settings = po.settings
     try:    # the paper's form moves the eyes and the partners' key vertices
-        po.settings = replace(settings, gaze_term="direction")
+        po.gaze_term = "direction"
         e, _ = po._gaze(p, p.detach(), 1.0)
         (g,) = torch.autograd.grad(e.sum(), p)
         assert set(torch.nonzero(g.abs().sum(-1).sum(0) > 0, as_tuple=True)[0].tolist()) - heads
-        po.settings = replace(settings, gaze_term="sideways")
-        with pytest.raises(CoreError, match="gaze_term must be one of look, direction"):
-            type(po)(po.settings, group_job.members)
     finally:
-        po.settings = settings
+        po.gaze_term = "look"
+    monkeypatch.setattr(partners_module, "GAZE_TERM", "sideways")
+    with pytest.raises(CoreError, match="GAZE_TERM must be one of look, direction"):
+        type(po)(po.settings, group_job.members)
 
 
 def test_the_contact_state_between_partners_is_added_to_partner_l_dist_on_request(group_job):

@@ -1,5 +1,5 @@
 """The residual's knots: the general cubic B-spline basis, the grid refined at the source feet's events
-(``event_knots``) and the events themselves (docs/solver.md "Knots at the feet's events")."""
+(``parametrisation.EVENT_KNOTS``) and the events themselves (docs/solver.md "Knots at the feet's events")."""
 
 import numpy as np
 import pytest

@@ -159,7 +159,7 @@ def test_a_window_overlapping_the_last_one_starts_from_it(live_pair):
 
 
 def test_at_120_fps_windows_and_a_warm_started_window_run_on_both_grids():
-    """A 120 fps clip, where the upper body's bones take their own grid (``upper_knots``): a live window
+    """A 120 fps clip, where the upper body's bones take their own grid (``parametrisation.UPPER_KNOTS``): a live window
     warm-started from the last one (fitted on both grids) is no worse than the same window solved cold; a windowed
     batch retarget covers the clip."""
     src = make_humanoid()

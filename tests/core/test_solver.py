@@ -8,6 +8,8 @@ from core.errors import CoreError
 from core.contacts.ground import estimate_ground
 from core.rig.rotations import quat_to_matrix
 from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, bspline_basis
+from core.solver import footing, objective as objective_module
+from core.solver import job as job_module
 from core.solver.footing import FootModel
 from core.character.track import ClipTrack
 from core.types import Motion
@@ -42,6 +44,8 @@ def test_presets_and_weights():
     assert SolverSettings(w_sem=2.0, w_reg=3.0).weight("reg") == 3.0
     with pytest.raises(CoreError, match="preset"):
         SolverSettings.preset("ultra")
+    with pytest.raises(CoreError, match="Unknown solver settings lock_cap, smooth_mode: use w_reg"):
+        SolverSettings.preset("fast", smooth_mode="added", lock_cap=0.008, w_pen=1.0)
 
 
 def test_bspline_basis_partition_of_unity():
@@ -329,35 +333,38 @@ def test_fast_chain_matches_the_generic_rig(pair, solved):
     assert float((p - p2).abs().max()) < 1e-5 and float((n - n2).abs().max()) < 1e-5
 
 
-def test_root_init_from_feet_reduces_initial_sliding(pair):
-    """Starting the root where the source's planted feet stay put lowers L_sliding before the first step."""
+def test_root_init_from_feet_reduces_initial_sliding(pair, monkeypatch):
+    """Starting the root where the source's planted feet stay put (ROOT_FROM_FEET, the default) lowers L_sliding
+    before the first step against copy-rotations' root."""
     src, m, tgt, init = pair
     first = {}
-    for mode in ("copy", "feet"):
-        job = SolveJob(src, m, tgt, init, SolverSettings(**dict(FAST, iterations=1), root_init=mode))
+    for feet in (False, True):
+        monkeypatch.setattr(job_module, "ROOT_FROM_FEET", feet)
+        job = SolveJob(src, m, tgt, init, SolverSettings(**dict(FAST, iterations=1)))
         progress = list(job.steps())
-        first[mode] = progress[0].terms["sliding"]
+        first[feet] = progress[0].terms["sliding"]
     assert job.stats["root_init_shift_max_m"] > 0.0
-    assert first["feet"] < 0.9 * first["copy"], first
+    assert first[True] < 0.9 * first[False], first
 
 
-def test_the_foot_lock_reads_the_source_feet_at_the_foot_locked_metrics_speed(pair):
+def test_the_foot_lock_reads_the_source_feet_at_the_foot_locked_metrics_speed(pair, monkeypatch):
     """The lock's source velocity is that of each frame's lowest foot vertex, the foot point the foot-locked metric
     follows (docs/metrics.md), not of the lowest of the sparse sole points: the two differ where a foot rolls
     (three sole points a foot here, so that they do)."""
     from core.metrics.measures import foot_speed_windowed, measure
     src, m, tgt, init = pair
-    job = SolveJob(src, m, tgt, init, SolverSettings(**dict(FAST, iterations=1), sole_points=3))
+    monkeypatch.setattr(footing, "SOLE_POINTS", 3)
+    job = SolveJob(src, m, tgt, init, SolverSettings(**dict(FAST, iterations=1)))
     list(job.steps())
-    ratio = job.h_tgt / job.h_src if job.settings.scale_floor_terms else 1.0
+    ratio = job.h_tgt / job.h_src
     lock_speed = np.linalg.norm(job.feet.lock_vel.numpy(), axis=-1) / ratio                 # (T, 2)
     metric = foot_speed_windowed(measure(job.source_track, job.source_ground_level), job.fps).T
     np.testing.assert_allclose(lock_speed, metric, rtol=1e-5, atol=1e-7)
     assert metric.max() > 0.1                                                                # the feet do move
 
 
-def test_the_speed_cap_holds_where_the_source_foot_has_a_lock_weight():
-    """lock_cap: on the frames whose source foot is near its floor and under the lock band's top (1 % h/s), with
+def test_the_speed_cap_holds_where_the_source_foot_has_a_lock_weight(monkeypatch):
+    """LOCK_CAP: on the frames whose source foot is near its floor and under the lock band's top (1 % h/s), with
     the lock weight's complement (it takes over where the velocity match fades), no others; the cap is a share of
     the target's height per second."""
     h_src, h_tgt = 2.0, 1.0
@@ -367,12 +374,14 @@ def test_the_speed_cap_holds_where_the_source_foot_has_a_lock_weight():
     vel[:, 1, 0] = 0.02 * h_src                                                   # the right foot walks
     low = np.zeros((5, 2))
     low[4, 0] = 0.5 * h_src                                                       # still, but far above its floor
-    feet = FootModel(SolverSettings(lock_cap=0.009), low, vel, np.array([0, 1]), np.array([-1]), h_src, h_tgt,
+    monkeypatch.setattr(footing, "LOCK_CAP", 0.009)
+    feet = FootModel(SolverSettings(), low, vel, np.array([0, 1]), np.array([-1]), h_src, h_tgt,
                      h_tgt / h_src, 30.0, torch.float64, "cpu")
     np.testing.assert_allclose(feet.lock_w.numpy()[:, 0], [1.0, 1.0, 0.4, 0.0, 0.0])
     np.testing.assert_allclose(feet.cap_w.numpy(), [[0, 0], [0, 0], [0.6, 0], [0, 0], [0, 0]])
     assert feet.cap == pytest.approx(0.009 * h_tgt)
-    assert FootModel(SolverSettings(lock_cap=0.0), low, vel, np.array([0, 1]), np.array([-1]), h_src, h_tgt, 0.5,
+    monkeypatch.setattr(footing, "LOCK_CAP", 0.0)
+    assert FootModel(SolverSettings(), low, vel, np.array([0, 1]), np.array([-1]), h_src, h_tgt, 0.5,
                      30.0, torch.float64, "cpu").cap_w is None                  # 0 turns it off
 
 
@@ -383,7 +392,8 @@ def test_the_speed_caps_share_is_left_out_of_the_lock_terms_scale():
     vel = np.zeros((T, 2, 2))
     vel[:, 0, 0] = 0.007 * h                                          # left: in the lock band's fade, λ = 0.6
     vel[:, 1, 0] = 0.02 * h                                           # right: walking, no lock weight
-    feet = FootModel(SolverSettings(lock_cap=0.008, foot_contact=False), np.zeros((T, 2)), vel, np.array([0, 1]),
+    assert footing.LOCK_CAP == 0.008
+    feet = FootModel(SolverSettings(foot_contact=False), np.zeros((T, 2)), vel, np.array([0, 1]),
                      np.array([-1]), h, h, 1.0, 30.0, torch.float64, "cpu")
     sole = torch.zeros((T, 2, 3), dtype=torch.float64)
     sole[:, 0, 0] = 0.05 * torch.arange(T, dtype=torch.float64) / 30.0   # the target's left sole slides 5 % h/s
@@ -415,7 +425,7 @@ def test_lock_loss_by_hand():
     job.cap_w = None
     got = float(FootModel.lock_loss(job, sole))
     assert got == pytest.approx(1.0 * 0.01 + 1.0 * 0.01 + 0.5 * 0.01, rel=1e-6)
-    # lock_cap: where the source foot is locked (cap_w), a carrying point faster than the cap pays (speed − cap)²
+    # LOCK_CAP: where the source foot is locked (cap_w), a carrying point faster than the cap pays (speed − cap)²
     job.cap_w = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
     job.cap = 0.05                                                                    # m/s
     capped = float(FootModel.lock_loss(job, sole))
@@ -444,16 +454,18 @@ def test_progress_yardstick_is_copy_rotations_objective_at_the_same_alpha(pair, 
         pytest.approx(s1)
 
 
-def test_pair_terms_scaled_leave_a_scaled_copy_at_rest():
+def test_pair_terms_scaled_leave_a_scaled_copy_at_rest(monkeypatch):
     """A character retargeted onto a copy of itself 1.3 times bigger: copy-rotations is the source scaled, so
-    with scale_pair_terms its pair terms are already zero; compared raw (the paper's form) they are not."""
+    with SCALE_PAIR_TERMS (the default) its pair terms are already zero; compared raw (the paper's form) they are
+    not."""
     src = make_humanoid()
     big = make_humanoid(scale=1.3, name="big")
     m = walk_motion(src, frames=20, clap=True)
     init = Motion(m.rotations.copy(), m.locations * 1.3, m.fps)
     terms = {}
     for scale in (False, True):
-        job = SolveJob(src, m, big, init, SolverSettings(iterations=2, scale_pair_terms=scale, num_threads=2))
+        monkeypatch.setattr(objective_module, "SCALE_PAIR_TERMS", scale)
+        job = SolveJob(src, m, big, init, SolverSettings(iterations=2, num_threads=2))
         job.setup()
         ob = job.objective
         zero = torch.zeros((job.num_frames, 3), dtype=job.dtype)
@@ -466,27 +478,34 @@ def test_pair_terms_scaled_leave_a_scaled_copy_at_rest():
     assert float(terms[True]["pen"]) < 1e-6 * float(terms[False]["pen"])
 
 
-def _jobs_at_0_and_2(pair, setting: str, **others):
-    """The jobs of ``pair`` set up with ``setting`` at 0 and at 2 (and ``others``)."""
+def _jobs_at_0_and_2(pair, setting: str, monkeypatch=None, **others):
+    """The jobs of ``pair`` set up with ``setting`` at 0 and at 2 (and ``others``): a SolverSettings field, or with
+    ``monkeypatch`` a constant of core.solver.objective (read at the set-up)."""
     src, m, tgt, init = pair
-    jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **others, **{setting: w})) for w in (0.0, 2.0)]
-    for job in jobs:
+    jobs = []
+    for w in (0.0, 2.0):
+        if monkeypatch is None:
+            job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, **others, **{setting: w}))
+        else:
+            monkeypatch.setattr(objective_module, setting, w)
+            job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, **others))
         job.setup()
+        jobs.append(job)
     return jobs
 
 
-def _objectives_at_0_and_2(pair, setting: str):
+def _objectives_at_0_and_2(pair, setting: str, monkeypatch=None):
     """The objectives of ``pair`` set up with ``setting`` at 0 and at 2, and (p, n, sole) of copy-rotations."""
-    job0, job2 = _jobs_at_0_and_2(pair, setting)
+    job0, job2 = _jobs_at_0_and_2(pair, setting, monkeypatch)
     return job0.objective, job2.objective, (job2.p_init, job2.n_init, job2.sole_init)
 
 
-def test_smooth_soles_adds_the_sole_points_added_jerk(pair):
-    """L_smooth with smooth_soles w: the key vertices' added jerk plus w × the sole points' (smooth_loss against
+def test_smooth_soles_adds_the_sole_points_added_jerk(pair, monkeypatch):
+    """L_smooth with SMOOTH_SOLES w: the key vertices' added jerk plus w × the sole points' (smooth_loss against
     their copy-rotations jerk). At the start it adds (almost) nothing; one sole point kicked at one frame adds
     exactly w × that point's added-jerk sum."""
     from core.solver.losses import jerk, smooth_loss
-    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "smooth_soles")
+    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "SMOOTH_SOLES", monkeypatch)
     assert sole is not None and sole.shape[1] > 0
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
     kicked = sole.clone()
@@ -502,12 +521,12 @@ def test_smooth_soles_adds_the_sole_points_added_jerk(pair):
     assert float(extra) > 100.0 * eps * sole.shape[1]                # the kick is far above the ε floor
 
 
-def test_smooth_root_adds_the_hips_added_jerk_once_per_point(pair):
-    """L_smooth with smooth_root w: w × (key vertices + sole points) × the hips offset's jerk (its offset from
+def test_smooth_root_adds_the_hips_added_jerk_once_per_point(pair, monkeypatch):
+    """L_smooth with SMOOTH_ROOT w: w × (key vertices + sole points) × the hips offset's jerk (its offset from
     copy-rotations moves every point with it). Without an offset it adds only the ε floor; the hips moved 2 cm
     at one frame add exactly that much, and nothing when w is 0."""
     from core.solver.losses import smooth_loss
-    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "smooth_root")
+    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "SMOOTH_ROOT", monkeypatch)
     points = p.shape[1] + (0 if sole is None else sole.shape[1])
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
     kicked = zero.clone()
@@ -632,39 +651,12 @@ def test_the_foot_contact_weight_scales_the_sole_contact_on_the_floor_scale(pair
     assert gaps[1] > gaps[0] > 0.0
 
 
-def test_smooth_mode_source_measures_the_jerk_added_to_the_sources_own(pair):
-    """smooth_mode 'source': L_smooth's reference is the source key vertices' jerk × h_tgt / h_src, so the source's
-    own paths scaled to the target's height add (almost) nothing, and copy-rotations' paths (another jerk on this
-    target) add what 'added' mode reads there for the source's scaled paths; an unknown mode is refused."""
-    src, m, tgt, init = pair
-    jobs = {}
-    for mode in ("added", "source"):
-        jobs[mode] = SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_mode=mode, smooth_soles=0.0,
-                                                                smooth_root=0.0, jerk_budget=0.0))
-        jobs[mode].setup()
-    ob_a, ob_s = jobs["added"].objective, jobs["source"].objective
-    p0, n0 = jobs["added"].p_init, jobs["added"].n_init
-    scaled = ob_s.src_p * (ob_s.h_tgt / ob_s.h_src)
-    zero = torch.zeros((p0.shape[0], 3), dtype=p0.dtype)
-    ps = ob_a.pairs.active(p0, 1.0)
-
-    def smooth(ob, p):
-        with torch.no_grad():
-            return float(ob.raw_terms(p, n0, 1.0, ps, None, zero)["smooth"])
-    floor = smooth(ob_a, p0)                       # the ε floor: copy-rotations against itself
-    assert smooth(ob_s, scaled) == pytest.approx(floor, rel=1e-3)
-    assert smooth(ob_s, p0) == pytest.approx(smooth(ob_a, scaled), rel=1e-3)
-    assert smooth(ob_s, p0) > 10.0 * floor
-    with pytest.raises(CoreError, match="smooth_mode"):
-        SolveJob(src, m, tgt, init, SolverSettings(**FAST, smooth_mode="gentle")).setup()
-
-
-def test_smooth_joints_adds_the_body_points_added_jerk(pair):
-    """L_smooth with smooth_joints w: w × the body points' (the capsules' ends, at the joints) added jerk against
+def test_smooth_joints_adds_the_body_points_added_jerk(pair, monkeypatch):
+    """L_smooth with SMOOTH_JOINTS w: w × the body points' (the capsules' ends, at the joints) added jerk against
     copy-rotations'. At the start it adds only the ε floor; one body point kicked at one frame adds exactly w × that
     point's added-jerk sum, and nothing at w = 0."""
     from core.solver.losses import jerk, smooth_loss
-    job0, job = _jobs_at_0_and_2(pair, "smooth_joints", jerk_budget=0.0)     # L_smooth's added-jerk part alone
+    job0, job = _jobs_at_0_and_2(pair, "SMOOTH_JOINTS", monkeypatch, jerk_budget=0.0)     # L_smooth's added-jerk part alone
     ob0, ob2 = job0.objective, job.objective
     p, n, sole, body = job.p_init, job.n_init, job.sole_init, job.body_init
     assert body is not None and body.shape[1] >= 2
@@ -685,9 +677,9 @@ def test_smooth_joints_adds_the_body_points_added_jerk(pair):
             float(ob0.raw_terms(p, n, 0.0, ps, sole, zero, body=body)["smooth"]), rel=1e-6)
 
 
-def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair):
+def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair, monkeypatch):
     """jerk_budget w: w × each point's jerk beyond its budget in each window (its budget: copy-rotations' jerk there,
-    plus JERK_BUDGET_SLACK for round-off). Without ``jerk_budget_source`` it adds nothing at copy-rotations (a
+    plus JERK_BUDGET_SLACK for round-off). Without JERK_BUDGET_SOURCE it adds nothing at copy-rotations (a
     self-retarget has no push) and a body point kicked at one frame adds exactly w × its windows' excess; with it
     (the default) the key vertices' budget is at most the source's own jerk × h_tgt / h_src and the body points'
     at most the source's capsule ends of the same segments, and copy-rotations pays its excess over those."""
@@ -695,12 +687,14 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair):
     from core.metrics.partners import body_capsules
     from core.solver.objective import JERK_BUDGET_SLACK
     src, m, tgt, init = pair
-    jobs = [SolveJob(src, m, tgt, init, SolverSettings(**FAST, **kw)) for kw in (
-        dict(jerk_budget=0.0), dict(jerk_budget=2.0, jerk_budget_source=False), dict(jerk_budget=2.0))]
-    for job in jobs:
-        job.setup()
+    assert objective_module.JERK_BUDGET_SOURCE                   # the default
+    jobs = []
+    for budget, source in ((0.0, True), (2.0, False), (2.0, True)):
+        monkeypatch.setattr(objective_module, "JERK_BUDGET_SOURCE", source)
+        jobs.append(SolveJob(src, m, tgt, init, SolverSettings(**FAST, jerk_budget=budget)))
+        jobs[-1].setup()
     ob0, ob2, capped = (job.objective for job in jobs)
-    assert ob0.jerk_budgets is None and capped.settings.jerk_budget_source
+    assert ob0.jerk_budgets is None
     p, n, sole, body = jobs[1].p_init, jobs[1].n_init, jobs[1].sole_init, jobs[1].body_init
     assert body is not None
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
@@ -734,14 +728,16 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair):
     assert smooth(capped, body) - smooth(ob0, body) == pytest.approx(2.0 * over, rel=1e-3)
 
 
-def test_smooth_joints_has_its_body_points_without_the_self_barrier(pair):
+def test_smooth_joints_has_its_body_points_without_the_self_barrier(pair, monkeypatch):
     """The body points are the self barrier's capsule ends; with the barrier off (w_self_barrier 0) L_smooth's
     joints still read them, and the job has no own barrier."""
     src, m, tgt, init = pair
-    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, w_self_barrier=0.0, smooth_joints=1.0))
+    monkeypatch.setattr(objective_module, "SMOOTH_JOINTS", 1.0)
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, w_self_barrier=0.0))
     job.setup()
     assert job.own_barrier is None and job.body_init is not None
-    off = SolveJob(src, m, tgt, init, SolverSettings(**FAST, w_self_barrier=0.0, smooth_joints=0.0))
+    monkeypatch.setattr(objective_module, "SMOOTH_JOINTS", 0.0)
+    off = SolveJob(src, m, tgt, init, SolverSettings(**FAST, w_self_barrier=0.0))
     off.setup()
     assert off.own_barrier is None and off.body_init is None
 
@@ -752,7 +748,6 @@ def test_sole_floor_gain_ramps_the_sole_points_barrier_with_alpha(pair, monkeypa
     over G = 1, and the objective stays quadratic in α (Progress.relative's yardstick)."""
     from core.descriptors.pose import height
     from core.solver.losses import floor_barrier
-    from core.solver import objective as objective_module
     src, m, tgt, init = pair
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
     job.setup()

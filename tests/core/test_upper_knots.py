@@ -1,4 +1,4 @@
-"""The upper body's own knot grid (``SolverSettings.upper_knots``; docs/solver.md "The upper body's knots"): which
+"""The upper body's own knot grid (``parametrisation.UPPER_KNOTS``; docs/solver.md "The upper body's knots"): which
 bones take it, the residual on two grids, a warm start fitted on both, and what it is for: on a 120 fps capture
 the solve can take out frame-level jitter of the chest that copy-rotations carries to the head."""
 
@@ -10,7 +10,7 @@ import torch
 
 from core.pipeline.copy_rotations import copy_rotations
 from core.rig.rotations import quat_multiply, quat_normalize
-from core.solver import SolveJob, SolverSettings, bspline_basis
+from core.solver import SolveJob, SolverSettings, bspline_basis, objective, parametrisation
 from core.solver.parametrisation import Parametrisation, upper_body_bones
 from core.character.track import ClipTrack
 from core.types import Motion
@@ -121,16 +121,18 @@ def _head_jerk(character, motion):
 
 
 @pytest.mark.slow
-def test_on_a_120_fps_capture_the_upper_grid_takes_the_chests_jitter_out_of_the_head():
-    """With the printed L_smooth (every point's jerk, ``smooth_mode`` "absolute"), the jitter the chest's noise
+def test_on_a_120_fps_capture_the_upper_grid_takes_the_chests_jitter_out_of_the_head(monkeypatch):
+    """With the printed L_smooth (every point's jerk, ``objective.SMOOTH_MODE`` "absolute"), the jitter the chest's noise
     gives the head can be taken out only by residuals that change from frame to frame: the upper grid's."""
     src = make_humanoid()
     tgt = make_humanoid(scale=1.1, girth=1.2, name="tgt")
     m = _jittery_walk(src, 96, 120.0)
     init = copy_rotations(src, m, tgt)
     heads, warm = {}, {}
+    monkeypatch.setattr(objective, "SMOOTH_MODE", "absolute")
     for knots in (0.0, 0.025):
-        s = SolverSettings(iterations=60, num_threads=1, upper_knots=knots, smooth_mode="absolute")
+        monkeypatch.setattr(parametrisation, "UPPER_KNOTS", knots)
+        s = SolverSettings(iterations=60, num_threads=1)
         job = SolveJob(src, m, tgt, init, s)
         job.run()
         heads[knots] = _head_jerk(tgt, job.result())

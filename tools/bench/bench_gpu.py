@@ -2,7 +2,7 @@
 
 For each length: frames/s of the whole retarget (copy-rotations, set-up and solve, no metrics) and of the solve
 alone, reproducible (the default: torch's deterministic algorithms), with the pose map not recorded as a CUDA graph
-(``SolverSettings.cuda_graph`` False: the speed-up measured back to back, and whether the two results are identical)
+(``core.solver.graphed.CUDA_GRAPH`` False: the speed-up measured back to back, and whether the two results are identical)
 and not reproducible (``SolverSettings.deterministic`` False), peak GPU memory (with and without the graph); where
 the CPU ran the same clip in the same process, the bone rotations' angles from the CPU result (the same solve:
 same settings, same seed; only the arithmetic's order differs) beside how far rounding alone moves this solve on
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import pathlib
 import pickle
 import platform
@@ -115,6 +116,17 @@ def _timed(rt, src, clip, tgt, settings, cuda):
     return res, dt, (torch.cuda.max_memory_allocated() / 2 ** 20 if cuda else None)
 
 
+def _timed_eager(rt, src, clip, tgt, settings, cuda):
+    """``_timed`` with the pose map not recorded as a CUDA graph (``core.solver.graphed.CUDA_GRAPH`` False, in the
+    package ``rt`` belongs to), restored after."""
+    graphed = importlib.import_module(rt.__name__.rsplit(".pipeline.", 1)[0] + ".solver.graphed")
+    was, graphed.CUDA_GRAPH = graphed.CUDA_GRAPH, False
+    try:
+        return _timed(rt, src, clip, tgt, settings, cuda)
+    finally:
+        graphed.CUDA_GRAPH = was
+
+
 def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CPU_FRAMES, cpu_results=None,
             device: str = "cuda", log=lambda s: None) -> dict:
     """Print the GPU lines through ``out``; return {target label: (measured text, passed)}.
@@ -131,7 +143,6 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
     name = torch.cuda.get_device_name(0) if cuda else platform.processor() or "CPU"
     repro = dataclasses.replace(settings, device=device, deterministic=True)
     fast = dataclasses.replace(repro, deterministic=False)
-    eager = dataclasses.replace(repro, cuda_graph=False)
     cpu_results = dict(cpu_results or {})
     # an untimed warm-up: creates the CUDA context and loads the kernels
     _retarget(rt, src, tile(smo, min(75, max(frames))), tgt, dataclasses.replace(repro, iterations=2))
@@ -162,7 +173,7 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
             + f"; pose graphed: {res.solver_stats.get('cuda_graph')}, with the dense terms: "
             f"{res.solver_stats.get('cuda_graph_terms')} {res.solver_stats.get('cuda_graph_error', '')}")
         solve = res.timings.get("solve_s", float("nan"))
-        res_eager, dt_eager, peak_eager = _timed(rt, src, clip, tgt, eager, cuda)
+        res_eager, dt_eager, peak_eager = _timed_eager(rt, src, clip, tgt, repro, cuda)
         graphed_same.append(_identical(res.motion, res_eager.motion))
         _, dt_fast, _ = _timed(rt, src, clip, tgt, fast, cuda)
         vs_cpu = spread(res.motion.rotations, cpu_results[n].rotations) if n in cpu_results else None

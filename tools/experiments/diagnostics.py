@@ -2,7 +2,7 @@
 foot-locked definition (docs/metrics.md) and the solver's floor and smoothness settings (docs/solver.md).
 
     .venv/bin/python tools/experiments/diagnostics.py feet-sources
-    .venv/bin/python tools/experiments/diagnostics.py feet-planted [CASE] ["{'root_init': 'copy'}"]
+    .venv/bin/python tools/experiments/diagnostics.py feet-planted [CASE] ["{'w_sliding': 1.0}"]
     .venv/bin/python tools/experiments/diagnostics.py jerk [CASE] ["{'w_smooth': 1.0}"] [--max-frames 400]
     .venv/bin/python tools/experiments/diagnostics.py progress [CASE] [OVERRIDES] [--every 10]
     .venv/bin/python tools/experiments/diagnostics.py conflicts [CASE] [--max-frames 300]

@@ -1,7 +1,7 @@
 """A salsa couple solved jointly (or each alone) with SolverSettings variants: how far each target's head, neck,
 chest and knee turn away from copy-rotations, and how high each one looks (docs/solver.md "Gaze").
 
-    .venv/bin/python tools/experiments/partner_heads.py "[{'gaze_term': 'direction'}, {}]" [--case 15]
+    .venv/bin/python tools/experiments/partner_heads.py "[{'w_gaze': 0}, {}]" [--case 15]
         [--first 200] [--frames 240] [--alone]
 
 Each variant is a dict of SolverSettings overrides on the 'balanced' preset; ``--alone`` solves each pair of the
