@@ -16,7 +16,6 @@ import time
 import numpy as np
 import torch
 
-from ..descriptors.pose import sliding
 from ..errors import CoreError
 from ..contacts.feet import SOFT_LOW, foot_lows_and_velocity, foot_side
 from ..contacts.ground import ground_levels
@@ -29,6 +28,7 @@ from ..character.track import ClipTrack
 from ..types import Character, Motion
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
+from .surface import own_penetration, surface_barrier
 from . import footing, parametrisation
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
@@ -37,11 +37,13 @@ from .head import HeadAttitude
 from .lifecycle import StepLifecycle
 from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse, upper_body_bones
+from .root_start import root_xy_from_feet
 from .settings import Progress, SolverSettings
 from .terrain_start import onto_terrain, terrain_lift
 
 SEED = 0    #: torch's random seed, set at each set-up: a solve is reproducible run to run
-#: the root starts where the source's planted feet stay put (``_root_xy_from_feet``; False: copy-rotations' root)
+#: the root starts where the source's planted feet stay put (``root_start.root_xy_from_feet``; False: copy-rotations'
+#: root)
 ROOT_FROM_FEET = True
 
 
@@ -114,6 +116,7 @@ class SolveJob(StepLifecycle):
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
         #: evaluated with the key vertices (``solver.capsules``' capsule ends); world: ``body_positions``
         self.body_points = self.body_positions = self.body_init = self.own_barrier = self._own_caps = None
+        self.surface = None              #: the surface barrier (``surface.py``): hands kept on the body's skin
         self.source_body = None
 
     # -- public API -------------------------------------------------------------------------------------
@@ -221,6 +224,7 @@ class SolveJob(StepLifecycle):
             self.sole_ids, self.sole_side = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self.stats["sole_points"] = int(len(self.sole_ids))
         self._own_caps = own_capsules(self)          # the self-contact barrier's (w_self_barrier > 0)
+        self.surface = surface_barrier(self)         # and its surface part: points on the hands, fields
         self.chain = VertexChain(tgt, np.concatenate([kv_ids, self.sole_ids]), dt, dev, [self.root_idx],
                                  self.body_points)
 
@@ -264,7 +268,7 @@ class SolveJob(StepLifecycle):
         self._build_variables(self.init_motion)
         with torch.no_grad():   # copy-rotations' key vertices: where its planted feet are
             p0, _, _ = self._forward(self.param.zero_residuals())
-        root_xy = self._root_xy_from_feet(p0) if T >= 2 and ROOT_FROM_FEET else None
+        root_xy = root_xy_from_feet(self.objective, p0, self.fps) if T >= 2 and ROOT_FROM_FEET else None
         if s.terrain is not None and T >= 2 and tgt.mesh is not None:   # a warm start gets the same start
             self._start_on_terrain(root_xy)
         if self.warm_start is not None:
@@ -318,27 +322,6 @@ class SolveJob(StepLifecycle):
         self.total = s.num_steps(self.warm_start is not None, cont)
         lr_scale = s.warm_lr if self.warm_start is not None and not cont else 1.0
         self.base_lrs = self.param.rates(s.lr_rot * lr_scale, s.lr_root * lr_scale)  # root offset: units of h_tgt
-
-    def _root_xy_from_feet(self, p0: torch.Tensor) -> torch.Tensor:
-        """(T, 2) horizontal root offset (metres) that keeps the source's planted feet planted, from the
-        copy-rotations key vertices ``p0`` (T, N, 3).
-
-        Per frame step t -> t+1, the horizontal root velocity is corrected by the W_floor-weighted mean of
-        (source velocity − copy-rotations velocity) of the key vertices (the velocity L_sliding compares);
-        integrated over time this is an offset o(t) (held where no key vertex is near the floor), later fitted
-        to the B-spline controls as a weighted average (quasi-interpolation, ``Parametrisation.set_root_xy``).
-        Copy-rotations' walk speed follows the hip-height ratio, so a target with another stride slides; this
-        removes most of it before the first step instead of asking Adam to move every root control by tens of
-        centimetres.
-        """
-        ob = self.objective
-        with torch.no_grad():
-            vt = sliding(p0, self.fps)                                        # (T-1, N, 2)
-            w = ob.wf_src[:-1]                                                # (T-1, N)
-            wsum = w.sum(-1, keepdim=True)
-            dv = (w[..., None] * (ob.src_vel_cmp - vt)).sum(1) / wsum.clamp_min(1e-6)
-            dv = torch.where(wsum > 1e-3, dv, torch.zeros_like(dv))
-            return torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / self.fps], 0)   # (T, 2) metres
 
     def _build_variables(self, motion: Motion):
         """The solver's variables on ``motion`` (the start): the optimised bones' 6D residuals and the hips
@@ -418,8 +401,8 @@ class SolveJob(StepLifecycle):
         dense = last[2] if last is not None and last[0] is p and last[1] == alpha else None
         out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world, dense,
                                                                self.body_positions))
-        if self.own_barrier is not None:       # a limb inside the character's own body: reported in 'pen'
-            out["pen"] = out["pen"] + self.own_barrier.weighted([self.body_positions.unflatten(1, (-1, 2))])
+        if self.own_barrier is not None or self.surface is not None:   # a limb inside its own body: in 'pen'
+            out["pen"] = out["pen"] + own_penetration(self)
         return out
 
     def _adam_step(self) -> Progress:
