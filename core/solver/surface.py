@@ -1,18 +1,18 @@
 """A hand kept on the skin of the body it touches: the self barrier's mesh-true part (docs/solver.md "Self
 barrier").
 
-The capsule barrier (``barrier.py``) sees a body as capsule cores whose radius is the median distance of a
-segment's vertices to its bone: a hand can sink centimetres into a big belly, a chest or a head while staying
-outside every core. Here the surface itself is the proxy. Each torso, head and thigh segment carries a signed
-distance field of the body's rest surface, sampled once on a regular grid in its bone's frame
-(``surface_fields``): the distance to the nearest vertex's tangent plane, negative inside, kept only where that
-nearest vertex belongs to the segment (elsewhere the field is "far": the interior is shared out between the
-segments whose surface is nearest). Points spread over each hand and forearm (``PROBE_SEGMENTS``, farthest-point
-samples of their vertices) are carried by their bones, as the capsule ends are; each step puts them in each
-field's frame (the frame from four points that the field's bone carries) and reads the field there, trilinear
-and differentiable (``surface_depths``). A probe is tested against a field only when the two segments are not
-neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the
-elbow without any penetration).
+The capsule barrier (``barrier.py``) sees a body as capsule cores whose radius is the median distance of a segment's
+vertices to its bone: a hand can sink centimetres into a big belly, a chest or a head while staying outside every
+core, and two hands that hold each other can sink into one another. Here the surface itself is the proxy. Each
+torso, head, thigh, hand and forearm segment carries a signed distance field of the body's rest surface, sampled
+once on a regular grid in its bone's frame (``surface_fields``): the distance to the nearest vertex's tangent plane,
+negative inside, kept only where that nearest vertex belongs to the segment (elsewhere the field is "far": the
+interior is shared out between the segments whose surface is nearest). Points spread over each hand and forearm
+(``PROBE_SEGMENTS``, farthest-point samples of their vertices) are carried by their bones, as the capsule ends are;
+each step puts them in each field's frame (the frame from four points that the field's bone carries) and reads the
+field there, trilinear and differentiable (``surface_depths``). A probe is tested against a field only when the two
+segments are not neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper
+arm at the elbow without any penetration).
 
 The barrier is Σ relu(depth − ALLOW·h)² over every (frame, probe, field), divided by T·(1 % h)² like the capsule
 barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤ ALLOW·h),
@@ -34,8 +34,9 @@ from ..rig.affine import inv
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
 
-#: segments (canonical names without their side) whose surface is a field: what a hand touches on a body
-FIELD_SEGMENTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg")
+#: segments (canonical names without their side) whose surface is a field: what a hand touches on a body, and the
+#: hands and forearms themselves (hands that clap, hold each other or a wrist)
+FIELD_SEGMENTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg", "hand", "lower_arm")
 #: segments whose surface points probe the fields: the hands and forearms
 PROBE_SEGMENTS = ("hand", "lower_arm")
 #: probe points per probe segment (farthest-point samples of its vertices)

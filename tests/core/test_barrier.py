@@ -36,7 +36,7 @@ def test_the_rig_carries_the_capsule_ends_as_the_track_computes_them():
     job.setup()
     with torch.no_grad():
         p, _, _ = job._forward(job.param.zero_residuals())
-    got = job.body_positions.reshape(12, -1, 2, 3)
+    got = job.body_positions[:, :len(points[0])].reshape(12, -1, 2, 3)   # then the surface barrier's points
     want = capsule_paths(ClipTrack(ch, mo), body_capsules(ch))
     assert torch.allclose(got, want, atol=1e-9)
     assert p.shape[1] == len(ch.keyverts)                 # the key vertices are untouched
@@ -72,7 +72,9 @@ def _lead_into_follow(gap):
 
 
 def _dense(barrier, ends) -> float:
-    """The barrier by hand over every (frame, sphere, capsule), for a source that overlaps nowhere."""
+    """The barrier by hand over every (frame, sphere, capsule), for a source that overlaps nowhere (the carried
+    points past the barrier's rows, the surface barrier's, left out)."""
+    ends = [e[:, :len(g)] for e, g in zip(ends, barrier.row_seg)]
     dense = 0.0
     U = len(SPHERES)
     for (i, k, _, unit, _, excl, _), in zip(barrier.blocks):
@@ -465,7 +467,9 @@ def test_a_limb_sunk_into_a_bulge_is_penalised_where_the_cores_stay_apart():
     B, R = bar.num_caps[0], len(bar.row_seg[0])
     assert R > B and len(bar.sphere_r[0]) == B * len(SPHERES) + R - B
     ends = job.body_positions.unflatten(1, (-1, 2)).detach().clone()
-    assert ends.shape[1] == R
+    surface = 0 if job.surface is None else (job.surface.rows.stop - job.surface.rows.start) // 2
+    assert ends.shape[1] == R + surface                        # the surface barrier's points follow the barrier's
+    ends = ends[:, :R]
     assert float(bar.weighted([ends])) == pytest.approx(0.0, abs=1e-12)
     hand = job._own_caps.names.index("left_hand")
     moved = ends.clone()
@@ -486,8 +490,9 @@ def test_a_joint_solve_carries_the_bulge_points_for_the_own_barriers_and_not_bet
     ma, mb = _arms_ahead(a), _still(b)
     job = _job([(a, ma), (b, mb)], [a, b], [ma, mb], w_self_barrier=1.0)
     m = job.members[0]
-    rows = m.body_positions.unflatten(1, (-1, 2)).shape[1]
-    assert rows == len(m.own_barrier.row_seg[0]) > m.own_barrier.num_caps[0]
+    rows = m.body_positions.unflatten(1, (-1, 2)).shape[1]      # then the surface barrier's points, 2 a row
+    surface = 0 if m.surface is None else (m.surface.rows.stop - m.surface.rows.start) // 2
+    assert rows - surface == len(m.own_barrier.row_seg[0]) > m.own_barrier.num_caps[0]
     assert job.barrier.num_caps == [len(body_capsules(a).names), len(body_capsules(b).names)]
     assert [len(r) for r in job.barrier.row_seg] == job.barrier.num_caps
     ends = [x.body_positions.unflatten(1, (-1, 2)) for x in job.members]

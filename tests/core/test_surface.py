@@ -32,7 +32,9 @@ def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
     hand = f.probe_names.index("left_hand")
     assert f.tested[hand, f.field_names.index("chest")]
     assert f.tested[f.probe_names.index("left_lower_arm"), f.field_names.index("hips")]
-    assert not f.tested[:, f.field_names.index("chest")].all() or "left_upper_arm" not in f.probe_names
+    assert f.tested[hand, f.field_names.index("right_hand")]                  # hands that hold each other
+    assert not f.tested[hand, f.field_names.index("left_lower_arm")]          # its own wrist: neighbours
+    assert not f.tested[hand, f.field_names.index("left_hand")]
 
 
 def test_a_probe_pressed_into_the_belly_reads_its_depth(body):
