@@ -100,7 +100,7 @@ def scaled_to_target(ps: "PairSet") -> "PairSet":
     """The PairSet with the source's distances and penetrations (and its d_min) multiplied by each entry's
     target d_min over its source d_min, i.e. the pair's target height over its source height: the target then
     keeps the source's distances as a share of its own size, as the contact metric reads them (docs/solver.md
-    "Pair terms: scaled"). Directions and weights are unchanged; src_dist / src_dmin is the same."""
+    "Pair terms"). Directions and weights are unchanged; src_dist / src_dmin is the same."""
     r = ps.tgt_dmin / ps.src_dmin
     # field by field: NamedTuple._replace rebuilds through len(), which PairSet defines as its entry count
     return PairSet(ps.t, ps.i, ps.j, ps.src_dist * r, ps.src_dir, ps.src_pen_ij * r, ps.src_pen_ji * r, ps.w_src,

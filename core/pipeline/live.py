@@ -1,5 +1,5 @@
 """Live windows: the frames around the current frame retargeted in the background while an artist scrubs or
-edits the source (the paper's online use, ReConForM §5.3.1: three-second batches; docs/solver.md "Live").
+edits the source (the paper's online use, ReConForM §5.3.1: three-second batches; docs/solver.md "Live windows").
 
     live = LiveClip(source_spec, clip, target_spec, RetargetOptions(), length=75)
     setup = core.pipeline.retarget.run(live.prepare())     # once: characters, copy-rotations of the whole clip, floor

@@ -27,8 +27,8 @@ allowed depth when last checked (checked again, frame by frame, once the frame h
 
 The self barrier (``own_barrier``, ``w_self_barrier``) is the same term between one character's segments, with
 one more sphere per bulky segment: its surface point farthest outside its core (``bulges.py``, radius 0), so a
-limb cannot sink into a belly or a chest whose core it does not reach (docs/solver.md "Issue 11 item 2,
-self-penetration: bulge points").
+limb cannot sink into a belly or a chest whose core it does not reach (docs/solver.md "Self
+barrier").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Surface points where a body bulges out of its capsule cores: the self barrier's proxy for a breast, a belly or a
-heavy thigh (docs/solver.md "Issue 11 item 2, self-penetration: bulge points").
+heavy thigh (docs/solver.md "Self barrier").
 
 The barriers (``barrier.py``) see a body as capsule cores, one per segment, whose radius is the median distance of
 the segment's vertices to its axis, so half of a segment's surface lies outside its core. Where it sticks out far

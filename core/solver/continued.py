@@ -1,5 +1,5 @@
-"""A re-solve that reuses its first solve's set-up (issue 16 item 1; docs/solver.md "Re-solve without a new
-set-up").
+"""A re-solve that reuses its first solve's set-up (issue 16 item 1; docs/solver.md
+"Re-solve").
 
 The panel's Re-solve and ``core.solver.conflicts.resolve`` change per-part weights (the conflict sliders) and how many
 steps to take; the characters, the clip, copy-rotations and every other setting stay. A new ``SolveJob`` then builds

@@ -11,8 +11,9 @@ eager.
 
 On the CPU the same function can be compiled by ``torch.compile`` (``SolverSettings.compile``, off by default):
 inductor fuses its few hundred small operations, forward and backward, into a few C++ kernels (docs/solver.md
-"Compiled pose map"). It needs a C++ compiler and costs the compilation on the first solve of each clip length in
-a process (torch caches it on disk); where compiling fails the solve goes on eagerly and ``job.stats`` says why.
+"Compiled pose map (`compile`, an option)"). It needs a C++ compiler and costs the compilation on the first solve
+of each clip length in a process (torch caches it on disk); where compiling fails the solve goes on eagerly and
+``job.stats`` says why.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ CHAINS = tuple((f"{side}_{a}", f"{side}_{b}") for side in ("left", "right") for 
 #: share of its single-solve rate an arm (with its hand) steps at where a term between the characters acts on it.
 #: PARTNER_STEP, as the rest of the body: at 1 the arms keep more of their own contacts while holding a partner, but
 #: the searches of a K = 5 solve grow by a quarter and the feet and the demo couple's hold lose (docs/solver.md
-#: "Step size", "The arms' rate")
+#: "Step size")
 ARM_STEP = PARTNER_STEP
 
 

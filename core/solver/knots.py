@@ -1,7 +1,7 @@
 """The residual's B-spline grids in time (ReConForM §4.2's variables, ``parametrisation``): the uniform cubic
 basis, the general one on any knot vector (Cox–de Boor), the grid refined around the source feet's events, and
 ``Band``, a basis by the non-zero entries of its rows, with its spline and its least-squares fit (docs/solver.md
-"Variables and parametrisation", "Knots at the feet's events", "The upper body's knots")."""
+"Knots", "Knots at the feet's events", "The upper body's knots")."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 
 #: the jerk budget's allowance for round-off, a share of each budget
 JERK_BUDGET_SLACK = 1e-4
-#: the jerk budget's windows (seconds; ``SolverSettings.jerk_budget``, docs/solver.md "jerk: a budget")
+#: the jerk budget's windows (seconds; ``SolverSettings.jerk_budget``, docs/solver.md "Jerk")
 JERK_BUDGET_S = 1.0
 #: the key vertices' and body points' jerk budgets are also at most the source's own jerk there × h_tgt / h_src
 #: (False: copy-rotations' alone)
@@ -34,7 +34,7 @@ JERK_BUDGET_SOURCE = True
 #: L_smooth's added jerk of the sole points beside the key vertices', × this (no key vertex sits on the toes)
 SMOOTH_SOLES = 1.0
 #: L_smooth's added jerk of the body points (the capsules' ends, at the joints), × this (0: off; measured, the
-#: jerk budget does better: docs/solver.md "jerk: the joints in L_smooth, again")
+#: jerk budget does better: docs/solver.md "Jerk")
 SMOOTH_JOINTS = 0.0
 #: the hips offset's jerk in L_smooth, × this, once per key vertex and sole point
 SMOOTH_ROOT = 3.0
@@ -58,9 +58,9 @@ FITTED_PEN_SURFACE = True
 
 #: the sole points' floor barrier × (1 + (SOLE_FLOOR_GAIN − 1) α²) (1: off; ramped, since at full strength from the
 #: first step it lifts a body whose copy-rotations feet start under the floor far above it; in α², so that the
-#: objective stays quadratic in α, as Progress.relative's yardstick needs). docs/solver.md "Issue 11 item 3, the
-#: salsa's floor: a stronger sole barrier", "Knots at the feet's events" (10 000 costs the stairs their feet and a
-#: re-solve its optimum) and "A sole barrier ten times stronger" (10, the default since 2026-11-27)
+#: objective stays quadratic in α, as Progress.relative's yardstick needs). docs/solver.md "Floor terms",
+#: docs/decisions.md "The sole points' floor barrier ten times stronger" (10 000 costs the stairs their feet and a
+#: re-solve its optimum; 10, the default since 2026-11-27)
 SOLE_FLOOR_GAIN = 10.0
 
 
@@ -142,7 +142,7 @@ class Objective:
         self.src_vel = sliding(src_p, self.fps)
         self.wf_src = floor_weight(self.src_h, MIN_FRACTION * self.h_src, MAX_FRACTION * self.h_src)
         # what the target's heights / horizontal velocities are compared with: the source's scaled to the target's
-        # height (docs/solver.md "Scaling"); a source vertex under the floor at floor level (its penetration is
+        # height (docs/solver.md "Floor terms"); a source vertex under the floor at floor level (its penetration is
         # not copied)
         ratio = self.h_tgt / self.h_src
         self.ratio = ratio
@@ -305,21 +305,21 @@ class Objective:
                           j=j["p"])
         if weights["sole"] and sole is not None:
             # the sole points (the toes, the heels) move most where the foot terms correct a frame, and no key
-            # vertex sits on the toes: their added jerk too (docs/solver.md "Issue 11 item 1, jerk")
+            # vertex sits on the toes: their added jerk too (docs/solver.md "Jerk")
             out = out + weights["sole"] * smooth_loss(sole, self.fps, None, eps=eps, j=j["sole"],
                                                   reference=None if absolute else self.sole_jerk_init)
         if self.smooth_root:
             # the hips' offset from copy-rotations moves every point with it: its jerk is added to all of them
-            # unless a limb takes it back, so it counts once per point (docs/solver.md "Issue 11 item 1, jerk")
+            # unless a limb takes it back, so it counts once per point (docs/solver.md "Jerk")
             points = p.shape[1] + (0 if sole is None else sole.shape[1])
             out = out + self.smooth_root * points * smooth_loss(root_world[:, None, :], self.fps, None, eps=eps)
         if weights["body"] and body is not None:
             # the joint-jerk measure reads the joints, between the key vertices: the body points (the capsules'
-            # ends, at the joints) add their added jerk too (docs/solver.md "... the joints in L_smooth, again")
+            # ends, at the joints) add their added jerk too (docs/solver.md "Jerk")
             out = out + weights["body"] * smooth_loss(body, self.fps, None, eps=eps, j=j["body"],
                                                       reference=None if absolute else self.body_jerk_init)
         if self.jerk_budgets is not None:
-            # no point spends more jerk in a window than copy-rotations' there (docs/solver.md "... a budget"):
+            # no point spends more jerk in a window than copy-rotations' there (docs/solver.md "Jerk"):
             # every kind of point that has a budget, in one sum
             have = [(j[k], b) for k, b in zip(("p", "sole", "body"), budgets) if j[k] is not None and b is not None]
             every = len(have) == len(kinds)         # (the usual case: the budgets' kinds are the points read)

@@ -11,7 +11,7 @@ import torch
 from ..descriptors.weights import alpha_ramp
 
 #: Adam's ε on the gradients of the loss × the number of control points (``solver_adam``): large beside torch's
-#: 1e-8, it damps the steps of control points whose gradient is noise (docs/solver.md "Step size")
+#: 1e-8, it damps the steps of control points whose gradient is noise (docs/solver.md "Optimisation schedule")
 ADAM_EPS = 1e-3
 #: the learning rates decay (cosine) to this share of themselves at the last step (``learning_rates``)
 LR_FINAL = 0.1

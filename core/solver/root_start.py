@@ -1,6 +1,6 @@
-"""Where the solve's root starts horizontally (ReConForM leaves the start to us: docs/solver.md "Start"): a target
-with another stride than copy-rotations' slides; the root is moved so the source's planted feet stay put before the
-first Adam step."""
+"""Where the solve's root starts horizontally (ReConForM leaves the start to us: docs/solver.md "The root's
+start"): a target with another stride than copy-rotations' slides; the root is moved so the source's planted feet
+stay put before the first Adam step."""
 
 from __future__ import annotations
 

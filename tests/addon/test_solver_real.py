@@ -34,7 +34,7 @@ def _terms_at_alpha_0(job) -> tuple:
 
 def test_every_active_term_decreases(addon, real_case):
     """The paper's objective (no contact state, no self barrier: the barrier is reported inside 'pen' and starts
-    at 0, docs/solver.md "Issue 11 item 4"): every active semantic term ends below copy-rotations'. With the
+    at 0, docs/solver.md "Pair terms"): every active semantic term ends below copy-rotations'. With the
     contact state (the default), which holds the heavy male's arms off his belly where the source's are just beyond
     d_min and so trades L_pen (docs/solver.md "Pair terms: the contact state"), the semantic sum does, and L_dist
     with the state in it."""

@@ -74,7 +74,7 @@ def _semantic_at_alpha_0(job) -> tuple:
 @pytest.mark.slow
 def test_semantic_terms_decrease(pair, solved):
     """The paper's objective (no contact state, no self barrier: the barrier is reported inside 'pen' and starts at
-    0, docs/solver.md "Issue 11 item 4"): every semantic term ends below copy-rotations'. With the contact state
+    0, docs/solver.md "Pair terms"): every semantic term ends below copy-rotations'. With the contact state
     (the default), which trades L_dir and L_pen for the source's contacts and gaps on this wide target
     (docs/solver.md "Pair terms: the contact state"), their sum does, and L_dist with the state in it."""
     src, m, tgt, init = pair

@@ -1,6 +1,6 @@
 """`make bench`, the compiled pose map on the CPU (``SolverSettings.compile``, issue 16 item 1): the scaling line's
 retarget with the pose map and its dense terms compiled by ``torch.compile`` against the eager solve, in one
-process (docs/solver.md "Compiled pose map").
+process (docs/solver.md "Compiled pose map (`compile`, an option)").
 
     .venv/bin/python tools/bench/bench_compile.py [--frames 75 300] [--repeat 2] [--threads 1]
 

@@ -130,7 +130,7 @@ def memory_child(frames, threads, window=None, overrides=None, constants=(), tra
     (frames, overlap): as overlapping windows, 10 steps each, no conflicts), print peak memory and the longest
     stretch without a progress step as JSON. ``overrides``: SolverSettings fields (``--set``); ``constants``:
     module constants (``--const``); ``trace``: also the Python heap's peak (``tracemalloc``, whose own bookkeeping
-    added 136 MB to the peak RSS of a 10 000-frame retarget, docs/solver.md "The memory line again": off for the
+    added 136 MB to the peak RSS of a 10 000-frame retarget, docs/solver.md "Memory": off for the
     memory line)."""
     import torch
     torch.set_num_threads(threads)

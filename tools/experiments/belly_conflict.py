@@ -1,6 +1,6 @@
 """The conflict list's constructed case (tests/core/test_conflicts.py: hands that meet in front of a big belly),
 solved at several SolverSettings variants: each variant's conflicts at the list's threshold and at a looser one,
-with their gradient cosines and scores (docs/solver.md "The contact state at 200").
+with their gradient cosines and scores (docs/solver.md "Conflicts").
 
     .venv/bin/python tools/experiments/belly_conflict.py "[{}, {'contact_state': 200.0}]" [--loose -0.3] [--flat]
 

@@ -38,7 +38,7 @@ copy-rotations and ReConForM.
 ``floor``: for one case (default the salsa), what goes under the target's floor: for copy-rotations and ReConForM,
 the frames with any mesh vertex under it and the deepest one, the solve's sole points' lowest height, each foot's
 toe bend, and every burst of frames where a sole point is more than 1 mm under, with the source foot's contact
-weight and height there (docs/solver.md "Issue 11 item 3, the salsa's floor").
+weight and height there (docs/solver.md "Floor terms").
 ``locked``: for one case (default the CMU walk), what its foot-locked F1 is an F1 of: per foot, the source's locked
 frames (windowed speed under 1 % h/s, docs/metrics.md), copy-rotations' and ReConForM's true positives, false
 positives and false negatives, and each run of ReConForM's misses with the source's and the target's speeds

@@ -1,5 +1,5 @@
 """How a salsa couple's heads are held, read on the key vertices (the same surface points on every body), in the
-source, copy-rotations, each character solved alone and the joint solve (docs/solver.md "A head that leans back").
+source, copy-rotations, each character solved alone and the joint solve (docs/solver.md "The head's attitude").
 
     .venv/bin/python tools/experiments/head_pitch.py [--case 15] [--set NAME=VALUE ...] [--const MODULE.NAME=VALUE ...]
 

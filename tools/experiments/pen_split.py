@@ -1,5 +1,5 @@
-"""L_pen and the self barrier apart, at copy-rotations and at the result (docs/solver.md "Issue 11 item 4: L_pen at
-half weight"): the progress reports the self barrier inside ``pen``, so a ``pen`` that ends above its start may be
+"""L_pen and the self barrier apart, at copy-rotations and at the result (docs/solver.md "Pair
+terms"): the progress reports the self barrier inside ``pen``, so a ``pen`` that ends above its start may be
 either. On the synthetic pair of tests/core (no assets), at each ``w_pen`` given, α = 0 as the tests read it.
 
     .venv/bin/python tools/experiments/pen_split.py [--w-pen 1.0 0.5]

@@ -1,4 +1,4 @@
-"""Where the self-contact barrier's time goes (docs/solver.md "Issue 11 item 2"): the issue 16 case (the Bandai
+"""Where the self-contact barrier's time goes (docs/solver.md "Self barrier"): the issue 16 case (the Bandai
 kick tiled to 300 frames onto mh_teen_girl, 'balanced', 1 thread) solved with ``w_self_barrier`` 0 and 1, twice each
 in turn, with the seconds spent in the barrier's forward, its refreshes and their candidate searches, and how often
 the key-vertex pairs, the barrier's candidates and its hot entries were searched again.
