@@ -23,6 +23,8 @@ from ..progress import drive, scaled
 from ..character.track import ClipTrack
 from ..types import Character, Motion
 from ..descriptors.weights import allowed_pairs
+from .contact_depth import MeshTally, mesh_scores
+from .mesh_volume import mesh_measuring
 
 GROUNDED_FRACTION = 0.01     #: grounded: |foot height| <= 1 % of h_c
 LOCKED_FRACTION = 0.01       #: locked: windowed horizontal foot speed < 1 % of h_c per second (docs/metrics.md)
@@ -240,6 +242,7 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
     whole = len(ranges) == 1
     s_tally, t_tallies = _Tally(T), [_Tally(T) for _ in target_motions]
     contacts = [_Contacts() if kv else None for _ in target_motions]
+    s_mesh, t_meshes = MeshTally(T), [MeshTally(T) for _ in target_motions]   # core.metrics.contact_depth
     sizes = (source.mesh.num_verts, target.mesh.num_verts)    # the passes' costs, roughly
     work = sum(stop - first for _, _, first, stop in ranges) * (sizes[0] + len(target_motions) * sizes[1])
     done = 0
@@ -255,6 +258,11 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
         done += step
         s_tally.add(s_m, s_m.joint_names, source_motion.fps, a, b, first)
         truth = None if not kv else pairs_closer(s_m.keyverts[a - first:b - first], ii, jj, CONTACT_FRACTION * hs)
+        s_mm = yield from scaled(mesh_measuring(s_track, s_kv, CONTACT_FRACTION * hs), done, done)
+        s_mesh.add(s_mm, a, b, first)
+        if kv:
+            s_mesh.add_contacts(truth, (ii, jj), s_mm.hand_touch[a - first:b - first],
+                                s_mm.key_depth[a - first:b - first], a)
         for k, motion in enumerate(target_motions):
             t_track = tracks[k] if whole else None
             tracks[k] = None
@@ -269,9 +277,15 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             if kv:
                 contacts[k].add(truth, pairs_closer(t_m.keyverts[a - first:b - first], ii, jj,
                                                     CONTACT_FRACTION * ht))
+            t_mm = yield from scaled(mesh_measuring(t_track, t_kv, CONTACT_FRACTION * ht), done, done)
+            t_meshes[k].add(t_mm, a, b, first)
+            if kv:
+                t_meshes[k].add_contacts(truth, (ii, jj), s_mm.hand_touch[a - first:b - first],
+                                         t_mm.key_depth[a - first:b - first], a)
             t_track = t_m = None       # freed before the next clip's track is built
-        s_track = s_m = truth = None
-    return [_scores(s_tally, t, c, hs, ht) for t, c in zip(t_tallies, contacts)]
+        s_track = s_m = s_mm = truth = None
+    return [dict(_scores(s_tally, t, c, hs, ht), **mesh_scores(s_mesh, tm, ht))
+            for t, c, tm in zip(t_tallies, contacts, t_meshes)]
 
 
 #: re-exported from ``core.metrics.measures`` for callers of the per-frame measures (the partner metrics, the bench, tests)

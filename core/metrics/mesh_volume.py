@@ -1,0 +1,280 @@
+"""Self-penetration read on the skinned mesh itself: how deep the body's surface lies inside its other parts, and
+the volume that makes (docs/metrics.md "Mesh self-penetration").
+
+The body's surface is split into parts by dominant bone (``core.rig.parts.vertex_segments``: the canonical core
+bones). A part's surface is an open patch; what lies inside the body is read against the **union of the parts
+that do not share a joint region with the point's own part** (``segment_exclusion``: not itself, nor within
+``HOPS`` steps in the canonical tree): for a surface point of part g, the nearest surface vertex q of that union
+(its skinned position and normal on the frame) gives its depth −(p − q)·n_q, counted when positive. Where q lies
+on the union's rim (a vertex beside a part the union leaves out: the opening where an arm joins the shoulder),
+the point is beyond an opening, not inside, and counts 0. A point already inside at rest (the bind pose: a
+modelled contact) counts only the depth it adds.
+
+For two solids that overlap a little, the surface integral of one's depth inside the other, ∫ d dA, equals the
+shared volume to first order (two spheres: both are πRh²/2 for an overlap h); over every part it counts each
+overlap twice, once from each side, so
+
+    shared volume ≈ ½ Σ_probes depth · area,   share = shared volume / body volume (per frame).
+
+The probes are a uniform-stride sample of at most ``PROBE_MAX`` surface vertices, each standing for its share of
+the surface's area; the surface read against is at most ``SURFACE_MAX`` vertices. Broad phase: a probe is tested
+against the parts whose box on that frame holds it, so a clip costs what its near contacts cost.
+
+Pure torch/numpy. ``setup`` once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per clip.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..rig.parts import vertex_segments
+from ..character.track import ClipTrack
+from .measures import SELF_PEN_HOPS, segment_exclusion, vertex_areas
+
+PROBE_MAX = 2000      #: surface vertices whose depth is read (uniform stride)
+SURFACE_MAX = 6000    #: surface vertices the depth is read against (uniform stride; every probe is one)
+HOPS = SELF_PEN_HOPS  #: parts this close in the canonical tree share a joint region: never read against each other
+_CHUNK = 32           #: frames per chunk
+_BLOCK = 1 << 21      #: distance entries per block of the narrow phase
+
+
+class BodySurface(NamedTuple):
+    """A character's body surface as the measure reads it (rest pose, armature space).
+
+    ids (M,) mesh vertex ids of the surface; part (M,) its part (segment index, ≥ 0); probe (S,) indices into
+    ``ids`` of the probes; probe_area (S,) the area each stands for (armature units², summing to the surface's);
+    allowed (G, G) bool: a probe of part g is read against part c; rim (G, M) bool: surface vertex m of a part
+    allowed for g lies beside a part that is not (an opening of g's union); rest_depth (S,) each probe's depth
+    in the bind pose; volume: the body's volume (armature units³); key (N,) indices into ``ids`` of the key
+    vertices (or empty); key_hand (N,) bool: the key vertex is on a hand; scale: metres per armature unit.
+    """
+
+    ids: np.ndarray
+    part: np.ndarray
+    probe: np.ndarray
+    probe_area: np.ndarray
+    allowed: np.ndarray
+    rim: np.ndarray
+    rest_depth: np.ndarray
+    volume: float
+    key: np.ndarray
+    key_hand: np.ndarray
+    scale: float
+
+
+def mesh_volume(verts: np.ndarray, tris: np.ndarray, normals: np.ndarray = None) -> float:
+    """Enclosed volume of a triangle mesh (divergence theorem about its centroid; an open mesh with small holes,
+    eyes or a mouth, reads close to its closed volume). With ``normals`` (V, 3) (outward vertex normals), each
+    triangle counts with the winding its vertices' normals give it, whatever its stored winding."""
+    if len(tris) == 0:
+        return 0.0
+    v = verts - verts.mean(0)
+    a, b, c = v[tris[:, 0]], v[tris[:, 1]], v[tris[:, 2]]
+    signed = np.einsum("ij,ij->i", a, np.cross(b, c))
+    if normals is not None:                          # a triangle wound against its normals is turned round
+        facing = np.einsum("ij,ij->i", np.cross(b - a, c - a), normals[tris].sum(1))
+        signed = np.where(facing < 0, -signed, signed)
+    return float(abs(signed.sum()) / 6.0)
+
+
+def _edges(tris: np.ndarray) -> np.ndarray:
+    """(E, 2) vertex pairs of the triangles' edges."""
+    return np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]], 0)
+
+
+def setup(character, keyvert_ids=None, probe_max: int = PROBE_MAX, surface_max: int = SURFACE_MAX) -> BodySurface:
+    """The BodySurface of ``character`` (its mesh is its body: ``core.character.meshparts``); ``keyvert_ids`` (N,)
+    the key vertices whose neighbourhood depth ``depths`` reports (they join the surface)."""
+    sk, mesh = character.skeleton, character.mesh
+    seg, bones, _ = vertex_segments(sk, mesh, character.bone_map)
+    G = len(bones)
+    owned = np.nonzero(seg >= 0)[0]
+    ids = owned[::max(1, int(np.ceil(len(owned) / surface_max)))]
+    kv = np.zeros(0, np.int64) if keyvert_ids is None else np.asarray(keyvert_ids, np.int64)
+    ids = np.union1d(ids, kv[seg[kv] >= 0]) if len(kv) else ids
+    probe = np.arange(0, len(ids), max(1, int(np.ceil(len(ids) / probe_max))))
+    area = vertex_areas(mesh)
+    tris = mesh.triangles()
+    total = 0.5 * np.linalg.norm(np.cross(mesh.rest_verts[tris[:, 1]] - mesh.rest_verts[tris[:, 0]],
+                                          mesh.rest_verts[tris[:, 2]] - mesh.rest_verts[tris[:, 0]]), axis=1).sum()
+    pa = area[ids[probe]]
+    probe_area = pa / max(pa.sum(), 1e-30) * total
+    allowed = ~segment_exclusion(bones, HOPS) if G else np.zeros((0, 0), bool)
+    part = seg[ids]
+    # rim: a surface vertex with a mesh neighbour whose part the union of g leaves out (or no part at all)
+    e = _edges(tris)
+    nb_part = np.full((mesh.num_verts, G + 1), False)
+    for x, y in ((0, 1), (1, 0)):
+        sy = seg[e[:, y]]
+        nb_part[e[:, x], np.where(sy >= 0, sy, G)] = True
+    nb = nb_part[ids]                                                        # (M, G + 1) parts beside m
+    rim = np.zeros((G, len(ids)), bool)
+    for g in range(G):
+        out = np.append(~allowed[g], True)                                   # parts g's union leaves out
+        rim[g] = allowed[g][part] & (nb & out[None]).any(1)
+    A = np.abs(np.linalg.det(sk.object_matrix[:3, :3])) ** (1.0 / 3.0)
+    pos = {i: k for k, i in enumerate(ids)}
+    key = np.array([pos.get(int(i), -1) for i in kv], np.int64)
+    limbs = character.keyverts.limbs if character.keyverts is not None and len(kv) == len(character.keyverts) \
+        else [None] * len(kv)
+    key_hand = np.array([lb in ("left_hand", "right_hand") for lb in limbs], bool)
+    surf = BodySurface(ids, part, probe, probe_area, allowed, rim, np.zeros(len(probe)),
+                       mesh_volume(mesh.rest_verts, tris, mesh.rest_normals), key, key_hand, float(A))
+    rest = torch.as_tensor(mesh.rest_verts[ids], dtype=torch.float32)[None]
+    rn = torch.as_tensor(mesh.rest_normals[ids], dtype=torch.float32)[None]
+    return surf._replace(rest_depth=depths(surf, rest, rn, subtract_rest=False)[0].numpy())
+
+
+def _boxes(x: torch.Tensor, part: torch.Tensor, G: int):
+    """Per frame and part, the box of its surface vertices: (B, G, 3) minima and maxima (x (B, M, 3))."""
+    B = x.shape[0]
+    idx = part[None, :, None].expand(B, -1, 3)
+    lo = torch.full((B, G, 3), float("inf"), dtype=x.dtype).scatter_reduce(1, idx, x, "amin")
+    hi = torch.full((B, G, 3), float("-inf"), dtype=x.dtype).scatter_reduce(1, idx, x, "amax")
+    return lo, hi
+
+
+def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = True) -> torch.Tensor:
+    """(B, S) depth of each probe inside the union of the parts it is read against, ≥ 0 (armature units).
+
+    x: (B, M, 3) the surface vertices' positions on B frames (``surf.ids``'s order); normals: (B, M, 3) their unit
+    normals, or a function of (frame indices (K,), vertex indices (K,)) -> (K, 3) unit normals."""
+    if torch.is_tensor(normals):
+        n_all = normals
+        normals = lambda b, q: n_all[b, q]                                   # noqa: E731
+    B, M = x.shape[:2]
+    G = surf.allowed.shape[0]
+    S = len(surf.probe)
+    out = torch.zeros((B, S), dtype=x.dtype)
+    if G == 0 or S == 0:
+        return out
+    part = torch.as_tensor(surf.part)
+    probe = torch.as_tensor(surf.probe)
+    pg = part[probe]                                                          # (S,) the probes' parts
+    p = x[:, probe]                                                           # (B, S, 3)
+    lo, hi = _boxes(x, part, G)
+    allowed = torch.as_tensor(surf.allowed)
+    # broad phase: probes of a part whose box meets an allowed part's box, then each of them against those boxes
+    meet = ((lo[:, :, None] <= hi[:, None]) & (lo[:, None] <= hi[:, :, None])).all(-1) & allowed[None]  # (B, G, G)
+    b1, s1 = torch.nonzero(meet.any(-1)[:, pg], as_tuple=True)
+    q1 = p[b1, s1]                                                            # (K1, 3)
+    inside = ((q1[:, None] >= lo[b1]) & (q1[:, None] <= hi[b1])).all(-1) & meet[b1, pg[s1]]   # (K1, G)
+    k1, cc = torch.nonzero(inside, as_tuple=True)
+    if len(k1) == 0:
+        return out
+    bb, ss = b1[k1], s1[k1]
+    best_d = torch.full((len(bb),), float("inf"), dtype=x.dtype)
+    best_q = torch.zeros(len(bb), dtype=torch.long)
+    for c in torch.unique(cc).tolist():
+        sel = torch.nonzero(cc == c)[:, 0]                                    # sorted by frame
+        verts = torch.nonzero(part == c)[:, 0]
+        xc = x[:, verts]                                                      # (B, n_c, 3)
+        b_ = bb[sel]
+        counts = torch.bincount(b_, minlength=B)
+        rank = torch.arange(len(sel)) - (torch.cumsum(counts, 0) - counts)[b_]
+        P = torch.zeros((B, int(counts.max()), 3), dtype=x.dtype)          # each frame's probes, padded
+        P[b_, rank] = p[b_, ss[sel]]
+        step = max(1, _BLOCK // max(P.shape[1] * len(verts), 1))
+        for f in range(0, B, step):
+            X, Q = xc[f:f + step], P[f:f + step]
+            d2 = (Q * Q).sum(-1)[..., None] - 2.0 * Q @ X.transpose(1, 2) + (X * X).sum(-1)[:, None]
+            dmin, arg = d2.min(-1)                                            # (F, K)
+            m = (b_ >= f) & (b_ < f + step)
+            best_d[sel[m]] = dmin[b_[m] - f, rank[m]]
+            best_q[sel[m]] = verts[arg[b_[m] - f, rank[m]]]
+    # per probe and frame, the nearest vertex over its candidate parts
+    key = bb * S + ss
+    nearest = torch.full((B * S,), float("inf"), dtype=x.dtype).scatter_reduce(0, key, best_d, "amin")
+    win = best_d <= nearest[key]
+    bb, ss, q = bb[win], ss[win], best_q[win]
+    d = -((p[bb, ss] - x[bb, q]) * normals(bb, q)).sum(-1)
+    d = torch.where(torch.as_tensor(surf.rim)[pg[ss], q], torch.zeros_like(d), d).clamp_min(0.0)
+    out.reshape(-1).scatter_reduce_(0, bb * S + ss, d, "amax")
+    if subtract_rest:
+        out = (out - torch.as_tensor(surf.rest_depth, dtype=x.dtype)[None]).clamp_min(0.0)
+    return out
+
+
+def shared_volume(surf: BodySurface, d: torch.Tensor) -> torch.Tensor:
+    """(B,) volume shared by parts that do not share a joint region, ½ Σ depth · area, from ``depths`` (B, S)
+    (armature units³)."""
+    return 0.5 * (d * torch.as_tensor(surf.probe_area, dtype=d.dtype)).sum(-1)
+
+
+class MeshMeasures(NamedTuple):
+    """Per-frame mesh measures of one clip (``mesh_measuring``).
+
+    share (T,) shared volume over the body's volume; key_depth (T, N) the deepest probe within ``radius`` of each
+    key vertex (metres); hand_touch (T, N) bool: a hand key vertex lies within ``radius`` of a probe of a part
+    that does not share a joint region with the hand (False for other key vertices).
+    """
+
+    share: np.ndarray
+    key_depth: np.ndarray
+    hand_touch: np.ndarray
+
+
+def _skin(track: ClipTrack, ids: np.ndarray):
+    """Dense-weight LBS of the surface vertices, float32, armature space: a function of (frame slice, skinning
+    rotations, translations) -> positions, unit normals (B, M, 3)."""
+    mesh, J = track.character.mesh, track.character.skeleton.num_bones
+    W = torch.as_tensor(mesh.dense_weights(J)[ids], dtype=torch.float32)
+    used = torch.nonzero(W.abs().sum(0) > 0)[:, 0]
+    W = W[:, used]
+    v = torch.as_tensor(mesh.rest_verts[ids], dtype=torch.float32)
+    nr = torch.as_tensor(mesh.rest_normals[ids], dtype=torch.float32)
+
+    def run(S_rot, S_t):
+        S = torch.cat([S_rot.reshape(S_rot.shape[:-2] + (9,)), S_t], -1).to(torch.float32)[:, used]
+        blend = W @ S                                                        # (B, M, 12): rows of R, then t
+        x = blend[..., 0:9:3] * v[:, 0:1] + blend[..., 1:9:3] * v[:, 1:2] + blend[..., 2:9:3] * v[:, 2:3] \
+            + blend[..., 9:]
+
+        def normals(b, q):                                                    # only where a depth is read
+            n = (blend[b, q, :9].reshape(-1, 3, 3) @ nr[q][..., None])[..., 0]
+            return n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return x, normals
+    return run
+
+
+def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
+    """Generator yielding the share of frames done; returns the clip's MeshMeasures (kept on the track).
+    ``radius``: the key vertices' neighbourhood (metres; the contacts' d_min)."""
+    kv = None if keyvert_ids is None else np.asarray(keyvert_ids, dtype=np.int64)
+    key = ("mesh_measures", None if kv is None else kv.tobytes(), float(radius))
+
+    def compute():
+        surf = setup(track.character, kv)
+        T, N = track.num_frames, len(surf.key)
+        share = np.zeros(T)
+        key_depth = np.zeros((T, N))
+        touch = np.zeros((T, N), bool)
+        skin = _skin(track, surf.ids)
+        r = radius / surf.scale
+        kpos = torch.as_tensor(np.maximum(surf.key, 0))
+        ok = torch.as_tensor(surf.key >= 0)
+        hand = torch.as_tensor(surf.key_hand) & ok
+        pg = torch.as_tensor(surf.part[surf.probe])
+        with torch.no_grad():
+            for sl, S_rot, S_t in track.skinning_chunks(_CHUNK):
+                x, n = skin(S_rot, S_t)
+                d = depths(surf, x, n)                                       # (B, S)
+                share[sl] = (shared_volume(surf, d) / max(surf.volume, 1e-30)).numpy()
+                if N:
+                    k = x[:, kpos]                                            # (B, N, 3)
+                    near = torch.cdist(k, x[:, torch.as_tensor(surf.probe)]) < r      # (B, N, S)
+                    key_depth[sl] = ((near * d[:, None]).amax(-1) * ok).numpy() * surf.scale
+                    if bool(hand.any()):
+                        kg = torch.as_tensor(surf.part[kpos.numpy()])
+                        far = torch.as_tensor(surf.allowed)[kg][:, pg]                 # (N, S)
+                        touch[sl] = ((near & far[None]).any(-1) & hand).numpy()
+                yield sl.stop / T
+        return MeshMeasures(share, key_depth, touch)
+    return (yield from track.memo_steps(key, compute))
+
+
+__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SURFACE_MAX", "depths", "mesh_measuring",
+           "mesh_volume", "setup", "shared_volume"]
