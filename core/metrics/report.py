@@ -15,6 +15,9 @@ import math
 from typing import NamedTuple
 
 LOWER, HIGHER = "lower", "higher"
+#: a contact score (F1, a contact kept) below this, where the source has contacts, reads "lost", whatever
+#: copy-rotations scores: a contact the result does not hold is not "better" for being held less rarely still
+LOST_BELOW = 0.1
 
 
 class MetricInfo(NamedTuple):
@@ -24,6 +27,8 @@ class MetricInfo(NamedTuple):
     ('' for a unitless score); better: LOWER, HIGHER or '' (a description of the clip, no direction);
     scale: printed value = value × scale (shares are printed in %); decimals: digits after the point;
     headline: in the short table and the verdict.
+    noise: a change reads "better" or "worse" only beyond max(noise, noise_rel × |copy-rotations' value|), in the
+    metric's own units (before ``scale``); within it, "same". contact: a contact score (``LOST_BELOW``).
     """
 
     key: str
@@ -33,23 +38,44 @@ class MetricInfo(NamedTuple):
     scale: float = 1.0
     decimals: int = 3
     headline: bool = False
+    noise: float = 0.01
+    noise_rel: float = 0.0
+    contact: bool = False
 
 
 _PCT_SURFACE = "% of the surface"
+_PCT_VOLUME = "% of the body volume"
 METRICS = (
     MetricInfo("grounded_f1", "Grounded feet F1", "", HIGHER, headline=True),
     MetricInfo("locked_f1", "Feet locked F1", "", HIGHER, headline=True),
-    MetricInfo("contact_f1", "Key-vertex contacts F1", "", HIGHER, headline=True),
-    MetricInfo("floor_pen_mean", "Floor penetration, mean", _PCT_SURFACE, LOWER, 100.0, 2, True),
-    MetricInfo("floor_pen_max", "Floor penetration, worst frame", _PCT_SURFACE, LOWER, 100.0, 2, True),
-    MetricInfo("self_pen_mean", "Self-penetration, mean", _PCT_SURFACE, LOWER, 100.0, 2, True),
-    MetricInfo("self_pen_max", "Self-penetration, worst frame", _PCT_SURFACE, LOWER, 100.0, 2),
-    MetricInfo("jerk_mean", "Jerk of the joints, mean", "m/s³", LOWER, 1.0, 0, True),
-    MetricInfo("jerk_max", "Jerk of the joints, max", "m/s³", LOWER, 1.0, 0),
-    MetricInfo("root_jerk_mean", "Jerk of the root, mean", "m/s³", LOWER, 1.0, 0),
-    MetricInfo("root_jerk_max", "Jerk of the root, max", "m/s³", LOWER, 1.0, 0),
-    MetricInfo("head_turn_mean", "Head turned from copy-rotations', mean", "°", LOWER, 1.0, 1),
-    MetricInfo("head_turn_max", "Head turned from copy-rotations', worst frame", "°", LOWER, 1.0, 1),
+    MetricInfo("contact_f1", "Key-vertex contacts F1", "", HIGHER, headline=True, contact=True),
+    MetricInfo("floor_pen_mean", "Floor penetration, mean", _PCT_SURFACE, LOWER, 100.0, 2, True,
+               noise=1e-4, noise_rel=0.05),
+    MetricInfo("floor_pen_max", "Floor penetration, worst frame", _PCT_SURFACE, LOWER, 100.0, 2, True,
+               noise=1e-4, noise_rel=0.05),
+    MetricInfo("self_pen_mean", "Self-penetration, mean", _PCT_SURFACE, LOWER, 100.0, 2, True,
+               noise=1e-4, noise_rel=0.05),
+    MetricInfo("self_pen_max", "Self-penetration, worst frame", _PCT_SURFACE, LOWER, 100.0, 2, noise=1e-4,
+               noise_rel=0.05),
+    MetricInfo("jerk_mean", "Jerk of the joints, mean", "m/s³", LOWER, 1.0, 0, True, noise=1.0, noise_rel=0.03),
+    MetricInfo("jerk_max", "Jerk of the joints, max", "m/s³", LOWER, 1.0, 0, noise=1.0, noise_rel=0.03),
+    MetricInfo("root_jerk_mean", "Jerk of the root, mean", "m/s³", LOWER, 1.0, 0, noise=1.0, noise_rel=0.03),
+    MetricInfo("root_jerk_max", "Jerk of the root, max", "m/s³", LOWER, 1.0, 0, noise=1.0, noise_rel=0.03),
+    # how far the solve turned the head from copy-rotations': a description, no better side
+    MetricInfo("head_turn_mean", "Head turned from copy-rotations', mean", "°", "", 1.0, 1),
+    MetricInfo("head_turn_max", "Head turned from copy-rotations', worst frame", "°", "", 1.0, 1),
+    # on the mesh itself (core.metrics.mesh_volume, core.metrics.contact_depth)
+    MetricInfo("mesh_pen_mean", "Mesh self-penetration, mean", _PCT_VOLUME, LOWER, 100.0, 3, True, noise=2e-5,
+               noise_rel=0.05),
+    MetricInfo("mesh_pen_max", "Mesh self-penetration, worst frame", _PCT_VOLUME, LOWER, 100.0, 3, noise=2e-5,
+               noise_rel=0.05),
+    MetricInfo("contact_depth_p50", "Contact depth, median", "mm", LOWER, 1000.0, 1, noise=5e-4, noise_rel=0.05),
+    MetricInfo("contact_depth_p95", "Contact depth, 95th percentile", "mm", LOWER, 1000.0, 1, True, noise=5e-4,
+               noise_rel=0.05),
+    MetricInfo("contact_depth_p50_height", "Contact depth, median", "% of h", LOWER, 100.0, 2, noise=3e-4,
+               noise_rel=0.05),
+    MetricInfo("contact_depth_p95_height", "Contact depth, 95th percentile", "% of h", LOWER, 100.0, 2,
+               noise=3e-4, noise_rel=0.05),
     MetricInfo("grounded_auc", "Grounded feet ROC AUC", "", HIGHER),
     MetricInfo("locked_auc", "Feet locked ROC AUC", "", HIGHER),
     MetricInfo("locked_strict_f1", "Feet locked F1 (paper's 0.1 % h/s)", "", HIGHER),
@@ -71,17 +97,24 @@ METRICS = (
                100.0, 1),
     MetricInfo("source_grounded_f1_clamped", "Source: grounded F1, feet kept on its floor", "", ""),
     MetricInfo("source_contacts", "Source: key-vertex contacts", "pair-frames", "", 1.0, 0),
+    MetricInfo("source_mesh_pen_mean", "Source: mesh self-penetration, mean", _PCT_VOLUME, "", 100.0, 3),
+    MetricInfo("source_mesh_pen_max", "Source: mesh self-penetration, worst frame", _PCT_VOLUME, "", 100.0, 3),
+    MetricInfo("source_contact_frames", "Source: frames with a self-contact", "frames", "", 1.0, 0),
+    MetricInfo("source_contact_depth_p95", "Source: its own contact depth, 95th percentile", "mm", "", 1000.0, 1),
     # several characters retargeted together (core.metrics.partners, docs/metrics.md)
-    MetricInfo("partner_contact_f1", "Contacts with partners F1", "", HIGHER, headline=True),
+    MetricInfo("partner_contact_f1", "Contacts with partners F1", "", HIGHER, headline=True, contact=True),
     MetricInfo("partner_contact_precision", "Contacts with partners precision", "", HIGHER),
     MetricInfo("partner_contact_recall", "Contacts with partners recall", "", HIGHER),
     MetricInfo("hand_partner_error_mean", "Hand-to-partner distance error, mean", "% of h", LOWER, 100.0, 2,
-               True),
+               True, noise=5e-4, noise_rel=0.05),
     MetricInfo("hand_partner_error_p90", "Hand-to-partner distance error, 90th percentile", "% of h", LOWER,
-               100.0, 2),
-    MetricInfo("partner_pen_mean", "Penetration between characters, mean", _PCT_SURFACE, LOWER, 100.0, 2, True),
-    MetricInfo("partner_pen_max", "Penetration between characters, worst frame", _PCT_SURFACE, LOWER, 100.0, 2),
-    MetricInfo("gaze_angle_error_mean", "Gaze angle error, mean", "°", LOWER, 1.0, 1, True),
+               100.0, 2, noise=5e-4, noise_rel=0.05),
+    MetricInfo("partner_pen_mean", "Penetration between characters, mean", _PCT_SURFACE, LOWER, 100.0, 2, True,
+               noise=1e-4, noise_rel=0.05),
+    MetricInfo("partner_pen_max", "Penetration between characters, worst frame", _PCT_SURFACE, LOWER, 100.0, 2,
+               noise=1e-4, noise_rel=0.05),
+    MetricInfo("gaze_angle_error_mean", "Gaze angle error, mean", "°", LOWER, 1.0, 1, True, noise=1.0,
+               noise_rel=0.05),
     MetricInfo("source_partner_contacts", "Source: contacts with partners", "pair-frames", "", 1.0, 0),
     MetricInfo("source_hand_partner_entries", "Source: hand-to-partner contacts", "entries", "", 1.0, 0),
     MetricInfo("source_partner_pen_mean", "Source: penetration between characters, mean", _PCT_SURFACE, "",
@@ -104,7 +137,7 @@ def info(key: str) -> MetricInfo:
     'Hero: Grounded feet F1'; a key this module does not know reads as itself, with no unit or direction."""
     if key.startswith(KEPT_PREFIX):
         return MetricInfo(key, f"Contact kept: {key[len(KEPT_PREFIX):]}", "% of the source's frames", HIGHER, 100.0,
-                          0)
+                          0, noise=0.02, contact=True)
     if ": " in key:
         who, _, rest = key.partition(": ")
         m = info(rest)
@@ -136,13 +169,17 @@ def format_value(key: str, value, unit: bool = True, short: bool = False) -> str
 
 
 def compare(key: str, value, reference):
-    """'better', 'worse' or 'same' for ``value`` against ``reference`` (equal once rounded as printed), or None
-    when either is undefined or the metric has no direction."""
+    """'better', 'worse' or 'same' for ``value`` against ``reference``, or None when either is undefined or the
+    metric has no better side. 'same' within the metric's noise margin (``MetricInfo.noise``, ``noise_rel``) or
+    when equal once rounded as printed; 'lost' for a contact score under ``LOST_BELOW``, whatever the reference."""
     m = info(key)
     v, r = _number(value), _number(reference)
     if v is None or r is None or not m.better:
         return None
-    if format_value(key, v, unit=False) == format_value(key, r, unit=False):
+    if m.contact and v < LOST_BELOW:
+        return "lost"
+    if format_value(key, v, unit=False) == format_value(key, r, unit=False) or \
+            abs(v - r) <= max(m.noise, m.noise_rel * abs(r)):
         return "same"
     return "better" if (v < r) == (m.better == LOWER) else "worse"
 
@@ -203,6 +240,7 @@ def verdict(metrics: dict, reference: dict = None, method: str = "reconform") ->
         return f"{name}: " + ", ".join(parts) + tail + "." if parts else f"{name}: no comparable metric."
     better = [r for r in rows if r.change == "better"]
     worse = [r for r in rows if r.change == "worse"]
+    lost = [r for r in rows if r.change == "lost"]
     compared = [r for r in rows if r.change is not None]
     if not compared:
         return "No metric could be compared with copy-rotations (undefined for this clip)."
@@ -215,23 +253,60 @@ def verdict(metrics: dict, reference: dict = None, method: str = "reconform") ->
         head += " (" + ", ".join(_change_text(r) for r in sorted(better, key=size, reverse=True)[:3]) + ")"
     if worse:
         head += "; worse on " + ", ".join(_change_text(r) for r in sorted(worse, key=size, reverse=True)[:3])
+    if lost:
+        head += "; lost: " + ", ".join(f"{r.info.label[:1].lower() + r.info.label[1:]} {r.text}" for r in lost)
     return head + "."
+
+
+#: the lines a person reads first (``summary_lines``): a topic and its metrics, in this order
+SUMMARY = (
+    ("Contacts", ("contact_f1", "partner_contact_f1", "hand_partner_error_mean")),
+    ("Through the body", ("mesh_pen_mean", "contact_depth_p95")),
+    ("Feet", ("grounded_f1", "locked_f1")),
+    ("Floor", ("floor_pen_mean",)),
+    ("Smoothness", ("jerk_mean",)),
+    ("Partners", ("partner_pen_mean", "gaze_angle_error_mean")),
+)
+
+
+def summary_lines(metrics: dict, reference: dict = None) -> list:
+    """At most 6 lines a person reads before the full table, one per topic of ``SUMMARY`` the metrics have:
+    'Feet: grounded feet F1 0.930 (copy-rotations 0.800: better), feet locked F1 …'."""
+    metrics = metrics or {}
+    lines = []
+    for topic, keys in SUMMARY:
+        parts = []
+        for k in keys:
+            if _number(metrics.get(k)) is None:
+                continue
+            label = info(k).label[:1].lower() + info(k).label[1:]
+            text = f"{label} {format_value(k, metrics[k])}"
+            if reference is not None and _number(reference.get(k)) is not None:
+                change = compare(k, metrics[k], reference[k])
+                text += f" (copy-rotations {format_value(k, reference[k], short=True)}" + \
+                    (f": {change})" if change else ")")
+            parts.append(text)
+        if parts:
+            lines.append(f"{topic}: " + ", ".join(parts))
+    return lines[:6]
 
 
 def text_table(metrics: dict, reference: dict = None, method: str = "reconform", indent: str = "  ",
                headline_only: bool = False) -> list:
-    """Aligned plain-text lines: metric, the result, copy-rotations' value and which is better."""
+    """Aligned plain-text lines: metric, the result, copy-rotations' value and which is better (better, worse,
+    same within the metric's noise, lost); the full table is led by ``summary_lines`` and a blank line."""
     rows = metric_rows(metrics, reference, headline_only)
     if not rows:
         return [indent + "(no metrics)"]
     has_ref = any(r.reference_text for r in rows)
     head = [("metric", METHOD_LABELS.get(method, method)) + (("copy-rotations", "") if has_ref else ())]
-    body = [(r.info.label, r.text) + ((r.reference_text, {"better": "better", "worse": "worse", "same": "same"}
-                                       .get(r.change, "")) if has_ref else ()) for r in rows]
+    body = [(r.info.label, r.text) + ((r.reference_text, r.change or "") if has_ref else ()) for r in rows]
     cols = list(zip(*(head + body)))
     widths = [max(len(c) for c in col) for col in cols]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in head + body]
+    table = [indent + "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in head + body]
+    lead = [] if headline_only else [indent + line for line in summary_lines(metrics, reference)]
+    return lead + ([""] if lead else []) + table
 
 
-__all__ = ["HIGHER", "KEPT_PREFIX", "LOWER", "METHOD_LABELS", "METRICS", "MetricInfo", "Row", "compare",
-           "format_value", "info", "metric_rows", "text_table", "verdict"]
+__all__ = ["HIGHER", "KEPT_PREFIX", "LOST_BELOW", "LOWER", "METHOD_LABELS", "METRICS", "MetricInfo", "Row", "SUMMARY",
+           "compare", "format_value", "info", "metric_rows", "summary_lines", "text_table", "verdict"]

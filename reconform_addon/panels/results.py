@@ -22,7 +22,7 @@ def metric_rows(s) -> list:
     refs = {m.name: m.reference for m in s.metrics if m.has_reference} or None
     rows = []
     for r in report.metric_rows(values, refs):
-        better = {"better": True, "worse": False}.get(r.change)
+        better = {"better": True, "worse": False, "lost": False}.get(r.change)
         rows.append((metric_label(r.info.key), report.format_value(r.info.key, r.value, short=True),
                      report.format_value(r.info.key, r.reference, short=True) if r.reference_text else "", better))
     return rows

@@ -44,6 +44,31 @@ def test_comparison_follows_each_metrics_direction():
     assert report.compare("jerk_mean", 212.2, 211.9) == "same"                          # equal as printed
     assert report.compare("source_jerk_mean", 1.0, 2.0) is None                         # a description
     assert report.compare("contact_f1", float("nan"), 0.5) is None
+    assert report.compare("mesh_pen_mean", 0.0002, 0.002) == "better"
+    assert report.compare("contact_depth_p95", 0.012, 0.004) == "worse"
+
+
+def test_changes_within_the_noise_read_same():
+    assert report.compare("jerk_mean", 112.0, 113.0) == "same"                           # 1 m/s³ of 113
+    assert report.compare("jerk_mean", 100.0, 113.0) == "better"
+    assert report.compare("grounded_f1", 0.905, 0.90) == "same"
+    assert report.compare("grounded_f1", 0.95, 0.90) == "better"
+    assert report.compare("contact_depth_p95", 0.0102, 0.0100) == "same"                 # 0.2 mm
+    assert report.compare("mesh_pen_mean", 1.00e-3, 1.04e-3) == "same"                   # within 5 %
+    assert report.compare("mesh_pen_mean", 0.5e-3, 1.04e-3) == "better"
+
+
+def test_no_better_side_for_the_head_turn_and_a_lost_contact_reads_lost():
+    assert report.compare("head_turn_mean", 3.0, 0.0) is None
+    assert report.info("head_turn_max").better == ""
+    # the demo couple's hands: 0.009 held against copy-rotations' 0.002 is a contact lost, not a better one
+    assert report.compare("partner_contact_f1", 0.009, 0.002) == "lost"
+    assert report.compare("contact_f1", 0.05, 0.6) == "lost"
+    assert report.compare("partner_kept: A's left hand ~ B's torso, 40 frames", 0.05, 0.0) == "lost"
+    assert report.compare("partner_contact_f1", 0.5, 0.02) == "better"
+    line = report.verdict({"partner_contact_f1": 0.009, "jerk_mean": 100.0},
+                          {"partner_contact_f1": 0.002, "jerk_mean": 150.0})
+    assert "lost: contacts with partners F1 0.009" in line and "beats copy-rotations on 1 of 2" in line
 
 
 def test_rows_put_the_headline_first_and_carry_copy_rotations():
@@ -57,9 +82,23 @@ def test_rows_put_the_headline_first_and_carry_copy_rotations():
     assert d["unit"] == "% of the surface" and d["better"] == "lower" and d["copy_rotations_text"] == \
         "2.00 % of the surface"
     lines = report.text_table(metrics, reference)
-    assert "copy-rotations" in lines[0] and any("better" in line and "Grounded" in line for line in lines)
+    lead = report.summary_lines(metrics, reference)
+    assert lines[:len(lead)] == ["  " + line for line in lead] and lines[len(lead)] == ""
+    table = lines[len(lead) + 1:]
+    assert "copy-rotations" in table[0] and any("better" in line and "Grounded" in line for line in table)
     assert [r.info.key for r in report.metric_rows(metrics, reference, headline_only=True)] == \
         ["grounded_f1", "floor_pen_mean"]
+
+
+def test_the_report_leads_with_at_most_six_lines_a_person_reads(measured):
+    reference = dict(measured, jerk_mean=measured["jerk_mean"] * 2, mesh_pen_mean=measured["mesh_pen_mean"] * 3)
+    lead = report.summary_lines(measured, reference)
+    assert 1 <= len(lead) <= 6
+    assert any(line.startswith("Through the body: mesh self-penetration, mean") and ": better)" in line
+               for line in lead)
+    assert any(line.startswith("Smoothness: jerk of the joints, mean") and ": better)" in line for line in lead)
+    assert any(line.startswith("Feet: grounded feet F1 1.000 (copy-rotations 1.000: same)") for line in lead)
+    assert report.summary_lines({}, None) == []
 
 
 def test_one_verdict_line_per_target():
