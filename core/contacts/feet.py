@@ -31,6 +31,8 @@ SOLE_BAND = 0.005
 SOFT_LOW = 0.001
 #: foot speed = mean speed over this window, centred (docs/metrics.md)
 LOCK_WINDOW_S = 1.0 / 15.0
+#: a locked foot: at least this long below the speed threshold (one frame at 30 fps, four at 120 fps)
+LOCK_MIN_RUN_S = 1.0 / 30.0
 
 
 def even_subset(ids: np.ndarray, count: int = None) -> np.ndarray:
@@ -77,6 +79,24 @@ def window_bounds(num_frames: int, fps: float, window_s: float = LOCK_WINDOW_S, 
     k = window_half(fps, window_s)
     t = np.arange(num_frames) if frames is None else np.asarray(frames, dtype=np.int64)
     return np.clip(t - k, 0, num_frames - 1), np.clip(t + k, 0, num_frames - 1)
+
+
+def lock_runs(below: np.ndarray, fps: float, min_run_s: float = LOCK_MIN_RUN_S) -> np.ndarray:
+    """(..., T) bool: ``below`` (..., T) kept only in runs of at least ceil(fps · min_run_s) consecutive frames
+    (docs/metrics.md: a single-frame dip in a jittering stance is not a lock)."""
+    below = np.asarray(below, bool)
+    n = max(1, int(np.ceil(fps * min_run_s - 1e-9)))
+    if n == 1 or below.shape[-1] == 0:
+        return below.copy()
+    flat = below.reshape(-1, below.shape[-1])
+    pad = np.zeros((len(flat), 1), bool)
+    edges = np.diff(np.concatenate([pad, flat, pad], 1).astype(np.int8), axis=1)
+    out = np.zeros_like(flat)
+    for r, (starts, stops) in enumerate(zip((edges == 1), (edges == -1))):
+        for a, b in zip(np.nonzero(starts)[0], np.nonzero(stops)[0]):
+            if b - a >= n:
+                out[r, a:b] = True
+    return out.reshape(below.shape)
 
 
 def soft_lowest(heights: torch.Tensor, tau: float, dim: int = -1) -> torch.Tensor:

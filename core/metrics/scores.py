@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CoreError
-from ..contacts.feet import window_half
+from ..contacts.feet import lock_runs, window_half
 from .measures import Measures, foot_speed_windowed, jerk_magnitude, measuring, pairs_closer
 from ..progress import drive, scaled
 from ..character.track import ClipTrack
@@ -83,8 +83,8 @@ class _Tally:
     floor and self-penetration shares (T,), the feet's heights and windowed speeds (2, T) and one-frame speeds
     (2, T − 1); the jerk of the compared joints and of the hips as sums, counts and maxima."""
 
-    def __init__(self, T: int):
-        self.T = T
+    def __init__(self, T: int, fps: float = 30.0):
+        self.T, self.fps = T, float(fps)
         self.floor, self.self_pen = np.zeros(T), np.zeros(T)
         self.height, self.speed = np.zeros((2, T)), np.zeros((2, T))
         self.step = np.zeros((2, max(T - 1, 0)))
@@ -159,8 +159,8 @@ def _scores(s: _Tally, t: _Tally, contacts: _Contacts, hs: float, ht: float) -> 
     g_pred = (np.abs(t.height) <= GROUNDED_FRACTION * ht).ravel()
     out["grounded_f1"] = f1_score(g_true, g_pred)
     out["grounded_auc"] = roc_auc(g_true, -(np.abs(t.height) / ht).ravel())
-    l_true = (s.speed < LOCKED_FRACTION * hs).ravel()
-    l_pred = (t.speed < LOCKED_FRACTION * ht).ravel()
+    l_true = lock_runs(s.speed < LOCKED_FRACTION * hs, s.fps).ravel()     # runs of at least 1/30 s
+    l_pred = lock_runs(t.speed < LOCKED_FRACTION * ht, t.fps).ravel()
     out["locked_f1"] = f1_score(l_true, l_pred)
     out["locked_auc"] = roc_auc(l_true, -(t.speed / ht).ravel())
     r_true = (s.step < LOCKED_STRICT_FRACTION * hs).ravel()
@@ -240,7 +240,7 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
     target_tracks = None               # this list only: a target's track is let go once measured
     ranges = chunk_ranges(T, chunk, max([source_motion.fps] + [m.fps for m in target_motions]))
     whole = len(ranges) == 1
-    s_tally, t_tallies = _Tally(T), [_Tally(T) for _ in target_motions]
+    s_tally, t_tallies = _Tally(T, source_motion.fps), [_Tally(T, m.fps) for m in target_motions]
     contacts = [_Contacts() if kv else None for _ in target_motions]
     s_mesh, t_meshes = MeshTally(T), [MeshTally(T) for _ in target_motions]   # core.metrics.contact_depth
     sizes = (source.mesh.num_verts, target.mesh.num_verts)    # the passes' costs, roughly

@@ -187,3 +187,16 @@ def test_self_pen_parts_locates_the_self_penetration():
         assert parts.sum() >= share - 1e-9 and not parts.diagonal().any()
         sums.append(parts.sum())
     assert sums[1] > 5 * sums[0]
+
+
+def test_a_locked_foot_is_a_run_of_at_least_a_thirtieth_of_a_second():
+    from core.contacts.feet import lock_runs
+    below = np.zeros(120, bool)
+    below[[10, 20, 30, 31, 50]] = True              # single- and two-frame dips of a jittering 120 fps stance
+    assert not lock_runs(below, 120.0).any()
+    below[60:65] = True                             # a 5-frame run (1/24 s): a lock
+    out = lock_runs(below, 120.0)
+    assert out[60:65].all() and out.sum() == 5
+    assert (lock_runs(below, 30.0) == below).all()  # at 30 fps one frame is 1/30 s
+    both = lock_runs(np.stack([below, np.roll(below, 3)]), 120.0)     # per foot, (2, T)
+    assert both.shape == (2, 120) and both[1, 63:68].all() and both[1].sum() == 5
