@@ -7,19 +7,22 @@ from tools.bench.bench_targets import case_targets, mean_targets
 
 def _metrics(**kw):
     m = dict(jerk_mean=100.0, source_jerk_mean=100.0, self_pen_mean=0.001, grounded_f1=0.96, locked_f1=0.94,
-             floor_pen_mean=0.0001, contact_f1=0.8)
+             floor_pen_mean=0.0001, contact_f1=0.8, mesh_pen_mean=0.0005, contact_depth_p95=0.005,
+             contact_depth_p95_height=0.005 / 1.7)
     m.update(kw)
     return m
 
 
 def test_a_case_passes_every_target_and_fails_each_one_alone():
-    init = _metrics(jerk_mean=110.0, self_pen_mean=0.002, floor_pen_mean=0.001)
+    init = _metrics(jerk_mean=110.0, self_pen_mean=0.002, floor_pen_mean=0.001, mesh_pen_mean=0.001)
     ok = case_targets(init, _metrics(), 1.7, 1.7)
-    assert len(ok) == 6 and all(passed for _, _, passed in ok), ok
+    assert len(ok) == 8 and all(passed for _, _, passed in ok), ok
     fails = {
         "joint jerk ≤ copy-rot": _metrics(jerk_mean=111.0, source_jerk_mean=200.0),
         "jerk per unit of height ≤ 1.05 × source": _metrics(jerk_mean=106.0, source_jerk_mean=100.0),
         "self-penetration ≤ copy-rot": _metrics(self_pen_mean=0.0021),
+        "mesh self-penetration ≤ copy-rot": _metrics(mesh_pen_mean=0.0011),
+        "contact depth p95 ≤ 1 % of height": _metrics(contact_depth_p95=0.018, contact_depth_p95_height=0.018 / 1.7),
         "grounded F1 ≥ 0.95": _metrics(grounded_f1=0.949),
         "foot-locked F1 ≥ 0.93": _metrics(locked_f1=0.929),
         "floor penetration ≥ 80 % below copy-rot": _metrics(floor_pen_mean=0.00021),
@@ -44,8 +47,25 @@ def test_jerk_is_read_per_unit_of_height_and_nan_f1_passes():
 
 
 def test_means_over_cases():
-    inits = [_metrics(self_pen_mean=0.002, contact_f1=0.3), _metrics(self_pen_mean=0.004, contact_f1=0.2)]
+    inits = [_metrics(self_pen_mean=0.002, contact_f1=0.3, mesh_pen_mean=0.002),
+             _metrics(self_pen_mean=0.004, contact_f1=0.2, mesh_pen_mean=0.002)]
     good = [_metrics(self_pen_mean=0.001, contact_f1=0.9), _metrics(self_pen_mean=0.002, contact_f1=0.7)]
     assert all(p for _, _, p in mean_targets(inits, good))
     bad = [_metrics(self_pen_mean=0.001, contact_f1=0.9), _metrics(self_pen_mean=0.0021, contact_f1=0.69)]
-    assert [p for _, _, p in mean_targets(inits, bad)] == [False, False]
+    assert [p for _, _, p in mean_targets(inits, bad)] == [False, True, False]
+
+
+def test_mesh_lines_over_cases_and_without_source_contacts():
+    inits = [_metrics(mesh_pen_mean=0.002), _metrics(mesh_pen_mean=0.004)]
+    good = [_metrics(mesh_pen_mean=0.001), _metrics(mesh_pen_mean=0.002)]
+    labels = {lab: p for lab, _, p in mean_targets(inits, good)}
+    assert labels["mesh self-penetration ≤ 0.5 × copy-rot's (mean)"]
+    bad = [_metrics(mesh_pen_mean=0.001), _metrics(mesh_pen_mean=0.0021)]
+    labels = {lab: p for lab, _, p in mean_targets(inits, bad)}
+    assert not labels["mesh self-penetration ≤ 0.5 × copy-rot's (mean)"]
+    # no source contact: nothing to sink into, the line passes as n/a
+    got = {lab: (m, p) for lab, m, p in case_targets(_metrics(), _metrics(contact_depth_p95_height=math.nan), 1.7, 1.7)}
+    assert got["contact depth p95 ≤ 1 % of height"] == ("n/a", True)
+    # metrics from before the mesh measure: the lines are left out, not failed
+    old = {k: v for k, v in _metrics().items() if not k.startswith(("mesh", "contact_depth"))}
+    assert len(case_targets(old, old, 1.7, 1.7)) == 6 and len(mean_targets([old], [old])) == 2
