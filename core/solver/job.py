@@ -253,7 +253,8 @@ class SolveJob(StepLifecycle):
         yield "Finding the source's contacts"
         head = HeadAttitude.of(s, [tgt.keyverts.names[k] for k in self.keyvert_order])
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs,
-                                   feet, src.mesh.fitted, head=head)
+                                   feet, src.mesh.fitted, head=head,
+                                   body_rows=None if self.surface is None else self.surface.rows.start)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"

@@ -123,11 +123,15 @@ class Objective:
             vertex from being behind it (``losses.pen_loss``).
         head: the head's attitude term (``head.HeadAttitude``, anchored at ``set_initial``; reported in L_reg), or
             None.
+        body_rows: how many of the carried body points L_smooth and the jerk budget read (None: all).
     """
 
     def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,
-                 feet=None, source_fitted: bool = False, head=None):
+                 feet=None, source_fitted: bool = False, head=None, body_rows: int = None):
         s = settings
+        #: the body points L_smooth and the jerk budget read: the first ``body_rows`` carried points (the capsule ends
+        #: and bulge points; the surface barrier's probes and field frames, which follow, are the barrier's alone)
+        self.body_rows = body_rows
         self.settings = s
         self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
         #: L_smooth's ε (m/s³): a 10 µm third difference, below float32 noise of visible motion, above round-off
@@ -187,6 +191,9 @@ class Objective:
         s = self.settings
         T = p_init.shape[0]
         self.p_init = p_init
+        if self.body_rows is not None:
+            body_init = None if body_init is None else body_init[:, :self.body_rows]
+            src_body = None if src_body is None else (src_body[0][:, :self.body_rows], src_body[1][:self.body_rows])
         if self.head is not None:          # the head's attitude: copy-rotations' head frames
             self.head = self.head.anchored(p_init)
         #: L_smooth's reference (T−3, N, 3): copy-rotations' jerk
@@ -340,6 +347,8 @@ class Objective:
         ``alpha`` a float or a 0-dim tensor; ``body`` (T, P, 3) or None."""
         vs = self.vertex_scale
         ht = self.h_tgt
+        if body is not None and self.body_rows is not None:
+            body = body[:, :self.body_rows]
         out = {}
         shift = root_world * self.xy_mask     # the horizontal root trajectory is not tied to copy-rotations' one
         out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])

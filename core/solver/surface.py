@@ -14,10 +14,10 @@ field there, trilinear and differentiable (``surface_depths``). A probe is teste
 segments are not neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper
 arm at the elbow without any penetration).
 
-The barrier is Σ relu(depth − ALLOW·h)² over every (frame, probe, field), divided by T·(1 % h)² like the capsule
-barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤ ALLOW·h),
-not sink into it, whatever the source or copy-rotations do (a source's hand inside its own body is a capture's or a
-fitted body's defect, not an intent to copy).
+The barrier is Σ relu(depth − allow)² over every (frame, probe, field), divided by T·(1 % h)² like the capsule
+barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤ ALLOW·h), not
+sink into it whatever copy-rotations does, and no deeper than the source's own hand in its own body at that frame
+(``source_allowance``, scaled by the heights; none from a fitted source body, whose overlaps are the fit's).
 """
 
 from __future__ import annotations
@@ -213,13 +213,15 @@ def field_tensor(fields: SurfaceFields, dtype=torch.float32, device="cpu") -> to
 
 
 class SurfaceBarrier:
-    """The solver's term: Σ relu(depth − ALLOW·h)² / (T·(1 % h)²) · ``weight`` over ``surface_depths``."""
+    """The solver's term: Σ relu(depth − allow)² / (T·(1 % h)²) · ``weight`` over ``surface_depths``, ``allow`` (T, Q,
+    F) ALLOW·h past the source's own depth for the same probe and field segments (``source_allowance``).
+    """
 
-    def __init__(self, fields: SurfaceFields, weight: float, dtype=torch.float32, device="cpu"):
+    def __init__(self, fields: SurfaceFields, weight: float, allow: torch.Tensor, dtype=torch.float32, device="cpu"):
         self.fields = fields
         self.weight = float(weight)
         self.grid = field_tensor(fields, dtype, device)
-        self.allow = ALLOW * fields.height
+        self.allow = allow.to(dtype=dtype, device=device)
         self.unit = (0.01 * fields.height) ** 2
 
     def weighted(self, points: torch.Tensor) -> torch.Tensor:
@@ -228,10 +230,44 @@ class SurfaceBarrier:
         return self.weight * torch.relu(d - self.allow).square().sum() / (points.shape[0] * self.unit)
 
 
+def world_points(fields: SurfaceFields, track) -> torch.Tensor:
+    """(T, 4F + Q, 3) float64 world positions of ``fields.carried_points()`` over a ClipTrack's clip."""
+    bones, local = fields.carried_points()
+    R, P = track.arm_rotations[:, bones], track.arm_positions[:, bones]
+    arm = (R @ torch.as_tensor(local, dtype=R.dtype)[..., None])[..., 0] + P
+    M = torch.as_tensor(track.character.skeleton.object_matrix, dtype=R.dtype)
+    return arm @ M[:3, :3].T + M[:3, 3]
+
+
+def source_allowance(fields: SurfaceFields, source, track, scale: float) -> torch.Tensor:
+    """(T, Q, F) float64 depth each target probe may reach in each target field: ALLOW·h (the resting press), past
+    the source's own depth where its hand is in its own body at that frame (the deepest of the source's probes of
+    the same segment into its field of the same segment, × ``scale`` = h_tgt / h_src). A fitted source body (a skeleton-only
+    source, ``SkinnedMesh.fitted``) allows none of its depths: where its limbs overlap, the fit does. So a character
+    retargeted onto itself comes back as it is, and a hand never sinks deeper than the captured body's."""
+    T = track.num_frames
+    floor = torch.full((T, len(fields.probe_bone), fields.num_fields), ALLOW * fields.height, dtype=torch.float64)
+    src = surface_fields(source) if source.mesh is not None and not source.mesh.fitted else None
+    if src is None:
+        return floor
+    with torch.no_grad():
+        d = surface_depths(src, world_points(src, track))                                  # (T, Qs, Fs)
+    out = floor.clone()
+    for sp in sorted(set(src.probe_names) & set(fields.probe_names)):
+        rows_s = [i for i, n in enumerate(src.probe_names) if n == sp]
+        rows_t = [i for i, n in enumerate(fields.probe_names) if n == sp]
+        for fs, name in enumerate(src.field_names):
+            if name in fields.field_names:
+                deepest = d[:, rows_s, fs].amax(1) * scale + ALLOW * fields.height         # (T,)
+                ft = fields.field_names.index(name)
+                out[:, rows_t, ft] = torch.maximum(out[:, rows_t, ft], deepest[:, None])
+    return out
+
+
 def surface_barrier(job):
     """``job``'s SurfaceBarrier, its points appended to ``job.body_points`` (the chain carries them with the
     capsule ends; ``rows``: where they are in ``job.body_positions``), or None when ``w_self_barrier`` is 0 or the
-    target has no fields. Call after ``own_capsules`` and before the chain is built."""
+    target has no fields. Call after ``own_capsules`` and before the chain is built (``job.source_track`` set)."""
     w = job.settings.w_self_barrier
     fields = surface_fields(job.target) if w > 0 and job.target.mesh is not None else None
     if fields is None:
@@ -242,7 +278,8 @@ def surface_barrier(job):
         bones = np.concatenate([job.body_points[0], bones])
         local = np.concatenate([job.body_points[1], local])
     job.body_points = (bones, local)
-    barrier = SurfaceBarrier(fields, w, job.dtype, job.device)
+    allow = source_allowance(fields, job.source, job.source_track, job.h_tgt / job.h_src)
+    barrier = SurfaceBarrier(fields, w, allow, job.dtype, job.device)
     barrier.rows = slice(start, len(bones))
     return barrier
 

@@ -92,14 +92,15 @@ def _hands_meet_in_front_of_the_belly(body):
 
 @pytest.fixture(scope="module")
 def belly_case():
-    """Hands that meet in front of a flat belly, retargeted onto the same body without a belly and with a big
-    one (core.body BodyParams.belly = 2): only the belly differs."""
+    """Hands that meet in front of a flat belly, retargeted onto the same body without a belly and with the
+    biggest one (core.body BodyParams.belly = 3: the hands stop at its skin, ``core.solver.surface``, short of
+    each other): only the belly differs."""
     from core.body import BodyParams, make_body
     from core.character.complete import CharacterSpec, build_character
 
     src, motion = _hands_meet_in_front_of_the_belly(make_body(BodyParams(name="src", resolution=0.03), pose="T"))
     targets = {}
-    for name, belly in (("flat", 0.0), ("belly", 2.0)):
+    for name, belly in (("flat", 0.0), ("belly", 3.0)):
         sk, mesh, bm = make_body(BodyParams(name=name, resolution=0.03, belly=belly), pose="T")
         targets[name] = build_character(CharacterSpec(sk, mesh, bm), keyvert_count=41).character
     return src, motion, targets

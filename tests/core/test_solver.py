@@ -658,8 +658,8 @@ def test_smooth_joints_adds_the_body_points_added_jerk(pair, monkeypatch):
     from core.solver.losses import jerk, smooth_loss
     job0, job = _jobs_at_0_and_2(pair, "SMOOTH_JOINTS", monkeypatch, jerk_budget=0.0)     # L_smooth's added-jerk part alone
     ob0, ob2 = job0.objective, job.objective
-    p, n, sole, body = job.p_init, job.n_init, job.sole_init, job.body_init
-    assert body is not None and body.shape[1] >= 2
+    p, n, sole, body = job.p_init, job.n_init, job.sole_init, job.body_init[:, :ob2.body_rows]   # the surface
+    assert body is not None and body.shape[1] >= 2                    # barrier's points (past body_rows): not read
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
     kicked = body.clone()
     kicked[10, 0, 2] += 0.02                                      # 2 cm up at one frame
@@ -697,6 +697,7 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair, monkey
     assert ob0.jerk_budgets is None
     p, n, sole, body = jobs[1].p_init, jobs[1].n_init, jobs[1].sole_init, jobs[1].body_init
     assert body is not None
+    body = body[:, :jobs[1].objective.body_rows]               # the points L_smooth and the budget read
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
     ps = ob2.pairs.active(None, 0.0)
     eps = 1e-5 * ob2.fps ** 3
@@ -718,6 +719,8 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair, monkey
     src_tot = jerk_totals(ob2.src_p, ob2.fps, w, eps) * (ob2.h_tgt / ob2.h_src)
     assert torch.allclose(capped.jerk_budgets[0], torch.minimum(own, src_tot) * slack)
     sb, has = jobs[2].source_body
+    rows = jobs[2].objective.body_rows
+    sb, has = (sb, has) if rows is None else (sb[:, :rows], has[:rows])
     B = len(body_capsules(tgt).names)
     assert bool(has[:2 * B].all()) and not bool(has[2 * B:].any())
     body_src = jerk_totals(sb, ob2.fps, w, eps) * (ob2.h_tgt / ob2.h_src)

@@ -6,7 +6,10 @@ import torch
 
 from core.body import BodyParams, make_body
 from core.rig.rotations_np import quat_to_matrix
-from core.solver.surface import ALLOW, SurfaceBarrier, surface_depths, surface_fields
+from core.character.track import ClipTrack
+from core.solver.surface import (ALLOW, SurfaceBarrier, source_allowance, surface_depths, surface_fields,
+                                 world_points)
+from core.types import Motion
 from core.types import Character
 
 
@@ -85,7 +88,8 @@ def test_the_barrier_pushes_a_sunk_hand_out_along_the_normal(body):
     q = 4 * F + f.probe_names.index("right_hand")
     pts[q] = torch.as_tensor(V[v] - 0.02 * N[v])
     pts.requires_grad_(True)
-    barrier = SurfaceBarrier(f, 1.0, dtype=torch.float64)
+    allow = torch.full((1, len(f.probe_bone), F), ALLOW * f.height, dtype=torch.float64)
+    barrier = SurfaceBarrier(f, 1.0, allow, dtype=torch.float64)
     loss = barrier.weighted(pts[None])
     assert loss > 0
     loss.backward()
@@ -94,3 +98,41 @@ def test_the_barrier_pushes_a_sunk_hand_out_along_the_normal(body):
     with torch.no_grad():                                         # resting on the skin costs nothing
         pts[q] = torch.as_tensor(V[v] - 0.5 * ALLOW * ch.height * N[v])
     assert barrier.weighted(pts[None]) == 0
+
+
+def test_the_source_allowance_follows_the_sources_own_depth(body, monkeypatch):
+    """The carried points read from a clip's track are the rest points at the rest pose; there no hand is in the
+    body, so every allowance is the resting press; with one probe sunk 2 cm in the source's belly at frame 1, the
+    same segments' allowance at that frame is that depth times the height ratio, and only there."""
+    ch, f = body
+    J = ch.skeleton.num_bones
+    rot = np.zeros((2, J, 4))
+    rot[..., 0] = 1.0
+    track = ClipTrack(ch, Motion(rot, np.zeros((2, J, 3)), 30.0))
+    pts = world_points(f, track)
+    assert torch.allclose(pts[0], torch.as_tensor(rest_points(ch, f)), atol=1e-9)
+    allow = source_allowance(f, ch, track, 1.0)
+    assert allow.shape == (2, len(f.probe_bone), f.num_fields)
+    assert torch.allclose(allow, torch.full_like(allow, ALLOW * f.height))
+
+    class Sunk:                     # the same clip with one right-hand probe 2 cm inside the belly at frame 1
+        num_frames, character = 2, ch
+        arm_rotations, arm_positions = track.arm_rotations, track.arm_positions
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height))[0]
+    v = front[np.argmin(V[front, 1])]
+    q = f.probe_names.index("right_hand")
+    import core.solver.surface as surface
+    real = surface.world_points
+
+    def sunk_points(fields, tr):
+        out = real(fields, track).clone()
+        out[1, 4 * fields.num_fields + q] = torch.as_tensor(V[v] - 0.02 * N[v])
+        return out
+    monkeypatch.setattr(surface, "world_points", sunk_points)
+    allow = source_allowance(f, ch, Sunk(), 1.5)
+    belly = int(np.argmax(allow[1, q].numpy()))
+    assert allow[1, q, belly] == pytest.approx(1.5 * 0.02 + ALLOW * f.height, abs=0.006)
+    rows = [i for i, n in enumerate(f.probe_names) if n == "right_hand"]
+    assert torch.all(allow[1, rows, belly] == allow[1, q, belly])          # every probe of the right hand
+    assert torch.allclose(allow[0], torch.full_like(allow[0], ALLOW * f.height))
