@@ -10,12 +10,14 @@ self-penetration shares. Every quantity is per frame, so a clip can be measured 
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from ..rig.affine import inv
+from .broadphase import Groups, candidates, capsule_boxes, group_boxes, skin_rows, skinning_matrix
 from ..errors import CoreError
 from ..contacts.feet import LOCK_WINDOW_S, window_bounds
 from ..rig.humanoid import CANONICAL_PARENT
@@ -146,24 +148,54 @@ class Measures(NamedTuple):
     keyverts: np.ndarray
 
 
-def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids, parts: np.ndarray = None):
-    """Generator yielding the share of frames done after each chunk; returns (floor share (T,), self share (T,)):
-    one chunked float32 skinning pass over the whole mesh (float32 is about 0.1 µm at 2 m, below
-    FLOOR_TOLERANCE; the capsule test over thousands of vertices is the metrics' main cost). ``parts``: a (B, B)
-    array to which the area share of segment s's surface inside capsule c is added, summed over frames."""
-    character = track.character
+class _SurfaceSetup(NamedTuple):
+    """What the whole-mesh pass of one character reads, whatever its clip (``_surface_setup``): the vertices'
+    area weights (V,) and skinning matrix (V, J·4) (``core.metrics.broadphase.skinning_matrix``); the
+    self-penetration sample ordered by segment (``groups``: ``core.metrics.broadphase.Groups``) with its areas (S,)
+    summing to 1, its skinning matrix (S, J·4), and which capsule each sampled vertex is tested against (S, C);
+    the capsules' bones (C,), extents along their axis lo, hi (C,) and squared radii (C,); (G, C) the
+    segment–capsule pairs ever tested."""
+    area: torch.Tensor
+    skin: torch.Tensor
+    sample: np.ndarray
+    groups: object
+    s_area: torch.Tensor
+    s_skin: torch.Tensor
+    test: torch.Tensor
+    cbone: torch.Tensor
+    lo: torch.Tensor
+    hi: torch.Tensor
+    r2: torch.Tensor
+    pairs: torch.Tensor
+
+
+#: _surface_setup per character, by identity (a Character is immutable: a retarget measures its source once and
+#: its target twice). {id: (weak reference, (segments, bones, bone ids), _SurfaceSetup)}
+_SETUPS = {}
+
+
+def _surface_setup(character: Character) -> tuple:
+    """((seg (V,), bones, bone_ids): ``vertex_segments``, _SurfaceSetup) of a character, computed once per
+    character object and kept while it lives (shared: never modify its arrays)."""
+    hit = _SETUPS.get(id(character))
+    if hit is not None and hit[0]() is character:
+        return hit[1], hit[2]
     sk, mesh = character.skeleton, character.mesh
+    segments = vertex_segments(sk, mesh, character.bone_map)
+    seg, bones, bone_ids = segments
     dt = torch.float32
-    area = torch.as_tensor(vertex_areas(mesh), dtype=dt)
     caps = _capsules(character, seg, bones, bone_ids)
     V = mesh.num_verts
     sample = np.arange(0, V, max(1, int(np.ceil(V / SELF_PEN_MAX_VERTICES))))
     sample = sample[seg[sample] >= 0]
+    groups = Groups(seg[sample], len(bones))
+    sample = sample[groups.order]                    # segment by segment (the broad phase's groups)
     s_seg = seg[sample]
+    area = torch.as_tensor(vertex_areas(mesh), dtype=dt)
     s_area = area[torch.as_tensor(sample)]
     s_area = s_area / s_area.sum().clamp_min(1e-12)
     valid = torch.as_tensor(caps.radius > 0)
-    test = ~torch.as_tensor(caps.excluded[s_seg]) & valid[None, :]  # (S, B)
+    test = ~torch.as_tensor(caps.excluded[s_seg]) & valid[None, :]  # (S, C)
     # vertices already inside a foreign capsule at rest are not counted (modelled contact, not penetration)
     Grest = torch.as_tensor(bind_matrices(sk, mesh), dtype=dt)
     cbone = torch.as_tensor(caps.bone)
@@ -171,14 +203,63 @@ def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids, parts: np.nd
     r2 = torch.as_tensor(caps.radius, dtype=dt) ** 2
     test &= ~_inside_capsules(torch.as_tensor(mesh.rest_verts[sample], dtype=dt), Grest[cbone, :3, 3],
                               Grest[cbone, :3, 1], lo, hi, r2)
+    J = sk.num_bones
+    pairs = ~torch.as_tensor(caps.excluded) & valid[None, :]
+    setup = _SurfaceSetup(area, skinning_matrix(mesh.rest_verts, mesh.weight_bones, mesh.weight_values, J), sample,
+                          groups, s_area, skinning_matrix(mesh.rest_verts[sample], mesh.weight_bones[sample],
+                                                          mesh.weight_values[sample], J),
+                          test, cbone, lo, hi, r2, pairs)
+    _SETUPS[id(character)] = (weakref.ref(character), segments, setup)
+    weakref.finalize(character, _SETUPS.pop, id(character), None)
+    return segments, setup
+
+
+def _inside_entries(p, P, U, lo, hi, r2):
+    """(E,) bool: points p (E, 3) inside the capsules along unit vectors U (E, 3) from P + lo·U to P + hi·U
+    (P (E, 3); lo, hi, r2 = radius² (E,)), one entry per row: the squared distance to the axis segment from the
+    offset q = p − P itself (``_inside_capsules``' expansion |p|² − 2 p·P + |P|² loses digits far from the origin:
+    a vertex within 0.1 % of a hand capsule's radius on a centimetre rig)."""
+    q = p - P
+    y = (q * U).sum(-1)
+    c = torch.minimum(torch.maximum(y, lo), hi)
+    return ((q - c[:, None] * U) ** 2).sum(-1) < r2
+
+
+def _self_inside(su: _SurfaceSetup, sv, P, U, parts: np.ndarray = None) -> torch.Tensor:
+    """(B, S) bool: each sampled vertex sv (B, S, 3) inside a capsule it is tested against (P, U (B, C, 3): the
+    capsules' bone origins and axes), from the broad phase's candidate entries only; adds each entry's area share
+    to ``parts`` (G, C) when given."""
+    B, S = sv.shape[:2]
+    hit = torch.zeros((B, S), dtype=torch.bool)
+    if not su.pairs.any():
+        return hit
+    ends_a, ends_b = P + su.lo[None, :, None] * U, P + su.hi[None, :, None] * U
+    boxes = group_boxes(sv, su.groups)
+    caps = capsule_boxes(ends_a, ends_b, su.r2.sqrt())
+    for f, s, c in candidates(boxes, caps, su.pairs, su.groups):
+        keep = su.test[s, c]
+        f, s, c = f[keep], s[keep], c[keep]
+        inside = _inside_entries(sv[f, s], P[f, c], U[f, c], su.lo[c], su.hi[c], su.r2[c])
+        f, s, c = f[inside], s[inside], c[inside]
+        hit[f, s] = True
+        if parts is not None:
+            np.add.at(parts, (su.groups.group[s].numpy(), c.numpy()), su.s_area[s].numpy())
+    return hit
+
+
+def _surface_shares(track: ClipTrack, ground, parts: np.ndarray = None):
+    """Generator yielding the share of frames done after each chunk; returns (floor share (T,), self share (T,)):
+    one chunked float32 skinning pass over the whole mesh (float32 is about 0.1 µm at 2 m, below
+    FLOOR_TOLERANCE), each vertex blended from its own few skin weights; the self-penetration test runs on the
+    entries the box broad phase keeps (``core.metrics.broadphase``). ``parts``: a (B, B) array to which the area
+    share of segment s's surface inside capsule c is added, summed over frames."""
+    character = track.character
+    sk = character.skeleton
+    dt = torch.float32
+    _, su = _surface_setup(character)
     T = track.num_frames
     floor_share = np.zeros(T)
     self_share = np.zeros(T)
-    # linear blend skinning with the dense (V, J) weights: each vertex's blended transform is one matrix product
-    W = torch.as_tensor(mesh.dense_weights(sk.num_bones), dtype=dt)
-    rest_h = torch.cat([torch.as_tensor(mesh.rest_verts, dtype=dt), torch.ones((V, 1), dtype=dt)], 1)   # (V, 4)
-    sample_t = torch.as_tensor(sample)
-    W_s, rest_s = W[sample_t], rest_h[sample_t]
     field = callable(ground)             # a terrain needs each vertex's x and y; a level floor only its z
     world = torch.as_tensor(sk.object_matrix, dtype=dt)[:3] if field else \
         torch.as_tensor(sk.object_matrix, dtype=dt)[2:3]                                              # (R, 4)
@@ -188,17 +269,15 @@ def _surface_shares(track: ClipTrack, ground, seg, bones, bone_ids, parts: np.nd
             B, J = S.shape[:2]
             Sw = world[:, :3] @ S                                               # (B, J, R, 4) world rows
             Sw[..., 3] += world[:, 3]
-            rows = (torch.matmul(W, Sw.reshape(B, J, -1)).reshape(B, V, -1, 4) * rest_h[:, None]).sum(-1)
+            rows = skin_rows(su.skin, Sw)                                       # (B, V, R)
             z = rows[..., -1]                                                   # (B, V) world z
             x, y = (rows[..., 0], rows[..., 1]) if field else (z, z)
             hgt = z - ground_height(ground, x, y, sl)
-            floor_share[sl] = ((hgt < -FLOOR_TOLERANCE).to(dt) * area).sum(-1).numpy()
-            sv = (torch.matmul(W_s, S.reshape(B, J, 12)).reshape(B, -1, 3, 4) * rest_s[:, None]).sum(-1)
-            R = track.arm_rotations[sl].to(dt)[:, cbone]
-            inside = _inside_capsules(sv, track.arm_positions[sl].to(dt)[:, cbone], R[..., 1], lo, hi, r2)
-            self_share[sl] = ((inside & test[None]).any(-1).to(dt) * s_area).sum(-1).numpy()
-            if parts is not None:
-                np.add.at(parts, s_seg, ((inside & test[None]).to(dt) * s_area[:, None]).sum(0).numpy())
+            floor_share[sl] = ((hgt < -FLOOR_TOLERANCE).to(dt) * su.area).sum(-1).numpy()
+            sv = skin_rows(su.s_skin, S)                                        # (B, S, 3) armature space
+            R = track.arm_rotations[sl].to(dt)[:, su.cbone]
+            inside = _self_inside(su, sv, track.arm_positions[sl].to(dt)[:, su.cbone], R[..., 1], parts)
+            self_share[sl] = (inside.to(dt) * su.s_area).sum(-1).numpy()
             yield sl.stop / T
     return floor_share, self_share
 
@@ -242,8 +321,8 @@ def measuring(track: ClipTrack, ground=0.0, keyvert_ids=None):
     key = ("measures", _ground_key(ground), None if kv is None else kv.tobytes())
 
     def compute():
-        seg, bones, bone_ids = vertex_segments(character.skeleton, character.mesh, character.bone_map)
-        floor_share, self_share = yield from _surface_shares(track, ground, seg, bones, bone_ids)
+        (_, bones, bone_ids), _ = _surface_setup(character)
+        floor_share, self_share = yield from _surface_shares(track, ground)
         height, step, lows = _feet(track, ground)
         return Measures(track.world_positions[:, bone_ids], list(bones), floor_share, self_share, height, step,
                         track.foot_points, lows, None if kv is None else track.vertices(kv))
@@ -258,10 +337,9 @@ def measure(track: ClipTrack, ground=0.0, keyvert_ids=None) -> Measures:
 def self_pen_parts(track: ClipTrack) -> tuple:
     """(segments (B,), (B, B) mean area share of segment s's surface inside segment c's capsule over the clip):
     where a clip's self-penetration (``Measures.self_share``) is, for diagnostics."""
-    character = track.character
-    seg, bones, bone_ids = vertex_segments(character.skeleton, character.mesh, character.bone_map)
+    (_, bones, _), _ = _surface_setup(track.character)
     parts = np.zeros((len(bones), len(bones)))
-    drive(_surface_shares(track, 0.0, seg, bones, bone_ids, parts))
+    drive(_surface_shares(track, 0.0, parts))
     return list(bones), parts / max(track.num_frames, 1)
 
 

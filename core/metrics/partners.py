@@ -30,13 +30,14 @@ import numpy as np
 import torch
 
 from ..errors import CoreError
+from ..progress import drive, scaled
+from .broadphase import Groups, candidates, capsule_boxes, group_boxes, skin_rows, skinning_matrix
 from ..contacts.gaze import GAZE_MAX_DEG, gaze_directions, gaze_setup
 from .measures import SELF_PEN_CORE, point_segment_distance, segment_capsules, vertex_areas
 from .scores import CONTACT_FRACTION, f1_score
 from ..rig.parts import vertex_segments
 from ..contacts.partners import box_distance
 from .report import KEPT_PREFIX
-from ..rig.skinning import skin_vertices
 from ..character.track import ClipTrack
 
 #: capsule radius of the partner-penetration test = this × the median distance of a segment's vertices to its axis
@@ -123,37 +124,44 @@ def capsule_paths(track: ClipTrack, caps: BodyCapsules) -> torch.Tensor:
 
 def _body(track: ClipTrack) -> dict:
     """A character's sampled surface and capsules over its clip, world space, float32 (kept on its track):
-    verts (T, S, 3), area (S,) summing to 1, capsule ends a, b (T, B, 3), radius (B,), box (lo, hi) (T, 3)."""
+    verts (T, S, 3) ordered by segment (``groups``: a ``core.metrics.broadphase.Groups``, the vertices of no
+    segment last), area (S,) summing to 1, capsule ends a, b (T, B, 3), radius (B,), box (lo, hi) (T, 3)."""
     def compute():
         ch = track.character
         caps = body_capsules(ch)
         V = ch.mesh.num_verts
         sample = np.arange(0, V, max(1, int(np.ceil(V / PARTNER_PEN_MAX_VERTICES))))
+        seg, bones, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+        groups = Groups(np.where(seg[sample] >= 0, seg[sample], len(bones)), len(bones) + 1)
+        sample = sample[groups.order]
         area = vertex_areas(ch.mesh)[sample]
         M = ch.skeleton.object_matrix
         A, b = torch.as_tensor(M[:3, :3]), torch.as_tensor(M[:3, 3])
         ends = capsule_paths(track, caps)
         verts = torch.empty((track.num_frames, len(sample), 3), dtype=torch.float32)
-        rest = torch.as_tensor(ch.mesh.rest_verts[sample], dtype=torch.float32)
-        wb, wv = ch.mesh.weight_bones[sample], ch.mesh.weight_values[sample]
+        skin = skinning_matrix(ch.mesh.rest_verts[sample], ch.mesh.weight_bones[sample],
+                               ch.mesh.weight_values[sample], ch.skeleton.num_bones)
         with torch.no_grad():   # float32, as the metrics' whole-mesh pass (core.metrics.measures._surface_shares)
             for sl, S_rot, S_t in track.skinning_chunks(_CHUNK * 8):
-                v, _ = skin_vertices(S_rot.float(), S_t.float(), rest, wb, wv)
-                verts[sl] = v @ A.T.float() + b.float()
-        return dict(verts=verts, area=torch.as_tensor(area / area.sum(), dtype=torch.float32),
+                S = torch.cat([S_rot, S_t[..., None]], -1).float()               # (B, J, 3, 4) armature space
+                verts[sl] = skin_rows(skin, S) @ A.T.float() + b.float()
+        return dict(verts=verts, area=torch.as_tensor(area / area.sum(), dtype=torch.float32), groups=groups,
                     a=ends[:, :, 0].float(), b=ends[:, :, 1].float(),
                     r=torch.as_tensor(caps.radius, dtype=torch.float32), box=(verts.amin(1), verts.amax(1)))
     return track.memo(("partner_body", PARTNER_PEN_MAX_VERTICES, PARTNER_PEN_CORE), compute)
 
 
-def _surface_inside(tracks: list) -> np.ndarray:
-    """(T, K) area share of each character's surface inside another character's capsules.
+def _surface_inside(tracks: list):
+    """Generator yielding the share done; returns (T, K) the area share of each character's surface inside another
+    character's capsules.
 
-    Broad phase per frame: only the frames where the two bodies' boxes overlap, and in them only the vertices
-    inside the other body's box grown by its largest capsule radius, are tested against its capsules."""
+    Broad phase: only the frames where the two bodies' boxes overlap, and in them only the (segment, capsule) pairs
+    whose boxes meet (``core.metrics.broadphase``), are tested; the narrow test is ``point_segment_distance`` of
+    each entry, as a dense test of every vertex against every capsule reads it."""
     K = len(tracks)
     T = tracks[0].num_frames
     bodies = [_body(tr) for tr in tracks]
+    yield 0.1
     out = torch.zeros((T, K), dtype=torch.float32)
     for a in range(K):
         for b in range(K):
@@ -161,19 +169,18 @@ def _surface_inside(tracks: list) -> np.ndarray:
                 continue
             va, cb = bodies[a], bodies[b]
             near = torch.nonzero(box_distance(*va["box"], *cb["box"]) <= 0, as_tuple=True)[0]
-            if not near.numel():
-                continue
-            pad = float(cb["r"].max()) if cb["r"].numel() else 0.0
+            groups = va["groups"]
+            every = torch.ones((groups.num_groups, len(cb["r"])), dtype=torch.bool)
             for s in range(0, near.numel(), _CHUNK):
                 fr = near[s:s + _CHUNK]
                 v = va["verts"][fr]                                              # (F, S, 3)
-                lo, hi = cb["box"][0][fr, None] - pad, cb["box"][1][fr, None] + pad
-                f, k = torch.nonzero(((v >= lo) & (v <= hi)).all(-1), as_tuple=True)
-                if not f.numel():
-                    continue
-                dist = point_segment_distance(v[f, k][:, None], cb["a"][fr][f], cb["b"][fr][f])   # (M, B)
-                inside = (dist < cb["r"]).any(-1).float() * va["area"][k]
-                out[:, a].index_add_(0, fr[f], inside)
+                ca, cbb = cb["a"][fr], cb["b"][fr]                               # (F, B, 3)
+                hit = torch.zeros(v.shape[:2], dtype=torch.bool)
+                for f, i, c in candidates(group_boxes(v, groups), capsule_boxes(ca, cbb, cb["r"]), every, groups):
+                    inside = point_segment_distance(v[f, i], ca[f, c], cbb[f, c]) < cb["r"][c]
+                    hit[f[inside], i[inside]] = True
+                out[fr, a] += (hit.float() * va["area"]).sum(-1)
+            yield 0.1 + 0.9 * (a * K + b + 1) / (K * K)
     return out.clamp(max=1.0).numpy()
 
 
@@ -213,15 +220,8 @@ def _kept_by_limbs(truth: np.ndarray, pred: np.ndarray, la: np.ndarray, lb: np.n
     return rows
 
 
-def evaluate_partners(sources, targets, fps: float = None) -> dict:
-    """Partner metrics of K ≥ 2 retargeted characters (module docstring; docs/metrics.md "Partners").
-
-    Args:
-        sources: [(Character, Motion)] or [ClipTrack] of the source clips (one world frame).
-        targets: the same for the targets, in the same order (key vertices matched to the sources' by name).
-    Returns:
-        dict of floats (NaN where a measure has no entry, e.g. no source contact between the characters).
-    """
+def _checked(sources, targets) -> tuple:
+    """The source and target ClipTracks (built from (Character, Motion) pairs where given so), checked."""
     s_tr = [x if isinstance(x, ClipTrack) else ClipTrack(*x) for x in sources]
     t_tr = [x if isinstance(x, ClipTrack) else ClipTrack(*x) for x in targets]
     K = len(s_tr)
@@ -234,58 +234,88 @@ def evaluate_partners(sources, targets, fps: float = None) -> dict:
         ch = tr.character
         if ch.mesh is None or ch.keyverts is None or not ch.height:
             raise CoreError(f"Character '{ch.name}' needs a body, key vertices and a height for partner metrics.")
+    return s_tr, t_tr
+
+
+def evaluate_partners(sources, targets, fps: float = None) -> dict:
+    """Partner metrics of K ≥ 2 retargeted characters (module docstring; docs/metrics.md "Partners").
+
+    Args:
+        sources: [(Character, Motion)] or [ClipTrack] of the source clips (one world frame).
+        targets: the same for the targets, in the same order (key vertices matched to the sources' by name).
+    Returns:
+        dict of floats (NaN where a measure has no entry, e.g. no source contact between the characters).
+    """
+    return drive(evaluating_partners(sources, [targets], fps))[0]
+
+
+def evaluating_partners(sources, target_sets: list, fps: float = None):
+    """Generator yielding the share done (in [0, 1]); returns ``evaluate_partners`` of each set of targets in
+    ``target_sets`` (e.g. the joint solve's result and the placed copy-rotations), the sources measured once."""
+    s_tr = _checked(sources, target_sets[0])[0]
+    sets = [_checked(s_tr, targets)[1] for targets in target_sets]
+    K, T = len(s_tr), s_tr[0].num_frames
     fps = float(fps or s_tr[0].fps)
-    orders = [_order(s.character, t.character) for s, t in zip(s_tr, t_tr)]
     kv_s = [_keyverts(tr) for tr in s_tr]
-    kv_t = [_keyverts(tr, o) for tr, o in zip(t_tr, orders)]
     hs = [float(tr.character.height) for tr in s_tr]
-    ht = [float(tr.character.height) for tr in t_tr]
-    out = {}
-    # contacts between characters
-    c_true, c_pred, errs, kept = [], [], [], []
-    for (a, b, ds, lim_s), (_, _, dt, lim_t) in zip(_contacts(kv_s, hs), _contacts(kv_t, ht)):
-        ct, cp = ds < lim_s, dt < lim_t
-        c_true.append(ct.ravel())
-        c_pred.append(cp.ravel())
-        la = np.asarray(s_tr[a].character.keyverts.limbs)
-        lb = np.asarray(s_tr[b].character.keyverts.limbs)
-        kept += _kept_by_limbs(ct, cp, la, lb, t_tr[a].character.name, t_tr[b].character.name)
-        hand = np.isin(la, HAND_LIMBS)[:, None] | np.isin(lb, HAND_LIMBS)[None, :]     # (N_a, N_b)
-        sel = ct & hand[None]
-        errs.append(np.abs(dt[sel] - ds[sel]) / (0.5 * (ht[a] + ht[b])))
-    c_true, c_pred, errs = np.concatenate(c_true), np.concatenate(c_pred), np.concatenate(errs)
-    kept.sort(key=lambda r: (-r[0], r[1]))                  # the pairs of limbs that touch longest, of any characters
-    out.update({key: value for _, key, value in kept[:KEPT_SHOWN]})
-    tp = np.sum(c_true & c_pred)
-    out["partner_contact_f1"] = f1_score(c_true, c_pred)
-    out["partner_contact_precision"] = float(tp / c_pred.sum()) if c_pred.any() else float("nan")
-    out["partner_contact_recall"] = float(tp / c_true.sum()) if c_true.any() else float("nan")
-    out["source_partner_contacts"] = float(c_true.sum())
-    out["hand_partner_error_mean"] = float(errs.mean()) if errs.size else float("nan")
-    out["hand_partner_error_p90"] = float(np.percentile(errs, 90)) if errs.size else float("nan")
-    out["source_hand_partner_entries"] = float(errs.size)
-    # penetration between characters
-    for prefix, trs in (("", t_tr), ("source_", s_tr)):
-        share = _surface_inside(trs)
-        out[prefix + "partner_pen_mean"] = float(share.mean())
-        out[prefix + "partner_pen_max"] = float(share.max())
-    # gaze
-    g_src = _gaze_entries(kv_s, [t.character for t in s_tr], [t.motion for t in s_tr], s_tr,
-                          [None] * K, fps)
-    g_tgt = _gaze_entries(kv_t, [t.character for t in t_tr], [None] * K, [None] * K, orders, fps)
-    cmax = math.cos(math.radians(GAZE_MAX_DEG))
-    err_t, err_s = [], []
-    for (_, _, _, cos_s), (_, _, _, cos_t) in zip(g_src, g_tgt):
-        best = cos_s.argmax(1)                                                 # nearest partner key vertex
-        rows = np.nonzero(cos_s[np.arange(T), best] > cmax)[0]
-        err_s.append(np.degrees(np.arccos(np.clip(cos_s[rows, best[rows]], -1, 1))))
-        err_t.append(np.degrees(np.arccos(np.clip(cos_t[rows, best[rows]], -1, 1))))
-    err_t, err_s = np.concatenate(err_t), np.concatenate(err_s)
-    out["gaze_angle_error_mean"] = float(err_t.mean()) if err_t.size else float("nan")
-    out["source_gaze_angle_mean"] = float(err_s.mean()) if err_s.size else float("nan")
-    out["source_gaze_frames"] = float(err_t.size)
-    return out
+    stages = 1 + len(sets)                      # the sources, then each set of targets
+    s_contacts = _contacts(kv_s, hs)
+    s_share = yield from scaled(_surface_inside(s_tr), 0.0, 0.9 / stages)
+    g_src = _gaze_entries(kv_s, [t.character for t in s_tr], [t.motion for t in s_tr], s_tr, [None] * K, fps)
+    yield 1.0 / stages
+    results = []
+    for n, t_tr in enumerate(sets):
+        done = (1 + n) / stages
+        orders = [_order(s.character, t.character) for s, t in zip(s_tr, t_tr)]
+        kv_t = [_keyverts(tr, o) for tr, o in zip(t_tr, orders)]
+        ht = [float(tr.character.height) for tr in t_tr]
+        out = {}
+        # contacts between characters
+        c_true, c_pred, errs, kept = [], [], [], []
+        for (a, b, ds, lim_s), (_, _, dt, lim_t) in zip(s_contacts, _contacts(kv_t, ht)):
+            ct, cp = ds < lim_s, dt < lim_t
+            c_true.append(ct.ravel())
+            c_pred.append(cp.ravel())
+            la = np.asarray(s_tr[a].character.keyverts.limbs)
+            lb = np.asarray(s_tr[b].character.keyverts.limbs)
+            kept += _kept_by_limbs(ct, cp, la, lb, t_tr[a].character.name, t_tr[b].character.name)
+            hand = np.isin(la, HAND_LIMBS)[:, None] | np.isin(lb, HAND_LIMBS)[None, :]     # (N_a, N_b)
+            sel = ct & hand[None]
+            errs.append(np.abs(dt[sel] - ds[sel]) / (0.5 * (ht[a] + ht[b])))
+        c_true, c_pred, errs = np.concatenate(c_true), np.concatenate(c_pred), np.concatenate(errs)
+        kept.sort(key=lambda r: (-r[0], r[1]))              # the pairs of limbs that touch longest, of any characters
+        out.update({key: value for _, key, value in kept[:KEPT_SHOWN]})
+        tp = np.sum(c_true & c_pred)
+        out["partner_contact_f1"] = f1_score(c_true, c_pred)
+        out["partner_contact_precision"] = float(tp / c_pred.sum()) if c_pred.any() else float("nan")
+        out["partner_contact_recall"] = float(tp / c_true.sum()) if c_true.any() else float("nan")
+        out["source_partner_contacts"] = float(c_true.sum())
+        out["hand_partner_error_mean"] = float(errs.mean()) if errs.size else float("nan")
+        out["hand_partner_error_p90"] = float(np.percentile(errs, 90)) if errs.size else float("nan")
+        out["source_hand_partner_entries"] = float(errs.size)
+        yield done + 0.1 / stages
+        # penetration between characters
+        share = yield from scaled(_surface_inside(t_tr), done + 0.1 / stages, done + 0.9 / stages)
+        for prefix, sh in (("", share), ("source_", s_share)):
+            out[prefix + "partner_pen_mean"] = float(sh.mean())
+            out[prefix + "partner_pen_max"] = float(sh.max())
+        # gaze
+        g_tgt = _gaze_entries(kv_t, [t.character for t in t_tr], [None] * K, [None] * K, orders, fps)
+        cmax = math.cos(math.radians(GAZE_MAX_DEG))
+        err_t, err_s = [], []
+        for (_, _, _, cos_s), (_, _, _, cos_t) in zip(g_src, g_tgt):
+            best = cos_s.argmax(1)                                             # nearest partner key vertex
+            rows = np.nonzero(cos_s[np.arange(T), best] > cmax)[0]
+            err_s.append(np.degrees(np.arccos(np.clip(cos_s[rows, best[rows]], -1, 1))))
+            err_t.append(np.degrees(np.arccos(np.clip(cos_t[rows, best[rows]], -1, 1))))
+        err_t, err_s = np.concatenate(err_t), np.concatenate(err_s)
+        out["gaze_angle_error_mean"] = float(err_t.mean()) if err_t.size else float("nan")
+        out["source_gaze_angle_mean"] = float(err_s.mean()) if err_s.size else float("nan")
+        out["source_gaze_frames"] = float(err_t.size)
+        results.append(out)
+        yield (2 + n) / stages
+    return results
 
 
 __all__ = ["BodyCapsules", "HAND_LIMBS", "KEPT_PREFIX", "PARTNER_PEN_CORE", "body_capsules", "capsule_paths",
-           "evaluate_partners"]
+           "evaluate_partners", "evaluating_partners"]

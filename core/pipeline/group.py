@@ -13,8 +13,9 @@ The sources play in one world frame (a couple captured together, one file or sev
    placement is the result;
 3. the joint solve (``solver.GroupSolveJob``): each pair's own terms plus the terms between characters and
    the gaze, one Adam step over every target's rotations and root per ``next()``;
-4. metrics: each pair's own (``retarget.measure``) and the partner metrics of the group
-   (``metrics_partners.evaluate_partners``), of the result and of the placed copy-rotations;
+4. metrics: each pair's own (``retarget.measuring``) and the partner metrics of the group
+   (``core.metrics.partners.evaluating_partners``), of the result and of the placed copy-rotations, one phase
+   that reports its progress;
 5. conflicts per pair (``core.solver.conflicts``, on that pair's own terms).
 With one pair every step is the single retarget's, and so is the result (tests/core/test_group.py).
 """
@@ -31,9 +32,10 @@ from ..solver.conflicts import detecting_group, merge_part_weights, resolve_grou
 from .copy_rotations import copy_rotations
 from .placement import place_together
 from ..errors import CoreError
-from ..metrics.partners import evaluate_partners
+from ..metrics.partners import evaluating_partners
+from ..progress import drive, scaled
 from .retarget import (METHODS, Cancellable, Outcome, RetargetOptions, Step, check_spec, complete_character,
-                       measure, phase_steps)
+                       measuring, phase_steps)
 from ..solver import GroupSolveJob, SolveJob
 from ..solver.settings import part_weights_from
 from ..character.track import ClipTrack
@@ -208,6 +210,43 @@ class RetargetGroup(Cancellable):
         yield from self._solve_and_measure(built, tracks, inits, {}, [], t0, job, last)
         return self.outcome
 
+    def _measuring(self, built, tracks, motions, inits, grounds, members, notes, measured, last):
+        """Step 4 as a generator of progress shares; returns (one Outcome per pair, partner metrics of the result,
+        of copy-rotations), or (None, None, None) when cancelled: each pair's own metrics (``retarget.measuring``),
+        then ``evaluating_partners`` of the result and of copy-rotations (a re-solve keeps ``last``'s)."""
+        o = self.options
+        reconform = o.method == "reconform"
+        K = len(self.pairs)
+        partners = measured and K > 1 and all(b[r].character.keyverts is not None for b in built
+                                              for r in ("source", "target"))
+        share = 1.0 / (K + (1 if partners else 0))           # of the phase: each pair, then the partner metrics
+        outcomes = []
+        for k, ((_, mo, _), b) in enumerate(zip(self.pairs, built)):
+            src, tgt = b["source"].character, b["target"].character
+            pair_notes = []
+            metrics = reference = None
+            if measured:
+                metrics, reference = yield from scaled(
+                    measuring(src, tracks[k].motion, tgt, motions[k], inits[k], o, grounds[k], tracks[k], pair_notes,
+                              terrain=o.settings.terrain if reconform else None), k * share, (k + 1) * share)
+                if self._cancel.is_set():
+                    return None, None, None
+            if last is not None:           # a re-solve: copy-rotations is not measured again
+                reference = last.members[k].reference
+            outcomes.append(Outcome(o.method, motions[k], inits[k], src, tgt, b, metrics, reference, [], pair_notes,
+                                    {}, members[k].metrics if members[k] is not None else {}, grounds[k], members[k],
+                                    tracks[k]))
+            notes.extend(pair_notes)
+        partner = partner_ref = None
+        if partners:
+            sets = [[(b["target"].character, m) for b, m in zip(built, motions)]]
+            if last is None and reconform and o.baseline_metrics:
+                sets.append([(b["target"].character, m) for b, m in zip(built, inits)])
+            found = yield from scaled(evaluating_partners(tracks, sets), K * share, 1.0)
+            partner = found[0]
+            partner_ref = last.partner_reference if last is not None else (found[1] if len(found) > 1 else None)
+        return outcomes, partner, partner_ref
+
     def _solve_and_measure(self, built, tracks, inits, timings, notes, t0, job=None, last=None):
         """Steps 3 to 5 (sets ``self.outcome``): the joint solve (``job``, a re-solve's, or a new one), the
         metrics (copy-rotations' from ``last`` for a re-solve) and the conflicts."""
@@ -245,39 +284,19 @@ class RetargetGroup(Cancellable):
                 raise CoreError(f"Retarget onto '{b['target'].character.name}' produced non-finite values; nothing "
                                 "written.")
 
-        # 4. metrics
-        outcomes = []
-        partner = partner_ref = None
+        # 4. metrics: every pair's own, then the partner metrics of the result and of copy-rotations together (the
+        # sources measured once), as one phase that reports its progress
         t3 = time.perf_counter()
         measured = o.metrics and all(b[r].character.mesh is not None and b[r].character.height
                                      for b in built for r in ("source", "target"))
-        if measured:
-            yield Step("metrics", _PHASE_END["solve"], "Measuring the result…")
-        elif o.metrics:
+        if o.metrics and not measured:
             notes.append("no metrics: a character has no body")
-        for k, ((_, mo, _), b) in enumerate(zip(self.pairs, built)):
-            src, tgt = b["source"].character, b["target"].character
-            pair_notes = []
-            metrics = reference = None
-            if measured:
-                metrics, reference = measure(src, tracks[k].motion, tgt, motions[k], inits[k], o, grounds[k],
-                                             tracks[k], pair_notes,
-                                             terrain=o.settings.terrain if reconform else None)
-                if self._cancel.is_set():
-                    return None
-            if last is not None:           # a re-solve: copy-rotations is not measured again
-                reference = last.members[k].reference
-            outcomes.append(Outcome(o.method, motions[k], inits[k], src, tgt, b, metrics, reference, [], pair_notes,
-                                    {}, members[k].metrics if members[k] is not None else {}, grounds[k], members[k],
-                                    tracks[k]))
-            notes.extend(pair_notes)
-        if measured and K > 1 and all(b[r].character.keyverts is not None for b in built for r in ("source", "target")):
-            targets = [(b["target"].character, m) for b, m in zip(built, motions)]
-            partner = evaluate_partners(tracks, targets)
-            if last is not None:
-                partner_ref = last.partner_reference
-            elif reconform and o.baseline_metrics:
-                partner_ref = evaluate_partners(tracks, [(b["target"].character, m) for b, m in zip(built, inits)])
+        gen = self._measuring(built, tracks, motions, inits, grounds, members, notes, measured, last)
+        outcomes, partner, partner_ref = (
+            (yield from phase_steps(gen, "metrics", _PHASE_END["solve"], _PHASE_END["metrics"], "Measuring the result"))
+            if measured else drive(gen))
+        if outcomes is None:
+            return None
         if measured:
             timings["metrics_s"] = time.perf_counter() - t3
 
