@@ -64,7 +64,7 @@ def skin_rows(A: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
     of affine transforms (R = 3: positions; R = 1: one world coordinate)."""
     B, J, R = S.shape[:3]
     out = A @ S.permute(1, 3, 0, 2).reshape(J * 4, B * R)                     # (N, B·R)
-    return out.reshape(-1, B, R).transpose(0, 1)
+    return out.reshape(-1, B, R).transpose(0, 1).contiguous()
 
 
 def group_boxes(x: torch.Tensor, groups: Groups):
