@@ -37,6 +37,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import batch_checks  # noqa: E402  (tools/batch_checks.py: arguments and files checked before Blender loads)
 import batch_io  # noqa: E402  (tools/batch_io.py: the console and the all-or-none outputs)
 import extension  # noqa: E402  (tools/extension.py: the one helper that enables the extension)
 REPO_NAME = "reconform_batch"
@@ -79,9 +80,27 @@ def parse_args(argv):
     p.add_argument("--window-overlap", type=int, metavar="FRAMES",
                    help="frames shared (crossfaded) by consecutive windows (default: a fifth of --window)")
     p.add_argument("--name", action="append", default=[], help="name of the new Action (one per target, or none)")
+    p.add_argument("--name-template", metavar="TEMPLATE",
+                   help="name of each new Action from {source} (source armature), {target} (target armature), "
+                        "{action} (source Action) and {method}, e.g. '{source}_{target}' (default: "
+                        "'<source Action> to <target>'; --name wins)")
+    p.add_argument("--clamp-frames", action="store_true",
+                   help="retarget the part of --frames that lies inside the clip (default: a range reaching past "
+                        "the clip is an error)")
     p.add_argument("--out", help="write the result .blend here")
-    p.add_argument("--export", action="append", default=[], help="export the target (.fbx, .glb, .gltf, .bvh); "
-                   "repeatable")
+    p.add_argument("--export", action="append", default=[],
+                   help="export the targets with their new clip (.fbx, .glb, .gltf, .bvh); repeatable; {target} in "
+                        "the path writes one file per character")
+    p.add_argument("--fbx-preset", choices=("blender", "unity", "unreal"), default="blender",
+                   help="axes and units of an .fbx export (docs/bridge.md \"Exports\"; default: blender)")
+    p.add_argument("--root-motion", choices=("keep", "in-place"), default="keep",
+                   help="in-place: take the root bone's horizontal travel out of the new clip (the result .blend "
+                        "and the exports); default: keep")
+    p.add_argument("--show-map", action="store_true",
+                   help="print each character's detected bone map and which meshes form its body, then exit")
+    p.add_argument("--save-setup", metavar="FILE.json",
+                   help="write each character's bone map and body meshes as a set-up to edit and pass back with "
+                        "--setup, then exit")
     p.add_argument("--report", help="write a report (.json or .txt)")
     p.add_argument("--no-baseline-metrics", action="store_true",
                    help="measure the result only, not copy-rotations beside it (reconform: one column in the "
@@ -93,9 +112,6 @@ def parse_args(argv):
     talk.add_argument("--quiet", action="store_true", help="print errors only")
     talk.add_argument("--verbose", action="store_true", help="also show Blender's and the importers' messages")
     args = p.parse_args(argv)
-    for path in args.export:
-        if os.path.splitext(path)[1].lower() not in (".fbx", ".glb", ".gltf", ".bvh"):
-            p.error(f"--export {path}: use a .fbx, .glb, .gltf or .bvh path")
     if args.report and os.path.splitext(args.report)[1].lower() not in (".json", ".txt"):
         p.error(f"--report {args.report}: use a .json or .txt path")
     if args.series and not args.series.lower().endswith(".json"):
@@ -123,7 +139,8 @@ def parse_args(argv):
 def output_paths(args) -> list:
     """(option, path) of every output the run writes."""
     return ([("--out", args.out)] if args.out else []) + [("--export", p) for p in args.export] + \
-        ([("--report", args.report)] if args.report else []) + ([("--series", args.series)] if args.series else [])
+        ([("--report", args.report)] if args.report else []) + ([("--series", args.series)] if args.series else []) \
+        + ([("--save-setup", args.save_setup)] if args.save_setup else [])
 
 
 def enable_addon(repo_name: str = REPO_NAME):
@@ -174,40 +191,6 @@ def pair_specs(args, setup) -> list:
             raise UserError(f"Set-up 'characters' entry {k + 1}: unknown key '{unknown[0]}' (use {', '.join(keys)}).")
         out.append({key: c.get(key) for key in keys})
     return out
-
-
-def _export(path, staged, arms, motion_range, log):
-    """Export the target armatures ``arms`` (one, or all of a group) and their meshes with the new Actions to
-    ``staged`` (renamed to ``path`` at the end)."""
-    import bpy
-
-    ext = os.path.splitext(path)[1].lower()
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = motion_range
-    for ob in bpy.context.view_layer.objects:
-        ob.select_set(False)
-    keep = list(arms) + [m for m in bpy.data.objects if m.type == 'MESH' and any(m.parent == arm or any(
-        md.type == 'ARMATURE' and md.object == arm for md in m.modifiers) for arm in arms)]
-    for ob in keep:
-        if ob.name in bpy.context.view_layer.objects:
-            ob.select_set(True)
-    bpy.context.view_layer.objects.active = arms[0]
-    t = time.perf_counter()
-    try:
-        if ext == ".fbx":
-            res = bpy.ops.export_scene.fbx(filepath=staged, use_selection=True, bake_anim=True,
-                                           add_leaf_bones=False, bake_anim_use_all_actions=False,
-                                           bake_anim_use_nla_strips=False)
-        elif ext in (".glb", ".gltf"):
-            res = bpy.ops.export_scene.gltf(filepath=staged, use_selection=True, export_animations=True,
-                                             export_format='GLB' if ext == ".glb" else 'GLTF_SEPARATE')
-        else:
-            res = bpy.ops.export_anim.bvh(filepath=staged, frame_start=motion_range[0], frame_end=motion_range[1])
-    except RuntimeError as ex:
-        raise UserError(f"Export to '{path}' failed: {str(ex).strip().splitlines()[-1]}") from None
-    if 'FINISHED' not in res or not os.path.isfile(staged) or not os.path.getsize(staged):
-        raise UserError(f"Export to '{path}' failed: the exporter wrote nothing.")
-    log(f"exported {path} ({time.perf_counter() - t:.2f} s)")
 
 
 def _group_text_report(rep) -> str:
@@ -300,8 +283,10 @@ def _pair_bone_map(setup_file, setup, spec, role, arm_name):
 def _write_outputs(args, outputs, rep, targets, log, series=None):
     """Every output staged beside its final place, then all renamed into place (``batch_io.Outputs``).
     ``rep``: the report (a group's has one per pair); ``targets``: the target armatures to export; ``series``:
-    ``run_report.frame_series`` for --series."""
+    ``run_report.frame_series`` for --series. The exports come last: they ready the scene for the exporters
+    (``bridge.export.prepare_scene``), after the .blend is written."""
     import bpy
+    import importlib
 
     first = rep["pairs"][0] if "pairs" in rep else rep
     rng = (first["frame_start"], first["frame_end"])
@@ -310,8 +295,6 @@ def _write_outputs(args, outputs, rep, targets, log, series=None):
     if abs(fps - first["fps"]) > 1e-6:   # the written Action plays at the scene's rate: the source's
         raise RuntimeError(f"the scene's frame rate changed to {fps:g} fps after the source was read at "
                            f"{first['fps']:g} fps")
-    for path in args.export:
-        _export(path, outputs.stage(path), targets, rng, log)
     if args.out:
         scene.frame_start, scene.frame_end = rng
         bpy.ops.wm.save_as_mainfile(filepath=outputs.stage(args.out), copy=True)
@@ -324,10 +307,73 @@ def _write_outputs(args, outputs, rep, targets, log, series=None):
     if args.series:
         with open(outputs.stage(args.series), "w", encoding="utf-8") as f:
             json.dump(series, f)
+    written = []
+    if args.export:
+        export = importlib.import_module(f"{MODULE}.reconform_addon.bridge.export")
+        clips = dict(zip(targets, export.prepare_scene(targets)))
+        for path in args.export:
+            for name, real in batch_checks.export_paths(path, [t.name for t in targets]):
+                arms = list(targets) if name is None else [t for t in targets if t.name == name]
+                t = time.perf_counter()
+                export.export(outputs.stage(real), arms, rng, " + ".join(clips[a] for a in arms), args.fbx_preset)
+                written.append((real, ", ".join(f"'{clips[a]}'" for a in arms), time.perf_counter() - t))
     outputs.commit()
+    for path, clip, seconds in written:
+        log(f"exported {path} (clip {clip}, frames {rng[0]}..{rng[1]} at {fps:g} fps; {seconds:.2f} s)")
     for opt, path in output_paths(args):
         if opt != "--export":
             log(f"wrote {path}")
+
+
+def _refuse_motion_as_target(spec, tgt, bridge):
+    """A motion (a skeleton that moves no mesh and plays a clip: a .bvh, a mocap .fbx) given as --target is a
+    mistake: say so, and what to give instead."""
+    if bridge.find_meshes(tgt):
+        return
+    ad = tgt.animation_data
+    clip = getattr(ad, "action", None) if ad else None
+    if clip is None and not (ad and len(ad.nla_tracks)):
+        return
+    raise UserError(f"--target {spec['target']}: '{tgt.name}' is a motion (a skeleton that moves no mesh, playing "
+                    f"{repr(clip.name) if clip else 'NLA strips'}), not a character with a mesh: give the motion as "
+                    "--source and, as --target, a character whose armature deforms a mesh (.glb, .fbx, .blend).")
+
+
+def _check_frames(args, pairs, bridge):
+    """--frames reaching past a source clip is an error unless --clamp-frames (then the clip's part of it is
+    retargeted, with a note). A range wholly outside, or a clip that repeats, is left to the pipeline."""
+    if not args.frames or args.clamp_frames:
+        return
+    import importlib
+    clip = importlib.import_module(f"{MODULE}.reconform_addon.bridge.clip")
+    animation = importlib.import_module(f"{MODULE}.reconform_addon.bridge.animation")
+    for src, _, action in pairs:
+        act = action or getattr(src.animation_data, "action", None)
+        if act is None:
+            continue
+
+        def refuse(_note, act=act):
+            lo, hi = (int(round(v)) for v in act.frame_range)
+            a, b = max(args.frames[0], lo), min(args.frames[1], hi)
+            raise UserError(f"--frames {args.frames[0]} {args.frames[1]} reaches past the clip (Action "
+                            f"'{act.name}' on '{src.name}' has frames {lo}..{hi}): give a range inside it, or add "
+                            f"--clamp-frames to retarget frames {a}..{b}.")
+        clip.resolve_range(act, animation.action_fcurves(src, act), args.frames[0], args.frames[1], say=refuse)
+
+
+def _keep_in_place(rep, targets, log):
+    """--root-motion in-place: each target's new clip loses its root bone's horizontal travel (after the
+    metrics, which describe the motion as solved); the report says so."""
+    import importlib
+    export = importlib.import_module(f"{MODULE}.reconform_addon.bridge.export")
+    first = rep["pairs"][0] if "pairs" in rep else rep
+    rng = (first["frame_start"], first["frame_end"])
+    for tgt in targets:
+        bone = export.remove_root_motion(tgt, rng)
+        note = (f"'{tgt.name}': root motion removed (bone '{bone}' kept in place horizontally; the metrics describe "
+                "the motion before)" if bone else f"'{tgt.name}': no bone travels; nothing to keep in place")
+        log(note)
+        rep.setdefault("notes", []).append(note)
 
 
 def run(args, log, outputs) -> dict:
@@ -364,8 +410,19 @@ def run(args, log, outputs) -> dict:
                 if action is None:
                     raise bridge.BridgeError(f"No Action named '{spec['action']}' (available: "
                                              f"{', '.join(sorted(a.name for a in bpy.data.actions)) or 'none'}).")
+            _refuse_motion_as_target(spec, tgt, bridge)
             pairs.append((src, tgt, action))
         start, end = args.frames if args.frames else (None, None)
+        if args.show_map or args.save_setup:
+            import batch_setup   # tools/batch_setup.py
+            batch_setup.show_map(args, setup, specs, pairs, setup_file, pipeline, log, outputs, MODULE)
+            return None
+        _check_frames(args, pairs, bridge)
+        for spec, (src, tgt, action) in zip(specs, pairs):
+            if args.name_template and not spec["name"]:
+                act = action or getattr(src.animation_data, "action", None)
+                spec["name"] = args.name_template.format(source=src.name, target=tgt.name, method=method,
+                                                         action=act.name if act is not None else src.name)
         ground_entry = setup_file.setup_ground(setup)
         if args.ground or args.ground_file:   # the command line wins over the set-up
             ground_entry = dict(ground_entry, object=args.ground, file=args.ground_file)
@@ -414,6 +471,8 @@ def run(args, log, outputs) -> dict:
                                           bone_maps=bone_maps, report=log, progress=progress,
                                           part_weights=part_weights)
         series = run_report.frame_series(result.outcome) if args.series else None
+        if args.root_motion == "in-place":
+            _keep_in_place(result.report, [t for _, t, _ in pairs], log)
         _write_outputs(args, outputs, result.report, [t for _, t, _ in pairs], log, series)
         return result.report
     finally:
@@ -447,6 +506,7 @@ def main(argv=None) -> int:
     def log(msg):
         if not args.quiet:
             console.out.write(f"[reconform {time.perf_counter() - t0:6.2f}s] {msg}\n")
+    log.out = console.out   # the real stdout, for --show-map's table
 
     outputs = batch_io.Outputs(output_paths(args))
     user_dir = None
@@ -454,6 +514,7 @@ def main(argv=None) -> int:
     for sig in _SIGNALS:
         signal.signal(sig, _interrupt)
     try:
+        batch_checks.check_arguments(args)   # paths, formats, frames: before Blender and PyTorch load
         outputs.check()   # before any work: an output that cannot be written fails in a second
         user_dir = extension.isolate_user_resources()
         import bpy  # noqa: F401
@@ -477,7 +538,7 @@ def _report_failure(ex: BaseException, console) -> int:
         console.error(f"interrupted ({signal.Signals(_received[0]).name}): nothing was written")
         return 128 + int(_received[0])
     name = type(ex).__name__
-    if name in ("BridgeError", "CoreError", "UserError", "OutputError"):
+    if name in ("ArgumentError", "BridgeError", "CoreError", "UserError", "OutputError"):
         console.error(str(ex).strip().splitlines()[0] if str(ex).strip() else name)
         return 1
     if isinstance(ex, SystemExit):

@@ -118,7 +118,9 @@ def test_batch_missing_object(scene_blend, tmp_path):
 @pytest.mark.assets
 def test_batch_target_without_mesh_for_reconform(scene_blend, tmp_path):
     _bad(["--blend", scene_blend, "--source", "mh_teen_girl_rig", "--target", "NC_bandai_walk_normal_001",
-          "--method", "reconform"], "Armature 'NC_bandai_walk_normal_001' deforms no mesh", tmp_path, scene_blend)
+          "--method", "reconform"], "--target NC_bandai_walk_normal_001: 'NC_bandai_walk_normal_001' is a motion "
+         "(a skeleton that moves no mesh, playing 'NC_bandai_walk_normal_001'), not a character with a mesh",
+         tmp_path, scene_blend)
 
 
 @pytest.mark.assets
@@ -140,7 +142,8 @@ def test_batch_unreadable_and_missing_files(assets, tmp_path):
 
 def test_batch_bad_arguments(tmp_path):
     rc, so, se = run_tool("--source", "a", "--target", "b", "--export", tmp_path / "x.obj")
-    assert rc == 2 and "use a .fbx, .glb, .gltf or .bvh path" in se
+    assert rc == 1 and se == f"error: --export {tmp_path / 'x.obj'}: unsupported format '.obj' (use .fbx, .glb, " \
+        ".gltf, .bvh).\n", se
 
 
 def test_the_set_up_window_entry(addon):
