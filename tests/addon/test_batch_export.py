@@ -22,8 +22,8 @@ MM = 1e-3
 
 
 def build_scene(d) -> None:
-    """good.blend: Walker (playing 'Walk', 12 frames at 30 fps) and Heavy; pair.blend: two such pairs. Runs in
-    its own process (``scene``)."""
+    """good.blend: Walker (playing 'Walk', 12 frames at 30 fps) and Heavy; walker.bvh: the walk alone (a motion);
+    pairs.blend: two such pairs. Runs in its own process (``scene``)."""
     import importlib
     from tests.addon.generated import generated_pair
     from tools.extension import disable_addon, enable_addon
@@ -32,8 +32,13 @@ def build_scene(d) -> None:
     br = importlib.import_module(mod.__name__ + ".reconform_addon.bridge")
     bpy.ops.wm.read_homefile(use_empty=True)
     bpy.context.scene.render.fps, bpy.context.scene.render.fps_base = FPS, 1.0
-    generated_pair(br, frames=12)
+    walker, _ = generated_pair(br, frames=12)
     bpy.ops.wm.save_as_mainfile(filepath=str(d / "good.blend"), copy=True)
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    walker.select_set(True)
+    bpy.context.view_layer.objects.active = walker
+    assert bpy.ops.export_anim.bvh(filepath=str(d / "walker.bvh"), frame_start=1, frame_end=12) == {'FINISHED'}
     generated_pair(br, frames=12, names=("Walker2", "Tall"))
     bpy.ops.wm.save_as_mainfile(filepath=str(d / "pairs.blend"), copy=True)
     disable_addon("batch_export", repo)

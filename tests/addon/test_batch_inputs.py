@@ -182,7 +182,8 @@ def test_gltf_source_action_with_a_shape_key_slot_first(files, tmp, tmp_path):
 
 
 def test_verbose_shows_the_importers_messages(files, tmp, tmp_path):
-    rc, so, se = run_tool("--source", files["bvh"], "--target", files["target_glb"], "--verbose", tmp=tmp)
+    rc, so, se = run_tool("--source", files["bvh"], "--target", files["target_glb"], "--verbose",
+                          "--report", tmp_path / "r.json", tmp=tmp)
     assert rc == 0, se
     assert "parsing bvh" in so + se and "glTF import finished" in so + se   # Blender's importers, shown
     assert "[reconform " in so and "wrote Action 'walker to Heavy'" in so
