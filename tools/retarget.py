@@ -16,9 +16,11 @@ Examples (docs/bridge.md has more)::
     python tools/retarget.py --method reconform --source lead.bvh --target tall.glb \\
         --source follow.bvh --target short.glb --out couple.blend --report couple.json
 
-Exit status: 0 on success; 1 with one line ``error: <reason>`` on stderr for bad input (missing object or
-file, unreadable file, an output that cannot be written, armature without a mesh when the method needs one,
-nothing mapped, a broken clip); 2 for bad arguments; 3 for an internal error (traceback printed); 130 when
+Exit status: 0 on success; 1 with one line ``error: <reason>`` on stderr for bad input (nothing to write, an
+unknown export format, frames out of order or past the clip without --clamp-frames, a motion given as --target,
+missing object or file, unreadable file, an output that cannot be written, armature without a mesh when the
+method needs one, nothing mapped, a broken clip; checked before Blender and PyTorch load where they can be:
+tools/batch_checks.py); 2 for bad arguments; 3 for an internal error (traceback printed); 130 when
 interrupted (Ctrl+C). Outputs are checked before any work and written all or none: a failed run writes
 nothing. Without ``--blend`` the run starts from an empty scene. Blender's and the importers' messages are
 shown with ``--verbose`` only; ``--quiet`` prints errors only. Every temporary folder the run makes is
