@@ -6,7 +6,8 @@ bpy. docs/library.md: usage, manifest, resume rules, engines, report, bench.
         --out library_out --formats blend,fbx
     .venv/bin/python tools/library.py --manifest library.csv --out library_out --engine ray --address auto
 
-Exit status: 0 all done; 1 bad input (one ``error:`` line); 2 bad arguments; 3 internal error; 4 some jobs
+Exit status (listed by --help; tools/motion_library/cli.py EXIT_STATUS): 0 all done; 1 bad input (one ``error:``
+line); 2 bad arguments; 3 internal error; 4 some jobs
 failed; 130 interrupted (run the same command again to finish).
 """
 

@@ -17,6 +17,19 @@ from .jobs import FORMATS
 from .runner import Options, Runner
 
 EXIT_OK, EXIT_INPUT, EXIT_ARGS, EXIT_INTERNAL, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+#: what each exit status means (--help and docs/library.md)
+EXIT_STATUS = (
+    (EXIT_OK, "every job is done"),
+    (EXIT_INPUT, "bad input: one 'error:' line, nothing run"),
+    (EXIT_ARGS, "bad arguments (usage printed)"),
+    (EXIT_INTERNAL, "internal error: a traceback, then one 'error:' line; please report it"),
+    (EXIT_FAILED, "some jobs failed: the others are done; fix the inputs and rerun (--retry-failed runs the "
+                  "failed jobs again)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl+C or SIGTERM): nothing half-written; run the same command again to "
+                       "finish"),
+)
+#: environment variables that cap a process's threads, read in this order
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def cores() -> int:
@@ -25,6 +38,19 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def env_threads():
+    """The thread count the environment asks for (the first of THREAD_VARIABLES set to a whole number >= 1), or
+    None."""
+    for name in THREAD_VARIABLES:
+        try:
+            n = int(os.environ.get(name, ""))
+        except ValueError:
+            continue
+        if n >= 1:
+            return n
+    return None
 
 
 def memory_mb() -> float:
@@ -44,7 +70,9 @@ def memory_mb() -> float:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="library.py", description="Retarget a whole motion library: many clips onto "
-                                "many characters, resumable, on this machine or a Ray cluster (docs/library.md).")
+                                "many characters, resumable, on this machine or a Ray cluster (docs/library.md).",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="exit status:\n" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_STATUS))
     src = p.add_argument_group("inputs (a manifest, or --motions and --characters)")
     src.add_argument("--manifest", help="JSON or CSV manifest: clip, character, action, frames, setup, name, output")
     src.add_argument("--motions", nargs="+", metavar="GLOB", help="clip files or globs (every clip onto every "
@@ -67,7 +95,8 @@ def parse_args(argv):
     run.add_argument("--engine", choices=("pool", "ray"), default="pool", help="local process pool (default) or Ray")
     run.add_argument("--workers", type=int, help=f"pool: jobs at a time (default: the cores, {cores()} here, fewer "
                      "when the available memory holds fewer jobs of --job-memory)")
-    run.add_argument("--threads", type=int, help="torch threads per job (default: cores / workers, at least 1)")
+    run.add_argument("--threads", type=int, help="torch threads per job (default: cores / workers, at least 1, "
+                     "at most OMP_NUM_THREADS (or MKL_NUM_THREADS, OPENBLAS_NUM_THREADS) when set)")
     run.add_argument("--address", help="ray: an existing cluster ('auto', or HOST:PORT); default: a local instance")
     run.add_argument("--job-memory", type=float, default=2000.0, metavar="MB",
                      help="memory a job is taken to need: Ray tasks declare it, the pool's default workers fit "
@@ -103,15 +132,16 @@ def parse_args(argv):
 
 def workers_and_threads(args) -> tuple:
     """(workers, threads per job). Pool: workers = cores (fewer when the available memory holds fewer jobs of
-    --job-memory) and threads = cores // workers unless given. Ray: one thread per job unless given (the
-    cluster's CPUs / threads and its memory set how many run at once)."""
+    --job-memory) and threads = cores // workers, at most the environment's (``env_threads``), unless given.
+    Ray: one thread per job unless given (the cluster's CPUs / threads and its memory set how many run at
+    once)."""
     n = cores()
     if args.engine == "ray":
         return 0, args.threads or 1
     mem = memory_mb()
     fit = n if mem is None else max(1, int(mem // args.job_memory))
     workers = args.workers or min(n, fit)
-    threads = args.threads or max(1, n // workers)
+    threads = args.threads or min(max(1, n // workers), env_threads() or n)
     return workers, threads
 
 

@@ -119,12 +119,18 @@ class Runner:
         self._lock.write(str(os.getpid()))
         self._lock.flush()
 
-    def _clear_partial(self):
-        """Remove what killed runs left in OUT/.partial (no other run is live: this one holds the lock)."""
+    def _clear_partial(self, remove: bool = False):
+        """Remove what killed runs left in OUT/.partial (no other run is live: this one holds the lock);
+        ``remove``: the folder itself too, when it is left empty (the end of a run leaves nothing temporary)."""
         partial = os.path.join(self.out_dir, PARTIAL)
         if os.path.isdir(partial):
             for name in os.listdir(partial):
                 shutil.rmtree(os.path.join(partial, name), ignore_errors=True)
+            if remove:
+                try:
+                    os.rmdir(partial)
+                except OSError:          # something appeared meanwhile: the next run clears it
+                    pass
 
     def run(self, plan: list, engine, describe: str = "") -> Summary:
         """Run every planned job that must run on ``engine``; returns the Summary (Ctrl+C included)."""
@@ -168,10 +174,10 @@ class Runner:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             engine.close()
-            if s.interrupted:
-                # a cancelled Ray task reports its end before its worker has removed its scratch folder, and a
-                # worker that the engine's close stops then leaves it: clear what is left (this run holds the lock)
-                self._clear_partial()
+            # a cancelled Ray task reports its end before its worker has removed its scratch folder, and a
+            # worker that the engine's close stops then leaves it: clear what is left (this run holds the lock),
+            # and the scratch folder itself
+            self._clear_partial(remove=True)
             progress.close()
             s.seconds = time.monotonic() - t0
             log.event("run_end", ok=s.ok, failed=s.failed, cancelled=s.cancelled, not_started=s.not_started,
