@@ -349,7 +349,7 @@ def main(argv=None):
         else:
             if not core("core.rig.tpose").rest_is_standing(sk, res.bone_map):  # reference frame, as copy_rotations
                 clip = bridge.read_motion(arm, sk)
-                base = core("core.pipeline.copy_rotations").reference_basis(types.Character(sk, None, res.bone_map), clip)
+                base = core("core.character.frame").reference_basis(types.Character(sk, None, res.bone_map), clip)
             mesh = body.fit_body_to_skeleton(sk, res.bone_map, base=base)
             note = "skeleton only: fitted body" + (" (T-pose from the feet-flat frame: rest not standing)" if base is not None
                                                    else "")
