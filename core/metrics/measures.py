@@ -10,12 +10,12 @@ self-penetration shares. Every quantity is per frame, so a clip can be measured 
 
 from __future__ import annotations
 
-import weakref
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from ..character.memo import per_character
 from ..rig.affine import inv
 from .broadphase import Groups, candidates, capsule_boxes, group_boxes, skin_rows, skinning_matrix
 from ..errors import CoreError
@@ -170,16 +170,17 @@ class _SurfaceSetup(NamedTuple):
 
 
 #: _surface_setup per character, by identity (a Character is immutable: a retarget measures its source once and
-#: its target twice). {id: (weak reference, (segments, bones, bone ids), _SurfaceSetup)}
+#: its target twice). {id: (weak reference, ((seg, bones, bone ids), _SurfaceSetup))}: ``character.memo.per_character``
 _SETUPS = {}
 
 
 def _surface_setup(character: Character) -> tuple:
     """((seg (V,), bones, bone_ids): ``vertex_segments``, _SurfaceSetup) of a character, computed once per
     character object and kept while it lives (shared: never modify its arrays)."""
-    hit = _SETUPS.get(id(character))
-    if hit is not None and hit[0]() is character:
-        return hit[1], hit[2]
+    return per_character(_SETUPS, character, lambda: _build_surface_setup(character))
+
+
+def _build_surface_setup(character: Character) -> tuple:
     sk, mesh = character.skeleton, character.mesh
     segments = vertex_segments(sk, mesh, character.bone_map)
     seg, bones, bone_ids = segments
@@ -209,8 +210,6 @@ def _surface_setup(character: Character) -> tuple:
                           groups, s_area, skinning_matrix(mesh.rest_verts[sample], mesh.weight_bones[sample],
                                                           mesh.weight_values[sample], J),
                           test, cbone, lo, hi, r2, pairs)
-    _SETUPS[id(character)] = (weakref.ref(character), segments, setup)
-    weakref.finalize(character, _SETUPS.pop, id(character), None)
     return segments, setup
 
 

@@ -23,12 +23,12 @@ truth, all in one world frame) and returns a flat dict of floats:
 from __future__ import annotations
 
 import math
-import weakref
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from ..character.memo import per_character
 from ..errors import CoreError
 from ..progress import drive, scaled
 from .broadphase import Groups, candidates, capsule_boxes, group_boxes, skin_rows, skinning_matrix
@@ -93,13 +93,7 @@ def body_capsules(character) -> BodyCapsules:
     """A character's capsule cores: ``core.metrics.scores``' self-penetration capsules, radius × PARTNER_PEN_CORE /
     SELF_PEN_CORE (the full median distance of a segment's vertices to its axis). Computed once per character
     object and kept while it lives: shared, so never modify its arrays."""
-    hit = _CAPSULES.get(id(character))
-    if hit is not None and hit[0]() is character:
-        return hit[1]
-    caps = _body_capsules(character)
-    _CAPSULES[id(character)] = (weakref.ref(character), caps)
-    weakref.finalize(character, _CAPSULES.pop, id(character), None)
-    return caps
+    return per_character(_CAPSULES, character, lambda: _body_capsules(character))
 
 
 def _body_capsules(character) -> BodyCapsules:

@@ -14,10 +14,10 @@ carried rigidly by the segment's bone, as the capsule ends are.
 
 from __future__ import annotations
 
-import weakref
 
 import numpy as np
 
+from ..character.memo import per_character
 from ..rig.affine import inv
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
@@ -40,14 +40,7 @@ def bulge_points(character, caps) -> tuple:
     """(segment (P,) index into ``caps``, bone (P,) skeleton index, local (P, 3) position in that bone's rest frame)
     of the points of ``character``'s surface that bulge out of its capsule cores ``caps``
     (``metrics_partners.body_capsules``); empty arrays where none does."""
-    key = (id(character), id(caps))
-    hit = _BULGES.get(key)
-    if hit is not None and hit[0]() is character:
-        return hit[1]
-    out = _bulge_points(character, caps)
-    _BULGES[key] = (weakref.ref(character), out)
-    weakref.finalize(character, _BULGES.pop, key, None)
-    return out
+    return per_character(_BULGES, character, lambda: _bulge_points(character, caps), key=(id(character), id(caps)))
 
 
 def _bulge_points(character, caps) -> tuple:

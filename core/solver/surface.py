@@ -22,13 +22,13 @@ sink into it whatever copy-rotations does, and no deeper than the source's own h
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from scipy.spatial import cKDTree   # POT's own dependency
 
+from ..character.memo import per_character
 from ..metrics.measures import segment_exclusion
 from ..rig.affine import inv
 from ..rig.parts import vertex_segments
@@ -98,13 +98,7 @@ class SurfaceFields:
 def surface_fields(character) -> SurfaceFields:
     """``character``'s SurfaceFields (computed once per character object), or None without a mesh or without a
     pair of segments to test."""
-    hit = _FIELDS.get(id(character))
-    if hit is not None and hit[0]() is character:
-        return hit[1]
-    out = _surface_fields(character)
-    _FIELDS[id(character)] = (weakref.ref(character), out)
-    weakref.finalize(character, _FIELDS.pop, id(character), None)
-    return out
+    return per_character(_FIELDS, character, lambda: _surface_fields(character))
 
 
 def _base(name: str) -> str:
