@@ -1,6 +1,6 @@
 """Long computations as generators of progress: each yields the share done (a float in [0, 1]) and returns its
-result, so ``core.pipeline.retarget`` can report a phase that takes seconds on a long clip (the metrics' whole-mesh passes,
-the conflicts' gradients) while plain callers just ``drive`` it.
+result, so ``core.pipeline.retarget`` can report a phase that takes seconds on a long clip (the metrics' whole-mesh
+passes, the conflicts' gradients) while plain callers just ``drive`` it.
 
     value = drive(evaluation(...))                 # the result, ignoring the progress
     value = yield from scaled(evaluation(...), a, b)   # inside another generator: its shares mapped onto [a, b]

@@ -73,7 +73,7 @@ class LiveController:
         self.error = None
         self.alive = True
         self.solved = 0                 # windows written
-        self.last_window = None         # the last core.pipeline.live.LiveWindow written (the next one may start from it)
+        self.last_window = None         # the last core.pipeline.live.LiveWindow written (the next may start there)
         self._frame, self._frame_at = None, 0.0
         self._edited_at = None
         self._pending_settings = None   # the panel's solver settings, changed since Live started, not applied yet

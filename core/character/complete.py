@@ -118,8 +118,9 @@ def check_character(spec: CharacterSpec, *, keyvert_count: int = 41, need_mesh: 
     characters first, so an error about the target never waits for the source's key-vertex transfer.
 
     Checks: the bone map (given and fitted, or detected), a rest pose lying down (with ``need_standing``:
-    ``core.rig.tpose.lying_rest_message``), the bones copy-rotations needs (with ``role``), a mesh when ``need_mesh``, the key-vertex count, and a skinned vertex on every limb the transfer places key
-    vertices on. Returns ``resolve_bone_map``'s (bone map, rig type, notes).
+    ``core.rig.tpose.lying_rest_message``), the bones copy-rotations needs (with ``role``), a mesh when ``need_mesh``,
+    the key-vertex count, and a skinned vertex on every limb the transfer places key vertices on. Returns
+    ``resolve_bone_map``'s (bone map, rig type, notes).
     """
     if keyvert_count and keyvert_count not in KEYVERT_COUNTS:
         raise CoreError(f"Key-vertex count must be 41 or 96, got {keyvert_count}.")

@@ -14,8 +14,8 @@ lifted ones or the reverse. Readings, all from the lowest foot point per frame:
 - a number, or a ``(T,)`` array given by the caller.
 
 ``ground_levels`` turns a ``SolverSettings.source_ground`` value into a float or a ``(T,)`` array, reading
-the clip's ``core.character.track.ClipTrack``. ``core.metrics.advice.floor_advice`` reads a solve's metrics and says when another
-reading would suit the clip.
+the clip's ``core.character.track.ClipTrack``. ``core.metrics.advice.floor_advice`` reads a solve's metrics and says
+when another reading would suit the clip.
 """
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ def auto_ground(track: ClipTrack) -> float | np.ndarray:
 
 def planted_soles(track: ClipTrack) -> dict:
     """{side: metres}: how far above z = 0 each foot's sole stands where the clip plants it, for the sides whose
-    planted sole stands on one level near z = 0 (a fitted body's soles are moved down by it, ``core.character.complete``).
+    planted sole stands on one level near z = 0 (a fitted body's soles are moved down by it,
+    ``core.character.complete``).
 
     Planted frames: the foot's lowest vertex (``core.contacts.feet``) within ``PLANT_BAND`` of h_c of its 5th percentile
     and slower than 1 % h_c/s (centred over ``core.contacts.feet.window_bounds``, the foot-locked metric's estimator).

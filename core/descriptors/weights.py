@@ -112,7 +112,8 @@ def allowed_pairs(limbs, character=None, exclude_same_limb: bool = True) -> np.n
 
     The diagonal is always excluded. With ``exclude_same_limb``, pairs of key vertices on the same limb of the
     same character are excluded: they sit on one rigid or nearly rigid segment chain, so their raw distances
-    cannot be matched across morphologies and only pull the skeleton out of shape (the paper leaves same-limb pairs open, ReConForM §4.1).
+    cannot be matched across morphologies and only pull the skeleton out of shape (the paper leaves same-limb pairs
+    open, ReConForM §4.1).
     """
     N = len(limbs)
     mask = np.triu(np.ones((N, N), bool), k=1)

@@ -2,8 +2,8 @@
 
 ``transfer_keyverts`` runs, per limb, the steps described in ``core.keyverts`` (T-pose, limb split,
 re-proportioning, normalisation, area weights, entropic OT, read-out, joint read-out of mirrored pairs);
-``_transfer`` shares one OT solve between several read-outs (tools/experiments/keyverts_eval.py). The template -> template
-OT that measures the entropic map's own shrinkage is solved once per limb and settings (``_self_bias``).
+``_transfer`` shares one OT solve between several read-outs (tools/experiments/keyverts_eval.py). The template ->
+template OT that measures the entropic map's own shrinkage is solved once per limb and settings (``_self_bias``).
 """
 
 from __future__ import annotations

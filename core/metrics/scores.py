@@ -288,6 +288,7 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             for t, c, tm in zip(t_tallies, contacts, t_meshes)]
 
 
-#: re-exported from ``core.metrics.measures`` for callers of the per-frame measures (the partner metrics, the bench, tests)
+#: re-exported from ``core.metrics.measures`` for callers of the per-frame measures (the partner metrics, the bench,
+#: tests)
 __all__ = ["CONTACT_FRACTION", "GROUNDED_FRACTION", "JERK_SPAN", "LOCKED_FRACTION", "LOCKED_STRICT_FRACTION",
            "chunk_ranges", "evaluate", "evaluation", "evaluations", "f1_counts", "f1_score", "roc_auc"]

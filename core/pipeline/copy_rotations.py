@@ -71,8 +71,8 @@ def copy_rotations(source: Character, source_motion: Motion, target: Character,
             source_ground`` gives it (the solve's): "auto" (its own floor, ``ground.auto_ground``), "zero",
             "track", a level or one level per frame.
         like: this function's result for the same characters, clip and ``source_ground`` on another ground (the
-            flat pass that says where a ground object is sampled, ``core.pipeline.retarget.clip_terrain``): its rotations
-            and hips path are taken as they are and only the height on ``ground`` is found again.
+            flat pass that says where a ground object is sampled, ``core.pipeline.retarget.clip_terrain``): its
+            rotations and hips path are taken as they are and only the height on ``ground`` is found again.
     Returns:
         Motion of the target skeleton, (T, Jt, 4) sign-continuous WXYZ and (T, Jt, 3) locations
         (only the hips bone moves), same fps and frame_start as the source.

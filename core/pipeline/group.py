@@ -51,8 +51,8 @@ class GroupOutcome:
 
     Attributes:
         method: the method used.
-        members: one ``core.pipeline.retarget.Outcome`` per pair, in the pairs' order (motion, copy-rotations placed with
-            the group, characters, the pair's own metrics and conflicts, its SolveJob and source track).
+        members: one ``core.pipeline.retarget.Outcome`` per pair, in the pairs' order (motion, copy-rotations
+            placed with the group, characters, the pair's own metrics and conflicts, its SolveJob and source track).
         partner_metrics: ``evaluate_partners`` of the result (None with one pair or without metrics);
             partner_reference: the same for the placed copy-rotations ('reconform' only).
         notes: lines for the user; timings: seconds per phase; solver_stats: the joint solve's statistics.
@@ -80,8 +80,8 @@ class RetargetGroup(Cancellable):
 
     Args:
         pairs: sequence of (source, source Motion, target): CharacterSpec or complete Character /
-            BuiltCharacter, as ``core.pipeline.retarget.Retarget`` takes them; the source clips share one world frame, the
-            same frame count and fps; every target appears once.
+            BuiltCharacter, as ``core.pipeline.retarget.Retarget`` takes them; the source clips share one world frame,
+            the same frame count and fps; every target appears once.
         options: RetargetOptions for the whole group (``init_motion`` / ``warm_start``: not per pair, use
             ``init_motions``).
         init_motions: optional list of copy-rotations results to reuse, one per pair (already placed together).

@@ -12,8 +12,8 @@ inward at the clip's ends), started from the whole clip's copy-rotations on thos
 windowed batch run makes of a window, so the preview is what the batch command gives for those frames (the
 batch run's later windows also start from the previous window's horizontal position). ``solve(frame, previous)``
 starts a window that shares most of its frames with the last one from it (``warm_start``): a fraction of the
-steps, as Re-solve. Both are cancellable jobs with the ``steps()`` / ``outcome`` of ``core.pipeline.retarget.Retarget``, so
-the add-on's worker runner drives them.
+steps, as Re-solve. Both are cancellable jobs with the ``steps()`` / ``outcome`` of ``core.pipeline.retarget.Retarget``,
+so the add-on's worker runner drives them.
 """
 
 from __future__ import annotations

@@ -71,8 +71,8 @@ class RetargetOptions:
             an exact start), optimiser (``SolveJob.optim``: continued; docs/solver.md "Use") and SolveJob (its set-up
             reused where only weights differ: ``core.solver.continued``).
         ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
-            ``core.contacts.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or a
-            ``core.contacts.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
+            ``core.contacts.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or
+            a ``core.contacts.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
     """
 
     method: str = "reconform"

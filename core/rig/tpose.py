@@ -36,7 +36,8 @@ def _object_rotation(skeleton: Skeleton) -> np.ndarray:
     return A / np.linalg.norm(A, axis=0)
 
 
-#: (J, 4, 4) armature-space bone matrices for basis rotations (J, 4), zero basis locations (``core.pipeline.copy_rotations``)
+#: (J, 4, 4) armature-space bone matrices for basis rotations (J, 4), zero basis locations
+#: (``core.pipeline.copy_rotations``)
 posed_global = global_matrices
 
 

@@ -50,8 +50,8 @@ def source_capsules(job, names) -> tuple:
 
 def source_body_points(job):
     """The source's counterpart of ``job.body_points`` over the clip, for the jerk budget's cap
-    (``objective.JERK_BUDGET_SOURCE``): ((T, P, 3) world positions, (P,) bool) — each capsule end of a segment the source's
-    body has too (the same segment's end), zeros and False for the other rows (the bulge points, a segment the
+    (``objective.JERK_BUDGET_SOURCE``): ((T, P, 3) world positions, (P,) bool) — each capsule end of a segment the
+    source's body has too (the same segment's end), zeros and False for the other rows (the bulge points, a segment the
     source lacks); None without the budget's cap, body points or a source mesh."""
     s = job.settings
     if not (s.jerk_budget and objective.JERK_BUDGET_SOURCE) or job.body_points is None or job.source.mesh is None:

@@ -134,8 +134,8 @@ class FootModel:
 
     def sole_lows(self, sole: torch.Tensor, hs: torch.Tensor = None) -> torch.Tensor:
         """Height of each foot's lowest sole point (T, 2) from sole points (T, S, 3): a soft minimum
-        (``core.contacts.feet.soft_lowest``, temperature SOFT_LOW × h_c), so that on a flat sole, where several points are
-        nearly as low, the gradient is shared instead of jumping from one point to the next. ``hs``: the sole
+        (``core.contacts.feet.soft_lowest``, temperature SOFT_LOW × h_c), so that on a flat sole, where several points
+        are nearly as low, the gradient is shared instead of jumping from one point to the next. ``hs``: the sole
         points' heights (T, S) when the caller has them."""
         hs = height(sole, self.ground) if hs is None else hs
         big = torch.finfo(hs.dtype).max

@@ -6,7 +6,8 @@ once): set-up, one Adam step per ``next()``, cancel between steps, result.
         ...                           # job.cancel() from another thread stops it between steps
     motion = job.result()             # core.Motion of the target
 
-``core.pipeline.retarget`` drives it (the source's ``ClipTrack`` shared with copy-rotations and the metrics); docs/solver.md.
+``core.pipeline.retarget`` drives it (the source's ``ClipTrack`` shared with copy-rotations and the metrics);
+docs/solver.md.
 """
 
 from __future__ import annotations

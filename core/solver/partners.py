@@ -22,8 +22,8 @@ import math
 import numpy as np
 import torch
 
-from ..contacts.gaze import (GAZE_MAX_DEG, GAZE_WINDOW_S, cone_weight, gaze_directions, gaze_setup, head_frames_batched, window_mean,
-                    window_mean_plan)
+from ..contacts.gaze import (GAZE_MAX_DEG, GAZE_WINDOW_S, cone_weight, gaze_directions, gaze_setup,
+                             head_frames_batched, window_mean, window_mean_plan)
 from ..errors import CoreError
 from .losses import cosine
 from ..rig.vec3 import dot3, norm3, sq_norm3

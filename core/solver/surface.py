@@ -236,9 +236,9 @@ def world_points(fields: SurfaceFields, track) -> torch.Tensor:
 def source_allowance(fields: SurfaceFields, source, track, scale: float) -> torch.Tensor:
     """(T, Q, F) float64 depth each target probe may reach in each target field: ALLOW·h (the resting press), past
     the source's own depth where its hand is in its own body at that frame (the deepest of the source's probes of
-    the same segment into its field of the same segment, × ``scale`` = h_tgt / h_src). A fitted source body (a skeleton-only
-    source, ``SkinnedMesh.fitted``) allows none of its depths: where its limbs overlap, the fit does. So a character
-    retargeted onto itself comes back as it is, and a hand never sinks deeper than the captured body's."""
+    the same segment into its field of the same segment, × ``scale`` = h_tgt / h_src). A fitted source body (a
+    skeleton-only source, ``SkinnedMesh.fitted``) allows none of its depths: where its limbs overlap, the fit does. So
+    a character retargeted onto itself comes back as it is, and a hand never sinks deeper than the captured body's."""
     T = track.num_frames
     floor = torch.full((T, len(fields.probe_bone), fields.num_fields), ALLOW * fields.height, dtype=torch.float64)
     src = surface_fields(source) if source.mesh is not None and not source.mesh.fitted else None

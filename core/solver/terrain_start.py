@@ -111,10 +111,10 @@ def terrain_lift(points: np.ndarray, side: np.ndarray, contact_w, terrain, fps: 
     over a lower one: ``_footing_offset``, within FOOTING_REACH × h_c) and raised by Δ = max over its points of
     (f(x, y) − z) + (its lowest point − g0), the median over those frames: its highest-standing point on the
     surface, its own height above the floor kept. In the air a foot eases from one stance to the next (a
-    quintic), on an arc (64 u³ (1 − u)³ over the swing) as high as the terrain under it rises above that line. The hips rise by the lowest rise among the planted feet
-    (both feet for a clip without contacts), interpolated through frames where none is planted, smoothed from
-    below (``smooth_below``, LIFT_SMOOTH_S): the upper leg bends onto its step, the hips rise once the lower
-    foot has left its step, and no planted leg is asked to stretch.
+    quintic), on an arc (64 u³ (1 − u)³ over the swing) as high as the terrain under it rises above that line. The hips
+    rise by the lowest rise among the planted feet (both feet for a clip without contacts), interpolated through frames
+    where none is planted, smoothed from below (``smooth_below``, LIFT_SMOOTH_S): the upper leg bends onto its step, the
+    hips rise once the lower foot has left its step, and no planted leg is asked to stretch.
     """
     T = points.shape[0]
     sigma = LIFT_SMOOTH_S * fps

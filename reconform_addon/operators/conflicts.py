@@ -51,8 +51,8 @@ def fill_conflicts(s, conflicts):
 
 def fill_group_conflicts(s, members):
     """The panel's conflict list after a joint retarget: ``members`` [(target name, its conflicts)], every
-    character's in one ranking (``core.solver.conflicts.ranked_across``, as the batch report lists them), each row naming
-    its character."""
+    character's in one ranking (``core.solver.conflicts.ranked_across``, as the batch report lists them), each row
+    naming its character."""
     from ...core.solver.conflicts import ranked_across
 
     fill_rows(s, [conflict_fields(c, name) for name, c in ranked_across(members)])

@@ -4,8 +4,8 @@ pressed again, Retarget, Re-solve or another file turns it off and puts the targ
 
 The operator is modal with a window timer: it passes every event through (the viewport stays fully usable)
 and calls the scene's ``LiveController.tick`` with the current frame and the panel as it reads now (every
-PANEL_READ_S) on each timer event; when the panel changed more than the solver settings, it starts Live again. Live writes no undo
-step: the preview is temporary and goes away when Live ends.
+PANEL_READ_S) on each timer event; when the panel changed more than the solver settings, it starts Live again. Live
+writes no undo step: the preview is temporary and goes away when Live ends.
 """
 
 import time

@@ -2,8 +2,8 @@
 
 Retarget (``reconform.retarget``) and Re-solve (``reconform.resolve``) are modal in the UI. ``execute`` turns
 the panel into a frozen ``RetargetRequest``; the scene is read into arrays on the main thread
-(``pipeline.read_inputs``); the ``core.pipeline.retarget.Retarget`` generator — the one the batch command, the demo and the
-bench drive — runs in a worker thread (``session.SolveRunner``: characters completed, copy-rotations, the solve,
+(``pipeline.read_inputs``); the ``core.pipeline.retarget.Retarget`` generator — the one the batch command, the demo and
+the bench drive — runs in a worker thread (``session.SolveRunner``: characters completed, copy-rotations, the solve,
 metrics, conflicts); a window timer drains its steps into the panel's progress bar and the status bar; Esc
 cancels. Nothing is written to bpy data before the FINISHED return (``pipeline.write_outcome``; one undo step
 removes the new Action); a cancelled or failed run leaves the scene as it was. ``execute()`` runs the same work

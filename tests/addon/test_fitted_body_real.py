@@ -70,8 +70,9 @@ def test_fitted_body_stays_on_its_skeleton_over_the_whole_clip(addon, assets, cl
     vertex is at most 5 % of h_c farther from the head of its dominant bone than in the T-pose the body was fitted
     in, and no vertex is farther than 35 % of h_c from it (a vertex skinned to one bone keeps its distance
     exactly; blended ones, at a bent joint, moved 1.7-2.6 % h_c on the walk, kick, jumps and salsa, 2026-11-23;
-    the farthest, 26-28 % h_c, is a thigh vertex above the knee, from the hip). Until 2026-11-23 the body was brought back to the Bandai rest pose by inverse LBS: that
-    rest pose has its legs along its spine, so vertices blending the hips and a thigh (skinning rotations 180°
+    the farthest, 26-28 % h_c, is a thigh vertex above the knee, from the hip). Until 2026-11-23 the body was brought
+    back to the Bandai rest pose by inverse LBS: that rest pose has its legs along its spine, so vertices blending the
+    hips and a thigh (skinning rotations 180°
     apart) were flung 0.5-1.3 h_c away from the skeleton."""
     import torch
     pipeline = mod(addon, "reconform_addon.pipeline")

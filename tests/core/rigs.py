@@ -137,7 +137,8 @@ def make_skeleton(style="unreal", arm_angle=0.0, roll_seed=None, object_matrix=N
     arm_angle: degrees the arms hang below horizontal at rest (0 = T-pose, 45 = A-pose).
     roll_seed: random roll of every bone about its own Y axis (None = deterministic Blender-like roll).
     object_matrix: the armature object's matrix; the bone data is expressed so that the world-space
-        skeleton is the same (unless ``turn_world``: then the object matrix turns/moves the character) (``units``: armature units per metre, e.g. 100 for FBX in cm with scale 0.01).
+        skeleton is the same (unless ``turn_world``: then the object matrix turns/moves the character) (``units``:
+        armature units per metre, e.g. 100 for FBX in cm with scale 0.01).
     proportions: optional {joint: scale} applied to the segment ending at that joint.
     """
     rng = np.random.default_rng(roll_seed) if roll_seed is not None else None

@@ -295,8 +295,8 @@ def test_a_fitted_source_body_allows_none_of_its_own_depths():
 
 def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch):
     """L_pen copies the source's signed depths along the normals, unless the source's body is a fitted template
-    (``objective.FITTED_PEN_SURFACE``): then a key vertex behind another's surface in the source only asks the target's not
-    to be behind it. A wide source retargeted onto itself: its own pose costs nothing as a captured body, and its
+    (``objective.FITTED_PEN_SURFACE``): then a key vertex behind another's surface in the source only asks the target's
+    not to be behind it. A wide source retargeted onto itself: its own pose costs nothing as a captured body, and its
     arms' depths in its torso cost L_pen as a fitted one."""
     from dataclasses import replace
     src = make_humanoid(girth=1.8, name="wide")                 # its arms overlap its torso

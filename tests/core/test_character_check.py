@@ -1,7 +1,7 @@
 """Both characters are checked before any slow work (issue 15 item 10): ``core.character.complete.check_character`` raises,
 in milliseconds, the error that completing a character (bone map, copy-rotations' bones, a mesh, a skinned
-vertex on every limb that gets key vertices) would raise after seconds, and ``core.pipeline.retarget.Retarget`` runs it on
-the target before the source's key-vertex transfer starts."""
+vertex on every limb that gets key vertices) would raise after seconds, and ``core.pipeline.retarget.Retarget`` runs it
+on the target before the source's key-vertex transfer starts."""
 
 from dataclasses import replace
 

@@ -273,8 +273,8 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
 
 def test_at_120_fps_the_upper_body_grid_takes_the_same_rates_and_the_joint_step_runs():
     """A 120 fps couple: each member's neck, head, collarbones and chest are on the upper body's finer grid
-    (``parametrisation.UPPER_KNOTS``), a third control tensor whose rates follow the same rule on its own controls; a joint step
-    moves every control tensor."""
+    (``parametrisation.UPPER_KNOTS``), a third control tensor whose rates follow the same rule on its own controls; a
+    joint step moves every control tensor."""
     a, ma, b, mb = couple(frames=60, fps=120.0)
     ta = with_face(make_humanoid(scale=1.25, girth=1.3, name="tall"))
     tb = with_face(make_humanoid(scale=0.8, name="short", object_matrix=facing(0.5 * np.pi, 3.0, 1.0)))

@@ -2,13 +2,13 @@
 
 For each length: frames/s of the whole retarget (copy-rotations, set-up and solve, no metrics) and of the solve
 alone, reproducible (the default: torch's deterministic algorithms), with the pose map not recorded as a CUDA graph
-(``core.solver.graphed.CUDA_GRAPH`` False: the speed-up measured back to back, and whether the two results are identical)
-and not reproducible (``SolverSettings.deterministic`` False), peak GPU memory (with and without the graph); where
-the CPU ran the same clip in the same process, the bone rotations' angles from the CPU result (the same solve:
-same settings, same seed; only the arithmetic's order differs) beside how far rounding alone moves this solve on
-the CPU (its float32 result against float64, and against the clip's inputs nudged by one rounding); and whether
-the reproducible GPU solve run twice gives identical results.
-A CUDA device is never needed: without one the section says so and measures nothing.
+(``core.solver.graphed.CUDA_GRAPH`` False: the speed-up measured back to back, and whether the two results are
+identical) and not reproducible (``SolverSettings.deterministic`` False), peak GPU memory (with and without the graph);
+where the CPU ran the same clip in the same process, the bone rotations' angles from the CPU result (the same solve:
+same settings, same seed; only the arithmetic's order differs) beside how far rounding alone moves this solve on the CPU
+(its float32 result against float64, and against the clip's inputs nudged by one rounding); and whether the reproducible
+GPU solve run twice gives identical results. A CUDA device is never needed: without one the section says so and measures
+nothing.
 
 A GPU machine often has no Blender. The characters are then prepared here, where the bpy wheel imports the assets,
 and carried over as a pickle; the GPU machine needs torch and numpy only (POT too where it is installed: without

@@ -2,13 +2,13 @@
 
 Prints one table (every metric of docs/metrics.md for both methods side by side, solver and end-to-end frames/s),
 the terrain cases (tools/bench/bench_terrain.py: a flat walk onto stairs, a ramp and bumps), the morphology zoo
-(tools/bench/bench_zoo.py: four self-contact clips onto eight generated bodies of extreme shapes), a scaling line (solver
-frames/s at 75, 300, 1000 and 3000 frames) and its GPU lines when torch sees CUDA (tools/bench/bench_gpu.py: 75, 1 000
-and 10 000 frames, against the CPU), an artist's loop (tools/bench/bench_artist.py: a first solve of 300 frames, a
+(tools/bench/bench_zoo.py: four self-contact clips onto eight generated bodies of extreme shapes), a scaling line
+(solver frames/s at 75, 300, 1000 and 3000 frames) and its GPU lines when torch sees CUDA (tools/bench/bench_gpu.py: 75,
+1 000 and 10 000 frames, against the CPU), an artist's loop (tools/bench/bench_artist.py: a first solve of 300 frames, a
 re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its metrics and
-conflicts, and its longest stretch without a progress step (measured in a child process), the long-clip windows
-section (tools/bench/bench_windows.py: a clip whole and in windows, seams, memory by length), and writes the same text
-to bench_output/bench.md.
+conflicts, and its longest stretch without a progress step (measured in a child process), the long-clip windows section
+(tools/bench/bench_windows.py: a clip whole and in windows, seams, memory by length), and writes the same text to
+bench_output/bench.md.
 
     .venv/bin/python tools/bench/run.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
         [--no-windows] [--no-zoo] [--threads 2] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]

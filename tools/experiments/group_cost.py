@@ -10,13 +10,13 @@ separately).
 One run of each in one process, 1 thread ('balanced'); the rest of the joint solve's extra time is the
 backward pass through the terms between characters. The candidate searches (the own key-vertex pairs, the own
 barriers' candidates and hot entries) are printed summed over the characters and per character, jointly and
-separately: a character that searches far more often in the joint solve moves far more there. Runs on older checkouts too (it wraps the methods by name).
-``--split`` also prints, for the joint and the separate solves, the seconds in the members' pose maps
-(``SolveJob._forward``), their own terms (``SolveJob.terms_at``, their own barrier included), the terms and the
-barrier between the characters, and the backward passes: where the joint solve's extra time is.
-``--ops`` counts the operations the joint and the separate solves dispatch, and prices the joint solve's extra ones
-at eager torch's cost per operation on this CPU (``step_ops.floor_ms``): the part of the extra time that is
-dispatch, whatever the arithmetic.
+separately: a character that searches far more often in the joint solve moves far more there. Runs on older checkouts
+too (it wraps the methods by name). ``--split`` also prints, for the joint and the separate solves, the seconds in the
+members' pose maps (``SolveJob._forward``), their own terms (``SolveJob.terms_at``, their own barrier included), the
+terms and the barrier between the characters, and the backward passes: where the joint solve's extra time is. ``--ops``
+counts the operations the joint and the separate solves dispatch, and prices the joint solve's extra ones at eager
+torch's cost per operation on this CPU (``step_ops.floor_ms``): the part of the extra time that is dispatch, whatever
+the arithmetic.
 """
 
 from __future__ import annotations

@@ -225,8 +225,8 @@ ONE_SIDED = ({"left_upper_arm": 1.3, "left_lower_arm": 1.3},
 def lambda_table(lams, core):
     """Markdown table choosing λ (``mirror``) of the joint read-out of mirrored pairs, one row per λ:
     real characters (every one with a mesh, the 15 sweep settings, N = 41 and 96): (character, setting) with a
-    pair > 3 % and the mean pair asymmetry; ground-truth error (tools/experiments/keyverts_eval.py's five bodies, N = 41,
-    its default settings); ground-truth error on the asymmetric bodies ``ASYMMETRIC`` (rules applied to each
+    pair > 3 % and the mean pair asymmetry; ground-truth error (tools/experiments/keyverts_eval.py's five bodies, N =
+    41, its default settings); ground-truth error on the asymmetric bodies ``ASYMMETRIC`` (rules applied to each
     thickened mesh; N = 96 without the bodies whose rules find no vertex); exact key vertices on the
     one-sided stretched copies of the template (``ONE_SIDED``, N = 41 + 96, through the OT)."""
     import bpy

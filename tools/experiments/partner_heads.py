@@ -7,8 +7,8 @@ chest and knee turn away from copy-rotations, and how high each one looks (docs/
 Each variant is a dict of SolverSettings overrides on the 'balanced' preset; ``--alone`` solves each pair of the
 couple by itself instead (the same placed start). Printed per target: the mean and largest angle (degrees) between
 a bone's world rotation in the result and in copy-rotations, and the gaze's elevation (degrees above the horizon,
-``core.contacts.gaze``'s direction from the three head key vertices) in the result, copy-rotations and the source: a tall
-partner who looks down at a short one has a negative elevation; one who is made to keep a captured upward line
+``core.contacts.gaze``'s direction from the three head key vertices) in the result, copy-rotations and the source: a
+tall partner who looks down at a short one has a negative elevation; one who is made to keep a captured upward line
 to a shorter partner's face has a positive one. Then the partner metrics of a joint solve.
 """
 

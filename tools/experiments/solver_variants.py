@@ -3,8 +3,9 @@ solver's defaults (docs/solver.md).
 
     .venv/bin/python tools/experiments/solver_variants.py "[{}, {'w_sliding': 1}]" [--cases kick,salsa]
         [--max-frames 400] [--threads 1] [--stride 2]
-    .venv/bin/python tools/experiments/solver_variants.py "[{}]" --synthetic --const core.solver.parametrisation.KNOT_SPACING=0
-    .venv/bin/python tools/experiments/solver_variants.py "[{}]" --const core.solver.bulges.BULGE_POINTS=0
+    .venv/bin/python tools/experiments/solver_variants.py "[{}]" --synthetic --const
+    core.solver.parametrisation.KNOT_SPACING=0 .venv/bin/python tools/experiments/solver_variants.py "[{}]" --const
+    core.solver.bulges.BULGE_POINTS=0
 
 Each variant is a dict of SolverSettings overrides of the 'balanced' preset. Cases are tools/bench/run.py's
 (../shared/assets; characters prepared once by its loader), or with ``--synthetic`` the synthetic pair of

@@ -8,9 +8,10 @@ it, else its tracked level).
 
 Cases: tools/bench/run.py's, then ``EXTRA`` (other shared clips onto other characters). Per case it prints the
 floor ``auto_ground`` reads (z = 0, or the tracked level's mean and range), the fitted body's planted soles above
-z = 0 (``core.contacts.ground.planted_soles`` before the fit moves them: a body's error, not the floor's), and per method
-grounded F1 / foot-locked F1 / floor penetration under each reading. ``auto`` is not solved: it is the ``zero`` or
-``track`` solve, whichever ``auto_ground`` picks. Every retarget goes through core.pipeline.retarget, as the product's.
+z = 0 (``core.contacts.ground.planted_soles`` before the fit moves them: a body's error, not the floor's), and per
+method grounded F1 / foot-locked F1 / floor penetration under each reading. ``auto`` is not solved: it is the ``zero``
+or ``track`` solve, whichever ``auto_ground`` picks. Every retarget goes through core.pipeline.retarget, as the
+product's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where the salsa sources look (docs/solver.md "Gaze"): for each dancer of each couple of the partner bench, how
 far its gaze passes from the nearest key vertex of its partner, frame by frame, against the gaze cone's 5°
-(``core.contacts.gaze.GAZE_MAX_DEG``: a gaze entry exists only within it), which of the partner's key vertices is nearest
-most often, and the gaze's mean elevation above the horizon.
+(``core.contacts.gaze.GAZE_MAX_DEG``: a gaze entry exists only within it), which of the partner's key vertices is
+nearest most often, and the gaze's mean elevation above the horizon.
 
     .venv/bin/python tools/experiments/source_gaze.py [--frames 600] [--first 0]
 

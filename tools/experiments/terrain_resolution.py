@@ -2,8 +2,8 @@
 
     .venv/bin/python tools/experiments/terrain_resolution.py [--points 20000]
 
-For each spacing, on the procedural grounds of ``core.contacts.terrain.shapes`` sampled by ``core.contacts.terrain.sample_ground``
-(the path a ground object takes):
+For each spacing, on the procedural grounds of ``core.contacts.terrain.shapes`` sampled by
+``core.contacts.terrain.sample_ground`` (the path a ground object takes):
 - ramp (15°, with its two kinks): largest and mean |field − analytic|;
 - stairs (17 cm rise, 30 cm tread), with and without the raised edges (``raise_edges``): the largest depth by
   which the field lies *under* a tread (what the solver would let a foot sink into), and the width of the band

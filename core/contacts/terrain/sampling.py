@@ -85,9 +85,9 @@ class TerrainReport:
     ``grid`` (nx, ny) samples every ``spacing`` metres from ``origin`` (x, y); ``capped``: the spacing was
     coarsened to stay within MAX_SAMPLES; ``holes``: samples within the object's outline seen from above (the convex
     hull of its vertices near the region) with no surface under them, ``beyond``: samples outside that outline
-    (both filled from their neighbours), ``overhangs``: samples with at least OVERHANG_CLEARANCE of free space under the surface used;
-    ``hole_frames``: frames on which a probe (copy-rotations' feet) lies over a hole; ``height_range`` (min,
-    max) of the field; ``seconds`` to build it; ``triangles``: those near the region; ``outside_frames``: frames
+    (both filled from their neighbours), ``overhangs``: samples with at least OVERHANG_CLEARANCE of free space under the
+    surface used; ``hole_frames``: frames on which a probe (copy-rotations' feet) lies over a hole; ``height_range``
+    (min, max) of the field; ``seconds`` to build it; ``triangles``: those near the region; ``outside_frames``: frames
     of the result whose feet left the sampled region (filled in after the solve, -1 until then).
     """
 
