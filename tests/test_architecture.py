@@ -5,6 +5,8 @@ import ast
 import pathlib
 import re
 
+from tests.import_graph import find_cycle
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SKIP = {"__pycache__", "data", "presets"}          # data folders, not packages
 
@@ -55,31 +57,6 @@ def _relative_targets(module: str, is_pkg: bool, node: ast.ImportFrom, modules: 
     return out
 
 
-def _find_cycle(graph: dict):
-    state, stack = {}, []
-
-    def visit(m):
-        state[m] = "open"
-        stack.append(m)
-        for t in sorted(graph[m]):
-            if state.get(t) == "open":
-                return stack[stack.index(t):] + [t]
-            if t not in state:
-                found = visit(t)
-                if found:
-                    return found
-        stack.pop()
-        state[m] = "done"
-        return None
-
-    for m in sorted(graph):
-        if m not in state:
-            found = visit(m)
-            if found:
-                return found
-    return None
-
-
 def test_addon_modules_import_nothing_in_a_circle():
     """Relative imports between reconform_addon's modules, at module level and inside functions alike, form no
     cycle (a package's ``__init__`` importing its submodules is not an edge back from them)."""
@@ -97,7 +74,7 @@ def test_addon_modules_import_nothing_in_a_circle():
     # a submodule importing its own package's __init__ while that __init__ imports it back is the usual
     # registration pattern only when the submodule reaches no further than the package: drop package nodes
     graph = {m: {t for t in ts if not files[t][1]} for m, ts in graph.items() if not files[m][1]}
-    cycle = _find_cycle(graph)
+    cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
@@ -124,5 +101,5 @@ def test_tools_scripts_import_nothing_in_a_circle():
                     graph[name].add(t)
                 elif t in dotted and dotted[t] != name:
                     graph[name].add(dotted[t])
-    cycle = _find_cycle(graph)
+    cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)

@@ -5,6 +5,8 @@ import pathlib
 import subprocess
 import sys
 
+from tests.import_graph import find_cycle
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FORBIDDEN = {"bpy", "mathutils", "bmesh", "gpu", "bpy_extras", "reconform_addon", "addon_utils", "bl_math"}
 
@@ -93,22 +95,8 @@ def test_core_import_graph_is_acyclic():
     """Relative imports between core modules (module level and inside functions alike) form no cycle."""
     graph = _import_graph()
     assert graph["core.body.fit"] >= {"core.keyverts", "core.keyverts.template"}   # the graph sees packages
-    state, stack = {}, []
-
-    def visit(m):
-        state[m] = "open"
-        stack.append(m)
-        for t in sorted(graph[m]):
-            if state.get(t) == "open":
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(t):] + [t]))
-            if t not in state:
-                visit(t)
-        stack.pop()
-        state[m] = "done"
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m)
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
 def test_keyverts_never_imports_body():
