@@ -82,13 +82,6 @@ def demo_source(mods):
     return ch, bridge.read_motion(arm, ch.skeleton)
 
 
-def zoo_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
-    """[(target, measured, passed)] of one zoo case: every per-case line of ``bench_targets`` (the mesh lines
-    included where the metrics carry them)."""
-    import bench_targets as bt
-    return bt.case_targets(init, ours, h_src, h_tgt)
-
-
 def section(out, log, mods, loader, settings, bodies=None, clips=None) -> dict:
     """Run the zoo, print its table and per-case lines through ``out``; returns {target label: (measured, ok)}
     for the bench's target table (each per-case line summed up over the zoo, and the means)."""
@@ -118,7 +111,7 @@ def section(out, log, mods, loader, settings, bodies=None, clips=None) -> dict:
     out("|---|---|---|---|")
     per_target, targets = {}, {}
     for case, init, ours, h_src, h_tgt in rows:
-        for label, measured, ok in zoo_targets(init, ours, h_src, h_tgt):
+        for label, measured, ok in bt.case_targets(init, ours, h_src, h_tgt):
             out(f"| {case} | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
             per_target.setdefault(label, []).append((case, ok))
     for label, measured, ok in bt.mean_targets([r[1] for r in rows], [r[2] for r in rows]):
