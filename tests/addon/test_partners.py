@@ -278,18 +278,20 @@ def test_batch_command_retargets_two_pairs_together(addon, couple_blend, tmp_pat
     assert rc == 2 and "give one target per source" in se
     setup.write_text(json.dumps({"characters": [{"source": "Lead", "target": "Tall", "action": "LeadReach"},
                                                 {"source": "Follow", "target": "Tall"}]}))
-    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "copy_rotations")
+    refused = tmp_path / "refused.blend"                 # something to write, so the set-up itself is what fails
+    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "copy_rotations", "--out", refused)
     assert rc == 1 and se.strip().splitlines()[-1].startswith("error: ") and "two pairs" in se
+    assert not refused.exists()
     np.testing.assert_equal(len(se.strip().splitlines()), 1)
     setup.write_text(json.dumps({"settings": {"part_weights": {"arm": {"partner": 2}}}}))
     rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "reconform", "--source", "Lead",
-                          "--target", "Tall")
-    assert rc == 1 and "unknown body part 'arm'" in se.strip().splitlines()[-1]
+                          "--target", "Tall", "--out", refused)
+    assert rc == 1 and "unknown body part 'arm'" in se.strip().splitlines()[-1] and not refused.exists()
     characters[1]["part_weights"] = {"head": {"gaze": 1}}
     setup.write_text(json.dumps({"characters": characters}))
-    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "reconform")
+    rc, so, se = run_tool("--blend", couple_blend, "--setup", setup, "--method", "reconform", "--out", refused)
     last = se.strip().splitlines()[-1]
-    assert rc == 1 and "'characters' entry 2 ('Short')" in last and "'gaze'" in last
+    assert rc == 1 and "'characters' entry 2 ('Short')" in last and "'gaze'" in last and not refused.exists()
     # one 'characters' entry: a single retarget, with that entry's part weights multiplied into the settings'
     setup.write_text(json.dumps({"settings": {"quality": "fast", "iterations": 2, "part_weights": shared},
                                  "characters": characters[:1]}))

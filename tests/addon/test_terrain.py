@@ -192,5 +192,6 @@ def test_batch_takes_a_ground_from_the_scene_or_another_file(addon, walk_blend, 
     r = _batch(*base, "--ground", "Doormat", "--out", tmp_path / "no.blend")
     assert r.returncode == 1 and not (tmp_path / "no.blend").exists()
     assert r.stderr.strip().splitlines()[-1].startswith("error: Ground 'Doormat' does not cover the clip's footprint")
-    r = _batch(*base, "--ground", "Nowhere")
+    r = _batch(*base, "--ground", "Nowhere", "--out", tmp_path / "nowhere.blend")
     assert r.returncode == 1 and "error: No ground object named 'Nowhere'" in r.stderr
+    assert not (tmp_path / "nowhere.blend").exists()
