@@ -92,3 +92,25 @@ def pytest_collection_modifyitems(config, items):
     unmarked = [it.nodeid for it in items if "assets" in it.fixturenames and it.get_closest_marker("assets") is None]
     if unmarked:
         raise pytest.UsageError("tests reading ../shared/assets without @pytest.mark.assets: " + ", ".join(unmarked))
+
+
+_SESSION = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """With the bpy wheel, the test process ends through ``tools.extension.exit_process`` once pytest has done
+    everything (the first cleanup registered runs last): bpy 4.5 can hang for good in Python's shutdown once torch
+    is loaded (docs/decisions.md "The bpy wheel's exit"), which would hold CI until its time limit."""
+    config.add_cleanup(_exit_without_python_shutdown)
+
+
+def pytest_sessionfinish(session):
+    _SESSION.append(session)
+
+
+def _exit_without_python_shutdown():
+    bpy = sys.modules.get("bpy")
+    if _SESSION and bpy is not None and not bpy.app.binary_path:
+        from tools.extension import exit_process
+        exit_process(int(_SESSION[-1].exitstatus))

@@ -220,4 +220,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import extension
+    extension.exit_after(main)

@@ -18,12 +18,25 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def exit_after(main, *args) -> None:
-    """Run ``main(*args)`` and end the process with its status, stdout flushed, without Python's shutdown: the
-    bpy wheel can hang there once torch is loaded (tools/retarget.py). The tools' ``__main__`` tail."""
-    rc = main(*args)
+def exit_process(rc: int = 0) -> None:
+    """End the process with status ``rc``, stdout and stderr flushed. With the bpy wheel (no Blender binary),
+    leave without Python's shutdown, removing Blender's session temporary folder as Blender would: bpy 4.5 can
+    hang there for good once torch is loaded (docs/decisions.md "The bpy wheel's exit"). Inside Blender, or
+    without bpy, a normal ``sys.exit``."""
     sys.stdout.flush()
+    sys.stderr.flush()
+    bpy = sys.modules.get("bpy")
+    if bpy is None or bpy.app.binary_path:
+        sys.exit(rc)
+    session_tmp = bpy.app.tempdir.rstrip(os.sep)
+    if os.path.basename(session_tmp).startswith("blender_"):
+        remove_folder(session_tmp)
     os._exit(rc or 0)
+
+
+def exit_after(main, *args) -> None:
+    """Run ``main(*args)`` and end the process with its status (``exit_process``): the tools' ``__main__`` tail."""
+    exit_process(main(*args))
 
 
 def isolate_user_resources(prefix: str = "reconform_bl_"):

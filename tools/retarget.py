@@ -551,20 +551,5 @@ def _report_failure(ex: BaseException, console) -> int:
     return 3
 
 
-def _exit(rc: int):
-    """Exit with ``rc``. With the bpy wheel, after torch was loaded and the glTF exporter ran, the interpreter
-    hangs at shutdown (seen with bpy 4.5.15 + torch 2.13): files are closed and flushed, so leave at once,
-    removing Blender's session temporary folder (which Blender removes itself on a normal exit)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    bpy = sys.modules.get("bpy")
-    if bpy is None or bpy.app.binary_path:
-        sys.exit(rc)
-    session_tmp = bpy.app.tempdir.rstrip(os.sep)
-    if os.path.basename(session_tmp).startswith("blender_"):
-        extension.remove_folder(session_tmp)
-    os._exit(rc)
-
-
 if __name__ == "__main__":
-    _exit(main())
+    extension.exit_after(main)

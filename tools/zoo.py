@@ -291,4 +291,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.extension import exit_after
+    exit_after(main)

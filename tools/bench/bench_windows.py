@@ -153,4 +153,5 @@ def add_arguments(ap):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import extension
+    extension.exit_after(main)

@@ -160,4 +160,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import extension
+    extension.exit_after(main)

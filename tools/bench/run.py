@@ -436,4 +436,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import extension                                    # on sys.path through common
+    extension.exit_after(main)

@@ -271,4 +271,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]))
+    sys.path.insert(0, str(ROOT / "tools"))
+    import extension
+    extension.exit_after(main, sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:])

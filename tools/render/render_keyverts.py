@@ -109,4 +109,5 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.extension import exit_after
+    exit_after(main)
