@@ -37,8 +37,9 @@ ADVANCED_FLOATS = (
      1000.0),
     ("foot_lock", "Foot Lock", "Where the source foot stands still on the floor, the target's sole must not "
      "slide (a factor on the sliding weight; 0 turns it off)", 2.0, 0.0, 1000.0),
-    ("foot_contact_weight", "Foot Contact Weight", "Where the source foot is on the floor, how firmly the "
-     "target's sole is held on it (a factor on the height weight; with Foot Contact on)", 2.0, 0.0, 1000.0),
+    ("foot_contact_weight", "Foot Contact", "Where the source foot is on the floor, how firmly the target's sole "
+     "is held on it, instead of matching raw key-vertex heights (bodies differ in how high key vertices sit above "
+     "the sole; a factor on the height weight; 0 turns it off)", 2.0, 0.0, 1000.0),
     ("lr_rot", "Rotation Step", "Adam step on the rotation residual (about radians)", 0.02, 1e-5, 1.0),
     ("lr_root", "Root Step", "Adam step on the root offset, in target heights", 0.01, 1e-5, 1.0),
 )
@@ -47,9 +48,6 @@ ADVANCED_INTS = (
 )
 #: (SolverSettings field, label, description, default).
 ADVANCED_BOOLS = (
-    ("foot_contact", "Foot Contact", "Where the source foot is grounded, put the target's sole on the floor "
-     "instead of matching raw key-vertex heights (bodies differ in how high key vertices sit above the sole)",
-     True),
     ("partner_contact_state", "Partner Contact State", "Partners solved together: keep the contact state (Contact "
      "State) between the characters too. Hands are held more often, each character's own contacts a little less",
      False),

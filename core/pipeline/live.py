@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import CoreError
 from .retarget import Cancellable, RetargetOptions, Step, scene_channels
 from ..rig.rotations_np import quat_conjugate, quat_multiply, quat_normalize
+from ..solver import WarmSchedule
 from ..types import Motion
 from .windows import ClipSetup, clip_setup, crossfade_weight, hips_world, shifted, window_job
 
@@ -40,6 +41,8 @@ WARM_OVERLAP = 0.5
 #: learning rates (it starts near its optimum: at full rates Adam's first steps leave it; docs/solver.md "Live
 #: windows")
 WARM_FRACTION, WARM_LR = 0.15, 0.1
+#: a Live window's re-solve from the last result: it starts nearer its optimum than a slider's re-solve
+WARM = WarmSchedule(steps=WARM_FRACTION, lr=WARM_LR)
 #: frames over which a warm start fades out the last window's offset from copy-rotations (height, locations)
 #: where the new window reaches past the last one
 WARM_BLEND = 8
@@ -162,12 +165,8 @@ class LiveClip:
         def gen(job):
             t0 = time.perf_counter()
             first = self.source_motion.frame_start + a
-            options = self.options
-            if warm is not None:
-                options = replace(options, settings=replace(options.settings, resolve_fraction=WARM_FRACTION,
-                                                            warm_lr=WARM_LR))
-            job.job = inner = window_job(setup, self.source_motion, options, a, b, warm_start=warm,
-                                         warm_sixd=warm_sixd)
+            job.job = inner = window_job(setup, self.source_motion, self.options, a, b, warm_start=warm,
+                                         warm_sixd=warm_sixd, warm_schedule=WARM)
             relative = float("nan")
             for s in inner.steps():
                 if job.cancelled:
@@ -253,5 +252,5 @@ class LiveClip:
             raise CoreError("The live clip is not set up: run its prepare() job first.")
 
 
-__all__ = ["LIVE_WINDOW", "LiveClip", "LiveWindow", "WARM_BLEND", "WARM_FRACTION", "WARM_LR", "WARM_OVERLAP",
+__all__ = ["LIVE_WINDOW", "LiveClip", "LiveWindow", "WARM", "WARM_BLEND", "WARM_FRACTION", "WARM_LR", "WARM_OVERLAP",
            "window_around"]

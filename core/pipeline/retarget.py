@@ -37,7 +37,7 @@ from ..errors import CoreError
 from ..heap import release_free_memory
 from ..metrics.scores import evaluations
 from ..progress import drive
-from ..solver import Progress, SolveJob, SolverSettings
+from ..solver import RESOLVE, Progress, SolveJob, SolverSettings, WarmSchedule
 from ..solver.continued import solve_job
 from ..solver.head import head_turn
 from ..contacts.terrain import GroundSurface, HeightField, check_covers, clip_footprint, sample_ground
@@ -70,6 +70,8 @@ class RetargetOptions:
         warm_sixd, warm_state, warm_job: optional, ``warm_start``'s solve's 6D rotations (``SolveJob.result_sixd``:
             an exact start), optimiser (``SolveJob.optim``: continued; docs/solver.md "Use") and SolveJob (its set-up
             reused where only weights differ: ``core.solver.continued``).
+        warm_schedule: a re-solve with a new optimiser: its share of the steps and of the learning rates
+            (``core.solver.WarmSchedule``; default ``core.solver.RESOLVE``).
         ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
             ``core.contacts.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or
             a ``core.contacts.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
@@ -86,6 +88,7 @@ class RetargetOptions:
     warm_sixd: object = None
     warm_state: object = None
     warm_job: object = None
+    warm_schedule: WarmSchedule = RESOLVE
     ground: object = None
 
 
@@ -324,7 +327,7 @@ class Retarget(Cancellable):
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
             settings = o.settings if terrain is o.settings.terrain else replace(o.settings, terrain=terrain)
             self.job = job = solve_job(src, source_motion, tgt, init, settings, track, o.warm_start, o.warm_sixd,
-                                       o.warm_state, o.warm_job)
+                                       o.warm_state, o.warm_job, o.warm_schedule)
             for line in job.prepare():
                 if self._cancel.is_set():
                     job.cancel()

@@ -33,6 +33,7 @@ from ..errors import CoreError
 from ..contacts.ground import ground_levels
 from .retarget import (Cancellable, Outcome, Retarget, RetargetOptions, Step, check_spec, clip_terrain,
                        complete_character, measuring, phase_steps)
+from ..solver import RESOLVE, WarmSchedule
 from ..solver.parametrisation import root_jacobian_inverse
 from ..contacts.terrain import GroundSurface
 from ..character.track import ClipTrack
@@ -173,17 +174,19 @@ def clip_setup(source, source_motion: Motion, target, options: RetargetOptions, 
 
 
 def window_job(setup: ClipSetup, source_motion: Motion, options: RetargetOptions, a: int, b: int,
-               init: Motion = None, warm_start: Motion = None, warm_sixd=None) -> Retarget:
+               init: Motion = None, warm_start: Motion = None, warm_sixd=None,
+               warm_schedule: WarmSchedule = RESOLVE) -> Retarget:
     """The ``core.pipeline.retarget.Retarget`` of frames a..b-1 (clip indices) of ``source_motion`` on ``setup``'s
     characters: started from ``init`` (default: the whole clip's copy-rotations on those frames), or from a
-    ``warm_start`` result on those frames (α held at 1, ``resolve_fraction`` of the steps; ``warm_sixd`` its 6D
+    ``warm_start`` result on those frames (α held at 1, at ``warm_schedule``; ``warm_sixd`` its 6D
     rotations, ``SolveJob.result_sixd``), above the source's
     floor levels of those frames and the clip's terrain; no metrics, no conflicts."""
     levels = setup.levels
     settings = replace(options.settings, source_ground=levels if np.ndim(levels) == 0 else levels[a:b],
                        terrain=None)
     w_opts = replace(options, init_motion=setup.init.slice(a, b) if init is None else init, metrics=False,
-                     conflicts=False, warm_start=warm_start, warm_sixd=warm_sixd, settings=settings,
+                     conflicts=False, warm_start=warm_start, warm_sixd=warm_sixd, warm_schedule=warm_schedule,
+                     settings=settings,
                      ground=setup.terrain)
     # the source's bone and skinning transforms (and whatever else the clip's track holds) as views of the clip's
     track = setup.track.slice(a, b)

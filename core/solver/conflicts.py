@@ -24,7 +24,7 @@ import torch
 from ..errors import CoreError
 from ..heap import release_free_memory
 from ..progress import drive, scaled
-from . import PARTNER_TERM, SEMANTIC_TERMS, GroupSolveJob, SolveJob
+from . import PARTNER_TERM, RESOLVE, SEMANTIC_TERMS, GroupSolveJob, SolveJob, WarmSchedule
 from .continued import can_continue, can_continue_group, continued, continued_group
 from .optim import deterministic
 from .partners import PAIR_TERMS
@@ -260,12 +260,15 @@ def resolve(job: SolveJob, part_weights: dict, fraction: float = None) -> SolveJ
     continuing ``job``'s optimiser and its set-up (``core.solver.continued``: ready to step).
     """
     settings = replace(job.settings, part_weights=dict(part_weights))
+    schedule = RESOLVE
     if fraction is not None:
-        settings = replace(settings, resolve_fraction=float(fraction), resolve_state_fraction=float(fraction))
+        settings = replace(settings, resolve_state_fraction=float(fraction))
+        schedule = WarmSchedule(steps=float(fraction), lr=RESOLVE.lr)
     if can_continue(job, settings, job.source, job.source_motion, job.target, job.init_motion):
         return continued(job, settings)
     return SolveJob(job.source, job.source_motion, job.target, job.init_motion, settings, warm_start=job.result(),
-                    source_track=job.source_track, warm_sixd=job.result_sixd(), warm_state=job.optim)
+                    source_track=job.source_track, warm_sixd=job.result_sixd(), warm_state=job.optim,
+                    warm_schedule=schedule)
 
 
 def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = None) -> GroupSolveJob:
@@ -280,7 +283,7 @@ def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = No
     for m, pw in zip(group.members, part_weights):
         s = replace(m.settings, part_weights=dict(pw or {}))
         if fraction is not None:
-            s = replace(s, resolve_fraction=float(fraction), resolve_state_fraction=float(fraction))
+            s = replace(s, resolve_state_fraction=float(fraction))
         settings.append(s)
     if not can_continue_group(group, settings):
         raise CoreError("Only a finished joint solve can be re-solved: retarget the characters together first.")

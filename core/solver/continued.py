@@ -24,9 +24,10 @@ from .group import GroupSolveJob
 from .job import SolveJob
 from .lifecycle import StepLifecycle
 from .optim import deterministic, torch_threads
+from .settings import RESOLVE
 
 #: the settings a re-solve may change and still continue its first solve's set-up
-CONTINUABLE = frozenset({"part_weights", "resolve_fraction", "resolve_state_fraction", "num_threads"})
+CONTINUABLE = frozenset({"part_weights", "resolve_state_fraction", "num_threads"})
 
 
 def _same(a, b) -> bool:
@@ -112,15 +113,16 @@ def continued_group(group, settings_list) -> GroupSolveJob:
 
 
 def solve_job(source, source_motion, target, init_motion, settings, source_track=None, warm_start=None,
-              warm_sixd=None, warm_state=None, warm_job=None):
+              warm_sixd=None, warm_state=None, warm_job=None, warm_schedule=RESOLVE):
     """The SolveJob of a retarget (``core.pipeline.retarget``): ``continued(warm_job, settings)`` for a re-solve that can
-    continue its first solve (``warm_job``, whose result ``warm_start`` is), else a new one."""
+    continue its first solve (``warm_job``, whose result ``warm_start`` is), else a new one (a re-solve with a new
+    optimiser at ``warm_schedule``)."""
     if warm_start is not None and can_continue(warm_job, settings, source, source_motion, target, init_motion):
         result = warm_job.result()
         if _same_motion(result, warm_start):
             return continued(warm_job, settings, result)
     return SolveJob(source, source_motion, target, init_motion, settings, warm_start=warm_start,
-                    source_track=source_track, warm_sixd=warm_sixd, warm_state=warm_state)
+                    source_track=source_track, warm_sixd=warm_sixd, warm_state=warm_state, warm_schedule=warm_schedule)
 
 
 __all__ = ["CONTINUABLE", "can_continue", "can_continue_group", "continued", "continued_group", "solve_job"]

@@ -66,7 +66,7 @@ class FootModel:
     """The foot terms of one solve.
 
     Args:
-        settings: SolverSettings (foot_contact, foot_lock, terrain); the bands CONTACT_MIN / _MAX and
+        settings: SolverSettings (foot_contact_weight, foot_lock, terrain); the bands CONTACT_MIN / _MAX and
             LOCK_MIN / _MAX, the cap LOCK_CAP.
         src_low: (T, 2) source feet's soft lowest points above the source's floor (metres; NaN: no foot).
         src_vel: (T, 2, 2) their horizontal velocities (m/s).
@@ -90,7 +90,7 @@ class FootModel:
         self.cap_init = 0.0               # the speed cap's share of the initial lock term (``set_initial``)
         self.foot_rel_init = None
         T = src_low.shape[0]
-        if settings.foot_contact:
+        if settings.foot_contact_weight > 0:
             # matched not below the floor, scaled like the other heights; a source foot sunk deeper than the
             # band is not taken as standing on this floor (its clip's ground lies elsewhere)
             self.contact_h = torch.as_tensor(np.nan_to_num(np.clip(src_low, 0.0, None)) * ratio, dtype=dtype,

@@ -39,7 +39,7 @@ from .lifecycle import StepLifecycle
 from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse, upper_body_bones
 from .root_start import root_xy_from_feet
-from .settings import Progress, SolverSettings
+from .settings import RESOLVE, Progress, SolverSettings, WarmSchedule
 from .terrain_start import onto_terrain, terrain_lift
 
 SEED = 0    #: torch's random seed, set at each set-up: a solve is reproducible run to run
@@ -66,9 +66,9 @@ class SolveJob(StepLifecycle):
         init_motion: the copy-rotations result on the target (Motion of the target skeleton, same frames).
         settings: SolverSettings (default: the 'balanced' preset).
         warm_start: optional previous result (Motion of the target) to start from ('Re-solve'): α held at 1,
-            ``settings.resolve_fraction · settings.iterations`` steps at ``settings.warm_lr`` of the learning rates
-            or, continuing ``warm_state`` (the ``optim`` of the solve that made it, ``Adam.continue_from``),
-            ``resolve_state_fraction`` of them at full rates.
+            ``warm_schedule`` (default ``settings.RESOLVE``): its share of ``settings.iterations`` at its share of
+            the learning rates or, continuing ``warm_state`` (the ``optim`` of the solve that made it,
+            ``Adam.continue_from``), ``settings.resolve_state_fraction`` of them at full rates.
         warm_sixd: optional (T, Jo, 6) 6D vectors of the optimised bones as the solve that made ``warm_start``
             had them (``result_sixd``; NaN on frames it did not solve): its fit is then exact there.
         source_track: the source clip's ClipTrack when the caller already has one (``core.pipeline.retarget``).
@@ -76,7 +76,7 @@ class SolveJob(StepLifecycle):
 
     def __init__(self, source: Character, source_motion: Motion, target: Character, init_motion: Motion,
                  settings: SolverSettings = None, warm_start: Motion = None, source_track: ClipTrack = None,
-                 warm_sixd: np.ndarray = None, warm_state=None):
+                 warm_sixd: np.ndarray = None, warm_state=None, warm_schedule: WarmSchedule = RESOLVE):
         super().__init__()
         self.settings = settings or SolverSettings.preset("balanced")
         _check_motion(source, source_motion, f"Source motion of '{source.name}'")
@@ -109,8 +109,9 @@ class SolveJob(StepLifecycle):
         self.warm_start = warm_start
         self.warm_sixd = warm_sixd if warm_start is not None else None
         self.warm_state = warm_state if warm_start is not None else None
+        self.warm_schedule = WarmSchedule(*warm_schedule)
         self.fps = float(source_motion.fps)
-        self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None)
+        self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None, self.warm_schedule)
         self._pose = None   #: GraphedPose on a GPU (set-up), else None
         self._dense = None  #: (key-vertex positions, α, the dense terms there) from the last _forward with α
         self.history, self.stats = [], {}     # per step {term: weighted normalised value}; statistics
@@ -240,7 +241,7 @@ class SolveJob(StepLifecycle):
         self.stats.update(source_ground=float(g.mean()), source_ground_drift=float(g.max() - g.min()))
         src_ground = torch.as_tensor(g[:, None], dtype=dt, device=dev) if g.ndim else float(g)
         feet = None
-        if ((s.foot_contact or s.foot_lock > 0) and len(self.sole_ids)
+        if ((s.foot_contact_weight > 0 or s.foot_lock > 0) and len(self.sole_ids)
                 and set(self.sole_side.tolist()) == {0, 1}):
             _, s_side, s_local = sole_points(track, footing.SOLE_POINTS, SOLE_FRAMES)
             pts = [track.foot_points[k][:, s_local[s_side == k]] for k in (0, 1)]
@@ -321,8 +322,8 @@ class SolveJob(StepLifecycle):
         self.optim = solver_adam(self.param.params, self.param.rates(s.lr_rot, s.lr_root))
         # near an optimum already: a fresh Adam takes smaller steps; one continuing the last solve's takes its own
         cont = self.stats["continued_state"] = self.warm_state is not None and self.optim.continue_from(self.warm_state)
-        self.total = s.num_steps(self.warm_start is not None, cont)
-        lr_scale = s.warm_lr if self.warm_start is not None and not cont else 1.0
+        self.total = s.num_steps(self.warm_start is not None, cont, self.warm_schedule)
+        lr_scale = self.warm_schedule.lr if self.warm_start is not None and not cont else 1.0
         self.base_lrs = self.param.rates(s.lr_rot * lr_scale, s.lr_root * lr_scale)  # root offset: units of h_tgt
 
     def _build_variables(self, motion: Motion):

@@ -30,6 +30,20 @@ PRESETS = {
 }
 
 
+class WarmSchedule(NamedTuple):
+    """How a warm-started re-solve with a new optimiser runs: ``steps`` × ``iterations`` Adam steps at ``lr`` ×
+    the learning rates (α held at 1). The caller of a re-solve picks it (``SolveJob(warm_schedule=...)``): a slider's
+    re-solve ``RESOLVE``, a Live window ``core.pipeline.live.WARM``."""
+
+    steps: float
+    lr: float
+
+
+#: a re-solve from the last result with a new optimiser: 30 % of the steps at 30 % of the rates (at full rates a
+#: fresh Adam's first steps throw the result off its optimum; docs/solver.md "Re-solve")
+RESOLVE = WarmSchedule(steps=0.3, lr=0.3)
+
+
 @dataclass
 class SolverSettings:
     """The solver's options a user sets: in the panel (Quality and its advanced fields, Device, Source Floor, the
@@ -67,19 +81,19 @@ class SolverSettings:
     #: the contact state between the characters of a joint solve too (× contact_state, on the partner L_dist's
     #: scale): hands held more often, but each character's own contacts kept less (docs/solver.md "Multi-character")
     partner_contact_state: bool = False
-    foot_contact: bool = True        #: where the source foot is grounded, match lowest sole points (docs/solver.md)
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
-    #: where the source foot is grounded, its lowest sole point held at the source foot's height: × this, beside
-    #: L_height on the floor barrier's scale (docs/solver.md "Foot contact weight")
+    #: where the source foot is grounded, its lowest sole point held at the source foot's height (instead of that
+    #: foot's raw key-vertex heights): × this, beside L_height on the floor barrier's scale (docs/solver.md "Foot
+    #: contact"). 0: off, the raw key-vertex heights are matched as the paper does
     foot_contact_weight: float = 2.0
     iterations: int = 120       #: Adam steps of a first solve
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
     warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
-    resolve_fraction: float = 0.3    #: share of ``iterations`` a warm-started re-solve takes
-    #: ... when it continues the last solve's optimiser (``SolveJob(warm_state=...)``, at full learning rates)
+    #: share of ``iterations`` a re-solve takes when it continues the last solve's optimiser (``SolveJob(warm_state=
+    #: ...)``, at full learning rates): the panel's Warm-Start Share; a re-solve with a new optimiser follows its
+    #: ``WarmSchedule``
     resolve_state_fraction: float = 0.05
-    warm_lr: float = 0.3             #: the learning rates of a warm-started solve, as a share of lr_rot / lr_root
     #: the source's floor: "auto" (its own: z = 0 where it stands on it, else tracked; docs/metrics.md "Whose
     #: floor"), "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one level per
     #: frame, following a drift), metres, or a (T,) sequence of metres (core.contacts.ground)
@@ -113,12 +127,12 @@ class SolverSettings:
                             "its modules: docs/solver.md).")
         return replace(cls(), **{**PRESETS[name], **overrides})
 
-    def num_steps(self, warm: bool = False, continued: bool = False) -> int:
+    def num_steps(self, warm: bool = False, continued: bool = False, schedule: WarmSchedule = RESOLVE) -> int:
         """Adam steps of a solve: ``iterations``, or for a warm-started re-solve that share of them
-        (``resolve_state_fraction`` when it continues the last solve's optimiser, else ``resolve_fraction``)."""
+        (``resolve_state_fraction`` when it continues the last solve's optimiser, else ``schedule.steps``)."""
         if not warm:
             return max(1, int(self.iterations))
-        share = self.resolve_state_fraction if continued else self.resolve_fraction
+        share = self.resolve_state_fraction if continued else schedule.steps
         return max(1, math.ceil(self.iterations * share))
 
     def weight(self, term: str) -> float:

@@ -7,7 +7,7 @@ import torch
 from core.errors import CoreError
 from core.contacts.ground import estimate_ground
 from core.rig.rotations import quat_to_matrix
-from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, bspline_basis
+from core.solver import SEMANTIC_TERMS, SolveJob, SolverSettings, WarmSchedule, bspline_basis
 from core.solver import footing, objective as objective_module
 from core.solver import job as job_module
 from core.solver.footing import FootModel
@@ -152,15 +152,16 @@ def test_self_retarget_returns_the_source(pair):
 
 @pytest.mark.slow
 def test_foot_contact_self_retarget_and_grounding(pair):
-    """foot_contact: a self-retarget still returns the source; onto another body, the lowest sole point of a
-    foot the source has grounded ends at the source's height (scaled), not at its key vertices' heights."""
+    """foot contact (foot_contact_weight > 0): a self-retarget still returns the source; onto another body, the
+    lowest sole point of a foot the source has grounded ends at the source's height (scaled), not at its key
+    vertices' heights."""
     src, m, tgt, init = pair
-    job = SolveJob(src, m, src, m, SolverSettings(**SELF, foot_contact=True))
+    job = SolveJob(src, m, src, m, SolverSettings(**SELF, foot_contact_weight=2.0))
     res = job.run()
     assert job.feet.contact_w is not None and float(job.feet.contact_w.sum()) > 0
     ang = 2 * np.degrees(np.arccos(np.clip(np.abs((res.rotations * m.rotations).sum(-1)), 0, 1)))
     assert ang.max() < 3.0
-    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, foot_contact=True))
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, foot_contact_weight=2.0))
     job.run()
     feet = job.feet
     with torch.no_grad():
@@ -191,7 +192,7 @@ def test_cancel_between_steps(pair):
 def test_warm_start_reproduces_previous_result(pair, solved):
     src, m, tgt, init = pair
     prev = solved[0].result()
-    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.2), warm_start=prev)
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST), warm_start=prev, warm_schedule=WarmSchedule(0.2, 0.3))
     assert job.total == 6
     list(job.prepare())
     with torch.no_grad():
@@ -201,8 +202,8 @@ def test_warm_start_reproduces_previous_result(pair, solved):
     # with Gram-Schmidt by parametrisation.refit_rotations): within a couple of millimetres
     assert float((p_ws - p_prev).norm(dim=-1).max()) < 2e-3
     # with the previous solve's own 6D vectors (SolveJob.result_sixd): the same controls, exactly
-    exact = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.2), warm_start=prev,
-                     warm_sixd=solved[0].result_sixd())
+    exact = SolveJob(src, m, tgt, init, SolverSettings(**FAST), warm_start=prev, warm_sixd=solved[0].result_sixd(),
+                     warm_schedule=WarmSchedule(0.2, 0.3))
     list(exact.prepare())
     with torch.no_grad():
         p_ex, _, _ = exact._forward()
@@ -223,9 +224,9 @@ def test_a_resolve_continuing_the_optimiser_stays_at_its_optimum(pair, solved):
     prev, sixd = first.result(), first.result_sixd()
     ends = {}
     for state in (True, False):
-        s = SolverSettings(**FAST, resolve_state_fraction=0.2, resolve_fraction=0.2, warm_lr=1.0)
+        s = SolverSettings(**FAST, resolve_state_fraction=0.2)
         job = SolveJob(src, m, tgt, init, s, warm_start=prev, warm_sixd=sixd,
-                       warm_state=first.optim if state else None)
+                       warm_state=first.optim if state else None, warm_schedule=WarmSchedule(steps=0.2, lr=1.0))
         rel = [p.relative for p in job.steps()]
         assert job.total == len(rel) == 6 and job.stats["continued_state"] == state
         ends[state] = (rel[0], rel[-1])
@@ -235,8 +236,8 @@ def test_a_resolve_continuing_the_optimiser_stays_at_its_optimum(pair, solved):
     assert end <= start * 1.05                                   # continued: at its optimum still
     assert ends[False][1] > end + 0.02 * start                   # fresh at full rates: it leaves it
     other = Adam([torch.zeros(3)], [0.1])
-    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, resolve_fraction=0.1, warm_lr=0.3), warm_start=prev,
-                   warm_state=other)
+    job = SolveJob(src, m, tgt, init, SolverSettings(**FAST), warm_start=prev, warm_state=other,
+                   warm_schedule=WarmSchedule(steps=0.1, lr=0.3))
     list(job.prepare())
     assert not job.stats["continued_state"] and job.total == 3 and job.optim.t == 0
     assert job.base_lrs == pytest.approx([0.3 * job.settings.lr_rot, 0.3 * job.settings.lr_root])
@@ -286,11 +287,12 @@ def test_a_warm_start_may_take_smaller_steps(pair, solved):
     prev = solved[0].result()
     lrs = {}
     for scale in (1.0, 0.1):
-        job = SolveJob(src, m, tgt, init, SolverSettings(**FAST, warm_lr=scale), warm_start=prev)
+        job = SolveJob(src, m, tgt, init, SolverSettings(**FAST), warm_start=prev,
+                       warm_schedule=WarmSchedule(0.3, scale))
         list(job.prepare())
         lrs[scale] = job.base_lrs
     np.testing.assert_allclose(lrs[0.1], [0.1 * v for v in lrs[1.0]])
-    cold = SolveJob(src, m, tgt, init, SolverSettings(**FAST, warm_lr=0.1))
+    cold = SolveJob(src, m, tgt, init, SolverSettings(**FAST), warm_schedule=WarmSchedule(0.3, 0.1))
     list(cold.prepare())
     assert cold.base_lrs == lrs[1.0]                     # a solve from copy-rotations keeps its rates
 
@@ -393,7 +395,7 @@ def test_the_speed_caps_share_is_left_out_of_the_lock_terms_scale():
     vel[:, 0, 0] = 0.007 * h                                          # left: in the lock band's fade, λ = 0.6
     vel[:, 1, 0] = 0.02 * h                                           # right: walking, no lock weight
     assert footing.LOCK_CAP == 0.008
-    feet = FootModel(SolverSettings(foot_contact=False), np.zeros((T, 2)), vel, np.array([0, 1]),
+    feet = FootModel(SolverSettings(foot_contact_weight=0.0), np.zeros((T, 2)), vel, np.array([0, 1]),
                      np.array([-1]), h, h, 1.0, 30.0, torch.float64, "cpu")
     sole = torch.zeros((T, 2, 3), dtype=torch.float64)
     sole[:, 0, 0] = 0.05 * torch.arange(T, dtype=torch.float64) / 30.0   # the target's left sole slides 5 % h/s
@@ -631,10 +633,16 @@ def test_the_contact_state_enters_l_dist_on_its_own_scale(pair):
 
 def test_the_foot_contact_weight_scales_the_sole_contact_on_the_floor_scale(pair):
     """foot_contact_weight w adds w × the foot-contact match (each grounded foot's lowest sole point against the
-    source foot's height) to 'height', on the floor barrier's fixed scale; at 0 the match is gone and the rest of
-    'height' is untouched. Feet lowered 2 cm make the match (and so the difference) grow."""
-    ob0, ob2, (p, n, sole) = _objectives_at_0_and_2(pair, "foot_contact_weight")
-    assert ob2.scales == ob0.scales
+    source foot's height) to 'height', on the floor barrier's fixed scale: from w = 1 to w = 2 'height' grows by
+    exactly one match. Feet lowered 2 cm make the match (and so the difference) grow. At 0 foot contact is off:
+    no match, and every key vertex's raw height is matched again (as the paper does)."""
+    src, m, tgt, init = pair
+    ob1, ob2 = (SolveJob(src, m, tgt, init, SolverSettings(**FAST, foot_contact_weight=w)) for w in (1.0, 2.0))
+    for job in (ob1, ob2):
+        job.setup()
+    p, n, sole = ob2.p_init, ob2.n_init, ob2.sole_init
+    ob1, ob2 = ob1.objective, ob2.objective
+    assert ob2.scales == ob1.scales
     zero = torch.zeros((p.shape[0], 3), dtype=p.dtype)
     ps = ob2.pairs.active(p, 1.0)
     lowered = sole.clone()
@@ -642,13 +650,19 @@ def test_the_foot_contact_weight_scales_the_sole_contact_on_the_floor_scale(pair
     gaps = []
     for s_in in (sole, lowered):
         with torch.no_grad():
-            raw0, raw2 = ob0.raw_terms(p, n, 1.0, ps, s_in, zero), ob2.raw_terms(p, n, 1.0, ps, s_in, zero)
-        assert float(raw0["sole_contact"]) == pytest.approx(float(raw2["sole_contact"]), rel=1e-6)
-        gap = float(ob2.weighted(raw2)["height"]) - float(ob0.weighted(raw0)["height"])
+            raw1, raw2 = ob1.raw_terms(p, n, 1.0, ps, s_in, zero), ob2.raw_terms(p, n, 1.0, ps, s_in, zero)
+        assert float(raw1["sole_contact"]) == pytest.approx(float(raw2["sole_contact"]), rel=1e-6)
+        gap = float(ob2.weighted(raw2)["height"]) - float(ob1.weighted(raw1)["height"])
         w = ob2.settings.weight("height")
-        assert gap == pytest.approx(2.0 * w * float(raw2["sole_contact"]) / ob2.scales["floor"], rel=1e-4, abs=1e-9)
+        assert gap == pytest.approx(w * float(raw2["sole_contact"]) / ob2.scales["floor"], rel=1e-4, abs=1e-9)
         gaps.append(gap)
     assert gaps[1] > gaps[0] > 0.0
+    off = SolveJob(src, m, tgt, init, SolverSettings(**FAST, foot_contact_weight=0.0))
+    off.setup()
+    with torch.no_grad():
+        raw0 = off.objective.raw_terms(off.p_init, off.n_init, 1.0, off.objective.pairs.active(off.p_init, 1.0),
+                                       off.sole_init, zero)
+    assert "sole_contact" not in raw0 and off.objective.feet.contact_w is None
 
 
 def test_smooth_joints_adds_the_body_points_added_jerk(pair, monkeypatch):

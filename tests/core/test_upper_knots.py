@@ -2,7 +2,6 @@
 bones take it, the residual on two grids, a warm start fitted on both, and what it is for: on a 120 fps capture
 the solve can take out frame-level jitter of the chest that copy-rotations carries to the head."""
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import torch
 
 from core.pipeline.copy_rotations import copy_rotations
 from core.rig.rotations import quat_multiply, quat_normalize
-from core.solver import SolveJob, SolverSettings, bspline_basis, objective, parametrisation
+from core.solver import SolveJob, SolverSettings, WarmSchedule, bspline_basis, objective, parametrisation
 from core.solver.parametrisation import Parametrisation, upper_body_bones
 from core.character.track import ClipTrack
 from core.types import Motion
@@ -138,8 +137,8 @@ def test_on_a_120_fps_capture_the_upper_grid_takes_the_chests_jitter_out_of_the_
         heads[knots] = _head_jerk(tgt, job.result())
         assert len(job.param.groups) == (2 if knots else 1)
         # a warm start from its result, with its 6D vectors: the same pose
-        again = SolveJob(src, m, tgt, init, dataclasses.replace(s, resolve_fraction=0.1),
-                         warm_start=job.result(), warm_sixd=job.result_sixd())
+        again = SolveJob(src, m, tgt, init, s, warm_start=job.result(), warm_sixd=job.result_sixd(),
+                         warm_schedule=WarmSchedule(steps=0.1, lr=0.3))
         list(again.prepare())
         with torch.no_grad():
             warm[knots] = float((again._forward()[0] - job._forward()[0]).norm(dim=-1).max())

@@ -108,13 +108,13 @@ def test_a_case_pickled_under_the_extension_names_loads_as_this_checkout(case, t
 
 def test_setting_overrides_read_as_the_benches_read_them():
     from tools.bench.common import setting_overrides
-    over = setting_overrides(["w_head=0", "foot_contact=false", "source_ground=track", "w_pen=7.5"])
-    assert over == {"w_head": 0, "foot_contact": False, "source_ground": "track", "w_pen": 7.5}
+    over = setting_overrides(["w_head=0", "partner_contact_state=true", "source_ground=track", "w_pen=7.5"])
+    assert over == {"w_head": 0, "partner_contact_state": True, "source_ground": "track", "w_pen": 7.5}
     # Python's spelling of a flag is a flag, not the (truthy) text 'False'
     assert setting_overrides(["partner_contact_state=False", "source_ground=(0.01, 0.02)", "device=cuda"]) == {
         "partner_contact_state": False, "source_ground": (0.01, 0.02), "device": "cuda"}
     s = SolverSettings.preset("balanced", **over)
-    assert (s.w_head, s.foot_contact, s.source_ground) == (0, False, "track")
+    assert (s.w_head, s.partner_contact_state, s.source_ground) == (0, True, "track")
 
 
 @pytest.mark.slow

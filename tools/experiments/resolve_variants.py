@@ -1,12 +1,12 @@
 """Re-solve after a conflict slider (docs/solver.md "Live windows", issue 16): a warm-started re-solve with several
-step shares (``resolve_fraction``) and learning-rate shares (``warm_lr``) against a solve from copy-rotations
+step shares and learning-rate shares (``core.solver.WarmSchedule``) against a solve from copy-rotations
 with the same slider weights: the objective each ends at (over copy-rotations', the same weights) and its time.
 
     .venv/bin/python tools/experiments/resolve_variants.py [--slider 0.2] [--conflict 0]
         [--variants "[(0.3, 1.0), (0.15, 0.3), (0.15, 0.1), (0.1, 0.3), (0.05, 1.0, True)]"]
 
-A variant is (resolve_fraction, warm_lr) or (resolve_fraction, warm_lr, True): the last continues the first
-solve's optimiser (``RetargetOptions.warm_state``; its learning rates are then full, warm_lr unused).
+A variant is (steps, lr) or (steps, lr, True): the last continues the first
+solve's optimiser (``RetargetOptions.warm_state``; its learning rates are then full, lr unused).
 
 The case of `make bench`'s artist line (tools/bench/bench_artist.py: the Bandai kick tiled to 300 frames onto
 mh_teen_girl, 'balanced', 1 thread). The slider is the ``--conflict``-th conflict of the first solve (costliest
@@ -62,8 +62,9 @@ def main(argv=None) -> int:
     print(f"from copy-rotations ({new.iterations} steps): objective {rel[-1]:.3f} in {seconds:.2f} s")
     for variant in ast.literal_eval(args.variants):
         fraction, lr, state = (tuple(variant) + (False,))[:3]
-        s = dataclasses.replace(new, resolve_fraction=fraction, resolve_state_fraction=fraction, warm_lr=lr)
+        s = dataclasses.replace(new, resolve_state_fraction=fraction)
         o = dataclasses.replace(opts, settings=s, conflicts=False, init_motion=first.init_motion,
+                                warm_schedule=solver.WarmSchedule(steps=fraction, lr=lr),
                                 warm_start=first.motion, warm_sixd=first.job.result_sixd(),
                                 warm_state=first.job.optim if state else None)
         rel, seconds = solve(rt.Retarget(first.source, motion, first.target, o, source_track=first.source_track))
