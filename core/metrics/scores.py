@@ -185,24 +185,24 @@ def _scores(s: _Tally, t: _Tally, contacts: _Contacts, hs: float, ht: float) -> 
 
 def evaluate(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
              terrain=None, source_ground=0.0, *, source_track: ClipTrack = None,
-             target_track: ClipTrack = None, chunk: int = None) -> dict:
+             target_track: ClipTrack = None, chunk: int = None, series: list = None) -> dict:
     """``evaluation`` run to its end: every metric of docs/metrics.md (a flat dict of floats)."""
     return drive(evaluation(source, source_motion, target, target_motion, terrain, source_ground,
-                            source_track=source_track, target_track=target_track, chunk=chunk))
+                            source_track=source_track, target_track=target_track, chunk=chunk, series=series))
 
 
 def evaluation(source: Character, source_motion: Motion, target: Character, target_motion: Motion,
                terrain=None, source_ground=0.0, *, source_track: ClipTrack = None,
-               target_track: ClipTrack = None, chunk: int = None):
+               target_track: ClipTrack = None, chunk: int = None, series: list = None):
     """``evaluations`` of one target clip: a generator of the share done; returns its dict of metrics."""
     out = yield from evaluations(source, source_motion, target, [target_motion], terrain, source_ground,
-                                 source_track=source_track, target_tracks=[target_track], chunk=chunk)
+                                 source_track=source_track, target_tracks=[target_track], chunk=chunk, series=series)
     return out[0]
 
 
 def evaluations(source: Character, source_motion: Motion, target: Character, target_motions: list,
                 terrain=None, source_ground=0.0, *, source_track: ClipTrack = None, target_tracks: list = None,
-                chunk: int = None):
+                chunk: int = None, series: list = None):
     """Generator yielding the share done (in [0, 1], through the whole-mesh passes of every clip); returns one dict
     of every metric of docs/metrics.md per clip of ``target_motions``, each against ``source_motion`` (the
     ground truth, measured once).
@@ -216,6 +216,10 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             measured in one chunk; a target's track is let go once measured.
         chunk: measure ``chunk`` frames at a time (``chunk_ranges``), each from a ClipTrack of those frames
             (None: the whole clip at once). The metrics are the same either way (tests/core/test_metrics_chunks.py).
+        series: a list to which the per-frame mesh series of each target clip are appended, one dict per clip:
+            'mesh_pen' (T,) the mesh self-penetration share, 'contact_depth' (T,) the frame's contact depth in
+            metres (NaN: no source contact on that frame); what ``mesh_pen_max`` and ``contact_depth_p*`` read
+            (the bench's worst frames, tools/bench/worst_frames.py).
     Returns:
         [dict of floats]: jerk_mean/max and root_jerk_mean/max (m/s³), floor_pen_mean/max and self_pen_mean/max
         (area shares in [0, 1]), grounded_f1/auc, locked_f1/auc, contact_f1/precision/recall, and source_*
@@ -284,6 +288,8 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
                                          t_mm.key_depth[a - first:b - first], a)
             t_track = t_m = None       # freed before the next clip's track is built
         s_track = s_m = s_mm = truth = None
+    if series is not None:
+        series.extend({"mesh_pen": tm.share.copy(), "contact_depth": tm.contact.copy()} for tm in t_meshes)
     return [dict(_scores(s_tally, t, c, hs, ht), **mesh_scores(s_mesh, tm, ht))
             for t, c, tm in zip(t_tallies, contacts, t_meshes)]
 

@@ -200,3 +200,24 @@ def test_a_locked_foot_is_a_run_of_at_least_a_thirtieth_of_a_second():
     assert (lock_runs(below, 30.0) == below).all()  # at 30 fps one frame is 1/30 s
     both = lock_runs(np.stack([below, np.roll(below, 3)]), 120.0)     # per foot, (2, T)
     assert both.shape == (2, 120) and both[1, 63:68].all() and both[1].sum() == 5
+
+
+def test_series_are_the_per_frame_values_the_mesh_scores_read(clip):
+    """``evaluate(..., series=[])``: the per-frame mesh self-penetration and contact depth its scores read (the
+    bench's worst frames, tools/bench/worst_frames.py)."""
+    ch, m = clip
+    from core.rig.rotations import quat_multiply
+    bent = Motion(m.rotations.copy(), m.locations, m.fps)
+    j = ch.skeleton.index("left_upper_arm")
+    q = np.array([np.cos(1.2), 0, 0, np.sin(1.2)])
+    bent.rotations[:, j] = quat_multiply(np.broadcast_to(q, bent.rotations[:, j].shape), bent.rotations[:, j])
+    series = []
+    e = evaluate(ch, m, ch, bent, series=series)
+    assert len(series) == 1 and series[0]["mesh_pen"].shape == series[0]["contact_depth"].shape == (m.num_frames,)
+    pen, depth = series[0]["mesh_pen"], series[0]["contact_depth"]
+    assert pen.max() > 0 and pen.max() == e["mesh_pen_max"] and pen.mean() == pytest.approx(e["mesh_pen_mean"])
+    c = depth[np.isfinite(depth)]
+    assert len(c) == e["source_contact_frames"] > 0
+    assert np.percentile(c, 95) == pytest.approx(e["contact_depth_p95"])
+    again = evaluate(ch, m, ch, bent)                                  # the same metrics without it
+    assert again.keys() == e.keys() and all(again[k] == e[k] or again[k] != again[k] and e[k] != e[k] for k in e)

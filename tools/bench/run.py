@@ -8,10 +8,12 @@ the terrain cases (tools/bench/bench_terrain.py: a flat walk onto stairs, a ramp
 re-solve after a slider, a 75-frame window) and the peak memory of a 10 000-frame retarget with its metrics and
 conflicts, and its longest stretch without a progress step (measured in a child process), the long-clip windows section
 (tools/bench/bench_windows.py: a clip whole and in windows, seams, memory by length), and writes the same text to
-bench_output/bench.md.
+bench_output/bench.md. Per case of the single-pair table, the frame of ReConForM's largest mesh self-penetration
+and of its largest contact depth are rendered with copy-rotations beside (tools/bench/worst_frames.py:
+bench_output/worst_frames/<case>_self_pen.png and <case>_contact_depth.png, listed in the markdown).
 
     .venv/bin/python tools/bench/run.py [--quick] [--cases N] [--no-scaling] [--no-memory] [--no-terrain] \
-        [--no-windows] [--no-zoo] [--threads 2] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
+        [--no-windows] [--no-zoo] [--no-renders] [--threads 2] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
     .venv/bin/python tools/bench/run.py --partners-only      # only the partners section (tools/bench/bench_partners.py)
 
 The partners section (several characters retargeted together, ReConForM §6.1: tools/bench/bench_partners.py) runs after
@@ -55,13 +57,15 @@ def run_case(mods, src, smo, tgt, settings, log):
     # source_ground=zero ...), for copy-rotations too, as the panel and the batch report do
     o = retarget(mods, src, smo, tgt, settings)
     return dict(init=o.reference, ours=o.metrics, t_cr=o.timings["copy_rotations_s"], t_solve=o.timings["solve_s"],
-                stats=o.solver_stats, frames=smo.num_frames, feet=feet_readings(mods, o))
+                stats=o.solver_stats, frames=smo.num_frames, feet=feet_readings(mods, o), outcome=o)
 
 
 def feet_readings(mods, o) -> dict:
     """{(method, reading): metrics} of copy-rotations ('init') and ReConForM ('ours') with the source's feet read
-    above z = 0 ('zero') and above its own floor ('own': ``core.contacts.ground.auto_ground``), and 'floor': a line
-    saying which floor that is (docs/metrics.md "Whose floor")."""
+    above z = 0 ('zero') and above its own floor ('own': ``core.contacts.ground.auto_ground``), 'floor': a line
+    saying which floor that is (docs/metrics.md "Whose floor"), and 'series': {'init'|'ours': the per-frame mesh
+    self-penetration and contact depth} (read with the own floor; neither depends on the floor), whose worst
+    frames tools/bench/worst_frames.py renders."""
     import numpy as np
     metrics, ground, track_mod = (importlib.import_module(f"{MODULE}.core.{n}")
                                   for n in ("metrics.scores", "contacts.ground", "character.track"))
@@ -71,9 +75,11 @@ def feet_readings(mods, o) -> dict:
                      if np.ndim(own) else "z = 0")}
     for meth, motion in (("init", o.init_motion), ("ours", o.motion)):
         tt = track_mod.ClipTrack(tgt, motion)
+        series = []
         for reading, g in (("zero", 0.0), ("own", own)):
             out[meth, reading] = metrics.evaluate(src, st.motion, tgt, motion, source_ground=g, source_track=st,
-                                                  target_track=tt)
+                                                  target_track=tt, series=series if reading == "own" else None)
+        out.setdefault("series", {})[meth] = series[0]
     return out
 
 
@@ -211,6 +217,8 @@ def main(argv=None):
     ap.add_argument("--no-windows", action="store_true", help="skip the long-clip windows section (bench_windows.py)")
     ap.add_argument("--partners-only", action="store_true", help="only the partners section (bench_partners.py)")
     ap.add_argument("--no-partners", action="store_true", help="leave the partners section out")
+    ap.add_argument("--no-renders", action="store_true",
+                    help="no pictures of each case's worst frames (tools/bench/worst_frames.py); their table stays")
     ap.add_argument("--out", default=str(ROOT / "bench_output" / "bench.md"))
     args = ap.parse_args(argv)
     overrides = setting_overrides(args.set)
@@ -259,6 +267,9 @@ def main(argv=None):
            "cases": [], "solver_fps": [], "ratio_h": [], "ratio_cr_h": [], "src_floor": [],
            "clamped": [], "feet": [], "heights": []}
     targets = {}
+    import worst_frames
+    worst_dir = pathlib.Path(args.out).resolve().parent / "worst_frames"
+    worst_rows, worst_jobs = [], []
     for clip, target, first, count in cases:
         log(f"case {clip} -> {target}")
         src, smo, t_load_s = loader.source(clip, first, None if args.quick and count is None else count)
@@ -281,6 +292,13 @@ def main(argv=None):
             out("| " + " | ".join(row) + " |")
             for k in METRICS:
                 agg[meth][k].append(m.get(k, float("nan")))
+        o = r.pop("outcome")
+        worst = worst_frames.pick(r["feet"]["series"]["init"], r["feet"]["series"]["ours"])
+        worst_rows.append((name, int(o.motion.frame_start), worst))
+        if not args.no_renders:
+            worst_jobs.append(worst_frames.job_item(name, ASSETS / target, o, worst, worst_dir,
+                                                    lambda n: importlib.import_module(f"{MODULE}.core.{n}")))
+        o = None
         agg["cases"].append(name)
         agg["feet"].append(r["feet"])
         agg["heights"].append((float(src.height), float(tgt.height)))
@@ -295,6 +313,11 @@ def main(argv=None):
                                  * float(src.height) / float(tgt.height))
         log(f"  solve {r['t_solve']:.2f} s ({solver_fps:.0f} f/s), source jerk {r['ours']['source_jerk_mean']:.1f}, "
             f"pairs {r['stats'].get('source_pair_entries')}")
+    t_render = time.perf_counter()
+    written, render_error = worst_frames.render(worst_jobs, worst_dir)
+    if worst_jobs:
+        log(f"  worst frames: {len(written)} pictures in {time.perf_counter() - t_render:.0f} s"
+            + (f" ({render_error})" if render_error else ""))
     import numpy as np
 
     def mean(v):
@@ -331,6 +354,8 @@ def main(argv=None):
         "under the floor would score): " + ", ".join(f"{x:.3f}" for x in agg["clamped"])
         + f"; mean {mean(agg['clamped']):.3f}")
     issue_targets(out, agg, targets)
+    worst_frames.section(out, worst_rows, worst_dir, written, render_error,
+                         base=pathlib.Path(args.out).resolve().parent)
     if not args.quick and not args.no_terrain:   # --- a flat walk onto stairs, a ramp, bumps ---
         from bench_terrain import bench_terrain
         rows = bench_terrain(lambda name: importlib.import_module(f"{MODULE}.{name}"), loader, settings, out=out,
