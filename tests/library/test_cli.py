@@ -83,9 +83,9 @@ def test_dry_run_lists_what_would_run_and_why(tmp_path):
     (src / "a.bvh").write_text('{"score": 0.5}')
     rc, so, _ = cli("--motions", *clips, "--characters", hero, "--out", out, "--python", py, "--dry-run")
     assert rc == 0
-    assert so.splitlines() == ["run   changed       hero/a  (changed: clip)",
-                               "skip  failed before hero/b  (failed before: cannot read)",
-                               "run   new           hero/c  (not run yet)",
+    assert so.splitlines() == ["run   changed       hero/a/copy_rotations  (changed: clip)",
+                               "skip  failed before hero/b/copy_rotations  (failed before: cannot read)",
+                               "run   new           hero/c/copy_rotations  (not run yet)",
                                "2 of 3 jobs would run: 1 changed, 1 failed before, 1 new"]
     assert n_events(out, "start") == 2                        # the dry run started nothing
 
@@ -119,21 +119,23 @@ def test_second_run_after_the_runner_was_killed_finishes_the_rest(tmp_path):
     args = ["--motions", *clips, "--characters", character(src, "hero.glb"), "--out", out, "--python", py,
             "--workers", "1", "--no-report"]
     p = start(*args)
-    assert wait_for(lambda: n_events(out, "start", key="hero/c") == 1)
+    assert wait_for(lambda: n_events(out, "start", key="hero/c/copy_rotations") == 1)
     assert wait_for(lambda: bool(os.path.isdir(out / ".partial") and os.listdir(out / ".partial")))
     time.sleep(0.5)
     p.kill()                                                  # the runner dies mid-job (no cleanup at all)
     p.communicate()
     assert wait_for(lambda: leftover_jobs(out) == [], 10)     # its job died with it
     assert os.listdir(out / ".partial")                       # a half job, never published
-    done_before = {k: os.path.getmtime(out / k / "job.json") for k in ("hero/a", "hero/b")}
+    done_before = {k: os.path.getmtime(out / k / "job.json") for k in ("hero/a/copy_rotations",
+                                                                        "hero/b/copy_rotations")}
     assert not (out / "hero" / "c").exists()
     rc, _, se = cli(*args)
     assert rc == 0, se
     second = events(out)[max(i for i, e in enumerate(events(out)) if e["event"] == "run_start"):]
-    assert sorted(e["key"] for e in second if e["event"] == "start") == ["hero/c", "hero/d"]
+    assert sorted(e["key"] for e in second if e["event"] == "start") == ["hero/c/copy_rotations",
+                                                                          "hero/d/copy_rotations"]
     assert {k: os.path.getmtime(out / k / "job.json") for k in done_before} == done_before
-    assert not (out / ".partial").exists() and (out / "hero" / "c" / "job.json").exists()
+    assert not (out / ".partial").exists() and (out / "hero" / "c" / "copy_rotations" / "job.json").exists()
 
 
 @pytest.mark.slow
@@ -147,7 +149,8 @@ def test_the_parent_never_imports_bpy_or_torch(tmp_path):
             f"runpy.run_path({str(LIBRARY)!r}, run_name='__main__')\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert (out / "hero" / "a" / "job.json").exists() and (out / "report" / "index.html").exists()
+    assert (out / "hero" / "a" / "reconform-balanced" / "job.json").exists()
+    assert (out / "report" / "index.html").exists()
 
 
 def test_default_workers_fit_the_cores_and_the_memory(monkeypatch):
@@ -164,3 +167,56 @@ def test_default_workers_fit_the_cores_and_the_memory(monkeypatch):
     assert c.workers_and_threads(args) == (2, 4)           # workers x threads = cores
     args.engine, args.threads = "ray", None
     assert c.workers_and_threads(args) == (0, 1)
+
+
+def test_each_method_and_preset_has_its_own_folder_and_resumes_on_its_own(tmp_path):
+    """A copy-rotations run, then a ReConForM run (and one with another preset) into one --out: all three results
+    are kept side by side, none is skipped as done for another's sake, and each resumes on its own."""
+    from tools.motion_library import report
+
+    py = stand_in_python(tmp_path)
+    src, out = tmp_path / "in", tmp_path / "out"
+    base = ["--motions", clip(src, "walk.bvh"), "--characters", character(src, "hero.glb"), "--out", out,
+            "--python", py, "--formats", "blend,fbx", "--no-report"]
+    runs = {"copy_rotations": [], "reconform-balanced": ["--method", "reconform"],
+            "reconform-best": ["--method", "reconform", "--quality", "best"]}
+    for extra in runs.values():
+        rc, _, se = cli(*base, *extra)
+        assert rc == 0 and "1 jobs: 1 to run, 0 done before" in se, se
+    walk = out / "hero" / "walk"
+    assert sorted(os.listdir(walk)) == sorted(runs)
+    for folder, extra in runs.items():
+        assert {"walk.blend", "walk.fbx", "report.json", "job.json"} <= set(os.listdir(walk / folder))
+        rep = json.loads((walk / folder / "report.json").read_text())
+        assert rep["method"] == ("copy_rotations" if not extra else "reconform")
+        setup = json.loads((walk / folder / "setup.json").read_text())
+        assert setup["settings"].get("quality") == ("best" if "best" in extra else None)
+    for folder, extra in runs.items():                        # each is done, whatever ran after it
+        rc, so, _ = cli(*base, *extra, "--dry-run")
+        assert so.splitlines()[0].startswith(f"skip  done          hero/walk/{folder}  "), so
+    assert n_events(out, "start") == 3
+    assert [r["key"] for r in report.collect(str(out))] == [f"hero/walk/{m}" for m in sorted(runs)]
+
+
+def raw_stderr(*args) -> tuple:
+    """(exit status, stderr as written: no newline translation, so a bar's carriage returns stay)."""
+    p = subprocess.run([sys.executable, str(LIBRARY), *map(str, args)], capture_output=True, timeout=120)
+    return p.returncode, p.stderr.decode("utf-8")
+
+
+def test_a_log_gets_one_line_per_job_and_no_bar(tmp_path):
+    py = stand_in_python(tmp_path)
+    src, out = tmp_path / "in", tmp_path / "out"
+    args = ["--motions", clip(src, "a.bvh"), clip(src, "b.bvh", error="cannot read"), "--characters",
+            character(src, "hero.glb"), "--python", py, "--no-report"]
+    rc, se = raw_stderr(*args, "--out", out)                  # stderr is a pipe, not a terminal
+    assert rc == 4
+    assert "[library] ok      hero/a/copy_rotations (30 frames, " in se
+    assert "[library] failed  hero/b/copy_rotations: cannot read\n" in se
+    assert "\r" not in se and not any(ch in se for ch in "▏▎▍▌▋▊▉█") and "|#" not in se
+    rc, se = raw_stderr(*args, "--out", tmp_path / "bar", "--progress", "bar")   # the bar, asked for
+    assert rc == 4 and "[library] ok" not in se and "[library] failed  hero/b/copy_rotations: cannot read" in se
+    assert "\r[library] 2/2 |" in se and "| done 1 | failed 1 | running 0 |" in se
+    rc, se = raw_stderr(*args, "--out", tmp_path / "none", "--progress", "none")
+    assert rc == 4 and "[library] ok" not in se and "\r" not in se
+    assert "  failed hero/b/copy_rotations: cannot read" in se               # the closing lines still say it

@@ -33,7 +33,7 @@ def test_csv_manifest_rows_become_jobs(lib):
               "\n"
               "mocap/run.fbx,chars/heavy.glb,Take 001,,\n")
     jobs = inputs.read_manifest(str(m), {"method": "reconform"})
-    assert [j.key for j in jobs] == ["hero/walk_f1-120", "heavy/run_Take_001"]
+    assert [j.key for j in jobs] == ["hero/walk_f1-120/reconform-balanced", "heavy/run_Take_001/reconform-balanced"]
     assert jobs[0].clip == str(lib / "mocap" / "walk.bvh") and jobs[0].frames == (1, 120)
     assert jobs[0].name == "Walk hero" and jobs[0].origin == "library.csv line 3"
     assert jobs[1].action == "Take 001" and jobs[1].frames is None and jobs[1].origin == "library.csv line 5"
@@ -47,7 +47,7 @@ def test_json_manifest_both_shapes_with_line_numbers(lib):
     wrapped = touch(lib / "b.json", json.dumps({"jobs": rows}, indent=1))
     for path in (bare, wrapped):
         jobs = inputs.read_manifest(str(path), {})
-        assert [j.key for j in jobs] == ["hero/walk_f5-9", "hero/jump_take2"]
+        assert [j.key for j in jobs] == ["hero/walk_f5-9/copy_rotations", "hero/jump_take2/copy_rotations"]
         assert jobs[0].frames == (5, 9)
     for path in (bare, wrapped):   # each job's line is the line of its opening brace
         braces = [n + 1 for n, ln in enumerate(path.read_text().splitlines()) if ln.strip() == "{"]
@@ -116,13 +116,15 @@ def test_shared_setup_per_character_overrides(lib):
     used = set()
     jobs = inputs.glob_jobs([str(lib / "mocap" / "*.bvh")], [str(lib / "chars" / "*.glb")], shared, used=used)
     by = {j.key: j for j in jobs}
-    assert sorted(by) == ["heavy/jump", "heavy/walk", "hero/jump", "hero/walk"]
-    heavy_walk = by["heavy/walk"].setup
+    assert sorted(by) == ["heavy/jump/reconform-fast", "heavy/walk/reconform-fast", "hero/jump/copy_rotations",
+                          "hero/walk/copy_rotations"]
+    heavy_walk = by["heavy/walk/reconform-fast"].setup
     assert heavy_walk["settings"] == {"quality": "fast", "w_pen": 4.0, "source_ground": "track"}
     # a role's bone map is replaced whole: the override's file, not the shared preset as well
     assert heavy_walk["target"] == {"bone_map_file": str(lib / "heavy_map.json")}
-    assert by["heavy/jump"].setup["settings"] == {"quality": "fast", "w_pen": 4.0}
-    assert by["hero/walk"].method == "copy_rotations" and by["hero/walk"].setup["target"] == {"preset": "unreal"}
+    assert by["heavy/jump/reconform-fast"].setup["settings"] == {"quality": "fast", "w_pen": 4.0}
+    hero_walk = by["hero/walk/copy_rotations"]
+    assert hero_walk.method == "copy_rotations" and hero_walk.setup["target"] == {"preset": "unreal"}
     assert "characters" not in heavy_walk and "clips" not in heavy_walk
     assert inputs.unused_overrides(shared, used) == ["characters['ghost']"]
 
@@ -143,7 +145,7 @@ def test_bad_setup_messages(lib):
 def test_globs_every_pair_and_messages(lib):
     jobs = inputs.glob_jobs([str(lib / "mocap" / "*")], [str(lib / "chars" / "*")], {}, frames=(1, 20))
     assert len(jobs) == 6 and all(j.frames == (1, 20) for j in jobs)        # notes.txt is not a character
-    assert jobs[0].key.startswith("heavy/") and jobs[-1].key == "hero/walk_f1-20"
+    assert jobs[0].key.startswith("heavy/") and jobs[-1].key == "hero/walk_f1-20/copy_rotations"
     nested = touch(lib / "mocap" / "day2" / "walk2.bvh")
     jobs = inputs.glob_jobs([str(lib / "mocap" / "**" / "*.bvh")], [str(lib / "chars" / "hero.glb")], {})
     assert str(nested) in [j.clip for j in jobs] and len(jobs) == 3
@@ -157,7 +159,7 @@ def test_two_jobs_writing_one_folder_are_refused(lib):
     touch(lib / "other" / "hero.fbx")
     jobs = inputs.glob_jobs([str(lib / "mocap" / "walk.bvh")],
                             [str(lib / "chars" / "hero.glb"), str(lib / "other" / "hero.fbx")], {})
-    with pytest.raises(InputError, match="both write 'hero/walk'"):
+    with pytest.raises(InputError, match="both write 'hero/walk/copy_rotations'"):
         inputs.check_unique(jobs)
 
 
@@ -167,4 +169,18 @@ def test_frames_forms():
     assert inputs.parse_frames("-5:10", "x") == (-5, 10)
     assert inputs.parse_frames([3, 3], "x") == (3, 3)
     assert inputs.parse_frames("", "x") is None
-    assert os.sep not in inputs.job_key("/a/b c.bvh", "/d/e.glb", "Take/1", (1, 2)).split("/", 1)[1]
+    assert inputs.job_key("/a/b c.bvh", "/d/e.glb", "Take/1", (1, 2)) == "e/b_c_Take_1_f1-2/copy_rotations"
+
+
+def test_the_method_and_preset_are_part_of_the_key(lib):
+    touch(lib / "rc.json", json.dumps({"method": "reconform"}))
+    touch(lib / "rc_best.json", json.dumps({"method": "reconform", "settings": {"quality": "best"}}))
+    m = touch(lib / "m.csv", "clip,character,setup\nmocap/walk.bvh,chars/hero.glb,\n"
+                             "mocap/walk.bvh,chars/hero.glb,rc.json\nmocap/walk.bvh,chars/hero.glb,rc_best.json\n")
+    jobs = inputs.read_manifest(str(m), {"settings": {"quality": "fast"}})   # a preset copy-rotations ignores
+    assert [j.key for j in jobs] == ["hero/walk/copy_rotations", "hero/walk/reconform-fast", "hero/walk/reconform-best"]
+    inputs.check_unique(jobs)                                   # one clip, three methods: three folders
+    assert [inputs.key_parts(j.key) for j in jobs][2] == ("hero", "walk", "reconform-best")
+    assert inputs.method_id({"method": "reconform"}) == "reconform-balanced"
+    with pytest.raises(InputError, match="both write 'hero/walk/reconform-fast'"):
+        inputs.check_unique(jobs + jobs[1:2])

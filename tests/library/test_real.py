@@ -33,15 +33,15 @@ def test_pool_runs_the_real_retarget_and_an_unreadable_clip_fails_alone(assets, 
     rc, _, se = cli(*args, timeout=900)
     assert rc == 4, se                                        # one job failed, the others are done
     failed = [ln for ln in se.splitlines() if ln.startswith("  failed ")]
-    assert len(failed) == 1 and failed[0].startswith("  failed mh_teen_girl/garbage_f1-20: ")
+    assert len(failed) == 1 and failed[0].startswith("  failed mh_teen_girl/garbage_f1-20/copy_rotations: ")
     assert "garbage.bvh" in failed[0]
-    walk = out / "mh_teen_girl" / "NC_bandai_walk_normal_001_f1-20"
+    walk = out / "mh_teen_girl" / "NC_bandai_walk_normal_001_f1-20" / "copy_rotations"
     for name in ("NC_bandai_walk_normal_001_f1-20.blend", "NC_bandai_walk_normal_001_f1-20.bvh", "report.json",
                  "series.json", "job.json"):
         assert (walk / name).stat().st_size > 0, name
     rep = json.loads((walk / "report.json").read_text())
     assert rep["method"] == "copy_rotations" and rep["frames"] == 20 and rep["target"]["armature"] == "mh_teen_girl_rig"
-    rc_dir = out / "mh_teen_girl" / "walk_reconform"
+    rc_dir = out / "mh_teen_girl" / "walk_reconform" / "reconform-fast"
     rep = json.loads((rc_dir / "report.json").read_text())
     assert rep["method"] == "reconform" and rep["metrics"]["grounded_f1"] is not None
     assert rep["reference_metrics"]["grounded_f1"] is not None
@@ -90,7 +90,7 @@ def test_a_killed_job_process_is_retried_once_and_the_other_job_goes_on(assets, 
     assert ("NC_bandai_kick_normal_001_f1-15", 1, "ok") in ends and len(ends) == 3
     assert "killed by SIGKILL (retrying once)" in se
     for clip in ("walk_normal_001", "kick_normal_001"):
-        assert (out / "mh_teen_girl" / f"NC_bandai_{clip}_f1-15" / "job.json").exists()
+        assert (out / "mh_teen_girl" / f"NC_bandai_{clip}_f1-15" / "copy_rotations" / "job.json").exists()
 
 
 def test_ray_engine_on_a_local_instance(assets, tmp_path):

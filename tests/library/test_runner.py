@@ -6,6 +6,7 @@ progress, the Blender-binary command line, the report."""
 import io
 import json
 import os
+import re
 import threading
 import time
 
@@ -15,7 +16,7 @@ from tests.library.helpers import character, clip, events, jobs_for, run, stand_
 from tools.motion_library import jobs as jobs_mod
 from tools.motion_library import report
 from tools.motion_library.jobs import PARTIAL, Task, code_version, output_names, run_job
-from tools.motion_library.progress import Progress
+from tools.motion_library.progress import Progress, choose
 from tools.motion_library.runner import Options
 
 
@@ -60,10 +61,10 @@ def test_jobs_publish_every_output_and_resume_skips_them(tmp_path, py):
 
     # what changes a job's hash: the clip's content, the set-up of one character, the options, a lost output
     (src / "walk.bvh").write_text(json.dumps({"score": 0.5}))
-    os.remove(out / "hero" / "run" / "run.fbx")
+    os.remove(out / "hero" / "run" / "reconform-balanced" / "run.fbx")   # named by the clip, not the method
     jobs = jobs_for(clips, chars, {"method": "reconform", "characters": {"heavy": {"settings": {"w_pen": 2}}}})
     plan, _, _ = run(out, jobs, options=opts)
-    reasons = {p.task.key: (p.status, p.reason) for p in plan}
+    reasons = {p.task.key.rsplit("/", 1)[0]: (p.status, p.reason) for p in plan}
     assert reasons["hero/walk"] == ("changed", "changed: clip")
     assert reasons["heavy/walk"] == ("changed", "changed: clip, setup")
     assert reasons["heavy/run"] == ("changed", "changed: setup")
@@ -95,24 +96,25 @@ def test_failed_job_is_recorded_held_and_retried_on_request(tmp_path, py):
     jobs = jobs_for([bad, good], [character(src, "hero.glb")])
     plan, s, text = run(out, jobs, options=opts)
     assert (s.ok, s.failed) == (1, 1)
-    assert s.failures == [("hero/bad", "Cannot import 'bad.bvh': not a BVH file (line 1: 'garbage').")]
-    assert "[library] failed  hero/bad: Cannot import" in text
-    assert files(out, "hero/bad") == [] and partial_empty(out)
-    log = (out / "failed" / "hero" / "bad.log").read_text()
-    assert log.startswith("job hero/bad attempt 1: Cannot import") and "error: Cannot import" in log
+    bad_key = "hero/bad/copy_rotations"
+    assert s.failures == [(bad_key, "Cannot import 'bad.bvh': not a BVH file (line 1: 'garbage').")]
+    assert f"[library] failed  {bad_key}: Cannot import" in text
+    assert files(out, bad_key) == [] and partial_empty(out)
+    log = (out / "failed" / "hero" / "bad" / "copy_rotations.log").read_text()
+    assert log.startswith(f"job {bad_key} attempt 1: Cannot import") and "error: Cannot import" in log
 
     plan, s, _ = run(out, jobs, options=opts)
     status = {p.task.key: (p.status, p.runs, p.reason) for p in plan}
-    assert status["hero/bad"][:2] == ("failed", False) and "failed before: Cannot import" in status["hero/bad"][2]
+    assert status[bad_key][:2] == ("failed", False) and "failed before: Cannot import" in status[bad_key][2]
     assert s.held == 1 and len(events(out, "start")) == 2         # nothing ran again
 
     plan, s, _ = run(out, jobs, options=Options(python=py, retry_failed=True))
-    assert [p.task.key for p in plan if p.runs] == ["hero/bad"] and s.failed == 1
+    assert [p.task.key for p in plan if p.runs] == [bad_key] and s.failed == 1
 
     (src / "bad.bvh").write_text("{}")                                # the user fixes the clip
     plan, s, _ = run(out, jobs, options=opts)
-    assert [(p.task.key, p.reason) for p in plan if p.runs] == [("hero/bad", "changed since it failed")]
-    assert s.ok == 1 and not (out / "failed" / "hero" / "bad.log").exists()
+    assert [(p.task.key, p.reason) for p in plan if p.runs] == [(bad_key, "changed since it failed")]
+    assert s.ok == 1 and not (out / "failed" / "hero" / "bad" / "copy_rotations.log").exists()
 
 
 def test_killed_job_is_retried_once_and_the_others_go_on(tmp_path, py):
@@ -123,13 +125,14 @@ def test_killed_job_is_retried_once_and_the_others_go_on(tmp_path, py):
     out = tmp_path / "out"
     plan, s, text = run(out, jobs_for(clips, [character(src, "hero.glb")]), options=Options(python=py))
     assert (s.ok, s.failed) == (3, 1) and flag.exists()
-    assert s.failures == [("hero/b", "the job's process was killed by SIGKILL")]
-    ends = [(e["key"], e["attempt"], e["outcome"], e["retry"]) for e in events(out, "end")]
+    assert s.failures == [("hero/b/copy_rotations", "the job's process was killed by SIGKILL")]
+    ends = [(e["key"].rsplit("/", 1)[0], e["attempt"], e["outcome"], e["retry"]) for e in events(out, "end")]
     assert ("hero/a", 1, "crashed", True) in ends and ("hero/a", 2, "ok", False) in ends
     assert ("hero/b", 1, "crashed", True) in ends and ("hero/b", 2, "crashed", False) in ends
     assert [k for k, a, o, r in ends].count("hero/c") == 1
-    assert "hero/a: the job's process was killed by SIGKILL (retrying once)" in text
-    assert files(out, "hero/b") == [] and "job.json" in files(out, "hero/a") and partial_empty(out)
+    assert "hero/a/copy_rotations: the job's process was killed by SIGKILL (retrying once)" in text
+    assert files(out, "hero/b/copy_rotations") == [] and "job.json" in files(out, "hero/a/copy_rotations")
+    assert partial_empty(out)
 
 
 def test_nothing_is_published_unless_every_output_is_there(tmp_path, py):
@@ -137,8 +140,8 @@ def test_nothing_is_published_unless_every_output_is_there(tmp_path, py):
     out = tmp_path / "out"
     jobs = jobs_for([clip(src, "w.bvh", skip="series.json")], [character(src, "hero.glb")])
     _, s, _ = run(out, jobs, options=Options(python=py))
-    assert s.failures == [("hero/w", "the retarget exited 0 but wrote no series.json")]
-    assert files(out, "hero/w") == [] and partial_empty(out)
+    assert s.failures == [("hero/w/copy_rotations", "the retarget exited 0 but wrote no series.json")]
+    assert files(out, "hero/w/copy_rotations") == [] and partial_empty(out)
 
 
 def _task(tmp_path, py, **spec):
@@ -161,7 +164,7 @@ def test_cancel_and_timeout_stop_the_process_and_leave_nothing(tmp_path, py, mon
     res = run_job(Task(**{**task.__dict__, "timeout": 1.0}))
     assert res["outcome"] == "failed" and res["error"] == "timed out after 1 s (--job-timeout)"
     assert not os.path.exists(tmp_path / "out" / "hero") and partial_empty(tmp_path / "out")
-    assert (tmp_path / "out" / "failed" / "hero" / "w.log").exists()
+    assert (tmp_path / "out" / "failed" / "hero" / "w" / "copy_rotations.log").exists()
 
 
 def test_blender_binary_command_line(tmp_path, py):
@@ -170,27 +173,52 @@ def test_blender_binary_command_line(tmp_path, py):
     _, s, _ = run(out, jobs_for([clip(src, "w.bvh")], [character(src, "hero.glb")]),
                   options=Options(blender=py, formats=("fbx",)))
     assert s.ok == 1
-    cmd = jobs_mod.command(Task("hero/w", "c", "t", None, None, {}, None, ("fbx",), str(out), "h", {}, blender="B"),
-                           "/tmp/x")
+    cmd = jobs_mod.command(Task("hero/w/reconform-best", "c", "t", None, None, {}, None, ("fbx",), str(out), "h", {},
+                                blender="B"), "/tmp/x")
     assert cmd[:8] == ["B", "-b", "--factory-startup", "--python-exit-code", "1", "--python",
                        str(jobs_mod.RETARGET), "--"]
     assert cmd[8:12] == ["--source", "c", "--target", "t"] and cmd[-2:] == ["--export", "/tmp/x/w.fbx"]
 
 
-def test_progress_line_in_a_terminal_and_plain_lines_elsewhere():
-    for tty in (True, False):
-        buf = io.StringIO()
-        p = Progress(3, buf, tty=tty, every_s=0.0)
-        p.started()
-        p.started()
-        p.ended("hero/walk", {"outcome": "ok", "frames": 120, "seconds": 2.0})
-        p.ended("hero/run", {"outcome": "failed", "error": "no such file"})
-        p.tick()
-        p.close()
-        text = buf.getvalue()
-        assert "hero/run: no such file" in text
-        assert "2/3 | done 1 | failed 1 | running 0" in text and "frames/s" in text and "ETA" in text
-        assert ("\r" in text) == tty
+def _progress_text(mode: str) -> str:
+    buf = io.StringIO()
+    p = Progress(3, buf, mode=mode, every_s=0.0)
+    p.started()
+    p.started()
+    time.sleep(0.2)
+    p.ended("hero/walk/copy_rotations", {"outcome": "ok", "frames": 120, "seconds": 2.0})
+    p.ended("hero/run/copy_rotations", {"outcome": "failed", "error": "no such file"})
+    p.tick()
+    p.close()
+    return buf.getvalue()
+
+
+def test_progress_bar_shows_jobs_done_failed_and_the_time_left():
+    text = _progress_text("bar")
+    last = text.rstrip("\n").split("\r")[-1]                  # the bar as last drawn (tqdm redraws it with \r)
+    assert re.fullmatch(r"\[library\] 2/3 \|[ #0-9]+\| done 1 \| failed 1 \| running 0 \| \d+ frames/s \| "
+                        r"elapsed 00:0\d \| ETA 00:0\d", last), last
+    assert "[library] failed  hero/run/copy_rotations: no such file\n" in text   # a failure, above the bar
+    assert "[library] ok" not in text                          # finished jobs only move the bar
+
+
+def test_progress_lines_for_logs_and_none():
+    text = _progress_text("lines")
+    assert "[library] ok      hero/walk/copy_rotations (120 frames, 2.0 s) [1/3]\n" in text
+    assert "[library] failed  hero/run/copy_rotations: no such file\n" in text
+    assert "[library] 2/3 | done 1 | failed 1 | running 0 | " in text and "| ETA 0:00:0" in text   # status line
+    assert "\r" not in text and "|#" not in text
+    assert _progress_text("none") == ""
+
+
+def test_progress_auto_is_the_bar_on_a_terminal_only():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert choose("auto", Terminal()) == "bar" and choose("auto", io.StringIO()) == "lines"
+    assert choose("auto", io.StringIO(), tty=True) == "bar" and choose("auto", Terminal(), tty=False) == "lines"
+    assert choose("lines", Terminal()) == "lines" and choose("none", Terminal()) == "none"
 
 
 @pytest.mark.slow
@@ -203,10 +231,12 @@ def test_report_lists_failures_then_worst_jobs_with_figures(tmp_path, py):
                      options=Options(python=py))
     path = report.write(str(out), plan, worst=2)
     rows = report.collect(str(out), plan)
-    assert [r["key"] for r in rows] == ["hero/broken", "hero/poor", "hero/mid", "hero/good"]
+    assert [r["key"] for r in rows] == [f"hero/{c}/reconform-balanced" for c in ("broken", "poor", "mid", "good")]
     assert rows[1]["score"] == pytest.approx(0.2) and rows[0]["error"] == "Armature 'x' deforms no mesh."
     page = open(path, encoding="utf-8").read()
-    assert page.index("hero</td><td>broken") < page.index("poor.bvh") < page.index("mid.bvh") < page.index("good.bvh")
+    order = [page.index(t) for t in ("hero</td><td>broken</td><td>reconform-balanced", "poor.bvh", "mid.bvh",
+                                       "good.bvh")]
+    assert order == sorted(order)
     assert "Armature &#x27;x&#x27; deforms no mesh." in page and 'class="better"' in page
     folder = os.path.dirname(path)
     pngs = sorted(n for n in os.listdir(folder) if n.endswith(".png"))

@@ -9,7 +9,7 @@ command, so a library job is exactly the retarget one clip gets).
                  failed before / done), and ``run_job``: one retarget in a temporary folder, renamed into place
     engines.py   where jobs run: ``LocalPool`` (processes on this machine) or ``RayEngine`` (Ray tasks)
     runner.py    the one job runner both engines share: plan, submit, retry a crashed job once, Ctrl+C
-    progress.py  the live progress line and the JSON-lines log of every job's start and end
+    progress.py  the progress bar (tqdm) or lines and the JSON-lines log of every job's start and end
     report.py    the static HTML library report; plots.py its matplotlib figures
     cli.py       the command line
 

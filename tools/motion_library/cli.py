@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from . import engines, inputs
+from . import engines, inputs, progress
 from .inputs import InputError
 from .jobs import FORMATS
 from .runner import Options, Runner
@@ -80,12 +80,15 @@ def parse_args(argv):
     src.add_argument("--characters", nargs="+", metavar="GLOB", help="character files or globs")
     src.add_argument("--setup", help="shared JSON set-up (docs/bridge.md) with per-character overrides under "
                      "'characters' (and per-clip ones under 'clips')")
-    src.add_argument("--method", choices=inputs.METHODS, help="override the set-up's method")
-    src.add_argument("--quality", choices=("fast", "balanced", "best"), help="override the set-up's solver preset")
+    src.add_argument("--method", choices=inputs.METHODS, help="override the set-up's method (part of each job's "
+                     "folder: runs of each method live side by side)")
+    src.add_argument("--quality", choices=inputs.QUALITIES, help="override the set-up's solver preset (default "
+                     f"{inputs.DEFAULT_QUALITY}; part of a reconform job's folder)")
     src.add_argument("--action", help="with globs: the clips' Action (default: the one playing)")
     src.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="with globs: inclusive range")
     out = p.add_argument_group("outputs")
-    out.add_argument("--out", required=True, help="output folder: one folder per job, the run log, the report")
+    out.add_argument("--out", required=True, help="output folder: one folder per job (<character>/<clip id>/<method>, "
+                     "the method being copy_rotations or reconform-<quality>), the run log, the report")
     out.add_argument("--formats", default="blend", help=f"comma-separated outputs per job among {', '.join(FORMATS)} "
                      "(default: blend); the JSON report is always written")
     out.add_argument("--no-report", action="store_true", help="skip the HTML library report at the end")
@@ -109,6 +112,9 @@ def parse_args(argv):
     run.add_argument("--job-timeout", type=float, metavar="S", help="a job running longer fails (default: none)")
     run.add_argument("--retry-failed", action="store_true", help="run the jobs that failed before again")
     run.add_argument("--dry-run", action="store_true", help="list what would run and why; run nothing")
+    run.add_argument("--progress", choices=progress.MODES, default="auto", help="on stderr: 'bar' one progress bar "
+                     "(jobs done, failed, time left; needs tqdm), 'lines' one line per finished job (for logs), "
+                     "'none'; default 'auto': the bar when stderr is a terminal, else the lines")
     args = p.parse_args(argv)
     if args.manifest and (args.motions or args.characters):
         p.error("give --manifest, or --motions and --characters, not both")
@@ -218,13 +224,15 @@ def main(argv=None, stream=None, tty=None) -> int:
     try:
         if args.report_only:
             return write_report(args, None, err)
+        if args.progress == "bar" and progress.tqdm_class() is None:
+            raise InputError("--progress bar needs tqdm: pip install -r requirements-library.txt")
         jobs = load_jobs(args)
         workers, threads = workers_and_threads(args)
         if args.engine == "pool" and workers * threads > cores():
             print(f"note: {workers} workers x {threads} threads > {cores()} cores: oversubscribed "
                   "(docs/library.md measures what that costs)", file=err)
         runner = Runner(args.out, jobs, Options(args.formats, threads, args.python, args.blender, args.job_timeout,
-                                                args.retry_failed), stream=err, tty=tty)
+                                                args.retry_failed), stream=err, tty=tty, progress=args.progress)
         plan = runner.plan(save_hashes=not args.dry_run)
         if args.dry_run:
             print_plan(plan, sys.stdout if stream is None else stream)

@@ -10,11 +10,14 @@ memory, GPUs when the job's solver runs on CUDA), on an existing cluster (``addr
 on a local Ray instance; the code reaches the workers as Ray's ``working_dir`` runtime environment. Ray is
 optional: it is imported only here, only when asked for. When the caller has already connected to Ray
 (``ray.init`` in a test or a notebook), that connection is used as it is: its runtime environment must give the
-workers this checkout (a local instance does: its workers get the driver's ``sys.path``).
+workers this checkout (a local instance does: its workers get the driver's ``sys.path``), and its logging is left
+alone. When the engine calls ``ray.init`` itself, Ray's start-up notices that a library user cannot act on are
+kept off stderr (``quiet_ray_start``); Ray's errors and its other warnings still show.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -24,6 +27,18 @@ from .jobs import ROOT, run_job
 
 #: what a Ray worker needs of the checkout (the rest is left out of the uploaded working_dir)
 CODE_ENTRIES = ("__init__.py", "blender_manifest.toml", "core", "reconform_addon", "tools")
+#: Ray's own default working_dir excludes (ray_constants.RAY_RUNTIME_ENV_DEFAULT_EXCLUDES), named in our excludes
+#: so that Ray need not add them itself (it warns about each one it finds when it does)
+RAY_DEFAULT_EXCLUDES = (".git", ".venv", "venv", "__pycache__")
+#: Ray's start-up notices that say nothing a library user can act on: (logger, start of the message). Dropped
+#: only while the engine's own ``ray.init`` runs; anything else Ray logs at WARNING or above still shows.
+RAY_NOISE = (
+    # a local instance turns on Ray's token authentication (its default for a new cluster) and says so each time
+    ("ray._private.authentication.authentication_token_setup", "Token authentication is enabled"),
+    # a container's small /dev/shm: the object store moves to /tmp, slower for large objects; a library's tasks
+    # pass a few kilobytes each (a Task, a result dict)
+    ("ray._private.services", "WARNING: The object store is using"),
+)
 
 
 def _internal_error(task, ex) -> dict:
@@ -84,7 +99,42 @@ def runtime_env(root=ROOT) -> dict:
     """Ray's working_dir runtime environment: the checkout's code, nothing else (no outputs, no venv)."""
     return {"working_dir": str(root),
             "excludes": [f"/{n}" for n in sorted(os.listdir(root)) if n not in CODE_ENTRIES]
-            + ["__pycache__/", "*.blend", "*.blend1"]}
+            + list(RAY_DEFAULT_EXCLUDES) + ["*.blend", "*.blend1"]}
+
+
+class _DropRayNoise(logging.Filter):
+    """Drops the records of RAY_NOISE (on the logger that prints them)."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+@contextlib.contextmanager
+def quiet_ray_start():
+    """Around the engine's own ``ray.init``: Ray's known start-up noise kept off stderr, through Ray's settings
+    where it has one and a logging filter where it has none. ``RAY_OVERRIDE_RUNTIME_ENV_DEFAULT_EXCLUDES`` is
+    emptied (``runtime_env`` already names Ray's default excludes, so the upload is the same, without a warning
+    per excluded folder found), and the RAY_NOISE records are dropped. Both are undone on leaving: a later Ray
+    connection in this process is left as Ray makes it."""
+    name = "RAY_OVERRIDE_RUNTIME_ENV_DEFAULT_EXCLUDES"
+    before = os.environ.get(name)
+    os.environ[name] = ""
+    filters = [(logging.getLogger(logger), _DropRayNoise(prefix)) for logger, prefix in RAY_NOISE]
+    for logger, f in filters:
+        logger.addFilter(f)
+    try:
+        yield
+    finally:
+        for logger, f in filters:
+            logger.removeFilter(f)
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 class RayEngine:
@@ -103,12 +153,15 @@ class RayEngine:
         self._owns = not ray.is_initialized()
         if self._owns:
             # the code reaches every worker as the job's working_dir (Ray uploads it once per run)
+            # (log_to_driver=False: the workers' output, the raylet's and the GCS's logs stay in Ray's log files;
+            # a job's own output is in its job.log / job.err)
             kw = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
                       runtime_env=runtime_env())
-            if address:
-                ray.init(address=address, **kw)
-            else:
-                ray.init(num_cpus=local_cpus, **kw)
+            with quiet_ray_start():
+                if address:
+                    ray.init(address=address, **kw)
+                else:
+                    ray.init(num_cpus=local_cpus, **kw)
         self._remote = ray.remote(_ray_job)
         self._running = {}
         self._capacity = None

@@ -4,8 +4,12 @@
 Manifest rows (docs/library.md): ``clip`` and ``character`` (file paths, relative to the manifest's folder),
 optional ``action`` (the clip's Action), ``frames`` ("START-END", inclusive; or ``frame_start`` and
 ``frame_end``), ``setup`` (a JSON file merged over the shared set-up for this row), ``name`` (the new Action's
-name) and ``output`` (the job's folder name under its character's folder). Bad input raises ``InputError`` with
-one line naming the file, the line and what to do.
+name) and ``output`` (the clip's folder name under its character's folder, in place of the clip id). Bad input
+raises ``InputError`` with one line naming the file, the line and what to do.
+
+A job's key is its folder under the output folder, ``<character>/<clip id>/<method id>``: the method id is
+``copy_rotations`` or ``reconform-<quality>`` (the solver preset, ``settings.quality``, default balanced), so the
+results of each method and preset live side by side and resume on their own.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ SETUP_KEYS = ("method", "settings", "keyvert_count", "baseline_metrics", "source
 #: the keys an override table's entry may hold (a clip's or a character's)
 OVERRIDE_KEYS = SETUP_KEYS[:-2]
 METHODS = ("copy_rotations", "reconform")
+#: the solver presets (SolverSettings.preset) and the one a set-up without ``settings.quality`` runs
+QUALITIES, DEFAULT_QUALITY = ("fast", "balanced", "best"), "balanced"
 
 
 class InputError(Exception):
@@ -38,8 +44,9 @@ class Job:
 
     clip, character: absolute file paths; action: the clip's Action name or None (the one playing);
     frames: (start, end) inclusive or None (the Action's range); setup: the merged set-up (JSON-able dict,
-    absolute paths); name: the new Action's name or None; key: the job's folder, '<character>/<clip id>',
-    relative to the output folder; origin: where it came from ('library.csv line 4', 'globs').
+    absolute paths); name: the new Action's name or None; key: the job's folder, '<character>/<clip id>/<method
+    id>' (``job_key``), relative to the output folder; origin: where it came from ('library.csv line 4',
+    'globs').
     """
 
     clip: str
@@ -173,17 +180,35 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("._") or "_"
 
 
-def job_key(clip: str, character: str, action=None, frames=None, output=None) -> str:
-    """'<character stem>/<clip stem>[@action][_f<start>-<end>]', or '<character stem>/<output>'."""
+def method_id(setup: dict) -> str:
+    """The method part of a job's key: 'copy_rotations', or 'reconform-<quality>' ('reconform-balanced' when the
+    set-up names no ``settings.quality``)."""
+    setup = setup or {}
+    method = setup.get("method") or "copy_rotations"
+    if method != "reconform":
+        return _safe(method)
+    return _safe(f"reconform-{(setup.get('settings') or {}).get('quality') or DEFAULT_QUALITY}")
+
+
+def job_key(clip: str, character: str, action=None, frames=None, output=None, method: str = "copy_rotations") -> str:
+    """'<character stem>/<clip id>/<method id>': the clip id is '<clip stem>[_action][_f<start>-<end>]' (file-name
+    safe), or ``output`` when given; ``method``: ``method_id`` of the job's set-up."""
     char_id = _safe(os.path.splitext(os.path.basename(character))[0])
     if output:
-        return f"{char_id}/{_safe(output)}"
-    clip_id = os.path.splitext(os.path.basename(clip))[0]
-    if action:
-        clip_id += f"@{action}"
-    if frames:
-        clip_id += f"_f{frames[0]}-{frames[1]}"
-    return f"{char_id}/{_safe(clip_id)}"
+        clip_id = output
+    else:
+        clip_id = os.path.splitext(os.path.basename(clip))[0]
+        if action:
+            clip_id += f"@{action}"
+        if frames:
+            clip_id += f"_f{frames[0]}-{frames[1]}"
+    return f"{char_id}/{_safe(clip_id)}/{_safe(method)}"
+
+
+def key_parts(key: str) -> tuple:
+    """(character, clip id, method id) of a job key (``job_key``; '' for a part the key lacks)."""
+    parts = key.split("/")
+    return tuple(parts[:3]) + ("",) * (3 - len(parts[:3]))
 
 
 def parse_frames(value, where: str):
@@ -236,7 +261,7 @@ def make_job(row: dict, base: str, shared: dict, where: str, used: set = None) -
     action = row.get("action") or None
     setup = job_setup(shared, clip, character, row_setup, used)
     return Job(clip, character, action, frames, setup, row.get("name") or None,
-               job_key(clip, character, action, frames, row.get("output")), where)
+               job_key(clip, character, action, frames, row.get("output"), method_id(setup)), where)
 
 
 def _skip_ws(text: str, i: int) -> int:
@@ -361,9 +386,16 @@ def expand(patterns, option: str) -> list:
 def glob_jobs(motions, characters, shared: dict, action=None, frames=None, used: set = None) -> list:
     """Every clip onto every character: [Job], characters outer, clips inner."""
     clips, chars = expand(motions, "--motions"), expand(characters, "--characters")
-    return [Job(c, ch, action, frames, job_setup(shared, c, ch, None, used), None,
-                job_key(c, ch, action, frames), f"'{os.path.basename(c)}' onto '{os.path.basename(ch)}'")
-            for ch in chars for c in clips if c != ch]
+    jobs = []
+    for ch in chars:
+        for c in clips:
+            if c == ch:
+                continue
+            setup = job_setup(shared, c, ch, None, used)
+            key = job_key(c, ch, action, frames, None, method_id(setup))
+            jobs.append(Job(c, ch, action, frames, setup, None, key,
+                            f"'{os.path.basename(c)}' onto '{os.path.basename(ch)}'"))
+    return jobs
 
 
 def check_unique(jobs: list):

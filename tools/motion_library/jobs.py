@@ -1,6 +1,7 @@
 """One library job on disk: its hash, its status, and ``run_job`` (the same code under both engines).
 
-A job's folder ``OUT/<character>/<clip id>/`` holds its outputs (``<clip id>.blend/.fbx/.glb/.bvh``), the
+A job's folder ``OUT/<character>/<clip id>/<method id>/`` (its key: inputs.job_key; the method id is
+``copy_rotations`` or ``reconform-<quality>``) holds its outputs (``<clip id>.blend/.fbx/.glb/.bvh``), the
 retarget's ``report.json``, the per-frame ``series.json`` the library report plots, the ``setup.json`` it ran
 with, its logs, and ``job.json`` (the hash parts it was made from). ``run_job`` runs ``tools/retarget.py`` (the
 single-clip command) in its own process, writing into ``OUT/.partial/<...>``; only when the process exits 0
@@ -28,6 +29,8 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+
+from .inputs import key_parts
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RETARGET = ROOT / "tools" / "retarget.py"
@@ -134,9 +137,15 @@ def parts_hash(parts: dict) -> str:
     return _sha(canonical(parts).encode())[:16]
 
 
+def file_stem(key: str) -> str:
+    """What a job's exported files are named: its clip id (the key's middle part), e.g. 'walk' in
+    'hero/walk/reconform-balanced'."""
+    return key_parts(key)[1] or key.rsplit("/", 1)[-1]
+
+
 def output_names(key: str, formats) -> list:
     """The files a finished job's folder holds besides its logs."""
-    stem = key.rsplit("/", 1)[-1]
+    stem = file_stem(key)
     return [f"{stem}.{ext}" for ext in formats] + ["report.json", "series.json", "setup.json", "job.json"]
 
 
@@ -198,7 +207,7 @@ class Task:
 
 def command(task: Task, tmp: str) -> list:
     """The job's command line: tools/retarget.py with this task's inputs, outputs under ``tmp``."""
-    stem = task.key.rsplit("/", 1)[-1]
+    stem = file_stem(task.key)
     args = ["--source", task.clip, "--target", task.character, "--setup", os.path.join(tmp, "setup.json"),
             "--report", os.path.join(tmp, "report.json"), "--series", os.path.join(tmp, "series.json")]
     if task.action:

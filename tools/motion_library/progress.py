@@ -1,6 +1,6 @@
-"""What a library run tells while it runs: a live progress line in a terminal (plain lines otherwise), and the
-JSON-lines log ``OUT/library_log.jsonl`` with every job's start and end (time, outcome, error), appended to by
-every run, which is also where the next run reads which jobs failed before."""
+"""What a library run tells while it runs: one progress bar (tqdm) in a terminal, one line per finished job
+elsewhere (a log file, CI), and the JSON-lines log ``OUT/library_log.jsonl`` with every job's start and end (time,
+outcome, error), appended to by every run, which is also where the next run reads which jobs failed before."""
 
 from __future__ import annotations
 
@@ -65,50 +65,95 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-class Progress:
-    """Jobs done / failed / running, frames per second and ETA: one line redrawn in place on a terminal, one
-    line per finished job (and a status line every ``every_s`` seconds) elsewhere."""
+#: --progress: 'auto' is the bar on a terminal (with tqdm installed), the lines elsewhere
+MODES = ("auto", "bar", "lines", "none")
+#: the bar: finished/total, the bar, the counts (tqdm's description), elapsed and time left (tqdm's ETA)
+BAR_FORMAT = "[library] {n_fmt}/{total_fmt} |{bar}| {desc} | elapsed {elapsed} | ETA {remaining}"
+#: the bar's whole width where the stream tells none (a pipe, or a terminal that reports a size of 0 x 0, where
+#: tqdm would cut the line to nothing and draw no row)
+UNKNOWN_WIDTH = 160
 
-    def __init__(self, total: int, stream=None, tty: bool = None, every_s: float = 60.0):
+
+def _columns(stream) -> int:
+    """The width of the terminal ``stream`` writes to, 0 when it tells none."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def tqdm_class():
+    """tqdm's progress bar class, or None when tqdm is not installed (requirements-library.txt)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
+
+
+def choose(mode: str = "auto", stream=None, tty: bool = None) -> str:
+    """'bar', 'lines' or 'none' for ``--progress MODE``: 'auto' is the bar when ``stream`` (default stderr) is a
+    terminal (``tty`` overrides what it says) and tqdm is installed, else the lines."""
+    if mode != "auto":
+        return mode
+    stream = stream or sys.stderr
+    if tty is None:
+        tty = bool(getattr(stream, "isatty", lambda: False)())
+    return "bar" if tty and tqdm_class() is not None else "lines"
+
+
+class Progress:
+    """Jobs done / failed / running, frames per second and the time left, as the run goes.
+
+    mode 'bar': one tqdm bar, redrawn in place; failures and crashes are printed above it.
+    mode 'lines': one line per finished job and per failure, and the status line every ``every_s`` seconds:
+    what a log file or CI keeps. mode 'none': nothing (the run's closing lines still list the failures)."""
+
+    def __init__(self, total: int, stream=None, mode: str = "lines", every_s: float = 60.0):
         self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty() if tty is None else tty
+        self.mode = choose(mode, self.stream)
+        if self.mode == "bar" and tqdm_class() is None:      # the command refuses --progress bar without tqdm
+            self.mode = "lines"
         self.total, self.every_s = total, every_s
         self.done = self.failed = self.running = self.frames = 0
         self.t0 = self._last = time.monotonic()
-        self._width = 0
+        self.bar = None
+        if self.mode == "bar":
+            width = {"dynamic_ncols": True} if _columns(self.stream) else {"ncols": UNKNOWN_WIDTH, "nrows": 24}
+            self.bar = tqdm_class()(total=total, file=self.stream, bar_format=BAR_FORMAT, desc=self.counts(),
+                                    smoothing=0, mininterval=0.2, leave=True, **width)
+
+    def counts(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        fps = self.frames / elapsed if elapsed > 0 else 0.0
+        return f"done {self.done} | failed {self.failed} | running {self.running} | {fps:.0f} frames/s"
 
     def line(self) -> str:
+        """The status line of the 'lines' mode."""
         elapsed = time.monotonic() - self.t0
         finished = self.done + self.failed
-        fps = self.frames / elapsed if elapsed > 0 else 0.0
         eta = "--:--" if not finished else _clock((self.total - finished) * elapsed / finished)
-        return (f"[library] {finished}/{self.total} | done {self.done} | failed {self.failed} | running "
-                f"{self.running} | {fps:.0f} frames/s | elapsed {_clock(elapsed)} | ETA {eta}")
+        return f"[library] {finished}/{self.total} | {self.counts()} | elapsed {_clock(elapsed)} | ETA {eta}"
 
-    def _draw(self):
-        text = self.line()
-        if self.tty:
-            self.stream.write("\r" + text.ljust(self._width))
-            self._width = len(text)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-        self._last = time.monotonic()
+    def _refresh(self):
+        if self.bar is not None:
+            self.bar.set_description_str(self.counts(), refresh=False)
+            self.bar.refresh()
+            self._last = time.monotonic()
 
     def say(self, text: str):
-        """A line of its own (above the live line on a terminal)."""
-        if self.tty and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self._width = 0
-        self.stream.write(text + "\n")
-        self.stream.flush()
-        if self.tty:
-            self._draw()
+        """A line of its own (above the bar)."""
+        if self.mode == "none":
+            return
+        if self.bar is not None:
+            self.bar.write(text, file=self.stream)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
 
     def started(self):
         self.running += 1
-        if self.tty:
-            self._draw()
+        self._refresh()
 
     def ended(self, key: str, result: dict, final: bool = True):
         self.running -= 1
@@ -116,7 +161,7 @@ class Progress:
         if outcome == "ok":
             self.done += 1
             self.frames += result.get("frames") or 0
-            if not self.tty:
+            if self.mode == "lines":
                 self.say(f"[library] ok      {key} ({result.get('frames')} frames, {result.get('seconds', 0):.1f} s)"
                          f" [{self.done + self.failed}/{self.total}]")
         elif outcome in ("failed", "crashed"):
@@ -124,17 +169,23 @@ class Progress:
                 self.failed += 1
             again = "" if final else " (retrying once)"
             self.say(f"[library] {outcome:<7} {key}: {result.get('error')}{again}")
-        if self.tty:
-            self._draw()
+        if self.bar is not None and final and outcome in ("ok", "failed", "crashed"):
+            self.bar.set_description_str(self.counts(), refresh=False)
+            self.bar.update(1)
+        self._refresh()
 
     def tick(self):
-        if self.tty and time.monotonic() - self._last >= 0.5:
-            self._draw()
-        elif not self.tty and time.monotonic() - self._last >= self.every_s:
-            self._draw()
+        """Between the runner's waits: the bar's elapsed time and ETA move on; the lines' status line comes every
+        ``every_s`` seconds."""
+        since = time.monotonic() - self._last
+        if self.bar is not None and since >= 0.5:
+            self._refresh()
+        elif self.mode == "lines" and since >= self.every_s:
+            self.say(self.line())
+            self._last = time.monotonic()
 
     def close(self):
-        if self.tty and self._width:
-            self._draw()
-            self.stream.write("\n")
-            self.stream.flush()
+        if self.bar is not None:
+            self._refresh()
+            self.bar.close()
+            self.bar = None

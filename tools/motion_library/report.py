@@ -1,6 +1,7 @@
 """The library report: one static HTML page, ``OUT/report/index.html``, with PNG figures beside it (no server).
 
-One row per job: character, clip, frames, time, and copy-rotations vs ReConForM metrics read from each job's
+One row per job (``OUT/<character>/<clip id>/<method id>/``: inputs.job_key): character, clip, method, frames,
+time, and copy-rotations vs ReConForM metrics read from each job's
 ``report.json`` (``reference_metrics`` and ``metrics``; docs/metrics.md defines them). Failed jobs come first
 with their one-line error, then the finished ones, worst first: the lowest mean of the result's F1 scores
 (grounded, foot-locked, contact; the ones a job has). The worst jobs get a foot-height plot each.
@@ -15,6 +16,7 @@ import os
 import shutil
 import time
 
+from .inputs import key_parts
 from .plots import METRICS
 from .progress import read_failures
 from .runner import LOG_NAME
@@ -42,15 +44,16 @@ def collect(out_dir: str, plan=None) -> list:
     if plan is not None:
         wanted = [(p.task.key, p.task.hash) for p in plan]
     else:
-        keys = sorted(os.path.relpath(os.path.dirname(p), out_dir)
-                      for p in glob.glob(os.path.join(out_dir, "*", "*", "job.json")))
+        keys = sorted(os.path.relpath(os.path.dirname(p), out_dir).replace(os.sep, "/")
+                      for p in glob.glob(os.path.join(out_dir, "*", "*", "*", "job.json")))
         wanted = [(k, None) for k in keys] + [(k, None) for k in sorted(failures) if k not in keys]
     rows = []
     for key, current in wanted:
         folder = os.path.join(out_dir, key)
         job = _load(os.path.join(folder, "job.json"))
         fail = failures.get(key)
-        row = {"key": key, "character": key.split("/")[0], "clip": key.split("/", 1)[-1], "status": "not run"}
+        character, clip_id, method = key_parts(key)
+        row = {"key": key, "character": character, "clip": clip_id, "method_id": method, "status": "not run"}
         if job is not None and (current is None or job.get("hash") == current):
             rep = _load(os.path.join(folder, "report.json")) or {}
             row.update(status="done", clip=os.path.basename(job.get("clip") or row["clip"]),
@@ -161,10 +164,11 @@ def _row(n: int, r: dict, out_dir: str, report_dir: str) -> str:
         log = r.get("log")
         link = f'<a href="{e(os.path.relpath(log, report_dir))}">log</a>' if log else ""
         return (f'<tr class="failed"><td>{n}</td><td>failed</td><td>{e(r["character"])}</td><td>{e(r["clip"])}</td>'
-                f'<td colspan="{4 + len(METRICS)}" class="err">{e(str(r.get("error")))}</td><td>{link}</td></tr>')
+                f'<td>{e(r["method_id"])}</td><td colspan="{3 + len(METRICS)}" class="err">{e(str(r.get("error")))}'
+                f'</td><td>{link}</td></tr>')
     if r["status"] != "done":
         return (f'<tr><td>{n}</td><td>{e(r["status"])}</td><td>{e(r["character"])}</td><td>{e(r["clip"])}</td>'
-                f'<td colspan="{5 + len(METRICS)}"></td></tr>')
+                f'<td>{e(r["method_id"])}</td><td colspan="{4 + len(METRICS)}"></td></tr>')
     folder = os.path.relpath(os.path.join(out_dir, r["key"]), report_dir)
     shown = r.get("action") and r["action"] != os.path.splitext(r["clip"])[0]
     clip = e(r["clip"]) + (f' <span class="small">{e(r["action"])}</span>' if shown else "")
@@ -172,7 +176,7 @@ def _row(n: int, r: dict, out_dir: str, report_dir: str) -> str:
     sc = "–" if r["score"] is None else f"{r['score']:.2f}"
     cells = "".join(_cell(k, higher, r) for k, _, higher, _ in METRICS)
     return (f'<tr><td>{n}</td><td>done</td><td>{e(r["character"])}</td><td>{clip}</td>'
-            f'<td>{e(str(r.get("method")))}</td><td data-v="{r.get("frames")}">{r.get("frames")} '
+            f'<td>{e(r["method_id"] or str(r.get("method")))}</td><td data-v="{r.get("frames")}">{r.get("frames")} '
             f'<span class="small">{fr[0]}–{fr[1]}</span></td><td>{(r.get("seconds") or 0):.1f}</td>'
             f'<td data-v="{r["score"] if r["score"] is not None else ""}">{sc}</td>{cells}'
             f'<td><a href="{e(folder)}/report.json">report</a> · <a href="{e(folder)}">folder</a></td></tr>')
@@ -221,7 +225,8 @@ def _figures(rows: list, folder: str, final: str, worst: int) -> str:
         if series and series.get("foot_height"):
             shown += 1
             sc = "" if r["score"] is None else f" — score {r['score']:.2f}"
-            plots.feet(series, f"{r['clip']} onto {r['character']}{sc}", os.path.join(folder, f"feet_{shown}.png"))
+            title = f"{r['clip']} onto {r['character']} ({r['method_id'] or r.get('method')}){sc}"
+            plots.feet(series, title, os.path.join(folder, f"feet_{shown}.png"))
             feet.append(f'<img src="feet_{shown}.png" alt="{html.escape(r["key"])}">')
     if feet:
         parts.append(f"<h2>Foot height over time: the {len(feet)} worst jobs</h2>" + "\n".join(feet))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .inputs import InputError
 from .jobs import PARTIAL, FileHashes, Task, code_version, hash_parts, job_status, parts_hash
-from .progress import Progress, RunLog, read_failures
+from .progress import Progress, RunLog, choose, read_failures
 
 LOG_NAME = "library_log.jsonl"
 STATE = ".library"                     #: the run lock and the input-file hash cache
@@ -68,10 +68,14 @@ class Summary:
 
 
 class Runner:
-    def __init__(self, out_dir: str, jobs: list, options: Options, stream=None, tty: bool = None):
+    """``stream``: where progress goes (default stderr); ``progress``: 'auto', 'bar', 'lines' or 'none'
+    (progress.choose; ``tty`` tells 'auto' whether ``stream`` is a terminal, else it asks the stream)."""
+
+    def __init__(self, out_dir: str, jobs: list, options: Options, stream=None, tty: bool = None,
+                 progress: str = "auto"):
         self.out_dir = os.path.abspath(out_dir)
         self.jobs, self.options = jobs, options
-        self.stream, self.tty = stream, tty
+        self.stream, self.tty, self.progress = stream, tty, progress
         self.log_path = os.path.join(self.out_dir, LOG_NAME)
         self._lock = None
 
@@ -147,7 +151,7 @@ class Runner:
         log.event("run_start", pid=os.getpid(), engine=engine.name, describe=describe, jobs=len(plan),
                   to_run=len(todo), done_before=s.skipped, failed_before=s.held,
                   threads=self.options.threads, formats=list(self.options.formats))
-        progress = Progress(len(todo), self.stream, self.tty)
+        progress = Progress(len(todo), self.stream, choose(self.progress, self.stream, self.tty))
         queue = collections.deque(p.task for p in todo)
         t0 = time.monotonic()
         # Ctrl+C and SIGTERM set a flag that the loop reads between waits: a KeyboardInterrupt raised at an
