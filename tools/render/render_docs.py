@@ -1,6 +1,6 @@
 """Render the pictures of docs/user_guide.md headless, from the project's own code and the shared characters.
 
-    .venv/bin/python tools/render/render_docs.py [--out docs/img] [--assets ../shared/assets] [--frames 1 60]
+    .venv/bin/python tools/render/render_docs.py [--out docs/img] [--assets ../shared/assets] [--frames 1 30]
     .venv/bin/python tools/render/render_docs.py --zoo          # docs/img/zoo.png, zoo_side.png only
 
 Uses the Workbench engine (runs on the bpy wheel without a GPU in under a second per image; EEVEE took 132 s
@@ -198,8 +198,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "img")
     ap.add_argument("--assets", type=pathlib.Path, default=ROOT.parent / "shared" / "assets")
-    ap.add_argument("--frames", nargs=2, type=int, default=(1, 60), metavar=("START", "END"))
-    ap.add_argument("--show-frame", type=int, default=45, help="frame shown before/after")
+    ap.add_argument("--frames", nargs=2, type=int, default=None, metavar=("START", "END"),
+                    help="frames retargeted (default: the whole clip; the zoo: 1 60)")
+    ap.add_argument("--show-frame", type=int, default=None,
+                    help="frame shown before/after (default: the last of the frames, the mannequin's 'A' with its "
+                         "hands together above the head; the zoo: 45)")
     ap.add_argument("--quality", default="FAST", choices=("FAST", "BALANCED", "BEST"))
     ap.add_argument("--zoo", action="store_true", help="render only the generated zoo (docs/img/zoo*.png)")
     args = ap.parse_args(argv)
@@ -208,7 +211,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     enable_addon()
     if args.zoo:
-        render_zoo(args.out, args.assets, args.frames, args.show_frame, args.quality)
+        render_zoo(args.out, args.assets, args.frames or (1, 60), args.show_frame or 45, args.quality)
         print(f"total {time.perf_counter() - t0:.0f} s")
         return 0
     memoise_transfer()
@@ -251,7 +254,8 @@ def main(argv=None) -> int:
     colour_character(tgt_rc, (0.85, 0.66, 0.52, 1))
     s = bpy.context.scene.reconform
     s.source = src
-    s.use_custom_range, s.frame_start, s.frame_end = True, *args.frames
+    frames = args.frames or tuple(int(f) for f in src.animation_data.action.frame_range)
+    s.use_custom_range, s.frame_start, s.frame_end = True, *frames
     s.quality = args.quality
     for tgt, method in ((tgt_copy, 'COPY_ROTATIONS'), (tgt_rc, 'RECONFORM')):
         s.target, s.method = tgt, method
@@ -259,7 +263,7 @@ def main(argv=None) -> int:
         assert bpy.ops.reconform.retarget() == {'FINISHED'}
         print(f"{method}: {time.perf_counter() - t:.1f} s, {s.status}", flush=True)
     metrics = {m.name: (m.value, m.reference) for m in s.metrics}
-    bpy.context.scene.frame_set(args.show_frame)
+    bpy.context.scene.frame_set(args.show_frame or frames[1])
     camera((0, 0, 1.0), 3.3, 2.3)
     render(args.out / "before_after.png")
     print("metrics of the ReConForM solve (value, copy-rotations):")
