@@ -209,6 +209,10 @@ def field_tensor(fields: SurfaceFields, dtype=torch.float32, device="cpu") -> to
 class SurfaceBarrier:
     """The solver's term: Σ relu(depth − allow)² / (T·(1 % h)²) · ``weight`` over ``surface_depths``, ``allow`` (T, Q,
     F) ALLOW·h past the source's own depth for the same probe and field segments (``source_allowance``).
+
+    Sparse and exact: each evaluation reads every (frame, probe, field) once without gradients, then only the
+    entries deeper than their allowance (the only ones with a value or a gradient) again with them, so the backward
+    pass costs what the penetrating probes cost, not T·Q·F.
     """
 
     def __init__(self, fields: SurfaceFields, weight: float, allow: torch.Tensor, dtype=torch.float32, device="cpu"):
@@ -220,8 +224,37 @@ class SurfaceBarrier:
 
     def weighted(self, points: torch.Tensor) -> torch.Tensor:
         """The weighted term at ``points`` (T, 4F + Q, 3) (``SurfaceFields.carried_points``' world positions)."""
-        d = surface_depths(self.fields, points, self.grid)
-        return self.weight * torch.relu(d - self.allow).square().sum() / (points.shape[0] * self.unit)
+        with torch.no_grad():
+            deep = surface_depths(self.fields, points, self.grid) > self.allow                # (T, Q, F)
+        t, q, f = torch.nonzero(deep, as_tuple=True)
+        if len(t) == 0:
+            return points.new_zeros(())
+        d = depths_at(self.fields, points, self.grid, t, q, f)
+        return self.weight * torch.relu(d - self.allow[t, q, f]).square().sum() / (points.shape[0] * self.unit)
+
+
+def depths_at(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor, t, q, f) -> torch.Tensor:
+    """(K,) ``surface_depths(fields, points, grid)[t, q, f]`` for the K entries (t, q, f) (each (K,) long), read
+    only there (differentiable in ``points``); entries of a probe and a field ``surface_depths`` leaves at 0 (out of
+    the field's box, or neighbours) must not be asked for."""
+    F = fields.num_fields
+    frame = points[t[:, None], 4 * f[:, None] + torch.arange(4, device=points.device)]         # (K, 4, 3)
+    o = frame[:, 0]
+    axes = frame[:, 1:] - o[:, None]                                                          # (K, 3 axes, 3)
+    rel = points[t, 4 * F + q] - o                                                            # (K, 3)
+    local = AXIS * torch.einsum("kax,kx->ka", axes, rel) / (axes * axes).sum(-1)              # (K, 3)
+    lo = torch.as_tensor(fields.lo, dtype=points.dtype, device=points.device)[f]
+    hi = torch.as_tensor(fields.hi, dtype=points.dtype, device=points.device)[f]
+    u = 2.0 * (local - lo) / (hi - lo) - 1.0                                                  # (K, 3) in [-1, 1]
+    # one grid_sample over the F fields: each field's entries in a row of its own, padded at the box's centre
+    order = torch.argsort(f, stable=True)
+    counts = torch.bincount(f, minlength=F)
+    rank = torch.empty_like(f)
+    rank[order] = torch.arange(len(f), device=f.device) - (torch.cumsum(counts, 0) - counts)[f[order]]
+    rows = u.new_zeros((F, int(counts.max()), 3)).index_put((f, rank), u)
+    sdf = torch.nn.functional.grid_sample(grid, rows[:, None, None], mode="bilinear", padding_mode="border",
+                                          align_corners=True)                                 # (F, 1, 1, 1, Kmax)
+    return torch.relu(-sdf[:, 0, 0, 0][f, rank])
 
 
 def world_points(fields: SurfaceFields, track) -> torch.Tensor:

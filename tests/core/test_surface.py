@@ -136,3 +136,35 @@ def test_the_source_allowance_follows_the_sources_own_depth(body, monkeypatch):
     rows = [i for i, n in enumerate(f.probe_names) if n == "right_hand"]
     assert torch.all(allow[1, rows, belly] == allow[1, q, belly])          # every probe of the right hand
     assert torch.allclose(allow[0], torch.full_like(allow[0], ALLOW * f.height))
+
+
+def test_the_sparse_barrier_is_the_dense_sum_in_value_and_gradient(body):
+    """SurfaceBarrier reads again, with gradients, only the entries deeper than their allowance: on frames with
+    probes sunk into the belly, the chest and the other hand at several depths (and others resting or outside),
+    its value and its gradient are the dense Σ relu(depth − allow)² over every (frame, probe, field)."""
+    ch, f = body
+    F, Q = f.num_fields, len(f.probe_bone)
+    rest = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    front = np.nonzero((N[:, 1] < -0.9) & (np.abs(V[:, 0]) < 0.1) & (V[:, 2] > 0.4 * ch.height)
+                       & (V[:, 2] < 0.75 * ch.height))[0]
+    g = np.random.default_rng(3)
+    frames = []
+    for t in range(5):
+        pts = rest.clone()
+        for k, q in enumerate(g.choice(Q, size=8, replace=False)):
+            v = front[g.integers(len(front))]
+            pts[4 * F + q] = torch.as_tensor(V[v] - (0.004 * k - 0.004) * N[v])       # −4 mm (outside) to 24 mm
+        frames.append(pts)
+    pts = torch.stack(frames).requires_grad_(True)                                     # (5, 4F + Q, 3)
+    allow = torch.full((5, Q, F), ALLOW * f.height, dtype=torch.float64)
+    allow[2] *= 3.0                                                                    # a frame of a deeper source
+    barrier = SurfaceBarrier(f, 1.7, allow, dtype=torch.float64)
+    sparse = barrier.weighted(pts)
+    (g_sparse,) = torch.autograd.grad(sparse, pts)
+    dense = 1.7 * torch.relu(surface_depths(f, pts, barrier.grid) - allow).square().sum() / (5 * barrier.unit)
+    (g_dense,) = torch.autograd.grad(dense, pts)
+    assert float(dense.detach()) > 0
+    assert float(sparse.detach()) == pytest.approx(float(dense.detach()), rel=1e-12)
+    assert torch.allclose(g_sparse, g_dense, rtol=1e-9, atol=1e-12)
+    assert float(g_dense.abs().max()) > 0
