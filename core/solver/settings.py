@@ -48,8 +48,8 @@ RESOLVE = WarmSchedule(steps=0.3, lr=0.3)
 class SolverSettings:
     """The solver's options a user sets: in the panel (Quality and its advanced fields, Device, Source Floor, the
     conflict sliders' per-part weights), in a batch set-up file's ``"settings"`` (docs/bridge.md), or through the
-    quality preset (``PRESETS``); the product's own callers set the re-solve schedule, the terrain and the threads.
-    Every other choice of the solver is a named constant in the module that uses it (an experiment patches it:
+    quality preset (``PRESETS``); the product's own callers set the terrain and the threads (a re-solve's schedule
+    with a new optimiser is the re-solve's own argument, ``WarmSchedule``). Every other choice of the solver is a named constant in the module that uses it (an experiment patches it:
     ``tools/bench/run.py --const core.solver.MODULE.NAME=VALUE``). Defaults and the measurements behind them:
     docs/solver.md.
 
