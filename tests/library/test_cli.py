@@ -198,6 +198,25 @@ def test_each_method_and_preset_has_its_own_folder_and_resumes_on_its_own(tmp_pa
     assert [r["key"] for r in report.collect(str(out))] == [f"hero/walk/{m}" for m in sorted(runs)]
 
 
+def test_a_result_of_the_older_layout_is_named_and_left_as_it_is(tmp_path):
+    """A folder written before the method folders (OUT/<character>/<clip id>/job.json): the job runs into its method
+    folder, the plan says why and where the older result is, and that result is left untouched."""
+    py = stand_in_python(tmp_path)
+    src, out = tmp_path / "in", tmp_path / "out"
+    old = out / "hero" / "walk"
+    old.mkdir(parents=True)
+    (old / "job.json").write_text('{"hash": "0"}')
+    (old / "walk.fbx").write_bytes(b"old")
+    base = ["--motions", clip(src, "walk.bvh"), "--characters", character(src, "hero.glb"), "--out", out,
+            "--python", py, "--formats", "fbx", "--no-report"]
+    rc, so, _ = cli(*base, "--dry-run")
+    assert rc == 0 and "hero/walk/ holds a result of the older layout" in so, so
+    rc, _, se = cli(*base)
+    assert rc == 0 and "1 jobs: 1 to run, 0 done before" in se, se
+    assert (old / "copy_rotations" / "walk.fbx").stat().st_size > 0
+    assert (old / "walk.fbx").read_bytes() == b"old" and (old / "job.json").read_text() == '{"hash": "0"}'
+
+
 def raw_stderr(*args) -> tuple:
     """(exit status, stderr as written: no newline translation, so a bar's carriage returns stay)."""
     p = subprocess.run([sys.executable, str(LIBRARY), *map(str, args)], capture_output=True, timeout=120)

@@ -174,6 +174,10 @@ def job_status(out_dir: str, key: str, parts: dict, formats, failed: dict = None
         if failed.get("hash") == h:
             return "failed", f"failed before: {failed.get('error') or 'no message'}"
         return "changed", "changed since it failed"
+    legacy = os.path.dirname(folder)
+    if os.path.isfile(os.path.join(legacy, "job.json")):
+        return "new", (f"not run yet in this layout: {os.path.relpath(legacy, out_dir)}/ holds a result of the older "
+                       "layout without a method folder, left as it is (move or delete it)")
     return "new", "not run yet"
 
 
