@@ -149,5 +149,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "tools"))
     import extension
     extension.exit_after(main)

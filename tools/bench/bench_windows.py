@@ -153,5 +153,6 @@ def add_arguments(ap):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "tools"))
     import extension
     extension.exit_after(main)

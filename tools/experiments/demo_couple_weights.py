@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tools" / "render"))
 
 import render_docs as rd  # noqa: E402  (enables the add-on; imports bpy)
 from render_docs import bpy, mod  # noqa: E402
-from bench import setting_overrides  # noqa: E402  (the benches' --set)
+from settings_args import setting_overrides  # noqa: E402  (the benches' --set)
 
 COUPLE = (("Lead", "Giant", "LeadDance"), ("Follow", "Child", "FollowDance"))
 
