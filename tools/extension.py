@@ -14,6 +14,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -35,8 +36,22 @@ def exit_process(rc: int = 0) -> None:
 
 
 def exit_after(main, *args) -> None:
-    """Run ``main(*args)`` and end the process with its status (``exit_process``): the tools' ``__main__`` tail."""
-    exit_process(main(*args))
+    """Run ``main(*args)`` and end the process with its status (``exit_process``): the tools' ``__main__`` tail.
+    What escapes ``main`` ends it the same way, as Python would have reported it: ``SystemExit`` with its status
+    (a message printed, status 1), Ctrl+C with 130, any other exception with its traceback and status 1."""
+    try:
+        rc = main(*args)
+    except SystemExit as ex:
+        rc = ex.code
+        if rc is not None and not isinstance(rc, int):
+            print(rc, file=sys.stderr)
+            rc = 1
+    except KeyboardInterrupt:
+        rc = 130
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
+    exit_process(rc)
 
 
 def isolate_user_resources(prefix: str = "reconform_bl_"):
