@@ -9,10 +9,12 @@ once on a regular grid in its bone's frame (``surface_fields``): the distance to
 negative inside, kept only where that nearest vertex belongs to the segment (elsewhere the field is "far": the
 interior is shared out between the segments whose surface is nearest). Points spread over each hand and forearm
 (``PROBE_SEGMENTS``, farthest-point samples of their vertices) are carried by their bones, as the capsule ends are;
-each step puts them in each field's frame (the frame from four points that the field's bone carries) and reads the
-field there, trilinear and differentiable (``surface_depths``). A probe is tested against a field only when the two
-segments are not neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper
-arm at the elbow without any penetration).
+a probe's depth in a field is read in that field's box coordinates (an affine map from the four points that the
+field's bone carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). A probe is
+tested against a field only when the two segments are not neighbours in the skeleton
+(``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the elbow without any penetration).
+The solver does not read every probe in every field at every step: it keeps as candidates the probes near a
+surface, found by bounding spheres, and searches a frame again only when its points moved (``SurfaceBarrier``).
 
 The barrier is Σ relu(depth − allow)² over every (frame, probe, field), divided by T·(1 % h)² like the capsule
 barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤ ALLOW·h), not
@@ -29,6 +31,7 @@ import torch
 from scipy.spatial import cKDTree   # POT's own dependency
 
 from ..character.memo import per_character
+from ..descriptors.weights import centred, largest_moves, refresh_due
 from ..metrics.measures import segment_exclusion
 from ..rig.affine import inv
 from ..rig.parts import vertex_segments
@@ -51,6 +54,9 @@ ALLOW = 0.002
 FAR = 0.05
 #: the frame points' distance from the bone's origin, in the armature's units
 AXIS = 0.1
+#: the barrier's candidates: the entries within this share of the body's height of their allowed depth (or of a
+#: field's box) at their frame's last search (``SurfaceBarrier``)
+SLACK = 0.02
 
 #: surface_fields per character by identity (immutable while it lives)
 _FIELDS = {}
@@ -68,6 +74,7 @@ class SurfaceFields:
             bind frame; probe_names: (Q,) its segment's canonical name.
         tested: (Q, F) bool, the probe and the field are of segments that are not neighbours.
         height: the body's height in metres (world).
+        per_segment: probes per probe segment (the probes are in blocks of this many, one block per segment).
     """
 
     field_bone: np.ndarray
@@ -80,6 +87,7 @@ class SurfaceFields:
     probe_names: tuple
     tested: np.ndarray
     height: float
+    per_segment: int
 
     @property
     def num_fields(self) -> int:
@@ -147,7 +155,7 @@ def _surface_fields(character):
     tested_q = np.repeat(tested, [PROBES] * len(probes), axis=0)
     return SurfaceFields(np.array([bone_ids[s] for s in fields], dtype=np.int64), tuple(names[s] for s in fields),
                          np.array(lo), np.array(hi), grid, np.array(p_bone, dtype=np.int64), np.concatenate(p_local),
-                         tuple(p_names), tested_q, height)
+                         tuple(p_names), tested_q, height, PROBES)
 
 
 def _signed_distance(nodes: np.ndarray, tree: cKDTree, normals: np.ndarray, vert_seg: np.ndarray,
@@ -171,48 +179,115 @@ def _farthest_points(P: np.ndarray, k: int) -> np.ndarray:
     return np.array(chosen)
 
 
+def _frames(fields: SurfaceFields, points: torch.Tensor) -> tuple:
+    """(origins (T, F, 3), axes (T, F, 3 axes, 3)): each field's frame at ``points`` (T, 4F + Q, 3)."""
+    F = fields.num_fields
+    frame = points[:, :4 * F].unflatten(1, (F, 4))
+    o = frame[:, :, 0]
+    return o, frame[:, :, 1:] - o[:, :, None]
+
+
+def box_maps(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0) -> tuple:
+    """(M (T, F, 3, 3), c (T, F, 3)): the affine map u = M p + c from a world point p to each field's box
+    coordinates at ``points`` (T, 4F + Q, 3), [-1, 1] inside the box grown by ``grow`` (armature units)."""
+    o, axes = _frames(fields, points)
+    lo = torch.as_tensor(fields.lo, dtype=points.dtype, device=points.device) - grow
+    hi = torch.as_tensor(fields.hi, dtype=points.dtype, device=points.device) + grow
+    half = 0.5 * (hi - lo)                                                                   # (F, 3)
+    M = AXIS * axes / (axes * axes).sum(-1, keepdim=True) / half[:, :, None]                 # (T, F, 3, 3)
+    c = -(M @ o[..., None])[..., 0] - (lo + half) / half                                     # (T, F, 3)
+    return M, c
+
+
+def _probes(fields: SurfaceFields, points: torch.Tensor) -> torch.Tensor:
+    """(T, Q, 3) the probes' world positions in ``points`` (T, 4F + Q, 3)."""
+    return points[:, 4 * fields.num_fields:]
+
+
 def surface_depths(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor = None) -> torch.Tensor:
     """(T, Q, F) depth in metres of each probe below each field's surface (0 outside it, outside the field's box,
-    and for pairs of neighbouring segments).
+    and for pairs of neighbouring segments): the definition, read densely (the solver's barrier reads it where a
+    probe is near a surface, ``SurfaceBarrier``).
 
     Args:
         fields: the character's SurfaceFields.
         points: (T, 4F + Q, 3) world positions of ``fields.carried_points()`` (frames first, then probes).
-        grid: the fields' grids as a (F, 1, GRID, GRID, GRID) tensor of ``points``' dtype and device (made when
-            None).
+        grid: the fields' grids as ``field_tensor`` makes them, of ``points``' dtype and device (made when None).
     """
-    F = fields.num_fields
-    T = points.shape[0]
-    frame = points[:, :4 * F].reshape(T, F, 4, 3)
-    probes = points[:, 4 * F:]                                                          # (T, Q, 3)
-    o = frame[:, :, 0]                                                                  # (T, F, 3)
-    axes = frame[:, :, 1:] - o[:, :, None]                                              # (T, F, 3 axes, 3)
-    rel = probes[:, :, None] - o[:, None]                                               # (T, Q, F, 3)
-    local = AXIS * torch.einsum("tfax,tqfx->tqfa", axes, rel) / (axes * axes).sum(-1)[:, None]   # (T, Q, F, 3)
-    lo = torch.as_tensor(fields.lo, dtype=points.dtype, device=points.device)
-    hi = torch.as_tensor(fields.hi, dtype=points.dtype, device=points.device)
-    u = 2.0 * (local - lo) / (hi - lo) - 1.0                                            # (T, Q, F, 3) in [-1, 1]
-    if grid is None:
-        grid = field_tensor(fields, points.dtype, points.device)
-    sdf = torch.nn.functional.grid_sample(grid, u.permute(2, 0, 1, 3).reshape(F, 1, 1, -1, 3), mode="bilinear",
-                                          padding_mode="border", align_corners=True)    # (F, 1, 1, 1, T·Q)
-    sdf = sdf.reshape(F, T, -1).permute(1, 2, 0)                                        # (T, Q, F)
+    M, c = box_maps(fields, points)
+    u = torch.einsum("tfab,tqb->tqfa", M, _probes(fields, points)) + c[:, None]                # (T, Q, F, 3)
+    f = torch.arange(fields.num_fields, device=points.device).expand(u.shape[:-1])
+    grid = field_tensor(fields, points.dtype, points.device) if grid is None else grid
     keep = (u.abs() <= 1.0).all(-1) & torch.as_tensor(fields.tested, device=points.device)
-    return torch.relu(-sdf) * keep
+    return torch.relu(-read_fields(grid, u.reshape(-1, 3), f.reshape(-1)).reshape(keep.shape)) * keep
 
 
 def field_tensor(fields: SurfaceFields, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    """(F, 1, GRID, GRID, GRID) the fields' grids, as ``surface_depths`` reads them."""
-    return torch.as_tensor(fields.grid, dtype=dtype, device=device)[:, None]
+    """(1, 1, F·(GRID + 1), GRID, GRID) the fields' grids stacked along their z axis, each followed by a slice
+    that no read reaches (``read_fields``)."""
+    g = torch.as_tensor(fields.grid, dtype=dtype, device=device)                            # (F, G, G, G)
+    g = torch.cat([g, g[:, -1:]], 1)
+    return g.reshape(1, 1, -1, GRID, GRID)
+
+
+def read_fields(grid: torch.Tensor, u: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """(K,) the signed distance (metres, negative inside) of fields ``f`` (K,) long at box coordinates ``u`` (K,
+    3), trilinear, each clamped to its box (the box's border value outside it): one grid_sample over the stacked
+    ``grid`` (``field_tensor``), differentiable in ``u``."""
+    D = grid.shape[2]
+    u = u.clamp(-1.0, 1.0)
+    z = (f * (GRID + 1) + 0.5 * (u[:, 2] + 1.0) * (GRID - 1)) * (2.0 / (D - 1)) - 1.0
+    at = torch.stack([u[:, 0], u[:, 1], z], -1)
+    return torch.nn.functional.grid_sample(grid, at[None, None, None], mode="bilinear", padding_mode="border",
+                                           align_corners=True).reshape(-1)
+
+
+def _box_corners(fields: SurfaceFields, points: torch.Tensor, grow: float) -> torch.Tensor:
+    """(T, F, 8, 3) world corners of each field's box grown by ``grow`` (armature units) at ``points``."""
+    o, axes = _frames(fields, points)
+    lo = torch.as_tensor(fields.lo, dtype=o.dtype, device=o.device) - grow
+    hi = torch.as_tensor(fields.hi, dtype=o.dtype, device=o.device) + grow
+    pick = torch.as_tensor([[(c >> a) & 1 for a in range(3)] for c in range(8)], dtype=o.dtype, device=o.device)
+    local = lo[:, None] + pick * (hi - lo)[:, None]                                              # (F, 8, 3)
+    return o[:, :, None] + torch.einsum("tfax,fca->tfcx", axes, local) / AXIS
+
+
+def near_entries(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0) -> tuple:
+    """(t, q, f, u): t, q, f (K,) long, the tested (frame, probe, field) entries whose probe is in the field's box
+    grown by ``grow`` (armature units), found without locating every probe in every field, and u (K, 3) their box
+    coordinates (``box_maps``, the box not grown). A probe segment's probes lie in a sphere around their mean, and
+    a grown box in the sphere through its corners: only the probes of a segment whose sphere meets a field's are
+    put in that field's box coordinates. No gradients."""
+    n = fields.per_segment
+    dev = points.device
+    with torch.no_grad():
+        corners = _box_corners(fields, points, grow)                                             # (T, F, 8, 3)
+        centre = corners.mean(2)                                                                 # (T, F, 3)
+        reach = (corners[:, :, 0] - centre).norm(dim=-1)                                         # (T, F)
+        probes = _probes(fields, points).unflatten(1, (-1, n))                                   # (T, S, n, 3)
+        mid = probes.mean(2)                                                                     # (T, S, 3)
+        spread = (probes - mid[:, :, None]).norm(dim=-1).amax(2)                                 # (T, S)
+        tested = torch.as_tensor(fields.tested[::n], device=dev)                                 # (S, F)
+        near = (torch.cdist(mid, centre) <= spread[..., None] + reach[:, None]) & tested          # (T, S, F)
+        t, s, f = torch.nonzero(near, as_tuple=True)                                            # (G,) groups
+        M, c = box_maps(fields, points)
+        u = torch.einsum("gab,gnb->gna", M[t, f], probes[t, s]) + c[t, f, None]                 # (G, n, 3)
+        lim = 1.0 + 2.0 * grow / torch.as_tensor(fields.hi - fields.lo, dtype=u.dtype, device=dev)[f]
+        g, k = torch.nonzero((u.abs() <= lim[:, None]).all(-1), as_tuple=True)
+    return t[g], s[g] * n + k, f[g], u[g, k]
 
 
 class SurfaceBarrier:
     """The solver's term: Σ relu(depth − allow)² / (T·(1 % h)²) · ``weight`` over ``surface_depths``, ``allow`` (T, Q,
     F) ALLOW·h past the source's own depth for the same probe and field segments (``source_allowance``).
 
-    Sparse and exact: each evaluation reads every (frame, probe, field) once without gradients, then only the
-    entries deeper than their allowance (the only ones with a value or a gradient) again with them, so the backward
-    pass costs what the penetrating probes cost, not T·Q·F.
+    Sparse and exact, as the capsule barrier: a search (``near_entries``, then the field read there) keeps as
+    candidates the entries whose probe is within ``SLACK``·h of its allowed depth (or of the field's box), and each
+    step reads only those, without gradients, then with them only those deeper than their allowance (the only ones
+    with a value or a gradient). A frame is searched again when a probe or a box corner moved, relative to the
+    frame's centroid, by ``SLACK``·h / 4 since its last search (``refresh_due``): a probe then moved by at most
+    half the band relative to a field, and the other half covers the field's slope (a distance to the nearest
+    vertex's tangent plane, which can be steeper than 1 between two vertices).
     """
 
     def __init__(self, fields: SurfaceFields, weight: float, allow: torch.Tensor, dtype=torch.float32, device="cpu"):
@@ -221,12 +296,57 @@ class SurfaceBarrier:
         self.grid = field_tensor(fields, dtype, device)
         self.allow = allow.to(dtype=dtype, device=device)
         self.unit = (0.01 * fields.height) ** 2
+        self.band = SLACK * fields.height
+        self.searched = 0              # frames searched, over every evaluation
+        self._grow = None              # the band in armature units
+        self.release()
+
+    def release(self):
+        """Forget the candidates (searched again at the next evaluation)."""
+        self._ref = None               #: (T, Q + 8F, 3) the probes and grown box corners at each frame's search
+        self._cand = None              #: (t, q, f) the candidates, each (K,) long
+
+    def _search(self, points: torch.Tensor, frames: torch.Tensor) -> tuple:
+        """The candidates (t, q, f) on ``frames`` (n,) of ``points``: entries whose probe is within the band of
+        its allowed depth, or in the band around the field's box."""
+        t, q, f, u = near_entries(self.fields, points[frames], self._grow)
+        t = frames[t]
+        with torch.no_grad():
+            sdf = read_fields(self.grid, u, f)                                                # negative inside
+            keep = (u.abs() > 1.0).any(-1) | (sdf + self.allow[t, q, f] < self.band)
+        self.searched += len(frames)
+        return t[keep], q[keep], f[keep]
+
+    def candidates(self, points: torch.Tensor) -> tuple:
+        """(t, q, f) every entry that may be deeper than its allowance at ``points`` (T, 4F + Q, 3), each (K,)
+        long: searched again on the frames that moved (all of them at the first call)."""
+        with torch.no_grad():
+            if self._grow is None:                   # the frame points are AXIS armature units apart
+                axes = _frames(self.fields, points)[1]
+                self._grow = float(self.band * AXIS / axes[:, :, 0].norm(dim=-1).mean())
+            now = centred(torch.cat([_probes(self.fields, points),
+                                     _box_corners(self.fields, points, self._grow).flatten(1, 2)], 1))
+            if self._ref is None or self._ref.shape != now.shape:
+                due = torch.ones(points.shape[0], dtype=torch.bool, device=points.device)
+            else:
+                due = refresh_due(largest_moves(now, self._ref) / (0.25 * self.band))
+            if bool(due.any()):
+                frames = torch.nonzero(due, as_tuple=True)[0]
+                found = self._search(points, frames)
+                if self._cand is None or bool(due.all()):
+                    self._cand, self._ref = found, now
+                else:
+                    keep = ~due[self._cand[0]]
+                    self._cand = tuple(torch.cat([c[keep], n]) for c, n in zip(self._cand, found))
+                    self._ref[frames] = now[frames]
+        return self._cand
 
     def weighted(self, points: torch.Tensor) -> torch.Tensor:
         """The weighted term at ``points`` (T, 4F + Q, 3) (``SurfaceFields.carried_points``' world positions)."""
+        t, q, f = self.candidates(points)
         with torch.no_grad():
-            deep = surface_depths(self.fields, points, self.grid) > self.allow                # (T, Q, F)
-        t, q, f = torch.nonzero(deep, as_tuple=True)
+            deep = depths_at(self.fields, points, self.grid, t, q, f) > self.allow[t, q, f]
+        t, q, f = t[deep], q[deep], f[deep]
         if len(t) == 0:
             return points.new_zeros(())
         d = depths_at(self.fields, points, self.grid, t, q, f)
@@ -235,26 +355,14 @@ class SurfaceBarrier:
 
 def depths_at(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor, t, q, f) -> torch.Tensor:
     """(K,) ``surface_depths(fields, points, grid)[t, q, f]`` for the K entries (t, q, f) (each (K,) long), read
-    only there (differentiable in ``points``); entries of a probe and a field ``surface_depths`` leaves at 0 (out of
-    the field's box, or neighbours) must not be asked for."""
+    only there (differentiable in ``points``); 0 where the probe is out of the field's box. Entries of neighbouring
+    segments (``SurfaceFields.tested`` False) must not be asked for."""
     F = fields.num_fields
-    frame = points[t[:, None], 4 * f[:, None] + torch.arange(4, device=points.device)]         # (K, 4, 3)
-    o = frame[:, 0]
-    axes = frame[:, 1:] - o[:, None]                                                          # (K, 3 axes, 3)
-    rel = points[t, 4 * F + q] - o                                                            # (K, 3)
-    local = AXIS * torch.einsum("kax,kx->ka", axes, rel) / (axes * axes).sum(-1)              # (K, 3)
-    lo = torch.as_tensor(fields.lo, dtype=points.dtype, device=points.device)[f]
-    hi = torch.as_tensor(fields.hi, dtype=points.dtype, device=points.device)[f]
-    u = 2.0 * (local - lo) / (hi - lo) - 1.0                                                  # (K, 3) in [-1, 1]
-    # one grid_sample over the F fields: each field's entries in a row of its own, padded at the box's centre
-    order = torch.argsort(f, stable=True)
-    counts = torch.bincount(f, minlength=F)
-    rank = torch.empty_like(f)
-    rank[order] = torch.arange(len(f), device=f.device) - (torch.cumsum(counts, 0) - counts)[f[order]]
-    rows = u.new_zeros((F, int(counts.max()), 3)).index_put((f, rank), u)
-    sdf = torch.nn.functional.grid_sample(grid, rows[:, None, None], mode="bilinear", padding_mode="border",
-                                          align_corners=True)                                 # (F, 1, 1, 1, Kmax)
-    return torch.relu(-sdf[:, 0, 0, 0][f, rank])
+    M, c = box_maps(fields, points)
+    at = t * F + f
+    p = points.flatten(0, 1).index_select(0, t * points.shape[1] + 4 * F + q)                 # (K, 3)
+    u = (M.flatten(0, 1).index_select(0, at) @ p[:, :, None])[:, :, 0] + c.flatten(0, 1).index_select(0, at)
+    return torch.relu(-read_fields(grid, u, f)) * (u.abs() <= 1.0).all(-1)
 
 
 def world_points(fields: SurfaceFields, track) -> torch.Tensor:

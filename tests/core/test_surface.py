@@ -168,3 +168,72 @@ def test_the_sparse_barrier_is_the_dense_sum_in_value_and_gradient(body):
     assert float(sparse.detach()) == pytest.approx(float(dense.detach()), rel=1e-12)
     assert torch.allclose(g_sparse, g_dense, rtol=1e-9, atol=1e-12)
     assert float(g_dense.abs().max()) > 0
+
+
+def test_near_entries_are_exactly_the_probes_in_a_field_box(body):
+    """near_entries culls by spheres, then keeps what is in a box: on frames with the hands and forearms swung and
+    moved all around the body (in front of the belly, against the other hand, far to the side), it gives exactly
+    the tested (frame, probe, field) entries whose probe is in the field's box, located densely."""
+    from core.solver import surface
+
+    ch, f = body
+    F, Q, n = f.num_fields, len(f.probe_bone), f.per_segment
+    rest = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
+    g = np.random.default_rng(11)
+    frames = []
+    for t in range(6):
+        pts = rest.clone()
+        for s in range(Q // n):                          # each probe segment moved rigidly to a random place
+            rows = slice(4 * F + s * n, 4 * F + (s + 1) * n)
+            c = pts[rows].mean(0)
+            turn = g.normal(size=4)
+            R = torch.as_tensor(quat_to_matrix(turn / np.linalg.norm(turn)))
+            target = torch.as_tensor(g.uniform([-0.4, -0.4, 0.3 * ch.height], [0.4, 0.4, 0.9 * ch.height]))
+            pts[rows] = (pts[rows] - c) @ R.T + target
+        frames.append(pts)
+    pts = torch.stack(frames)
+    M, c = surface.box_maps(f, pts)
+    u = torch.einsum("tfab,tqb->tqfa", M, pts[:, 4 * F:]) + c[:, None]                              # (T, Q, F, 3)
+    dense = (u.abs() <= 1.0).all(-1) & torch.as_tensor(f.tested)
+    t, q, fi, _ = surface.near_entries(f, pts)
+    got = torch.zeros_like(dense)
+    got[t, q, fi] = True
+    assert len(t) == int(got.sum())                                                   # no entry twice
+    assert int(dense.sum()) > 20 and int((~dense & torch.as_tensor(f.tested)).sum()) > 20   # both kinds present
+    assert torch.equal(got, dense)
+
+
+def test_the_barrier_s_candidates_follow_the_probes_between_searches(body):
+    """Over 30 evaluations where the hands and forearms drift (about 2 mm a step, now and then a jump of
+    centimetres) in and out of the belly and chest, each evaluation's value and gradient are the dense sum's, while
+    the barrier searched far fewer frames than it evaluated (its candidates are kept between searches)."""
+    ch, f = body
+    F, Q = f.num_fields, len(f.probe_bone)
+    rest = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    front = np.nonzero((N[:, 1] < -0.9) & (np.abs(V[:, 0]) < 0.1) & (V[:, 2] > 0.4 * ch.height)
+                       & (V[:, 2] < 0.75 * ch.height))[0]
+    g = np.random.default_rng(5)
+    T = 8
+    pts = rest.repeat(T, 1, 1)
+    probes = g.choice(Q, size=10, replace=False)
+    for t in range(T):                                   # 10 probes placed at the skin, 1 cm out to 1 cm in
+        for q in probes:
+            v = front[g.integers(len(front))]
+            pts[t, 4 * F + q] = torch.as_tensor(V[v] + g.uniform(-0.01, 0.01) * N[v])
+    allow = torch.full((T, Q, F), ALLOW * f.height, dtype=torch.float64)
+    barrier = SurfaceBarrier(f, 1.0, allow, dtype=torch.float64)
+    values = []
+    for step in range(30):
+        step_size = 0.03 if step % 10 == 9 else 0.001
+        pts[:, 4 * F + probes] += torch.as_tensor(g.normal(scale=step_size, size=(T, len(probes), 3)))
+        x = pts.clone().requires_grad_(True)
+        sparse = barrier.weighted(x)
+        (g_sparse,) = torch.autograd.grad(sparse, x) if sparse.requires_grad else (torch.zeros_like(x),)
+        dense = torch.relu(surface_depths(f, x, barrier.grid) - allow).square().sum() / (T * barrier.unit)
+        (g_dense,) = torch.autograd.grad(dense, x)
+        assert float(sparse.detach()) == pytest.approx(float(dense.detach()), rel=1e-12, abs=1e-15), step
+        assert torch.allclose(g_sparse, g_dense, rtol=1e-9, atol=1e-12), step
+        values.append(float(dense.detach()))
+    assert sum(v > 0 for v in values) > 10
+    assert barrier.searched < 0.5 * 30 * T
