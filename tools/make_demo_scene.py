@@ -31,6 +31,7 @@ if ROOT not in sys.path:
 from core.body import SHORT_HEAVY, TALL_THIN, BodyParams, make_body  # noqa: E402
 from core.rig.rotations import matrix_to_quat, quat_between, quat_make_continuous, quat_to_matrix  # noqa: E402
 from core.contacts.terrain.shapes import ramp, stairs  # noqa: E402
+from core.rig.parts import vertex_segments  # noqa: E402
 from core.types import Motion, Skeleton, SkinnedMesh  # noqa: E402
 
 FPS = 30
@@ -101,6 +102,17 @@ class Rig:
         hz = p("hips")[2]
         band = mesh.rest_verts[np.abs(mesh.rest_verts[:, 2] - hz) < 0.04]
         self.hip_half_width = float(np.abs(band[:, 0]).max())
+        #: per hand, its fingers' direction (its vertices' mean from the wrist) and its palm's normal (the
+        #: vertices' normals summed, of the side the palm is on), world, at rest
+        seg, names, _ = vertex_segments(skeleton, mesh, {n: n for n in skeleton.names})
+        self.hand_axes = {}
+        for side in ("left", "right"):
+            ids = seg == names.index(f"{side}_hand")
+            fingers = mesh.rest_verts[ids].mean(0) - p(f"{side}_hand")
+            fingers /= np.linalg.norm(fingers)
+            thin = np.linalg.svd(mesh.rest_verts[ids] - mesh.rest_verts[ids].mean(0))[2][2]   # the hand's thin axis
+            palm = -thin if thin[2] > 0 else thin                                       # rest palms face down
+            self.hand_axes[f"{side}_hand"] = (fingers, palm)
         front = mesh.rest_verts[np.abs(mesh.rest_verts[:, 2] - p("chest")[2]) < 0.05]
         self.chest_front = float(-front[:, 1].max() if len(front) else 0.15)
         self.chest_front = float(np.abs(front[:, 1]).max())
@@ -110,7 +122,9 @@ class Rig:
 
     def pose(self, hips_pos, lean, targets):
         """Local basis (J, 4) and hips location (3,) for: hips at ``hips_pos``, torso leaning forward by ``lean``
-        radians, and limb ``targets`` {'left_arm': (wrist, pole), 'left_leg': (ankle, pole), ...}."""
+        radians, and limb ``targets`` {'left_arm': (wrist, pole), 'left_leg': (ankle, pole), ...}; a hand turned
+        by {'left_hand': (finger direction, palm normal, weight)}: its world attitude blended by ``weight`` from
+        following the forearm to fingers along the direction and palm facing the normal."""
         s = self.s
         J = s.num_bones
         W = np.empty((J, 3, 3))
@@ -146,6 +160,9 @@ class Rig:
                 desired[mid] = quat_to_matrix(quat_between(d1, wrist - elbow)) @ self.rot[self.idx[mid]]
             if n in ("left_foot", "right_foot"):
                 desired[n] = self.rot[j]         # flat feet: rest world orientation
+            if n in ("left_hand", "right_hand") and n in targets:
+                fingers, palm, weight = targets[n]
+                desired[n] = _blend(frame, _turn(self.hand_axes[n], (fingers, palm)) @ self.rot[j], weight)
             if n in desired:
                 W[j] = desired[n]
                 basis[j] = frame.T @ W[j]
@@ -154,6 +171,27 @@ class Rig:
                 W[j] = frame
         hips_loc = s.rest_local[0, :3, :3].T @ (hips_pos - s.rest_local[0, :3, 3])
         return matrix_to_quat(basis), hips_loc
+
+
+def _frame(direction, normal) -> np.ndarray:
+    """(3, 3) orthonormal columns: ``direction``, ``normal`` made orthogonal to it, their cross product."""
+    d = np.asarray(direction, float) / np.linalg.norm(direction)
+    n = np.asarray(normal, float) - (np.asarray(normal, float) @ d) * d
+    n /= np.linalg.norm(n)
+    return np.stack([d, n, np.cross(d, n)], 1)
+
+
+def _turn(rest, turned) -> np.ndarray:
+    """(3, 3) the rotation taking the (direction, normal) pair ``rest`` onto ``turned``."""
+    return _frame(*turned) @ _frame(*rest).T
+
+
+def _blend(a: np.ndarray, b: np.ndarray, weight: float) -> np.ndarray:
+    """(3, 3) rotation ``weight`` of the way from ``a`` to ``b`` (normalised quaternion blend)."""
+    qa, qb = matrix_to_quat(a), matrix_to_quat(b)
+    qb = qb if float(np.dot(qa, qb)) >= 0 else -qb
+    q = (1.0 - weight) * qa + weight * qb
+    return quat_to_matrix(q / np.linalg.norm(q))
 
 
 def _smooth(keys, t):
@@ -178,8 +216,63 @@ def _rig_points(skeleton: Skeleton, mesh: SkinnedMesh):
             {s: sum(rig.len[f"{s}_arm"]) for s in sides}, {"left": 1.0, "right": -1.0})
 
 
+#: the demo's frames where a hand rests on the body or on the other hand: the three clap touches and the middle
+#: of the hands on hips
+HAND_REST_FRAMES = (94, 102, 110, 138)
+#: the demo clip's length in frames
+DEMO_FRAMES = 231
+#: how deep a resting hand may press into the body (share of the height: the solver's resting press,
+#: ``core.solver.surface.ALLOW``), and the steps by which the hands move out until it holds
+HAND_REST_DEPTH = 0.002
+HAND_REST_STEP = 0.004
+#: around a hand: how far from its surface an overlap counts as the hand's (metres)
+HAND_REACH = 0.03
+#: in the claps, the elbows out to the side (the arms' IK pole: × the side, with 0.2 forward and 1 down): the
+#: upper arms clear of the chest
+CLAP_ELBOW = 0.6
+
+
 def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
-    """The demo clip on the source character: (Motion, events {name: (first, last) frame})."""
+    """The demo clip on the source character: (Motion, events {name: (first, last) frame}). Where its hands rest
+    on the hips and touch in the claps, they are moved out (``HAND_REST_STEP`` at a time, the hips and the claps
+    each on its own) until they rest on the skin, pressed in no deeper than ``HAND_REST_DEPTH`` of the height
+    (``hand_depths``, the metrics' mesh measure): the clip is the reference that the retargets are measured by."""
+    hip_out = clap_out = 0.0
+    depth_at = HAND_REST_DEPTH * float(np.ptp(mesh.rest_verts[:, 2]))
+    for _ in range(25):
+        rest = _demo_motion(skeleton, mesh, hip_out, clap_out, HAND_REST_FRAMES)[0]
+        d = hand_depths(skeleton, mesh, rest, range(len(HAND_REST_FRAMES)))
+        clap_deep, hip_deep = bool(d[:-1].max() > depth_at), bool(d[-1] > depth_at)
+        if not (clap_deep or hip_deep):
+            break
+        clap_out += HAND_REST_STEP * clap_deep
+        hip_out += HAND_REST_STEP * hip_deep
+    return _demo_motion(skeleton, mesh, hip_out, clap_out)
+
+
+def hand_depths(skeleton: Skeleton, mesh: SkinnedMesh, motion: Motion, frames) -> np.ndarray:
+    """(len(frames),) the deepest point (metres) of the body's surface inside another part of it, within
+    ``HAND_REACH`` of a hand (a hand in a hip, a hip in a hand, a hand in the other), on clip ``frames`` of
+    ``motion``: ``core.metrics.mesh_volume``'s measure."""
+    import torch
+    from core.metrics import mesh_volume
+    from core.character.track import ClipTrack
+    from core.types import Character
+    bone_map = {n: n for n in skeleton.names}
+    ch = Character(skeleton, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
+    surf = mesh_volume.setup(ch)
+    names = vertex_segments(skeleton, mesh, bone_map)[1]
+    x, n = ClipTrack(ch, motion).vertices(surf.ids, normals=True, frames=list(frames))
+    d = mesh_volume.depths(surf, torch.as_tensor(x), torch.as_tensor(n)).numpy()       # (F, S)
+    hand = np.isin(surf.part, [g for g, name in enumerate(names) if name.endswith("_hand")])
+    probes = torch.as_tensor(x[:, surf.probe])
+    near = torch.cdist(probes, torch.as_tensor(x[:, hand])).amin(-1).numpy() < HAND_REACH   # (F, S)
+    return (d * near).max(1) * surf.scale
+
+
+def _demo_motion(skeleton: Skeleton, mesh: SkinnedMesh, hip_out: float, clap_out: float, frames=None):
+    """``demo_motion`` with the hands on the hips ``hip_out`` metres farther out and the claps' touches
+    ``clap_out`` metres farther apart; only clip ``frames`` (all when None) in the Motion."""
     rig, H0, ankle, shoulder, la, sign = _rig_points(skeleton, mesh)
     stride = 0.32
     hips_h = H0[2] - ankle["left"][2]
@@ -207,18 +300,21 @@ def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
         down = shoulder[s] + [sign[s] * 0.06, 0.0, -0.97 * la[s]]
         swing = lambda amount: down + [0, amount, 0.02]
         clap_far = np.array([sign[s] * 0.17, front, chest_z])
-        clap_touch = np.array([sign[s] * 0.035, front, chest_z])
-        on_hip = np.array([sign[s] * (rig.hip_half_width + 0.045), 0.0, H0[2] + 0.06])
+        clap_touch = np.array([sign[s] * (0.02 + 0.5 * clap_out), front, chest_z])
+        on_hip = np.array([sign[s] * (rig.hip_half_width + 0.045 + hip_out), 0.0, H0[2] + 0.06])
+        off_hip = on_hip + [sign[s] * 0.08, 0.0, 0.0]           # away from the hip first, then down beside the thigh
         ahead = shoulder[s] + [sign[s] * -0.05, -0.85 * la[s], -0.05]
         hands[s] = {0: down, 20: down, 35: swing(-0.12 * sign[s]), 50: swing(0.12 * sign[s]), 65: swing(-0.1 * sign[s]),
                     80: down, 88: clap_far, 94: clap_touch, 98: clap_far, 102: clap_touch, 106: clap_far,
-                    110: clap_touch, 116: clap_far, 126: on_hip, 150: on_hip, 162: down, 180: ahead, 197: ahead,
+                    110: clap_touch, 116: clap_far, 126: on_hip, 150: on_hip, 155: off_hip, 162: down, 180: ahead, 197: ahead,
                     215: down, 230: down}
+    #: in the claps the hands turn, fingers forward and up, palms facing each other
+    clap_turn = {82: 0.0, 88: 1.0, 116: 1.0, 124: 0.0}
     events = {"steps": (20, 80), "clap": (88, 116), "hands_on_hips": (126, 150), "squat": (160, 215)}
-    T = 231
-    rots = np.empty((T, skeleton.num_bones, 4))
-    locs = np.zeros((T, skeleton.num_bones, 3))
-    for t in range(T):
+    frames = range(DEMO_FRAMES) if frames is None else frames
+    rots = np.empty((len(frames), skeleton.num_bones, 4))
+    locs = np.zeros((len(frames), skeleton.num_bones, 3))
+    for k, t in enumerate(frames):
         hp = _smooth(hips, t)
         hip_offset = hp - H0
         targets = {}
@@ -228,17 +324,20 @@ def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
                 hand = hand + [0, hip_offset[1], 0]
             else:
                 hand = hand + [0, hip_offset[1], 0] if not (160 <= t <= 215) else hand + [0, hip_offset[1], 0]
-            pole_arm = (np.array([sign[s] * 0.3, 0.2, -1.0]) if 84 <= t <= 118 else
+            pole_arm = (np.array([sign[s] * CLAP_ELBOW, 0.2, -1.0]) if 84 <= t <= 118 else
                         np.array([sign[s] * 1.0, 0.6, 0.0]) if 118 < t < 158 else np.array([0.0, 1.0, -0.3]))
             targets[f"{s}_arm"] = (hand, pole_arm)
+            if 82 < t < 124:
+                targets[f"{s}_hand"] = (np.array([0.0, -0.85, 0.5]), np.array([-sign[s], 0.0, 0.0]),
+                                        float(_smooth(clap_turn, t)))
             a = _smooth(foot[s], t)
             for f0, f1 in lift[s]:
                 if f0 < t < f1:
                     a = a + [0, 0, 0.07 * np.sin(np.pi * (t - f0) / (f1 - f0))]
             targets[f"{s}_leg"] = (a, np.array([sign[s] * 0.15, -1.0, 0.0]))
         q, loc = rig.pose(hp, float(_smooth(lean, t)), targets)
-        rots[t] = q
-        locs[t, 0] = loc
+        rots[k] = q
+        locs[k, 0] = loc
     return Motion(quat_make_continuous(rots), locs, float(FPS), 1), events
 
 

@@ -7,11 +7,11 @@ core, and two hands that hold each other can sink into one another. Here the sur
 torso, head, thigh, hand and forearm segment carries a signed distance field of the body's rest surface, sampled
 once on a regular grid in its bone's frame (``surface_fields``): the distance to the nearest vertex's tangent plane,
 negative inside, kept only where that nearest vertex belongs to the segment (elsewhere the field is "far": the
-interior is shared out between the segments whose surface is nearest). Points spread over each hand and forearm
-(``PROBE_SEGMENTS``, farthest-point samples of their vertices) are carried by their bones, as the capsule ends are;
-a probe's depth in a field is read in that field's box coordinates (an affine map from the four points that the
-field's bone carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). A probe is
-tested against a field only when the two segments are not neighbours in the skeleton
+interior is shared out between the segments whose surface is nearest). Points spread over each hand, forearm and
+upper arm (``PROBE_SEGMENTS``, farthest-point samples of their vertices) are carried by their bones, as the capsule
+ends are; a probe's depth in a field is read in that field's box coordinates (an affine map from the four points
+that the field's bone carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). A
+probe is tested against a field only when the two segments are not neighbours in the skeleton
 (``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the elbow without any penetration).
 The solver does not read every probe in every field at every step: it keeps as candidates the probes near a
 surface, found by bounding spheres, and searches a frame again only when its points moved (``SurfaceBarrier``).
@@ -40,10 +40,14 @@ from ..rig.skinning import bind_matrices
 #: segments (canonical names without their side) whose surface is a field: what a hand touches on a body, and the
 #: hands and forearms themselves (hands that clap, hold each other or a wrist)
 FIELD_SEGMENTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg", "hand", "lower_arm")
-#: segments whose surface points probe the fields: the hands and forearms
-PROBE_SEGMENTS = ("hand", "lower_arm")
-#: probe points per probe segment (farthest-point samples of its vertices)
-PROBES = 12
+#: segments whose surface points probe the fields: the hands and the arms (an upper arm pressed into a big chest
+#: or belly is what a viewer sees first; docs/decisions.md "The surface barrier probes the arms")
+PROBE_SEGMENTS = ("hand", "lower_arm", "upper_arm")
+#: probe points per probe segment (farthest-point samples of its vertices: 12 leave a forearm folded against the
+#: chest sinking between them); fewer on a low-poly mesh, as many on every segment as its smallest one has vertices
+PROBES = 32
+#: a segment with fewer vertices carries no probes
+MIN_PROBES = 12
 #: grid nodes along each axis of a field
 GRID = 28
 #: a field's box: its segment's vertices' bounds grown by this share of the body's height
@@ -123,10 +127,13 @@ def _surface_fields(character):
     scale = float(np.cbrt(abs(np.linalg.det(sk.object_matrix[:3, :3])))) or 1.0
     height = float(np.ptp(V[body, 2])) * scale if body.any() else 0.0
     fields = [s for s, n in enumerate(names) if _base(n) in FIELD_SEGMENTS and (seg == s).sum() >= 20]
-    probes = [s for s, n in enumerate(names) if _base(n) in PROBE_SEGMENTS and (seg == s).sum() >= PROBES]
+    probes = [s for s, n in enumerate(names) if _base(n) in PROBE_SEGMENTS and (seg == s).sum() >= MIN_PROBES]
+    if not fields or not probes:
+        return None
+    per_segment = min([PROBES] + [int((seg == s).sum()) for s in probes])     # a low-poly arm: fewer probes
     excl = segment_exclusion(names)
-    tested = np.array([[not excl[p, f] for f in fields] for p in probes], dtype=bool).reshape(len(probes), -1)
-    if not fields or not tested.any():
+    tested = np.array([[not excl[p, f] for f in fields] for p in probes], dtype=bool)
+    if not tested.any():
         return None
     G = bind_matrices(sk, mesh)
     tree, body_n, body_seg = cKDTree(V[body]), N[body], seg[body]
@@ -147,15 +154,15 @@ def _surface_fields(character):
     p_bone, p_local, p_names = [], [], []
     for s in probes:
         ids = np.nonzero(seg == s)[0]
-        pick = ids[_farthest_points(V[ids], PROBES)]
+        pick = ids[_farthest_points(V[ids], per_segment)]
         Binv = inv(G[bone_ids[s]])
         p_bone += [bone_ids[s]] * len(pick)
         p_local.append(V[pick] @ Binv[:3, :3].T + Binv[:3, 3])
         p_names += [names[s]] * len(pick)
-    tested_q = np.repeat(tested, [PROBES] * len(probes), axis=0)
+    tested_q = np.repeat(tested, per_segment, axis=0)
     return SurfaceFields(np.array([bone_ids[s] for s in fields], dtype=np.int64), tuple(names[s] for s in fields),
                          np.array(lo), np.array(hi), grid, np.array(p_bone, dtype=np.int64), np.concatenate(p_local),
-                         tuple(p_names), tested_q, height, PROBES)
+                         tuple(p_names), tested_q, height, per_segment)
 
 
 def _signed_distance(nodes: np.ndarray, tree: cKDTree, normals: np.ndarray, vert_seg: np.ndarray,
@@ -278,8 +285,8 @@ def near_entries(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0)
 
 
 class SurfaceBarrier:
-    """The solver's term: Σ relu(depth − allow)² / (T·(1 % h)²) · ``weight`` over ``surface_depths``, ``allow`` (T, Q,
-    F) ALLOW·h past the source's own depth for the same probe and field segments (``source_allowance``).
+    """The solver's term: Σ relu(depth − allow)² / (T·(1 % h)²) · ``weight`` over ``surface_depths``, ``allow``
+    (T, Q, F) ALLOW·h past the source's own depth for the same probe and field segments (``source_allowance``).
 
     Sparse and exact, as the capsule barrier: a search (``near_entries``, then the field read there) keeps as
     candidates the entries whose probe is within ``SLACK``·h of its allowed depth (or of the field's box), and each

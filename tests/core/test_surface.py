@@ -31,10 +31,12 @@ def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
     ch, f = body
     assert f is not None
     assert {"hips", "spine", "chest", "head"} <= set(f.field_names)
-    assert {"left_hand", "right_hand", "left_lower_arm", "right_lower_arm"} == set(f.probe_names)
+    assert {"left_hand", "right_hand", "left_lower_arm", "right_lower_arm", "left_upper_arm",
+            "right_upper_arm"} == set(f.probe_names)
     hand = f.probe_names.index("left_hand")
     assert f.tested[hand, f.field_names.index("chest")]
     assert f.tested[f.probe_names.index("left_lower_arm"), f.field_names.index("hips")]
+    assert f.tested[f.probe_names.index("left_upper_arm"), f.field_names.index("chest")]   # an arm against a chest
     assert f.tested[hand, f.field_names.index("right_hand")]                  # hands that hold each other
     assert not f.tested[hand, f.field_names.index("left_lower_arm")]          # its own wrist: neighbours
     assert not f.tested[hand, f.field_names.index("left_hand")]
