@@ -3,13 +3,12 @@
 
 The panel's Re-solve and ``core.solver.conflicts.resolve`` change per-part weights (the conflict sliders) and how many
 steps to take (the re-solve's ``WarmSchedule``); the characters, the clip, copy-rotations, the terrain and every other
-setting stay. A new ``SolveJob`` then builds
-again what does not depend on those weights (the soles, the source's paths and floor, the foot model, the pair and
-barrier caches, the variables' chain) and fits the last result back into control points. ``continued`` instead
-copies the finished job, shares all of that, takes its control points as they are (the exact start a warm start
-fits), computes again only what the weights change (the per-key-vertex multipliers, the reference scales,
-copy-rotations' objective) and continues its optimiser. ``continued_group`` does the same for a joint solve
-(``core.solver.conflicts.resolve_group``).
+setting stay. A new ``SolveJob`` then builds again what does not depend on those weights (the soles, the source's paths
+and floor, the foot model, the pair and barrier caches, the variables' chain) and fits the last result back into control
+points. ``continued`` instead copies the finished job, shares all of that, takes its control points as they are (the
+exact start a warm start fits), computes again only what the weights change (the per-key-vertex multipliers, the
+reference scales, copy-rotations' objective) and continues its optimiser. ``continued_group`` does the same for a joint
+solve (``core.solver.conflicts.resolve_group``).
 """
 
 from __future__ import annotations

@@ -292,6 +292,37 @@ def test_a_resolve_continuing_the_first_solves_set_up_is_the_resolve_with_a_new_
     assert continued(first, s).param.delta is not first.param.delta
 
 
+def test_a_retarget_on_a_terrain_hands_it_to_the_solve_and_its_re_solve_keeps_it(pair):
+    """``RetargetOptions.ground`` reaches the solve as its input (``SolveJob(terrain=...)``: the start put onto it,
+    the height terms reading it), not as a setting. The panel's re-solve (the first solve's terrain and optimiser,
+    a ``continue_schedule``) solves on the same terrain for that share of the steps; the first solve's set-up is
+    continued only on the same terrain object."""
+    from dataclasses import replace
+
+    from core.pipeline.retarget import Retarget, RetargetOptions, run
+    from core.solver.continued import can_continue
+    src, m, tgt, _ = pair
+
+    def slope(x, y):                   # a 5 % ramp along y
+        return 0.05 * y
+    opts = RetargetOptions(settings=SolverSettings(**FAST), ground=slope, metrics=False, conflicts=False)
+    first = run(Retarget(src, m, tgt, opts))
+    job = first.job
+    assert first.terrain is job.terrain is slope and job.objective.ground is slope and job.feet.ground is slope
+    assert "terrain_lift_range_m" in job.stats
+    flat = run(Retarget(src, m, tgt, replace(opts, ground=None)))
+    assert flat.job.terrain is None and flat.job.objective.ground == 0.0
+    assert not np.allclose(flat.motion.locations, first.motion.locations)
+    settings = replace(opts.settings, part_weights={("left_leg", "sliding"): 2.0})
+    again = replace(opts, settings=settings, init_motion=first.init_motion, warm_start=first.motion,
+                    warm_sixd=job.result_sixd(), warm_state=job.optim, warm_job=job, ground=first.terrain,
+                    continue_schedule=WarmSchedule(steps=0.1, lr=1.0))
+    re = run(Retarget(first.source, m, first.target, again, source_track=first.source_track))
+    assert re.job.terrain is slope and re.job.stats["continued_state"] and re.job.total == 3
+    assert can_continue(job, settings, src, m, tgt, job.init_motion, slope)
+    assert not can_continue(job, settings, src, m, tgt, job.init_motion, lambda x, y: 0.05 * y)
+
+
 def test_a_warm_start_may_take_smaller_steps(pair, solved):
     src, m, tgt, init = pair
     prev = solved[0].result()

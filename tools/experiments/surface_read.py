@@ -65,9 +65,9 @@ def main(argv=None) -> int:
             for name, read in (("dense", dense), ("sparse", sparse)):
                 t, results[name] = solve(read, settings)
                 seconds[name].append(t)
-        job.DTYPE = "float64"
+        dtype, job.DTYPE = job.DTYPE, "float64"
         _, d64 = solve(dense, settings)
-        job.DTYPE = "float32"
+        job.DTYPE = dtype
         surface.SurfaceBarrier.weighted = sparse
         ratio = np.median(seconds["sparse"]) / np.median(seconds["dense"])
         print(f"{pathlib.Path(srel).stem} -> {pathlib.Path(trel).stem} ({clip.num_frames} frames): dense "
