@@ -162,7 +162,8 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
     _retarget(rt, src, tile(smo, min(75, max(frames))), tgt, dataclasses.replace(repro, iterations=2))
     out(f"GPU ({name}, torch {torch.__version__}, CUDA {torch.version.cuda}; {settings.iterations} steps, "
         f"{_core(rt, 'solver.job').DTYPE}; times after an untimed warm-up; CPU runs with {torch.get_num_threads()} "
-        "threads in the same process). Rotation differences: largest / 99.9th percentile / mean angle over every frame and bone.")
+        "threads in the same process). Rotation differences: largest / 99.9th percentile / mean angle over every frame "
+        "and bone.")
     out()
     out("| frames | GPU f/s, reproducible (s) | GPU solve alone f/s | GPU f/s, pose not graphed (s) | graphed = not "
         "graphed | GPU f/s, not reproducible (s) | peak GPU memory | CPU f/s (s) | GPU vs CPU | CPU float32 vs float64 "
