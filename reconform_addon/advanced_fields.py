@@ -48,9 +48,6 @@ ADVANCED_INTS = (
 )
 #: (SolverSettings field, label, description, default).
 ADVANCED_BOOLS = (
-    ("partner_contact_state", "Partner Contact State", "Partners solved together: keep the contact state (Contact "
-     "State) between the characters too. Hands are held more often, each character's own contacts a little less",
-     False),
     ("compile", "Compile (CPU)", "Compile the pose map with torch.compile: faster per solve on the CPU once "
      "compiled, but the first solve of each clip length in a Blender session waits for the compilation "
      "(a minute or two); needs a C++ compiler, else the solve runs as usual", False),

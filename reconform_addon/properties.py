@@ -215,9 +215,6 @@ class ReconformSettings(PropertyGroup):
     use_advanced: BoolProperty(name="Override Weights", default=False,
                                description="Use the advanced values below instead of the preset's")
     device: EnumProperty(name="Device", items=DEVICE_ITEMS, default='DEFAULT')
-    gpu_deterministic: BoolProperty(name="Reproducible", default=True,
-                                    description="On a GPU, the same result on every run (torch's deterministic "
-                                                "algorithms); off: faster, runs differ by rounding")
     source_ground: EnumProperty(name="Source Floor", items=SOURCE_GROUND_ITEMS, default='AUTO',
                                 description="Where the source clip's floor is (the target stands on the Ground "
                                             "below)")
@@ -324,13 +321,9 @@ class ReconformSettings(PropertyGroup):
                     changes[name] = getattr(self, name)
         if "device" in fields:
             changes["device"] = self.effective_device().lower()
-        if "deterministic" in fields:
-            changes["deterministic"] = bool(self.gpu_deterministic)
         if "source_ground" in fields:
             changes["source_ground"] = (float(self.source_ground_level) if self.source_ground == 'CUSTOM'
                                         else SOURCE_GROUND_MODES[self.source_ground])
-        if "resolve_state_fraction" in fields:
-            changes["resolve_state_fraction"] = float(self.warm_start_fraction)
         for k, v in (overrides or {}).items():
             if k in fields:
                 changes[k] = v

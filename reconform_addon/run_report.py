@@ -86,7 +86,7 @@ def frame_series(outcome: Outcome) -> dict:
     if src.mesh is not None and src.height and outcome.source_track is not None:
         feet["source"] = foot_heights(outcome.source_track, outcome.source_ground) / float(src.height)
     if tgt.mesh is not None and tgt.height:
-        terrain = getattr(getattr(outcome.job, "settings", None), "terrain", None)
+        terrain = getattr(outcome.job, "terrain", None)
         ground = 0.0 if terrain is None else terrain
         runs = {"copy_rotations": outcome.init_motion, "result": mo} if outcome.method == "reconform" \
             else {"result": mo}

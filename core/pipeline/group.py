@@ -227,8 +227,8 @@ class RetargetGroup(Cancellable):
             metrics = reference = None
             if measured:
                 metrics, reference = yield from scaled(
-                    measuring(src, tracks[k].motion, tgt, motions[k], inits[k], o, grounds[k], tracks[k], pair_notes,
-                              terrain=o.settings.terrain if reconform else None), k * share, (k + 1) * share)
+                    measuring(src, tracks[k].motion, tgt, motions[k], inits[k], o, grounds[k], tracks[k], pair_notes),
+                    k * share, (k + 1) * share)
                 if self._cancel.is_set():
                     return None, None, None
             if last is not None:           # a re-solve: copy-rotations is not measured again

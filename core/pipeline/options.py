@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from ..character.track import ClipTrack
 from ..contacts.terrain import HeightField
-from ..solver import RESOLVE, Progress, SolveJob, SolverSettings, WarmSchedule
+from ..solver import CONTINUE, RESOLVE, Progress, SolveJob, SolverSettings, WarmSchedule
 from ..types import Character, Motion
 
 METHODS = ("copy_rotations", "reconform")
@@ -32,9 +32,11 @@ class RetargetOptions:
             reused where only weights differ: ``core.solver.continued``).
         warm_schedule: a re-solve with a new optimiser: its share of the steps and of the learning rates
             (``core.solver.WarmSchedule``; default ``core.solver.RESOLVE``).
-        ground: the target's ground (ReConForM §6.2): None (z = 0, or ``settings.terrain``), a
-            ``core.contacts.terrain.GroundSurface`` (a ground object's triangles: sampled over the clip's footprint), or
-            a ``core.contacts.terrain.HeightField`` (used as it is: a re-solve reuses the first solve's).
+        continue_schedule: a re-solve continuing ``warm_state``: its share of the steps (and rates; default
+            ``core.solver.CONTINUE``; the panel's Re-solve Iterations).
+        ground: the target's ground (ReConForM §6.2): None (z = 0), a ``core.contacts.terrain.GroundSurface`` (a
+            ground object's triangles: sampled over the clip's footprint), or a ``core.contacts.terrain.HeightField``
+            or any differentiable f(x, y) (used as it is: a re-solve reuses the first solve's).
     """
 
     method: str = "reconform"
@@ -49,6 +51,7 @@ class RetargetOptions:
     warm_state: object = None
     warm_job: object = None
     warm_schedule: WarmSchedule = RESOLVE
+    continue_schedule: WarmSchedule = CONTINUE
     ground: object = None
 
 

@@ -190,7 +190,7 @@ class Retarget(Cancellable):
         # 2-3. copy-rotations (the source track's first use: its one forward-kinematics pass)
         t1 = time.perf_counter()
         yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
-        terrain, floor = (o.settings.terrain if o.ground is None else o.ground), o.settings.source_ground
+        terrain, floor = o.ground, o.settings.source_ground
         init, flat = o.init_motion, None
         if isinstance(terrain, GroundSurface):   # sampled where copy-rotations puts the target's feet
             yield Step("copy_rotations", _PHASE_END["characters"], f"Sampling the ground '{terrain.name}'…")
@@ -213,9 +213,8 @@ class Retarget(Cancellable):
         if reconform:
             t2 = time.perf_counter()
             yield Step("solve", _PHASE_END["copy_rotations"], "Setting up the solver…")
-            settings = o.settings if terrain is o.settings.terrain else replace(o.settings, terrain=terrain)
-            self.job = job = solve_job(src, source_motion, tgt, init, settings, track, o.warm_start, o.warm_sixd,
-                                       o.warm_state, o.warm_job, o.warm_schedule)
+            self.job = job = solve_job(src, source_motion, tgt, init, o.settings, track, o.warm_start, o.warm_sixd,
+                                       o.warm_state, o.warm_job, o.warm_schedule, o.continue_schedule, terrain)
             for line in job.prepare():
                 if self._cancel.is_set():
                     job.cancel()

@@ -156,7 +156,7 @@ def clip_setup(source, source_motion: Motion, target, options: RetargetOptions, 
     t1 = time.perf_counter()
     yield Step("copy_rotations", _PHASE_END["characters"], "Copying rotations…")
     track = ClipTrack(src, source_motion if src.rig is None else src.rig.to_core(source_motion))
-    terrain = options.settings.terrain if options.ground is None else options.ground
+    terrain = options.ground
     levels = ground_levels(track, options.settings.source_ground)          # read once: copy-rotations takes them
     flat = None
     if isinstance(terrain, GroundSurface):
@@ -182,12 +182,10 @@ def window_job(setup: ClipSetup, source_motion: Motion, options: RetargetOptions
     rotations, ``SolveJob.result_sixd``), above the source's
     floor levels of those frames and the clip's terrain; no metrics, no conflicts."""
     levels = setup.levels
-    settings = replace(options.settings, source_ground=levels if np.ndim(levels) == 0 else levels[a:b],
-                       terrain=None)
+    settings = replace(options.settings, source_ground=levels if np.ndim(levels) == 0 else levels[a:b])
     w_opts = replace(options, init_motion=setup.init.slice(a, b) if init is None else init, metrics=False,
                      conflicts=False, warm_start=warm_start, warm_sixd=warm_sixd, warm_schedule=warm_schedule,
-                     settings=settings,
-                     ground=setup.terrain)
+                     settings=settings, ground=setup.terrain)
     # the source's bone and skinning transforms (and whatever else the clip's track holds) as views of the clip's
     track = setup.track.slice(a, b)
     return Retarget(setup.source, track.motion if setup.source.rig is None else source_motion.slice(a, b),

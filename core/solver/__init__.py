@@ -25,9 +25,9 @@ from .footing import CONTACT_MAX, CONTACT_MIN, LOCK_MAX, LOCK_MIN, sole_points
 from .group import GroupSolveJob
 from .job import SolveJob
 from .knots import bspline_basis
-from .settings import (PART_WEIGHT_TERMS, PARTNER_TERM, RESOLVE, SEMANTIC_TERMS, TERMS, Progress, SolverSettings,
-                       WarmSchedule)
+from .settings import (CONTINUE, PART_WEIGHT_TERMS, PARTNER_TERM, RESOLVE, SEMANTIC_TERMS, TERMS, Progress,
+                       SolverSettings, WarmSchedule)
 
-__all__ = ["GroupSolveJob", "SolveJob", "SolverSettings", "WarmSchedule", "RESOLVE", "Progress", "PART_WEIGHT_TERMS",
-           "PARTNER_TERM", "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order", "sole_points", "CONTACT_MIN",
-           "CONTACT_MAX", "LOCK_MIN", "LOCK_MAX"]
+__all__ = ["GroupSolveJob", "SolveJob", "SolverSettings", "WarmSchedule", "RESOLVE", "CONTINUE", "Progress",
+           "PART_WEIGHT_TERMS", "PARTNER_TERM", "SEMANTIC_TERMS", "TERMS", "bspline_basis", "keyvert_order",
+           "sole_points", "CONTACT_MIN", "CONTACT_MAX", "LOCK_MIN", "LOCK_MAX"]

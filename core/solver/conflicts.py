@@ -24,7 +24,7 @@ import torch
 from ..errors import CoreError
 from ..heap import release_free_memory
 from ..progress import drive, scaled
-from . import PARTNER_TERM, RESOLVE, SEMANTIC_TERMS, GroupSolveJob, SolveJob, WarmSchedule
+from . import CONTINUE, PARTNER_TERM, RESOLVE, SEMANTIC_TERMS, GroupSolveJob, SolveJob, WarmSchedule
 from .continued import can_continue, can_continue_group, continued, continued_group
 from .optim import deterministic
 from .partners import PAIR_TERMS
@@ -93,7 +93,7 @@ def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None, ext
     out = {}
     for n, k in enumerate(terms):
         # on a GPU the gradients' scatters are reproducible only under the switch (as the solve's steps)
-        with deterministic(job.settings.device, job.settings.deterministic):
+        with deterministic(job.settings.device):
             if vals is None or not shared:
                 d = d0.clone().requires_grad_(True)
                 p, nrm, sole = job._forward((d, off), alpha)
@@ -256,19 +256,19 @@ def merge_part_weights(*weights: dict) -> dict:
 def resolve(job: SolveJob, part_weights: dict, fraction: float = None) -> SolveJob:
     """A new SolveJob warm-started from ``job``'s result with ``part_weights`` replacing the previous ones.
 
-    It runs ``fraction`` (default ``settings.resolve_state_fraction``) of the first solve's iterations with α = 1,
+    It runs ``fraction`` (default ``CONTINUE.steps``) of the first solve's iterations with α = 1,
     continuing ``job``'s optimiser and its set-up (``core.solver.continued``: ready to step).
     """
     settings = replace(job.settings, part_weights=dict(part_weights))
-    schedule = RESOLVE
+    schedule, state_schedule = RESOLVE, CONTINUE
     if fraction is not None:
-        settings = replace(settings, resolve_state_fraction=float(fraction))
         schedule = WarmSchedule(steps=float(fraction), lr=RESOLVE.lr)
-    if can_continue(job, settings, job.source, job.source_motion, job.target, job.init_motion):
-        return continued(job, settings)
+        state_schedule = WarmSchedule(steps=float(fraction), lr=CONTINUE.lr)
+    if can_continue(job, settings, job.source, job.source_motion, job.target, job.init_motion, job.terrain):
+        return continued(job, settings, schedule=state_schedule)
     return SolveJob(job.source, job.source_motion, job.target, job.init_motion, settings, warm_start=job.result(),
                     source_track=job.source_track, warm_sixd=job.result_sixd(), warm_state=job.optim,
-                    warm_schedule=schedule)
+                    warm_schedule=schedule, continue_schedule=state_schedule, terrain=job.terrain)
 
 
 def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = None) -> GroupSolveJob:
@@ -279,12 +279,8 @@ def resolve_group(group: GroupSolveJob, part_weights: list, fraction: float = No
     if len(part_weights) != len(group.members):
         raise CoreError(f"A joint solve of {len(group.members)} characters takes {len(group.members)} sets of "
                         f"per-part weights, not {len(part_weights)}.")
-    settings = []
-    for m, pw in zip(group.members, part_weights):
-        s = replace(m.settings, part_weights=dict(pw or {}))
-        if fraction is not None:
-            s = replace(s, resolve_state_fraction=float(fraction))
-        settings.append(s)
+    settings = [replace(m.settings, part_weights=dict(pw or {})) for m, pw in zip(group.members, part_weights)]
     if not can_continue_group(group, settings):
         raise CoreError("Only a finished joint solve can be re-solved: retarget the characters together first.")
-    return continued_group(group, settings)
+    return continued_group(group, settings, CONTINUE if fraction is None
+                           else WarmSchedule(steps=float(fraction), lr=CONTINUE.lr))

@@ -66,24 +66,26 @@ class FootModel:
     """The foot terms of one solve.
 
     Args:
-        settings: SolverSettings (foot_contact_weight, foot_lock, terrain); the bands CONTACT_MIN / _MAX and
+        settings: SolverSettings (foot_contact_weight, foot_lock); the bands CONTACT_MIN / _MAX and
             LOCK_MIN / _MAX, the cap LOCK_CAP.
         src_low: (T, 2) source feet's soft lowest points above the source's floor (metres; NaN: no foot).
         src_vel: (T, 2, 2) their horizontal velocities (m/s).
         sole_side: (S,) int64 0 / 1, the foot of each target sole point.
         keyvert_side: (N,) int64 foot of each target key vertex (-1 elsewhere).
         h_src, h_tgt: heights h_c; ratio: what source heights and speeds are scaled by (h_tgt / h_src or 1).
-        fps: frame rate.
+        fps: frame rate; dtype, device: the solve's.
+        ground: the target's ground: the level 0, or a terrain f(x, y) (``SolveJob(terrain=...)``).
     Attributes (None where off): contact_w (T, 2), contact_h (T, 2), height_match_w (T, N); lock_w (T, 2),
         lock_vel (T, 2, 2); cap_w (T, 2) the weight of the target sole's speed cap (``LOCK_CAP``: 1 − lock_w where
         lock_w > 0, else 0) and cap (m/s).
     """
 
     def __init__(self, settings, src_low: np.ndarray, src_vel: np.ndarray, sole_side: np.ndarray,
-                 keyvert_side: np.ndarray, h_src: float, h_tgt: float, ratio: float, fps: float, dtype, device):
+                 keyvert_side: np.ndarray, h_src: float, h_tgt: float, ratio: float, fps: float, dtype, device,
+                 ground=0.0):
         self.settings = settings
         self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
-        self.ground = settings.ground
+        self.ground = ground
         self.sole_side = torch.as_tensor(sole_side, device=device)
         self.contact_w = self.contact_h = self.height_match_w = None
         self.lock_w = self.cap_w = None

@@ -143,8 +143,7 @@ class GroupSolveJob(StepLifecycle):
         with torch_threads(self.settings.num_threads):
             if not self._ready:
                 t0 = time.perf_counter()
-                m0 = self.members[0].settings
-                with deterministic(m0.device, m0.deterministic):       # as SolveJob.prepare
+                with deterministic(self.members[0].settings.device):       # as SolveJob.prepare
                     self._setup()
                 self.stats["setup_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -241,9 +240,8 @@ class GroupSolveJob(StepLifecycle):
         optimiser continues."""
         t0 = time.perf_counter()
         self.barrier = group.barrier
-        m0 = self.members[0].settings
         # as the set-up (steps()): the scales' sums are scatters, which only the switch makes reproducible on a GPU
-        with torch_threads(self.settings.num_threads), deterministic(m0.device, m0.deterministic):
+        with torch_threads(self.settings.num_threads), deterministic(self.members[0].settings.device):
             if group.partners is not None:
                 p = torch.cat([m.p_init for m in self.members], 1)
                 n = torch.cat([m.n_init for m in self.members], 1)
@@ -261,7 +259,7 @@ class GroupSolveJob(StepLifecycle):
         step = self._step
         self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup)
         alpha = self._alpha()
-        with deterministic(self.members[0].device, s.deterministic):     # as SolveJob._adam_step: only on a GPU
+        with deterministic(self.members[0].device):     # as SolveJob._adam_step: only on a GPU
             for p in self.optim.params:
                 p.grad = None
             member_terms, ps, ns = [], [], []

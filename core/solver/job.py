@@ -39,13 +39,16 @@ from .lifecycle import StepLifecycle
 from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse, upper_body_bones
 from .root_start import root_xy_from_feet
-from .settings import RESOLVE, Progress, SolverSettings, WarmSchedule
+from .settings import CONTINUE, RESOLVE, Progress, SolverSettings, WarmSchedule
 from .terrain_start import onto_terrain, terrain_lift
 
 SEED = 0    #: torch's random seed, set at each set-up: a solve is reproducible run to run
 #: the root starts where the source's planted feet stay put (``root_start.root_xy_from_feet``; False: copy-rotations'
 #: root)
 ROOT_FROM_FEET = True
+#: the solve's floating-point type: "float32", or "float64" as a rounding check (tools/bench/bench_gpu.py;
+#: docs/decisions.md "float32")
+DTYPE = "float32"
 
 
 def _check_motion(character: Character, motion: Motion, what: str):
@@ -68,15 +71,18 @@ class SolveJob(StepLifecycle):
         warm_start: optional previous result (Motion of the target) to start from ('Re-solve'): α held at 1,
             ``warm_schedule`` (default ``settings.RESOLVE``): its share of ``settings.iterations`` at its share of
             the learning rates or, continuing ``warm_state`` (the ``optim`` of the solve that made it,
-            ``Adam.continue_from``), ``settings.resolve_state_fraction`` of them at full rates.
+            ``Adam.continue_from``), ``continue_schedule``'s (default ``settings.CONTINUE``).
         warm_sixd: optional (T, Jo, 6) 6D vectors of the optimised bones as the solve that made ``warm_start``
             had them (``result_sixd``; NaN on frames it did not solve): its fit is then exact there.
         source_track: the source clip's ClipTrack when the caller already has one (``core.pipeline.retarget``).
+        terrain: the ground under the target (z = f(x, y), ReConForM §6.2): a ``core.contacts.terrain.HeightField``
+            or any differentiable callable f(x, y); None: the level z = 0.
     """
 
     def __init__(self, source: Character, source_motion: Motion, target: Character, init_motion: Motion,
                  settings: SolverSettings = None, warm_start: Motion = None, source_track: ClipTrack = None,
-                 warm_sixd: np.ndarray = None, warm_state=None, warm_schedule: WarmSchedule = RESOLVE):
+                 warm_sixd: np.ndarray = None, warm_state=None, warm_schedule: WarmSchedule = RESOLVE,
+                 continue_schedule: WarmSchedule = CONTINUE, terrain=None):
         super().__init__()
         self.settings = settings or SolverSettings.preset("balanced")
         _check_motion(source, source_motion, f"Source motion of '{source.name}'")
@@ -110,8 +116,11 @@ class SolveJob(StepLifecycle):
         self.warm_sixd = warm_sixd if warm_start is not None else None
         self.warm_state = warm_state if warm_start is not None else None
         self.warm_schedule = WarmSchedule(*warm_schedule)
+        self.continue_schedule = WarmSchedule(*continue_schedule)
+        self.terrain = terrain
         self.fps = float(source_motion.fps)
-        self.total = self.settings.num_steps(warm_start is not None, self.warm_state is not None, self.warm_schedule)
+        self.total = self.settings.num_steps(warm_start is not None, self.continue_schedule
+                                             if self.warm_state is not None else self.warm_schedule)
         self._pose = None   #: GraphedPose on a GPU (set-up), else None
         self._dense = None  #: (key-vertex positions, α, the dense terms there) from the last _forward with α
         self.history, self.stats = [], {}     # per step {term: weighted normalised value}; statistics
@@ -134,7 +143,7 @@ class SolveJob(StepLifecycle):
             return
         # the set-up's scatters too (the spline's fit to copy-rotations, the skinning weights): on a GPU they set
         # where the steps start, and the deterministic switch is what makes two runs equal there
-        with torch_threads(self.settings.num_threads), deterministic(self.settings.device, self.settings.deterministic):
+        with torch_threads(self.settings.num_threads), deterministic(self.settings.device):
             t0 = time.perf_counter()
             yield from self._setup()
             self.stats["setup_s"] = time.perf_counter() - t0
@@ -201,7 +210,8 @@ class SolveJob(StepLifecycle):
         """The set-up (``prepare``): a generator yielding a line before each slow part."""
         s = self.settings
         torch.manual_seed(SEED)
-        dt, dev = s.torch_dtype(), torch.device(s.device)
+        dt, dev = {"float32": torch.float32, "float64": torch.float64}[DTYPE], torch.device(s.device)
+        ground = self.terrain if self.terrain is not None else 0.0    # the height terms': the terrain, or z = 0
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise CoreError("CUDA was requested but torch sees no CUDA device: choose the CPU device.")
         self.dtype, self.device = dt, dev
@@ -248,14 +258,14 @@ class SolveJob(StepLifecycle):
             low, vel = foot_lows_and_velocity(pts, self.source_ground_level, self.fps, SOFT_LOW * self.h_src,
                                               track.foot_points)
             feet = FootModel(s, low, vel, self.sole_side, foot_side(tgt, kv_ids), self.h_src, self.h_tgt,
-                             self.h_tgt / self.h_src, self.fps, dt, dev)
+                             self.h_tgt / self.h_src, self.fps, dt, dev, ground)
         self.feet = feet
         self.stats.update(contact_frames=0 if feet is None or feet.contact_w is None else float(feet.contact_w.sum()),
                           locked_frames=0 if feet is None or feet.lock_w is None else float(feet.lock_w.sum()))
         yield "Finding the source's contacts"
         head = HeadAttitude.of(s, [tgt.keyverts.names[k] for k in self.keyvert_order])
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs,
-                                   feet, src.mesh.fitted, head=head,
+                                   feet, src.mesh.fitted, head=head, ground=ground,
                                    body_rows=None if self.surface is None else self.surface.rows.start)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
@@ -272,7 +282,7 @@ class SolveJob(StepLifecycle):
         with torch.no_grad():   # copy-rotations' key vertices: where its planted feet are
             p0, _, _ = self._forward(self.param.zero_residuals())
         root_xy = root_xy_from_feet(self.objective, p0, self.fps) if T >= 2 and ROOT_FROM_FEET else None
-        if s.terrain is not None and T >= 2 and tgt.mesh is not None:   # a warm start gets the same start
+        if self.terrain is not None and T >= 2 and tgt.mesh is not None:   # a warm start gets the same start
             self._start_on_terrain(root_xy)
         if self.warm_start is not None:
             R = quat_to_matrix(torch.as_tensor(self.warm_start.rotations, dtype=torch.float64))[:, self.opt_idx]
@@ -322,8 +332,9 @@ class SolveJob(StepLifecycle):
         self.optim = solver_adam(self.param.params, self.param.rates(s.lr_rot, s.lr_root))
         # near an optimum already: a fresh Adam takes smaller steps; one continuing the last solve's takes its own
         cont = self.stats["continued_state"] = self.warm_state is not None and self.optim.continue_from(self.warm_state)
-        self.total = s.num_steps(self.warm_start is not None, cont, self.warm_schedule)
-        lr_scale = self.warm_schedule.lr if self.warm_start is not None and not cont else 1.0
+        schedule = self.continue_schedule if cont else self.warm_schedule
+        self.total = s.num_steps(self.warm_start is not None, schedule)
+        lr_scale = schedule.lr if self.warm_start is not None else 1.0
         self.base_lrs = self.param.rates(s.lr_rot * lr_scale, s.lr_root * lr_scale)  # root offset: units of h_tgt
 
     def _build_variables(self, motion: Motion):
@@ -354,7 +365,7 @@ class SolveJob(StepLifecycle):
         side = np.concatenate([np.full(p.shape[1], k) for k, p in enumerate(feet)])
         contact = None if self.feet is None or self.feet.contact_w is None \
             else self.feet.contact_w.double().cpu().numpy()
-        hips, rise, shift = terrain_lift(pts, side, contact, self.settings.terrain, self.fps, self.h_tgt)
+        hips, rise, shift = terrain_lift(pts, side, contact, self.terrain, self.fps, self.h_tgt)
         self.init_motion = onto_terrain(self.target, self.init_motion, hips, rise, shift)
         self._build_variables(self.init_motion)
         self.stats["terrain_lift_range_m"] = [float(hips.min()), float(hips.max())]
@@ -412,7 +423,7 @@ class SolveJob(StepLifecycle):
         s = self.settings
         step = self._step
         self.optim.lrs = learning_rates(self.base_lrs, step, self.total, s.warmup)
-        with deterministic(self.device, s.deterministic):
+        with deterministic(self.device):
             for p in self.param.params:
                 p.grad = None
             terms = self.weighted_terms()

@@ -124,10 +124,11 @@ class Objective:
         head: the head's attitude term (``head.HeadAttitude``, anchored at ``set_initial``; reported in L_reg), or
             None.
         body_rows: how many of the carried body points L_smooth and the jerk budget read (None: all).
+        ground: the target's ground: the level 0, or a terrain f(x, y) (``SolveJob(terrain=...)``).
     """
 
     def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,
-                 feet=None, source_fitted: bool = False, head=None, body_rows: int = None):
+                 feet=None, source_fitted: bool = False, head=None, body_rows: int = None, ground=0.0):
         s = settings
         #: the body points L_smooth and the jerk budget read: the first ``body_rows`` carried points (the capsule ends
         #: and bulge points; the surface barrier's probes and field frames, which follow, are the barrier's alone)
@@ -136,7 +137,7 @@ class Objective:
         self.h_src, self.h_tgt, self.fps = float(h_src), float(h_tgt), float(fps)
         #: L_smooth's ε (m/s³): a 10 µm third difference, below float32 noise of visible motion, above round-off
         self.jerk_eps = 1e-5 * self.fps ** 3
-        self.ground = s.ground
+        self.ground = ground
         self.limbs = tuple(limbs)
         self.feet = feet
         dt, dev = src_p.dtype, src_p.device

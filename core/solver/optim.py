@@ -100,6 +100,9 @@ def torch_threads(n):
             torch.set_num_threads(prev)
 
 
+#: on a GPU, torch's deterministic algorithms during the set-up and each step: every run gives the same result (the
+#: product's promise; off, an experiment's: a little faster, runs differ by rounding; docs/solver.md "GPU")
+DETERMINISTIC = True
 #: whether torch fills each tensor it allocates uninitialised while its deterministic algorithms are on
 #: (``torch.utils.deterministic.fill_uninitialized_memory``, True by default: NaN, so that code reading memory it
 #: never wrote gives the same result every run). The solver reads none, and on a GPU those fills were a third of a
@@ -108,13 +111,13 @@ FILL_UNINITIALIZED = False
 
 
 @contextlib.contextmanager
-def deterministic(device, on: bool = True):
-    """torch's deterministic algorithms for the block when ``device`` is a GPU and ``on`` (``index_add_`` and
-    scatters are not deterministic there otherwise: off, they add in whatever order the GPU's threads run), without
+def deterministic(device):
+    """torch's deterministic algorithms for the block when ``device`` is a GPU (and ``DETERMINISTIC``: ``index_add_``
+    and scatters are not deterministic there otherwise: they add in whatever order the GPU's threads run), without
     filling new tensors (``FILL_UNINITIALIZED``). On the CPU those ops already are, and the switch is left alone:
     its first use in a process imports ``torch._dynamo`` (2-3 s, measured on the first solver step of every
     process)."""
-    if torch.device(device).type == "cpu" or not on:
+    if torch.device(device).type == "cpu" or not DETERMINISTIC:
         yield
         return
     import torch.utils.deterministic as torch_det

@@ -40,6 +40,10 @@ GAZE_TERMS = ("look", "direction")
 #: its head; "direction": the paper's L_dir on the eye → partner direction, which both bodies move to keep
 #: (docs/solver.md "Gaze")
 GAZE_TERM = "look"
+#: the contact state (``SolverSettings.contact_state``) on the pairs between the characters too, on the partner
+#: L_dist's scale: hands held more often, but each character's own contacts kept less (docs/solver.md
+#: "Multi-character")
+PARTNER_CONTACT_STATE = False
 #: the floor of a character pair's scale counts at least this many full-weight entries per frame
 FLOOR_ENTRIES = 1.0
 #: gaze candidates are refreshed once a target's gaze turned by this many degrees, or a key vertex moved by
@@ -342,7 +346,7 @@ class PartnerObjective:
             v = self._pscale(k, ps)
             scale[k] = inv if v is None else inv * v
         vals = pair_terms(p, n, alpha, ps, scale, self.contact_focus,
-                          state_margin=self.contact_margin if s.contact_state and s.partner_contact_state else None)
+                          state_margin=self.contact_margin if s.contact_state and PARTNER_CONTACT_STATE else None)
         out = {f"partner_{k}": s.weight(k) * s.w_partner * vals[k] for k in PAIR_TERMS}
         if "state" in vals:     # the contact state between the characters too, on partner L_dist's scale
             out["partner_dist"] = out["partner_dist"] + s.weight("dist") * s.w_partner * s.contact_state * vals["state"]

@@ -10,8 +10,6 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple
 
-import torch
-
 from ..errors import CoreError
 from ..rig.humanoid import LIMBS
 
@@ -31,9 +29,10 @@ PRESETS = {
 
 
 class WarmSchedule(NamedTuple):
-    """How a warm-started re-solve with a new optimiser runs: ``steps`` × ``iterations`` Adam steps at ``lr`` ×
-    the learning rates (α held at 1). The caller of a re-solve picks it (``SolveJob(warm_schedule=...)``): a slider's
-    re-solve ``RESOLVE``, a Live window ``core.pipeline.live.WARM``."""
+    """How a warm-started re-solve runs: ``steps`` × ``iterations`` Adam steps at ``lr`` × the learning rates (α
+    held at 1). The caller of a re-solve picks it: with a new optimiser ``SolveJob(warm_schedule=...)`` (a slider's
+    re-solve ``RESOLVE``, a Live window ``core.pipeline.live.WARM``), continuing the last solve's
+    ``SolveJob(continue_schedule=...)`` (``CONTINUE``; the panel's Re-solve Iterations)."""
 
     steps: float
     lr: float
@@ -42,14 +41,18 @@ class WarmSchedule(NamedTuple):
 #: a re-solve from the last result with a new optimiser: 30 % of the steps at 30 % of the rates (at full rates a
 #: fresh Adam's first steps throw the result off its optimum; docs/solver.md "Re-solve")
 RESOLVE = WarmSchedule(steps=0.3, lr=0.3)
+#: a re-solve that continues the last solve's optimiser (its moments set the step size): 5 % of the steps at full
+#: rates (docs/solver.md "Re-solve")
+CONTINUE = WarmSchedule(steps=0.05, lr=1.0)
 
 
 @dataclass
 class SolverSettings:
     """The solver's options a user sets: in the panel (Quality and its advanced fields, Device, Source Floor, the
     conflict sliders' per-part weights), in a batch set-up file's ``"settings"`` (docs/bridge.md), or through the
-    quality preset (``PRESETS``); the product's own callers set the terrain and the threads (a re-solve's schedule
-    with a new optimiser is the re-solve's own argument, ``WarmSchedule``). Every other choice of the solver is a named constant in the module that uses it (an experiment patches it:
+    quality preset (``PRESETS``); the product's own callers set the threads. A re-solve's schedule is the
+    re-solve's own argument (``WarmSchedule``), the target's terrain the solve's input (``SolveJob(terrain=...)``).
+    Every other choice of the solver is a named constant in the module that uses it (an experiment patches it:
     ``tools/bench/run.py --const core.solver.MODULE.NAME=VALUE``). Defaults and the measurements behind them:
     docs/solver.md.
 
@@ -78,9 +81,6 @@ class SolverSettings:
     #: source is, up to ``objective.CONTACT_MARGIN`` of d_min: × this, on L_dist's scale
     #: (``losses.contact_state_loss``, docs/solver.md "Pair terms: the contact state"). 0: off
     contact_state: float = 200.0
-    #: the contact state between the characters of a joint solve too (× contact_state, on the partner L_dist's
-    #: scale): hands held more often, but each character's own contacts kept less (docs/solver.md "Multi-character")
-    partner_contact_state: bool = False
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
     #: where the source foot is grounded, its lowest sole point held at the source foot's height (instead of that
     #: foot's raw key-vertex heights): × this, beside L_height on the floor barrier's scale (docs/solver.md "Foot
@@ -90,29 +90,18 @@ class SolverSettings:
     lr_rot: float = 0.02        #: Adam step on the 6D rotation residual (≈ radians)
     lr_root: float = 0.01       #: Adam step on the root offset, in units of the target's height h_c
     warmup: float = 0.1         #: share of the steps over which the learning rates ramp up linearly
-    #: share of ``iterations`` a re-solve takes when it continues the last solve's optimiser (``SolveJob(warm_state=
-    #: ...)``, at full learning rates): the panel's Warm-Start Share; a re-solve with a new optimiser follows its
-    #: ``WarmSchedule``
-    resolve_state_fraction: float = 0.05
     #: the source's floor: "auto" (its own: z = 0 where it stands on it, else tracked; docs/metrics.md "Whose
     #: floor"), "zero" (z = 0), "estimate" (one level from its lowest foot contacts), "track" (one level per
     #: frame, following a drift), metres, or a (T,) sequence of metres (core.contacts.ground)
     source_ground: object = "auto"
-    #: optional terrain under the target (z = f(x, y), ReConForM §6.2): a core.contacts.terrain.HeightField, or any
-    #: differentiable callable f(x, y); core.pipeline.retarget sets it from RetargetOptions.ground (docs/solver.md)
-    terrain: object = None
     #: {(body part, term): factor} per-part overrides (``part_weights_from``); term one of PART_WEIGHT_TERMS
     #: ("partner": the terms between the characters of a joint solve at that part's key vertices; a part's own
     #: dist / dir / pen factors act on its own pairs only)
     part_weights: dict = field(default_factory=dict)
     device: str = "cpu"              #: "cpu", or "cuda" on request
-    #: on a GPU, torch's deterministic algorithms (every run gives the same result; off: faster on a GPU, runs
-    #: differ by rounding). The CPU's solve is deterministic either way (docs/solver.md "GPU")
-    deterministic: bool = True
     #: on the CPU, the pose map and its dense terms compiled by torch.compile (needs a C++ compiler; the first
     #: solve of each clip length in a process pays the compilation; falls back to eager; docs/solver.md)
     compile: bool = False
-    dtype: str = "float32"           #: "float32", or "float64" (a rounding check: tools/bench/bench_gpu.py)
     num_threads: int = None          #: torch intra-op threads (None: leave torch's setting)
 
     @classmethod
@@ -127,28 +116,18 @@ class SolverSettings:
                             "its modules: docs/solver.md).")
         return replace(cls(), **{**PRESETS[name], **overrides})
 
-    def num_steps(self, warm: bool = False, continued: bool = False, schedule: WarmSchedule = RESOLVE) -> int:
-        """Adam steps of a solve: ``iterations``, or for a warm-started re-solve that share of them
-        (``resolve_state_fraction`` when it continues the last solve's optimiser, else ``schedule.steps``)."""
+    def num_steps(self, warm: bool = False, schedule: WarmSchedule = RESOLVE) -> int:
+        """Adam steps of a solve: ``iterations``, or for a warm-started re-solve ``schedule.steps`` of them."""
         if not warm:
             return max(1, int(self.iterations))
-        share = self.resolve_state_fraction if continued else schedule.steps
-        return max(1, math.ceil(self.iterations * share))
+        return max(1, math.ceil(self.iterations * schedule.steps))
 
     def weight(self, term: str) -> float:
         w = getattr(self, f"w_{term}")
         return w * self.w_sem if term in SEMANTIC_TERMS else w
 
-    def torch_dtype(self):
-        return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
-
-    @property
-    def ground(self):
-        """The target's ground for height terms: the terrain, or the level 0."""
-        return self.terrain if self.terrain is not None else 0.0
-
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("terrain",)}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def part_weights_from(mapping) -> dict:

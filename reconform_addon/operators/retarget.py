@@ -67,14 +67,15 @@ def start_resolve(s, last: LastSolve):
     """The warm-started Re-solve of ``last`` with the conflict sliders of ``s`` applied (a core Retarget job on
     the last solve's characters, copy-rotations and source track; α held at 1, a share of the iterations,
     continuing the last solve's optimiser)."""
+    from ...core.solver import CONTINUE, WarmSchedule
     from ...core.solver.conflicts import merge_part_weights
     from ...core.pipeline.retarget import Retarget
 
     outcome = last.outcome
     part_weights = merge_part_weights(last.options.settings.part_weights, slider_part_weights(s))
-    settings = replace(last.options.settings, part_weights=part_weights,
-                       resolve_state_fraction=float(s.warm_start_fraction))
+    settings = replace(last.options.settings, part_weights=part_weights)
     options = replace(last.options, settings=settings, init_motion=outcome.init_motion, warm_start=outcome.motion,
+                      continue_schedule=WarmSchedule(steps=float(s.warm_start_fraction), lr=CONTINUE.lr),
                       warm_sixd=outcome.job.result_sixd() if outcome.job is not None else None,
                       warm_state=outcome.job.optim if outcome.job is not None else None, warm_job=outcome.job,
                       baseline_metrics=False,   # the first solve's terrain, as sampled (its report kept on it)

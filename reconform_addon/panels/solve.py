@@ -36,10 +36,8 @@ class VIEW3D_PT_reconform_solver(_Base, Panel):
         col.prop(s, "device")
         if s.device == 'DEFAULT':
             col.label(text=f"Preferences default: {s.effective_device()}")
-        if s.effective_device() == 'CUDA':
-            col.prop(s, "gpu_deterministic")
-            if not deps.cuda_available():
-                col.label(text="No CUDA device seen by PyTorch: the solve will fail", icon='ERROR')
+        if s.effective_device() == 'CUDA' and not deps.cuda_available():
+            col.label(text="No CUDA device seen by PyTorch: the solve will fail", icon='ERROR')
         col.prop(s, "source_ground")
         if s.source_ground == 'CUSTOM':
             col.prop(s, "source_ground_level")

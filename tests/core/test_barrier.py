@@ -8,12 +8,19 @@ import torch
 
 from core.metrics.partners import body_capsules, capsule_paths, evaluate_partners
 from core.solver import GroupSolveJob, SolveJob, SolverSettings
+from core.solver import job as job_module
 from core.solver import objective as objective_module
 from core.solver.barrier import SPHERES, PartnerBarrier, _depth
 from core.solver.capsules import capsule_points
 from core.character.track import ClipTrack
 from core.types import Motion
 from tests.core.synth import couple, facing, make_humanoid, reach_motion, walk_motion, with_face
+
+
+@pytest.fixture
+def float64(monkeypatch):
+    """The solves of a test in float64 (``core.solver.job.DTYPE``): depths and sums compared to 1e-9."""
+    monkeypatch.setattr(job_module, "DTYPE", "float64")
 
 
 def test_depth_by_hand():
@@ -25,12 +32,12 @@ def test_depth_by_hand():
     assert float(_depth(torch.tensor([0.5, 2.0, 0.0]), 0.1, a, b, 0.1)) == pytest.approx(-1.8)
 
 
-def test_the_rig_carries_the_capsule_ends_as_the_track_computes_them():
+def test_the_rig_carries_the_capsule_ends_as_the_track_computes_them(float64):
     ch = with_face(make_humanoid(scale=1.1, object_matrix=facing(0.3, 1.0, 2.0)))
     mo = reach_motion(ch, frames=12)
     caps, points = capsule_points(ch)
     assert len(caps.names) == 21 and points[1].shape == (42, 3)     # one per bone of the synthetic body
-    s = SolverSettings(iterations=1, num_threads=1, dtype="float64")
+    s = SolverSettings(iterations=1, num_threads=1)
     job = SolveJob(ch, mo, ch, mo, s)
     job.body_points = points
     job.setup()
@@ -216,7 +223,7 @@ def test_segment_exclusion_by_hand():
     assert not ex[i["left_lower_arm"], i["left_upper_leg"]]
 
 
-def test_the_own_barrier_costs_nothing_where_the_target_is_as_deep_as_the_source():
+def test_the_own_barrier_costs_nothing_where_the_target_is_as_deep_as_the_source(float64):
     """w_self_barrier: each character against its own other segments. A character retargeted onto itself starts
     exactly as deep in itself as the source (arms ahead, hands close to the body), so the term is 0 there and
     'pen' is unchanged; it has candidate entries (the arms near the torso), so it would act on a deeper limb."""
@@ -224,7 +231,7 @@ def test_the_own_barrier_costs_nothing_where_the_target_is_as_deep_as_the_source
     mo = _arms_ahead(ch)
     values = {}
     for w in (0.0, 5.0):
-        job = SolveJob(ch, mo, ch, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+        job = SolveJob(ch, mo, ch, mo, SolverSettings(iterations=1, num_threads=1,
                                                       w_self_barrier=w))
         job.setup()
         with torch.no_grad():
@@ -266,7 +273,7 @@ def test_the_own_barrier_leaves_limbs_that_touch_in_the_source_free_there():
     assert not bool(bar.contacts[(0, 0)][t, seg, k].any())     # no entry of a segment pair touching in the source then
 
 
-def test_a_fitted_source_body_allows_none_of_its_own_depths():
+def test_a_fitted_source_body_allows_none_of_its_own_depths(float64):
     """The self barrier allows each entry the source's depth, unless the source's body is a template fitted to a
     skeleton-only clip (``SkinnedMesh.fitted``): its limbs' overlaps are the fit's, so only copy-rotations' start
     depth is allowed there (and the solve adds none)."""
@@ -277,7 +284,7 @@ def test_a_fitted_source_body_allows_none_of_its_own_depths():
     allow = {}
     for fitted in (False, True):
         s = replace(src, mesh=replace(src.mesh, fitted=fitted))
-        job = SolveJob(s, mo, tgt, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+        job = SolveJob(s, mo, tgt, mo, SolverSettings(iterations=1, num_threads=1,
                                                         w_self_barrier=1.0))
         job.setup()
         with torch.no_grad():
@@ -293,7 +300,7 @@ def test_a_fitted_source_body_allows_none_of_its_own_depths():
     assert any(allow[True][key] < allow[False][key] - 1e-4 for key in common)   # the source deeper somewhere
 
 
-def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch):
+def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch, float64):
     """L_pen copies the source's signed depths along the normals, unless the source's body is a fitted template
     (``objective.FITTED_PEN_SURFACE``): then a key vertex behind another's surface in the source only asks the target's
     not to be behind it. A wide source retargeted onto itself: its own pose costs nothing as a captured body, and its
@@ -305,7 +312,7 @@ def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch):
     for fitted, on in ((False, True), (True, True), (True, False)):
         s = replace(src, mesh=replace(src.mesh, fitted=fitted))
         monkeypatch.setattr(objective_module, "FITTED_PEN_SURFACE", on)
-        job = SolveJob(s, mo, s, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64"))
+        job = SolveJob(s, mo, s, mo, SolverSettings(iterations=1, num_threads=1))
         job.setup()
         assert job.objective.surface_pen == (fitted and on)
         ps = job.objective.init_pairs
@@ -346,14 +353,14 @@ def _own_dense(bar, ends) -> float:
         ends.shape[0] * unit)
 
 
-def test_the_own_barrier_stays_exact_when_a_few_frames_move_far():
+def test_the_own_barrier_stays_exact_when_a_few_frames_move_far(float64):
     """The own block's candidates and hot entries are searched again frame by frame (only where that frame's
     capsule ends moved as far as it allows): under moves of every size on a few frames at a time, and small
     ones everywhere, the barrier equals the dense sum over every entry at every step."""
     src = make_humanoid(girth=1.8, name="wide")
     tgt = make_humanoid()
     mo = walk_motion(src, frames=24, clap=True)
-    job = SolveJob(src, mo, tgt, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+    job = SolveJob(src, mo, tgt, mo, SolverSettings(iterations=1, num_threads=1,
                                                     w_self_barrier=1.0))
     job.setup()
     bar = job.own_barrier
@@ -372,13 +379,13 @@ def test_the_own_barrier_stays_exact_when_a_few_frames_move_far():
     assert any(searched[1:]) and _own_dense(bar, ends) > 0
 
 
-def test_the_own_barrier_searches_nothing_again_when_the_body_moves_as_a_whole():
+def test_the_own_barrier_searches_nothing_again_when_the_body_moves_as_a_whole(float64):
     """A depth between two segments of one body is unchanged when the body moves as a whole: every frame
     translated by far more than the margin (a root that slides) searches no candidate or hot entry again, and
     the barrier still equals the dense sum."""
     src = make_humanoid(girth=1.8, name="wide")
     mo = walk_motion(src, frames=16, clap=True)
-    job = SolveJob(src, mo, make_humanoid(), mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+    job = SolveJob(src, mo, make_humanoid(), mo, SolverSettings(iterations=1, num_threads=1,
                                                                 w_self_barrier=1.0))
     job.setup()
     bar = job.own_barrier
@@ -394,11 +401,11 @@ def test_the_own_barrier_searches_nothing_again_when_the_body_moves_as_a_whole()
     assert (bar.block_refreshes, bar.hot_refreshes) == searched and _own_dense(bar, ends) > 0
 
 
-def test_a_released_barrier_searches_again_and_gives_the_same_value():
+def test_a_released_barrier_searches_again_and_gives_the_same_value(float64):
     """``release`` (after a solve, before the metrics) forgets the candidates; the next evaluation searches again."""
     src = make_humanoid(girth=1.8, name="wide")
     mo = walk_motion(src, frames=12)
-    job = SolveJob(src, mo, make_humanoid(), mo, SolverSettings(iterations=1, num_threads=1, dtype="float64",
+    job = SolveJob(src, mo, make_humanoid(), mo, SolverSettings(iterations=1, num_threads=1,
                                                                 w_self_barrier=1.0))
     job.setup()
     bar = job.own_barrier
@@ -455,13 +462,13 @@ def test_bulge_points_are_the_surface_that_sticks_out_of_its_segments_core():
     assert len(bones_b) == 2 * (B + len(seg)) and np.allclose(ends_b[2 * B::2], ends_b[2 * B + 1::2])
 
 
-def test_a_limb_sunk_into_a_bulge_is_penalised_where_the_cores_stay_apart():
+def test_a_limb_sunk_into_a_bulge_is_penalised_where_the_cores_stay_apart(float64):
     """The self barrier tests each bulge point (a sphere of radius 0 of its segment) against the other segments'
     cores: a bulge point put inside the left hand's core costs, exactly as the dense sum says, though no
     capsule sphere of the chest reaches the hand; the start (copy-rotations, the source's pose) costs nothing."""
     ch, _ = _bulgy()
     mo = _arms_ahead(ch, frames=4)
-    job = SolveJob(ch, mo, ch, mo, SolverSettings(iterations=1, num_threads=1, dtype="float64", w_self_barrier=1.0))
+    job = SolveJob(ch, mo, ch, mo, SolverSettings(iterations=1, num_threads=1, w_self_barrier=1.0))
     job.setup()
     bar = job.own_barrier
     B, R = bar.num_caps[0], len(bar.row_seg[0])

@@ -354,18 +354,19 @@ def test_the_look_gaze_term_turns_only_the_lookers_head(group_job, monkeypatch):
         type(po)(po.settings, group_job.members)
 
 
-def test_the_contact_state_between_partners_is_added_to_partner_l_dist_on_request(group_job):
-    """partner_contact_state: the pairs between the characters pay the contact state too, inside partner L_dist;
-    off (the default), nothing of it. With the follow moved 30 cm away, held hands are on the wrong side of d_min."""
-    import dataclasses
+def test_the_contact_state_between_partners_is_added_to_partner_l_dist_on_request(group_job, monkeypatch):
+    """partners.PARTNER_CONTACT_STATE: the pairs between the characters pay the contact state too, inside partner
+    L_dist; off (the default), nothing of it. With the follow moved 30 cm away, held hands are on the wrong side of
+    d_min."""
     po = group_job.partners
+    assert partners_module.PARTNER_CONTACT_STATE is False
     with torch.no_grad():
         p = torch.cat([m.p_init for m in group_job.members], 1).clone()
         n = torch.cat([m.n_init for m in group_job.members], 1)
         p[:, group_job.members[0].num_keyverts:, 0] += 0.3
         entries = po.raw_entries(p, 1.0)
         off = po.weighted(p, n, 1.0, entries)
-        po.settings = dataclasses.replace(po.settings, partner_contact_state=True)
+        monkeypatch.setattr(partners_module, "PARTNER_CONTACT_STATE", True)
         on = po.weighted(p, n, 1.0, entries)
     assert float(on["partner_dist"]) > 1.01 * float(off["partner_dist"])
     assert all(float(on[k]) == float(off[k]) for k in ("partner_dir", "partner_pen", "gaze"))

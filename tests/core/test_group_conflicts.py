@@ -136,7 +136,7 @@ def test_the_groups_re_solve_continues_its_optimiser_and_leaves_it_as_it_was(fir
     group = first.job
     t, x = group.optim.t, [p.detach().clone() for p in group.optim.params]
     new = resolve_group(group, [{("left_arm", PARTNER_TERM): 0.5}, {}])
-    assert new.optim.t == t and new._ready and new.total == 2     # resolve_state_fraction 0.05 of 40
+    assert new.optim.t == t and new._ready and new.total == 2     # CONTINUE.steps 0.05 of 40
     for a, b in zip(new.optim.params, x):
         assert torch.equal(a.detach(), b)
     for a, b in zip(new.optim.m, group.optim.m):

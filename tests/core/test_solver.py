@@ -46,6 +46,8 @@ def test_presets_and_weights():
         SolverSettings.preset("ultra")
     with pytest.raises(CoreError, match="Unknown solver settings lock_cap, smooth_mode: use w_reg"):
         SolverSettings.preset("fast", smooth_mode="added", lock_cap=0.008, w_pen=1.0)
+    with pytest.raises(CoreError, match="Unknown solver settings dtype, terrain: use w_reg"):   # the solve's input
+        SolverSettings.preset("balanced", terrain=None, dtype="float64")                      # and a constant now
 
 
 def test_bspline_basis_partition_of_unity():
@@ -108,27 +110,30 @@ def test_deterministic(pair, solved):
     np.testing.assert_array_equal(job2.run().rotations, solved[0].result().rotations)
 
 
-def test_the_gpu_switch_keeps_new_tensors_unfilled_and_restores_torchs_settings():
+def test_the_gpu_switch_keeps_new_tensors_unfilled_and_restores_torchs_settings(monkeypatch):
     """``deterministic`` on a GPU: torch's deterministic algorithms on, its NaN fill of every new tensor off (a
     third of a GPU step's kernel launches, docs/solver.md "GPU"), both as they were afterwards, also after an
-    error; on the CPU nothing is set. The device is only named: entering the switch needs no GPU."""
+    error; on the CPU, or with ``optim.DETERMINISTIC`` patched off, nothing is set. The device is only named:
+    entering the switch needs no GPU."""
     import torch.utils.deterministic as torch_det
 
+    from core.solver import optim
     from core.solver.optim import deterministic
     state = lambda: (torch.are_deterministic_algorithms_enabled(), torch_det.fill_uninitialized_memory)  # noqa: E731
     before = state()
-    assert before == (False, True)                     # torch's defaults
-    with deterministic("cpu", True):
+    assert before == (False, True) and optim.DETERMINISTIC is True      # torch's defaults; the product's
+    with deterministic("cpu"):
         assert state() == before
-    with deterministic("cuda", False):
-        assert state() == before
-    with deterministic("cuda", True):
+    with deterministic("cuda"):
         assert state() == (True, False)
     assert state() == before
     with pytest.raises(RuntimeError, match="inside"):
-        with deterministic("cuda:0", True):
+        with deterministic("cuda:0"):
             raise RuntimeError("inside")
     assert state() == before
+    monkeypatch.setattr(optim, "DETERMINISTIC", False)
+    with deterministic("cuda"):
+        assert state() == before
 
 
 #: a self-retarget's terms are ~0 at the start, yet Adam's first steps move the pose a little before the terms
@@ -216,17 +221,19 @@ def test_warm_start_reproduces_previous_result(pair, solved):
 
 def test_a_resolve_continuing_the_optimiser_stays_at_its_optimum(pair, solved):
     """Re-solve with unchanged weights from the last result: continuing the last solve's Adam (``warm_state``, full
-    learning rates, ``resolve_state_fraction`` of the steps) stays where it starts; a fresh Adam at the same rates
-    takes learning-rate-sized steps away from it. A state whose variables differ is not taken."""
+    learning rates, ``continue_schedule``'s share of the steps) stays where it starts; a fresh Adam at the same rates
+    takes learning-rate-sized steps away from it. A state whose variables differ is not taken: the re-solve then
+    follows ``warm_schedule``."""
     from core.solver.optim import Adam
     src, m, tgt, init = pair
     first = solved[0]
     prev, sixd = first.result(), first.result_sixd()
     ends = {}
     for state in (True, False):
-        s = SolverSettings(**FAST, resolve_state_fraction=0.2)
+        s = SolverSettings(**FAST)
         job = SolveJob(src, m, tgt, init, s, warm_start=prev, warm_sixd=sixd,
-                       warm_state=first.optim if state else None, warm_schedule=WarmSchedule(steps=0.2, lr=1.0))
+                       warm_state=first.optim if state else None, warm_schedule=WarmSchedule(steps=0.2, lr=1.0),
+                       continue_schedule=WarmSchedule(steps=0.2, lr=1.0))
         rel = [p.relative for p in job.steps()]
         assert job.total == len(rel) == 6 and job.stats["continued_state"] == state
         ends[state] = (rel[0], rel[-1])
@@ -237,7 +244,7 @@ def test_a_resolve_continuing_the_optimiser_stays_at_its_optimum(pair, solved):
     assert ends[False][1] > end + 0.02 * start                   # fresh at full rates: it leaves it
     other = Adam([torch.zeros(3)], [0.1])
     job = SolveJob(src, m, tgt, init, SolverSettings(**FAST), warm_start=prev, warm_state=other,
-                   warm_schedule=WarmSchedule(steps=0.1, lr=0.3))
+                   warm_schedule=WarmSchedule(steps=0.1, lr=0.3), continue_schedule=WarmSchedule(steps=0.5, lr=1.0))
     list(job.prepare())
     assert not job.stats["continued_state"] and job.total == 3 and job.optim.t == 0
     assert job.base_lrs == pytest.approx([0.3 * job.settings.lr_rot, 0.3 * job.settings.lr_root])
@@ -247,19 +254,21 @@ def test_a_resolve_continuing_the_first_solves_set_up_is_the_resolve_with_a_new_
     """core.solver.continued: a re-solve with other per-part weights continues the finished solve's set-up and
     optimiser, and takes the steps a new SolveJob warm-started from its result takes (to float32 round-off: the
     new one fits the result back into control points); the first solve's result stays as it was. Any other
-    setting, another start or an unfinished solve: a new set-up."""
+    setting, another start or terrain, or an unfinished solve: a new set-up."""
     from dataclasses import replace
 
     from core.solver.continued import can_continue, continued, solve_job
     src, m, tgt, init = pair
     first = solved[0]
     before = first.result()
-    s = replace(first.settings, part_weights={("left_leg", "sliding"): 2.0, ("right_hand", "dist"): 0.5},
-                resolve_state_fraction=0.2)
+    s = replace(first.settings, part_weights={("left_leg", "sliding"): 2.0, ("right_hand", "dist"): 0.5})
+    share = WarmSchedule(steps=0.2, lr=1.0)
     assert can_continue(first, s, src, m, tgt, init)
-    fast = solve_job(src, m, tgt, init, s, first.source_track, before, first.result_sixd(), first.optim, first)
+    fast = solve_job(src, m, tgt, init, s, first.source_track, before, first.result_sixd(), first.optim, first,
+                     continue_schedule=share)
     assert fast.stats["setup_reused"] and fast.objective is not first.objective
-    new = SolveJob(src, m, tgt, init, s, warm_start=before, warm_sixd=first.result_sixd(), warm_state=first.optim)
+    new = SolveJob(src, m, tgt, init, s, warm_start=before, warm_sixd=first.result_sixd(), warm_state=first.optim,
+                   continue_schedule=share)
     got, want = [p.total for p in fast.steps()], [p.total for p in new.steps()]
     assert len(got) == len(want) == 6 and fast.stats["continued_state"] and fast.optim.t == first.optim.t + 6
     np.testing.assert_allclose(got, want, rtol=1e-4)
@@ -275,11 +284,43 @@ def test_a_resolve_continuing_the_first_solves_set_up_is_the_resolve_with_a_new_
     assert not can_continue(first, replace(s, w_dist=s.w_dist + 1.0), src, m, tgt, init)
     moved = Motion(init.rotations, init.locations + 0.01, init.fps, init.frame_start)
     assert not can_continue(first, s, src, m, tgt, moved)
+    assert not can_continue(first, s, src, m, tgt, init, terrain=lambda x, y: 0.0 * x)       # another ground
     assert not can_continue(new.__class__(src, m, tgt, init, s), s, src, m, tgt, init)      # not finished
     other = solve_job(src, m, tgt, init, replace(s, w_dist=s.w_dist + 1.0), first.source_track, before, first.result_sixd(),
-                      first.optim, first)
+                      first.optim, first, continue_schedule=share)
     assert not other._ready and "setup_reused" not in other.stats
     assert continued(first, s).param.delta is not first.param.delta
+
+
+def test_a_retarget_on_a_terrain_hands_it_to_the_solve_and_its_re_solve_keeps_it(pair):
+    """``RetargetOptions.ground`` reaches the solve as its input (``SolveJob(terrain=...)``: the start put onto it,
+    the height terms reading it), not as a setting. The panel's re-solve (the first solve's terrain and optimiser,
+    a ``continue_schedule``) solves on the same terrain for that share of the steps; the first solve's set-up is
+    continued only on the same terrain object."""
+    from dataclasses import replace
+
+    from core.pipeline.retarget import Retarget, RetargetOptions, run
+    from core.solver.continued import can_continue
+    src, m, tgt, _ = pair
+
+    def slope(x, y):                   # a 5 % ramp along y
+        return 0.05 * y
+    opts = RetargetOptions(settings=SolverSettings(**FAST), ground=slope, metrics=False, conflicts=False)
+    first = run(Retarget(src, m, tgt, opts))
+    job = first.job
+    assert first.terrain is job.terrain is slope and job.objective.ground is slope and job.feet.ground is slope
+    assert "terrain_lift_range_m" in job.stats
+    flat = run(Retarget(src, m, tgt, replace(opts, ground=None)))
+    assert flat.job.terrain is None and flat.job.objective.ground == 0.0
+    assert not np.allclose(flat.motion.locations, first.motion.locations)
+    settings = replace(opts.settings, part_weights={("left_leg", "sliding"): 2.0})
+    again = replace(opts, settings=settings, init_motion=first.init_motion, warm_start=first.motion,
+                    warm_sixd=job.result_sixd(), warm_state=job.optim, warm_job=job, ground=first.terrain,
+                    continue_schedule=WarmSchedule(steps=0.1, lr=1.0))
+    re = run(Retarget(first.source, m, first.target, again, source_track=first.source_track))
+    assert re.job.terrain is slope and re.job.stats["continued_state"] and re.job.total == 3
+    assert can_continue(job, settings, src, m, tgt, job.init_motion, slope)
+    assert not can_continue(job, settings, src, m, tgt, job.init_motion, lambda x, y: 0.05 * y)
 
 
 def test_a_warm_start_may_take_smaller_steps(pair, solved):

@@ -108,13 +108,13 @@ def test_a_case_pickled_under_the_extension_names_loads_as_this_checkout(case, t
 
 def test_setting_overrides_read_as_the_benches_read_them():
     from tools.bench.common import setting_overrides
-    over = setting_overrides(["w_head=0", "partner_contact_state=true", "source_ground=track", "w_pen=7.5"])
-    assert over == {"w_head": 0, "partner_contact_state": True, "source_ground": "track", "w_pen": 7.5}
+    over = setting_overrides(["w_head=0", "compile=true", "source_ground=track", "w_pen=7.5"])
+    assert over == {"w_head": 0, "compile": True, "source_ground": "track", "w_pen": 7.5}
     # Python's spelling of a flag is a flag, not the (truthy) text 'False'
-    assert setting_overrides(["partner_contact_state=False", "source_ground=(0.01, 0.02)", "device=cuda"]) == {
-        "partner_contact_state": False, "source_ground": (0.01, 0.02), "device": "cuda"}
+    assert setting_overrides(["compile=False", "source_ground=(0.01, 0.02)", "device=cuda"]) == {
+        "compile": False, "source_ground": (0.01, 0.02), "device": "cuda"}
     s = SolverSettings.preset("balanced", **over)
-    assert (s.w_head, s.partner_contact_state, s.source_ground) == (0, True, "track")
+    assert (s.w_head, s.compile, s.source_ground) == (0, True, "track")
 
 
 @pytest.mark.slow
@@ -128,10 +128,16 @@ def test_the_group_check_runs_the_joint_solve_its_conflicts_and_its_re_solve_twi
 
 
 def test_a_module_constant_is_set_for_a_run_and_an_unknown_one_refused(monkeypatch):
-    from core.solver import group
+    from core.solver import group, job, optim, partners
     from tools.bench.common import set_constants
-    monkeypatch.setattr(group, "PARTNER_STEP", group.PARTNER_STEP)      # put back after the test
+    for mod, name in ((group, "PARTNER_STEP"), (partners, "PARTNER_CONTACT_STATE"), (job, "DTYPE"),
+                      (optim, "DETERMINISTIC")):
+        monkeypatch.setattr(mod, name, getattr(mod, name))      # put back after the test
     set_constants(["core.solver.group.PARTNER_STEP=0.75"], package="")
     assert group.PARTNER_STEP == 0.75
+    # a flag and a text as Python spells them (the settings that became constants)
+    set_constants(["core.solver.partners.PARTNER_CONTACT_STATE=True", "core.solver.optim.DETERMINISTIC=False",
+                   "core.solver.job.DTYPE='float64'"], package="")
+    assert (partners.PARTNER_CONTACT_STATE, optim.DETERMINISTIC, job.DTYPE) == (True, False, "float64")
     with pytest.raises(SystemExit, match="no module constant core.solver.group.NO_SUCH"):
         set_constants(["core.solver.group.NO_SUCH=1"], package="")

@@ -8,7 +8,7 @@ The case of the issue: the Bandai kick (tiled to --frames) onto mh_teen_girl, 'b
 through core.pipeline.retarget (copy-rotations, the solver's set-up and its steps; no metrics, no conflicts), as the
 panel's Retarget and Re-solve do (the re-solve: the panel's slider path, ``operators.retarget.start_resolve``:
 the last result as warm start continuing the first solve's optimiser and set-up (``core.solver.continued``), α
-held at 1, ``resolve_state_fraction`` of the steps, one per-part weight changed).
+held at 1, ``core.solver.CONTINUE``'s share of the steps, one per-part weight changed).
 Medians of --repeat runs in one process. With --parts, then one step of the first solve, part by part (forward,
 and forward plus backward), median of 20 after 5 warm-up steps. `make bench` prints the three times and the
 issue's targets (tools/bench/run.py calls ``section``).
@@ -94,7 +94,7 @@ def measure(mods, loader, threads: int, frames: int = 300, window: int = 75, rep
                 scrub_relative=(warm.relative, cold.relative, warm.warm), outcome=first, motion=motion,
                 settings=settings,
                 frames=frames, window_frames=window,
-                resolve_steps=settings.num_steps(warm=True, continued=True))
+                resolve_steps=settings.num_steps(warm=True, schedule=solver.CONTINUE))
 
 
 def section(out, mods, loader, threads: int) -> dict:

@@ -3,12 +3,12 @@
 For each length: frames/s of the whole retarget (copy-rotations, set-up and solve, no metrics) and of the solve
 alone, reproducible (the default: torch's deterministic algorithms), with the pose map not recorded as a CUDA graph
 (``core.solver.graphed.CUDA_GRAPH`` False: the speed-up measured back to back, and whether the two results are
-identical) and not reproducible (``SolverSettings.deterministic`` False), peak GPU memory (with and without the graph);
-where the CPU ran the same clip in the same process, the bone rotations' angles from the CPU result (the same solve:
-same settings, same seed; only the arithmetic's order differs) beside how far rounding alone moves this solve on the CPU
-(its float32 result against float64, and against the clip's inputs nudged by one rounding); and whether the reproducible
-GPU solve run twice gives identical results. A CUDA device is never needed: without one the section says so and measures
-nothing.
+identical) and not reproducible (``core.solver.optim.DETERMINISTIC`` False), peak GPU memory (with and without the
+graph); where the CPU ran the same clip in the same process, the bone rotations' angles from the CPU result (the same
+solve: same settings, same seed; only the arithmetic's order differs) beside how far rounding alone moves this solve on
+the CPU (its float32 result against float64, ``core.solver.job.DTYPE``, and against the clip's inputs nudged by one
+rounding); and whether the reproducible GPU solve run twice gives identical results. A CUDA device is never needed:
+without one the section says so and measures nothing.
 
 A GPU machine often has no Blender. The characters are then prepared here, where the bpy wheel imports the assets,
 and carried over as a pickle; the GPU machine needs torch and numpy only (POT too where it is installed: without
@@ -23,6 +23,7 @@ it a stand-in refuses any key-vertex transfer, which a prepared case never runs)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import pathlib
@@ -116,15 +117,29 @@ def _timed(rt, src, clip, tgt, settings, cuda):
     return res, dt, (torch.cuda.max_memory_allocated() / 2 ** 20 if cuda else None)
 
 
-def _timed_eager(rt, src, clip, tgt, settings, cuda):
-    """``_timed`` with the pose map not recorded as a CUDA graph (``core.solver.graphed.CUDA_GRAPH`` False, in the
-    package ``rt`` belongs to), restored after."""
-    graphed = importlib.import_module(rt.__name__.rsplit(".pipeline.", 1)[0] + ".solver.graphed")
-    was, graphed.CUDA_GRAPH = graphed.CUDA_GRAPH, False
+def _core(rt, module: str):
+    """The module ``core.<module>`` of the package ``rt`` (core.pipeline.retarget) belongs to."""
+    return importlib.import_module(rt.__name__.rsplit(".pipeline.", 1)[0] + "." + module)
+
+
+@contextlib.contextmanager
+def constant(rt, name: str, value):
+    """The module constant ``solver.MODULE.NAME`` (``name``) of the package ``rt`` belongs to at ``value`` for the
+    block, restored after."""
+    module, _, attr = name.rpartition(".")
+    mod = _core(rt, module)
+    was = getattr(mod, attr)
+    setattr(mod, attr, value)
     try:
-        return _timed(rt, src, clip, tgt, settings, cuda)
+        yield
     finally:
-        graphed.CUDA_GRAPH = was
+        setattr(mod, attr, was)
+
+
+def _timed_eager(rt, src, clip, tgt, settings, cuda):
+    """``_timed`` with the pose map not recorded as a CUDA graph (``core.solver.graphed.CUDA_GRAPH`` False)."""
+    with constant(rt, "solver.graphed.CUDA_GRAPH", False):
+        return _timed(rt, src, clip, tgt, settings, cuda)
 
 
 def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CPU_FRAMES, cpu_results=None,
@@ -141,14 +156,14 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
         return {}
     cuda = device.startswith("cuda")
     name = torch.cuda.get_device_name(0) if cuda else platform.processor() or "CPU"
-    repro = dataclasses.replace(settings, device=device, deterministic=True)
-    fast = dataclasses.replace(repro, deterministic=False)
+    repro = dataclasses.replace(settings, device=device)
     cpu_results = dict(cpu_results or {})
     # an untimed warm-up: creates the CUDA context and loads the kernels
     _retarget(rt, src, tile(smo, min(75, max(frames))), tgt, dataclasses.replace(repro, iterations=2))
     out(f"GPU ({name}, torch {torch.__version__}, CUDA {torch.version.cuda}; {settings.iterations} steps, "
-        f"{settings.dtype}; times after an untimed warm-up; CPU runs with {torch.get_num_threads()} threads in the "
-        "same process). Rotation differences: largest / 99.9th percentile / mean angle over every frame and bone.")
+        f"{_core(rt, 'solver.job').DTYPE}; times after an untimed warm-up; CPU runs with {torch.get_num_threads()} "
+        "threads in the same process). Rotation differences: largest / 99.9th percentile / mean angle over every frame "
+        "and bone.")
     out()
     out("| frames | GPU f/s, reproducible (s) | GPU solve alone f/s | GPU f/s, pose not graphed (s) | graphed = not "
         "graphed | GPU f/s, not reproducible (s) | peak GPU memory | CPU f/s (s) | GPU vs CPU | CPU float32 vs float64 "
@@ -163,7 +178,8 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
                 res, dt, _ = _timed(rt, src, clip, tgt, settings, False)
                 cpu_results[n] = res.motion
                 cpu_txt = f"{n / dt:.0f} ({dt:.1f} s)"
-            r64 = _retarget(rt, src, clip, tgt, dataclasses.replace(settings, dtype="float64")).motion
+            with constant(rt, "solver.job.DTYPE", "float64"):
+                r64 = _retarget(rt, src, clip, tgt, settings).motion
             f64 = spread(cpu_results[n].rotations, r64.rotations)
             nudge = rounding_scale([spread(cpu_results[n].rotations,
                                            _retarget(rt, src, nudged(clip, seed), tgt, settings).motion.rotations)
@@ -175,7 +191,8 @@ def section(out, rt, tile, src, smo, tgt, settings, frames=FRAMES, cpu_frames=CP
         solve = res.timings.get("solve_s", float("nan"))
         res_eager, dt_eager, peak_eager = _timed_eager(rt, src, clip, tgt, repro, cuda)
         graphed_same.append(_identical(res.motion, res_eager.motion))
-        _, dt_fast, _ = _timed(rt, src, clip, tgt, fast, cuda)
+        with constant(rt, "solver.optim.DETERMINISTIC", False):
+            _, dt_fast, _ = _timed(rt, src, clip, tgt, repro, cuda)
         vs_cpu = spread(res.motion.rotations, cpu_results[n].rotations) if n in cpu_results else None
         if vs_cpu is not None:
             checked.append((n, vs_cpu, allowed(rounding_scale([f64, nudge]))))

@@ -51,8 +51,9 @@ def main(argv=None) -> int:
             torch.set_num_threads(1)
             cpu1 = solve(base)
             torch.set_num_threads(threads)
-            f64 = solve(dataclasses.replace(base, dtype="float64"))
-            gpu = solve(dataclasses.replace(base, device=args.device, deterministic=True))
+            with bench_gpu.constant(rt, "solver.job.DTYPE", "float64"):
+                f64 = solve(base)
+            gpu = solve(dataclasses.replace(base, device=args.device))
             ang = bench_gpu.angles_deg(gpu, cpu)
             t, j = np.unravel_index(int(ang.argmax()), ang.shape)
             bone = names[j]

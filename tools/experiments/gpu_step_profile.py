@@ -7,14 +7,14 @@ the most self time, per step.
     python3 tools/experiments/gpu_step_profile.py --case .whl/case.pkl [--frames 1000] [--steps 10] [--top 15]
         [--device cuda] [--set NAME=VALUE]
 
-Each of ``deterministic`` True (the default: torch's deterministic algorithms) and False is run in turn, in one
-process. Without CUDA, ``--device cpu`` runs the same on the CPU (the switch is then never set: both rows alike).
+Each of ``core.solver.optim.DETERMINISTIC`` True (the default: torch's deterministic algorithms) and False is run in
+turn, in one process. Without CUDA, ``--device cpu`` runs the same on the CPU (the switch is then never set: both
+rows alike).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import pathlib
 import sys
 import time
@@ -51,25 +51,25 @@ def main(argv=None) -> int:
           f"{bench_gpu.device_label(args.device)}")
     per_op = {}
     for det in (True, False):
-        settings = dataclasses.replace(base, deterministic=det)
-        run = rt.Retarget(case["source"], clip, case["target"],
-                          rt.RetargetOptions(settings=settings, metrics=False, conflicts=False))
-        job = None
-        for _ in run.steps():                               # the set-up and 5 steps, untimed
-            job = getattr(run, "job", None)
-            if job is not None and job._step >= 5:
-                break
-        with deterministic(job.device, det):
-            sync()
-            t = time.perf_counter()
-            for _ in range(args.steps):
-                job._adam_step()
-            sync()
-            ms = (time.perf_counter() - t) / args.steps * 1e3
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with bench_gpu.constant(rt, "solver.optim.DETERMINISTIC", det):
+            run = rt.Retarget(case["source"], clip, case["target"],
+                              rt.RetargetOptions(settings=base, metrics=False, conflicts=False))
+            job = None
+            for _ in run.steps():                               # the set-up and 5 steps, untimed
+                job = getattr(run, "job", None)
+                if job is not None and job._step >= 5:
+                    break
+            with deterministic(job.device):
+                sync()
+                t = time.perf_counter()
                 for _ in range(args.steps):
                     job._adam_step()
                 sync()
+                ms = (time.perf_counter() - t) / args.steps * 1e3
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    for _ in range(args.steps):
+                        job._adam_step()
+                    sync()
         ka = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
         total = sum(e.self_cpu_time_total for e in ka) / args.steps / 1e3
         print(f"\ndeterministic={det}: {ms:.1f} ms a step (pose graphed: {job.stats.get('cuda_graph')}); under the "

@@ -5,8 +5,8 @@ with the same slider weights: the objective each ends at (over copy-rotations', 
     .venv/bin/python tools/experiments/resolve_variants.py [--slider 0.2] [--conflict 0]
         [--variants "[(0.3, 1.0), (0.15, 0.3), (0.15, 0.1), (0.1, 0.3), (0.05, 1.0, True)]"]
 
-A variant is (steps, lr) or (steps, lr, True): the last continues the first
-solve's optimiser (``RetargetOptions.warm_state``; its learning rates are then full, lr unused).
+A variant is (steps, lr) or (steps, lr, True): the last continues the first solve's optimiser
+(``RetargetOptions.warm_state``, at ``RetargetOptions.continue_schedule``).
 
 The case of `make bench`'s artist line (tools/bench/bench_artist.py: the Bandai kick tiled to 300 frames onto
 mh_teen_girl, 'balanced', 1 thread). The slider is the ``--conflict``-th conflict of the first solve (costliest
@@ -62,13 +62,13 @@ def main(argv=None) -> int:
     print(f"from copy-rotations ({new.iterations} steps): objective {rel[-1]:.3f} in {seconds:.2f} s")
     for variant in ast.literal_eval(args.variants):
         fraction, lr, state = (tuple(variant) + (False,))[:3]
-        s = dataclasses.replace(new, resolve_state_fraction=fraction)
-        o = dataclasses.replace(opts, settings=s, conflicts=False, init_motion=first.init_motion,
-                                warm_schedule=solver.WarmSchedule(steps=fraction, lr=lr),
+        schedule = solver.WarmSchedule(steps=fraction, lr=lr)
+        o = dataclasses.replace(opts, settings=new, conflicts=False, init_motion=first.init_motion,
+                                warm_schedule=schedule, continue_schedule=schedule,
                                 warm_start=first.motion, warm_sixd=first.job.result_sixd(),
                                 warm_state=first.job.optim if state else None)
         rel, seconds = solve(rt.Retarget(first.source, motion, first.target, o, source_track=first.source_track))
-        how = "continuing the first solve's Adam (full rates)" if state else f"at {lr:.0%} rates"
+        how = f"continuing the first solve's Adam at {lr:.0%} rates" if state else f"at {lr:.0%} rates"
         print(f"re-solve, {fraction:.0%} of the steps {how} ({len(rel)} steps): objective "
               f"{rel[0]:.3f} -> {rel[-1]:.3f} in {seconds:.2f} s", flush=True)
     return 0

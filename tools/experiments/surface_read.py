@@ -13,7 +13,6 @@ largest root difference (mm) of sparse32 against dense32 and of dense32 against 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import pathlib
 import sys
@@ -36,6 +35,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     mods = common.enable_addon()
     surface = importlib.import_module(f"{common.MODULE}.core.solver.surface")
+    job = importlib.import_module(f"{common.MODULE}.core.solver.job")
     sparse = surface.SurfaceBarrier.weighted
 
     def dense(self, points):
@@ -65,7 +65,9 @@ def main(argv=None) -> int:
             for name, read in (("dense", dense), ("sparse", sparse)):
                 t, results[name] = solve(read, settings)
                 seconds[name].append(t)
-        _, d64 = solve(dense, dataclasses.replace(settings, dtype="float64"))
+        dtype, job.DTYPE = job.DTYPE, "float64"
+        _, d64 = solve(dense, settings)
+        job.DTYPE = dtype
         surface.SurfaceBarrier.weighted = sparse
         ratio = np.median(seconds["sparse"]) / np.median(seconds["dense"])
         print(f"{pathlib.Path(srel).stem} -> {pathlib.Path(trel).stem} ({clip.num_frames} frames): dense "
