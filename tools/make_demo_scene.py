@@ -233,7 +233,8 @@ CLAP_ELBOW = 0.6
 
 
 def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
-    """The demo clip on the source character: (Motion, events {name: (first, last) frame}). Where its hands rest
+    """The demo clip on the source character (``mesh`` skinned to ``skeleton``, its weights indexing that
+    skeleton's bones): (Motion, events {name: (first, last) frame}). Where its hands rest
     on the hips and touch in the claps, they are moved out (``HAND_REST_STEP`` at a time, the hips and the claps
     each on its own) until they rest on the skin, pressed in no deeper than ``HAND_REST_DEPTH`` of the height
     (``hand_depths``, the metrics' mesh measure): the clip is the reference that the retargets are measured by."""
@@ -603,6 +604,7 @@ def build_scene(out_path, report=print):
     # Key the motion on the armature as Blender built it: its bone rolls need not equal core.body's, and
     # basis rotations are expressed in each bone's own rest frame.
     blender_skel = bridge.read_skeleton(src)
+    mesh = bridge.read_skinned_mesh(src, blender_skel)       # its weights index the armature's bones, in its order
     walk, walk_events = walk_motion(blender_skel, mesh)
     bridge.write_motion(src, blender_skel, walk, "DemoWalk").use_fake_user = True
     motion, events = demo_motion(blender_skel, mesh)

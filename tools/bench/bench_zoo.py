@@ -76,7 +76,7 @@ def demo_source(mods):
     skel, mesh, _ = body.make_body(body.BodyParams(name="zoo_source"), pose="T")
     arm = mds.build_character("ZooSource", skel, mesh, x_offset=-8.0)
     blender_skel = bridge.read_skeleton(arm)
-    motion, _ = mds.demo_motion(blender_skel, mesh)
+    motion, _ = mds.demo_motion(blender_skel, bridge.read_skinned_mesh(arm, blender_skel))
     bridge.write_motion(arm, blender_skel, motion, "ZooDemoMotion")
     ch = mods["reconform_addon.pipeline"].prepare_character(arm, keyvert_count=41)
     return ch, bridge.read_motion(arm, ch.skeleton)
