@@ -27,6 +27,13 @@ def rest_points(ch, fields) -> np.ndarray:
     return (G[:, :3, :3] @ local[..., None])[..., 0] + G[:, :3, 3]
 
 
+def torso_front(ch) -> np.ndarray:
+    """Vertex ids of the front of the belly and chest (normals facing forward, near the middle)."""
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    return np.nonzero((N[:, 1] < -0.9) & (np.abs(V[:, 0]) < 0.1) & (V[:, 2] > 0.4 * ch.height)
+                      & (V[:, 2] < 0.75 * ch.height))[0]
+
+
 def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
     ch, f = body
     assert f is not None
@@ -148,8 +155,7 @@ def test_the_sparse_barrier_is_the_dense_sum_in_value_and_gradient(body):
     F, Q = f.num_fields, len(f.probe_bone)
     rest = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
     V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
-    front = np.nonzero((N[:, 1] < -0.9) & (np.abs(V[:, 0]) < 0.1) & (V[:, 2] > 0.4 * ch.height)
-                       & (V[:, 2] < 0.75 * ch.height))[0]
+    front = torso_front(ch)
     g = np.random.default_rng(3)
     frames = []
     for t in range(5):
@@ -213,8 +219,7 @@ def test_the_barrier_s_candidates_follow_the_probes_between_searches(body):
     F, Q = f.num_fields, len(f.probe_bone)
     rest = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
     V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
-    front = np.nonzero((N[:, 1] < -0.9) & (np.abs(V[:, 0]) < 0.1) & (V[:, 2] > 0.4 * ch.height)
-                       & (V[:, 2] < 0.75 * ch.height))[0]
+    front = torso_front(ch)
     g = np.random.default_rng(5)
     T = 8
     pts = rest.repeat(T, 1, 1)
