@@ -194,12 +194,12 @@ def _frames(fields: SurfaceFields, points: torch.Tensor) -> tuple:
     return o, frame[:, :, 1:] - o[:, :, None]
 
 
-def box_maps(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0) -> tuple:
+def box_maps(fields: SurfaceFields, points: torch.Tensor) -> tuple:
     """(M (T, F, 3, 3), c (T, F, 3)): the affine map u = M p + c from a world point p to each field's box
-    coordinates at ``points`` (T, 4F + Q, 3), [-1, 1] inside the box grown by ``grow`` (armature units)."""
+    coordinates at ``points`` (T, 4F + Q, 3), [-1, 1] inside the box."""
     o, axes = _frames(fields, points)
-    lo = torch.as_tensor(fields.lo, dtype=points.dtype, device=points.device) - grow
-    hi = torch.as_tensor(fields.hi, dtype=points.dtype, device=points.device) + grow
+    lo = torch.as_tensor(fields.lo, dtype=points.dtype, device=points.device)
+    hi = torch.as_tensor(fields.hi, dtype=points.dtype, device=points.device)
     half = 0.5 * (hi - lo)                                                                   # (F, 3)
     M = AXIS * axes / (axes * axes).sum(-1, keepdim=True) / half[:, :, None]                 # (T, F, 3, 3)
     c = -(M @ o[..., None])[..., 0] - (lo + half) / half                                     # (T, F, 3)
