@@ -7,7 +7,8 @@ core, and two hands that hold each other can sink into one another. Here the sur
 torso, head, thigh, hand and forearm segment carries a signed distance field of the body's rest surface, sampled
 once on a regular grid in its bone's frame (``surface_fields``): the distance to the nearest vertex's tangent plane,
 negative inside, kept only where that nearest vertex belongs to the segment (elsewhere the field is "far": the
-interior is shared out between the segments whose surface is nearest). Points spread over each hand, forearm and
+interior is shared out between the segments whose surface is nearest), or for the trunk and thighs to any of them
+(``SHARED_INTERIOR``: a crease between two of them reads its depth). Points spread over each hand, forearm and
 upper arm (``PROBE_SEGMENTS``, farthest-point samples of their vertices) are carried by their bones, as the capsule
 ends are; a probe's depth in a field is read in that field's box coordinates (an affine map from the four points
 that the field's bone carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). A
@@ -48,6 +49,11 @@ PROBE_SEGMENTS = ("hand", "lower_arm", "upper_arm")
 PROBES = 32
 #: a segment with fewer vertices carries no probes
 MIN_PROBES = 12
+#: segments whose fields share the body's interior: inside the body, a node nearest to any of them reads its
+#: depth in each of their fields, so a probe pressed into the crease where two of them meet (hips and thigh,
+#: chest and upper chest) reads its full depth; with each field keeping only its own segment's part, the
+#: trilinear read there blended depth with "far" (docs/decisions.md "The trunk and thigh fields share the interior")
+SHARED_INTERIOR = ("hips", "spine", "chest", "upper_chest", "upper_leg")
 #: grid nodes along each axis of a field
 GRID = 28
 #: a field's box: its segment's vertices' bounds grown by this share of the body's height
@@ -137,6 +143,7 @@ def _surface_fields(character):
         return None
     G = bind_matrices(sk, mesh)
     tree, body_n, body_seg = cKDTree(V[body]), N[body], seg[body]
+    shared = {s for s, n in enumerate(names) if _base(n) in SHARED_INTERIOR}
     lo, hi, grids = [], [], []
     lin = np.linspace(0.0, 1.0, GRID)
     for s in fields:
@@ -147,7 +154,8 @@ def _surface_fields(character):
         z, y, x = np.meshgrid(a[2] + lin * (b[2] - a[2]), a[1] + lin * (b[1] - a[1]), a[0] + lin * (b[0] - a[0]),
                               indexing="ij")
         nodes = np.stack([x, y, z], -1).reshape(-1, 3) @ G[bone_ids[s]][:3, :3].T + G[bone_ids[s]][:3, 3]
-        grids.append(_signed_distance(nodes, tree, body_n, body_seg, s).reshape(GRID, GRID, GRID) * scale)
+        own = shared if s in shared else {s}
+        grids.append(_signed_distance(nodes, tree, body_n, body_seg, own).reshape(GRID, GRID, GRID) * scale)
         lo.append(a)
         hi.append(b)
     grid = np.minimum(np.stack(grids), FAR * height)
@@ -166,13 +174,13 @@ def _surface_fields(character):
 
 
 def _signed_distance(nodes: np.ndarray, tree: cKDTree, normals: np.ndarray, vert_seg: np.ndarray,
-                     s: int) -> np.ndarray:
+                     own) -> np.ndarray:
     """(M,) float64: each node's (M, 3) signed distance (armature units) to the tangent plane of its nearest
-    vertex (``tree`` over the body's vertices), where that vertex is of segment ``s``; +inf where it is another
-    segment's."""
+    vertex (``tree`` over the body's vertices), where that vertex is of a segment in ``own``; +inf where it is
+    another segment's."""
     _, k = tree.query(nodes)
     d = ((nodes - tree.data[k]) * normals[k]).sum(-1)
-    return np.where(vert_seg[k] == s, d, np.inf)
+    return np.where(np.isin(vert_seg[k], list(own)), d, np.inf)
 
 
 def _farthest_points(P: np.ndarray, k: int) -> np.ndarray:

@@ -244,3 +244,42 @@ def test_the_barrier_s_candidates_follow_the_probes_between_searches(body):
         values.append(float(dense.detach()))
     assert sum(v > 0 for v in values) > 10
     assert barrier.searched < 0.5 * 30 * T
+
+
+def seam_points(ch, pairs, depth: float = 0.02, per_pair: int = 6) -> list:
+    """[(point (3,), exact depth)]: points ``depth`` under the skin where two segments meet (the vertices of one
+    within 1 cm of the other's), and their depth as the metrics define it (under the nearest vertex's tangent
+    plane, over the whole body)."""
+    from scipy.spatial import cKDTree
+    from core.rig.parts import vertex_segments
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    body = np.nonzero(seg >= 0)[0]
+    tree = cKDTree(V[body])
+    out = []
+    for a, b in pairs:
+        A, B = np.nonzero(seg == names.index(a))[0], np.nonzero(seg == names.index(b))[0]
+        near = A[cKDTree(V[B]).query(V[A])[0] < 0.01]
+        for v in near[np.linspace(0, len(near) - 1, per_pair).astype(int)]:
+            p = V[v] - depth * N[v]
+            k = body[tree.query(p)[1]]
+            out.append((p, float(-((p - V[k]) @ N[k]))))
+    return out
+
+
+def test_a_probe_in_the_crease_between_trunk_and_thigh_segments_reads_its_depth(body):
+    """Where the hips meet a thigh and the spine meets the chest, a hand probe 2 cm under the skin reads its depth
+    (median within 20 % of the exact one): the trunk and thigh fields share the body's interior, so the read there
+    does not blend depth with the "far" value of the neighbour's part."""
+    ch, f = body
+    pts = rest_points(ch, f)
+    q = 4 * f.num_fields + f.probe_names.index("right_hand")
+    ratios = []
+    for p, exact in seam_points(ch, (("hips", "left_upper_leg"), ("spine", "chest"))):
+        moved = pts.copy()
+        moved[q] = p
+        read = float(surface_depths(f, torch.as_tensor(moved)[None])[0, q - 4 * f.num_fields].max())
+        assert exact > 0.005
+        ratios.append(read / exact)
+    assert len(ratios) == 12
+    assert np.median(ratios) > 0.8, np.round(ratios, 2)
