@@ -7,20 +7,21 @@ core, and two hands that hold each other can sink into one another. Here the sur
 torso, head, thigh, hand and forearm segment carries a signed distance field of the body's rest surface, sampled
 once on a regular grid in its bone's frame (``surface_fields``): the distance to the nearest vertex's tangent plane,
 negative inside, kept only where that nearest vertex belongs to the segment (elsewhere the field is "far": the
-interior is shared out between the segments whose surface is nearest), or for the trunk and thighs to any of them
-(``SHARED_INTERIOR``: a crease between two of them reads its depth). Points spread over each hand, forearm and
-upper arm (``PROBE_SEGMENTS``, farthest-point samples of their vertices) are carried by their bones, as the capsule
-ends are; a probe's depth in a field is read in that field's box coordinates (an affine map from the four points
-that the field's bone carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). A
-probe is tested against a field only when the two segments are not neighbours in the skeleton
-(``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the elbow without any penetration).
-The solver does not read every probe in every field at every step: it keeps as candidates the probes near a
-surface, found by bounding spheres, and searches a frame again only when its points moved (``SurfaceBarrier``).
+interior is shared out between the segments whose surface is nearest; ``SHARED_INTERIOR`` lets segments share it).
+Points spread over each hand, forearm and upper arm (``PROBE_SEGMENTS``, farthest-point samples of their vertices)
+are carried by their bones, as the capsule ends are; a probe's depth in a field is read in that field's box
+coordinates (an affine map from the four points that the field's bone carries, ``box_maps``), trilinear and
+differentiable (``surface_depths``, ``read_fields``). A probe is tested against a field only when the two segments
+are not neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at
+the elbow without any penetration). The solver does not read every probe in every field at every step: it keeps as
+candidates the probes near a surface, found by bounding spheres, and searches a frame again only when its points
+moved (``SurfaceBarrier``).
 
-The barrier is Σ relu(depth − allow)² over every (frame, probe, field), divided by T·(1 % h)² like the capsule
-barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤ ALLOW·h), not
-sink into it whatever copy-rotations does, and no deeper than the source's own hand in its own body at that frame
-(``source_allowance``, scaled by the heights; none from a fitted source body, whose overlaps are the fit's).
+The barrier is Σ relu(depth − allow)² over every (frame, probe), the deepest field each, divided by T·(1 % h)² like
+the capsule barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤
+ALLOW·h), not sink into it whatever copy-rotations does, and no deeper than the source's own hand in its own body at
+that frame (``source_allowance``, scaled by the heights; none from a fitted source body, whose overlaps are the
+fit's).
 """
 
 from __future__ import annotations
@@ -50,10 +51,11 @@ PROBES = 32
 #: a segment with fewer vertices carries no probes
 MIN_PROBES = 12
 #: segments whose fields share the body's interior: inside the body, a node nearest to any of them reads its
-#: depth in each of their fields, so a probe pressed into the crease where two of them meet (hips and thigh,
-#: chest and upper chest) reads its full depth; with each field keeping only its own segment's part, the
-#: trilinear read there blended depth with "far" (docs/decisions.md "The trunk and thigh fields share the interior")
-SHARED_INTERIOR = ("hips", "spine", "chest", "upper_chest", "upper_leg")
+#: depth in each of their fields, so a probe pressed into the crease where two of them meet (hips and thigh, spine
+#: and chest) reads its full depth, where a field keeping only its own segment's part blends depth with "far".
+#: Off by default (an experiment sets ("hips", "spine", "chest", "upper_chest", "upper_leg") with ``--const``):
+#: docs/decisions.md "The trunk and thigh fields do not share the interior, yet"
+SHARED_INTERIOR = ()
 #: grid nodes along each axis of a field
 GRID = 28
 #: a field's box: its segment's vertices' bounds grown by this share of the body's height
@@ -293,8 +295,10 @@ def near_entries(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0)
 
 
 class SurfaceBarrier:
-    """The solver's term: Σ relu(depth − allow)² / (T·(1 % h)²) · ``weight`` over ``surface_depths``, ``allow``
-    (T, Q, F) ALLOW·h past the source's own depth for the same probe and field segments (``source_allowance``).
+    """The solver's term: Σ over (frame, probe) of the largest relu(depth − allow)² over the fields, / (T·(1 % h)²)
+    · ``weight``, with ``surface_depths`` and ``allow`` (T, Q, F) ALLOW·h past the source's own depth for the same
+    probe and field segments (``source_allowance``). The largest, not the sum: where fields share the interior
+    (``SHARED_INTERIOR``), a probe in a belly is inside the hips', spine's and chest's fields at once and counts once.
 
     Sparse and exact, as the capsule barrier: a search (``near_entries``, then the field read there) keeps as
     candidates the entries whose probe is within ``SLACK``·h of its allowed depth (or of the field's box), and each
@@ -365,7 +369,10 @@ class SurfaceBarrier:
         if len(t) == 0:
             return points.new_zeros(())
         d = depths_at(self.fields, points, self.grid, t, q, f)
-        return self.weight * torch.relu(d - self.allow[t, q, f]).square().sum() / (points.shape[0] * self.unit)
+        excess = torch.relu(d - self.allow[t, q, f]).square()
+        Q = len(self.fields.probe_bone)
+        deepest = excess.new_zeros(points.shape[0] * Q).scatter_reduce(0, t * Q + q, excess, "amax")
+        return self.weight * deepest.sum() / (points.shape[0] * self.unit)
 
 
 def depths_at(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor, t, q, f) -> torch.Tensor:
