@@ -273,10 +273,10 @@ def test_shared_interior_reads_a_probe_in_the_crease_between_trunk_segments(monk
     keeping its own segment's part of the interior (the default), the read at the spine-chest seam blends depth with
     "far" (median under half the exact depth); with the trunk and thighs sharing the interior
     (``SHARED_INTERIOR``), it reads its depth (median within 20 %)."""
-    from core.solver import surface
+    from core.solver import surface_fields as sf
 
     def median_ratio(shared) -> float:
-        monkeypatch.setattr(surface, "SHARED_INTERIOR", shared)
+        monkeypatch.setattr(sf, "SHARED_INTERIOR", shared)
         skel, mesh, bone_map = make_body(BodyParams(name="surface_test", belly=1.2), pose="T")
         ch = Character(skel, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
         f = surface_fields(ch)
@@ -292,6 +292,6 @@ def test_shared_interior_reads_a_probe_in_the_crease_between_trunk_segments(monk
         assert len(ratios) == 12
         return float(np.median(ratios))
 
-    assert surface.SHARED_INTERIOR == ()
+    assert sf.SHARED_INTERIOR == ()
     assert median_ratio(()) < 0.5
     assert median_ratio(("hips", "spine", "chest", "upper_chest", "upper_leg")) > 0.8
