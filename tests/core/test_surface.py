@@ -7,8 +7,8 @@ import torch
 from core.body import BodyParams, make_body
 from core.rig.rotations_np import quat_to_matrix
 from core.character.track import ClipTrack
-from core.solver.surface import (ALLOW, SurfaceBarrier, source_allowance, surface_depths, surface_fields,
-                                 world_points)
+from core.solver.surface import ALLOW, SurfaceBarrier, source_allowance, surface_depths
+from core.solver.surface_fields import surface_fields, world_points
 from core.types import Motion
 from core.types import Character
 
