@@ -1,7 +1,6 @@
 """The demo couple ('Lead'/'Follow' retargeted together onto 'Giant' 2.05 m and 'Child' 1.30 m, tools/demo.py)
-solved with solver setting overrides, to see what keeps the hands apart (docs/solver.md "Multi-character",
-"The demo couple"): the partner metrics, the solver's final weighted terms, each target's own F1s and how far
-its feet go under the floor.
+solved with solver setting overrides, to see what keeps the hands apart (docs/solver.md "Multi-character"): the
+partner metrics, the solver's final weighted terms, each target's own F1s and how far its feet go under the floor.
 
     .venv/bin/python tools/demo.py --out /tmp/d --quality fast          # builds /tmp/d/demo.blend
     .venv/bin/python tools/experiments/demo_couple_weights.py /tmp/d/demo.blend [--set w_partner=3] [--quality balanced]
