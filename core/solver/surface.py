@@ -4,12 +4,12 @@ barrier").
 The capsule barrier (``barrier.py``) sees a body as capsule cores whose radius is the median distance of a segment's
 vertices to its bone: a hand can sink centimetres into a big belly, a chest or a head while staying outside every
 core, and two hands that hold each other can sink into one another. Here the surface itself is the proxy. Each
-torso, head, thigh, hand and forearm segment carries a signed distance field of the body's rest surface, and
-points spread over each hand, forearm and upper arm probe them (``surface_fields.py``, built once per character).
-A probe's depth in a field is read in that field's box coordinates (an affine map from the four points that the
-field's bone carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). The solver does not read every probe in every field at every step: it keeps as
-candidates the probes near a surface, found by bounding spheres, and searches a frame again only when its points
-moved (``SurfaceBarrier``).
+torso, head, thigh, hand and forearm segment carries a signed distance field of the body's rest surface, and points
+spread over each hand, forearm and upper arm probe them (``surface_fields.py``, built once per character). A probe's
+depth in a field is read in that field's box coordinates (an affine map from the four points that the field's bone
+carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). The solver does not read
+every probe in every field at every step: it keeps as candidates the probes near a surface, found by bounding
+spheres, and searches a frame again only when its points moved (``SurfaceBarrier``).
 
 The barrier is Σ relu(depth − allow)² over every (frame, probe), the deepest field each, divided by T·(1 % h)² like
 the capsule barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..descriptors.weights import centred, largest_moves, refresh_due
-from .surface_fields import AXIS, GRID, SurfaceFields, surface_fields, world_points
+from .surface_fields import AXIS, SurfaceFields, surface_fields, world_points
 
 #: depth a hand may rest at, share of the body's height (a hand on a belly presses the skin this much)
 ALLOW = 0.002
@@ -77,20 +77,20 @@ def surface_depths(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tens
 
 
 def field_tensor(fields: SurfaceFields, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    """(1, 1, F·(GRID + 1), GRID, GRID) the fields' grids stacked along their z axis, each followed by a slice
-    that no read reaches (``read_fields``)."""
+    """(1, 1, F·(G + 1), G, G) the fields' grids (G = ``surface_fields.GRID`` nodes a side) stacked along their z
+    axis, each followed by a slice that no read reaches (``read_fields``)."""
     g = torch.as_tensor(fields.grid, dtype=dtype, device=device)                            # (F, G, G, G)
     g = torch.cat([g, g[:, -1:]], 1)
-    return g.reshape(1, 1, -1, GRID, GRID)
+    return g.reshape(1, 1, -1, *g.shape[-2:])
 
 
 def read_fields(grid: torch.Tensor, u: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     """(K,) the signed distance (metres, negative inside) of fields ``f`` (K,) long at box coordinates ``u`` (K,
     3), trilinear, each clamped to its box (the box's border value outside it): one grid_sample over the stacked
     ``grid`` (``field_tensor``), differentiable in ``u``."""
-    D = grid.shape[2]
+    D, G = grid.shape[2], grid.shape[-1]
     u = u.clamp(-1.0, 1.0)
-    z = (f * (GRID + 1) + 0.5 * (u[:, 2] + 1.0) * (GRID - 1)) * (2.0 / (D - 1)) - 1.0
+    z = (f * (G + 1) + 0.5 * (u[:, 2] + 1.0) * (G - 1)) * (2.0 / (D - 1)) - 1.0
     at = torch.stack([u[:, 0], u[:, 1], z], -1)
     return torch.nn.functional.grid_sample(grid, at[None, None, None], mode="bilinear", padding_mode="border",
                                            align_corners=True).reshape(-1)
@@ -106,16 +106,19 @@ def _box_corners(fields: SurfaceFields, points: torch.Tensor, grow: float) -> to
     return o[:, :, None] + torch.einsum("tfax,fca->tfcx", axes, local) / AXIS
 
 
-def near_entries(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0) -> tuple:
+def near_entries(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0,
+                 corners: torch.Tensor = None) -> tuple:
     """(t, q, f, u): t, q, f (K,) long, the tested (frame, probe, field) entries whose probe is in the field's box
     grown by ``grow`` (armature units), found without locating every probe in every field, and u (K, 3) their box
     coordinates (``box_maps``, the box not grown). A probe segment's probes lie in a sphere around their mean, and
     a grown box in the sphere through its corners: only the probes of a segment whose sphere meets a field's are
-    put in that field's box coordinates. No gradients."""
+    put in that field's box coordinates. ``corners``: ``_box_corners(fields, points, grow)`` when the caller has
+    them. No gradients."""
     n = fields.per_segment
     dev = points.device
     with torch.no_grad():
-        corners = _box_corners(fields, points, grow)                                             # (T, F, 8, 3)
+        if corners is None:
+            corners = _box_corners(fields, points, grow)                                         # (T, F, 8, 3)
         centre = corners.mean(2)                                                                 # (T, F, 3)
         reach = (corners[:, :, 0] - centre).norm(dim=-1)                                         # (T, F)
         probes = _probes(fields, points).unflatten(1, (-1, n))                                   # (T, S, n, 3)
@@ -162,10 +165,10 @@ class SurfaceBarrier:
         self._ref = None               #: (T, Q + 8F, 3) the probes and grown box corners at each frame's search
         self._cand = None              #: (t, q, f) the candidates, each (K,) long
 
-    def _search(self, points: torch.Tensor, frames: torch.Tensor) -> tuple:
+    def _search(self, points: torch.Tensor, frames: torch.Tensor, corners: torch.Tensor) -> tuple:
         """The candidates (t, q, f) on ``frames`` (n,) of ``points``: entries whose probe is within the band of
-        its allowed depth, or in the band around the field's box."""
-        t, q, f, u = near_entries(self.fields, points[frames], self._grow)
+        its allowed depth, or in the band around the field's box (``corners`` (n, F, 8, 3): the grown boxes')."""
+        t, q, f, u = near_entries(self.fields, points[frames], self._grow, corners)
         t = frames[t]
         with torch.no_grad():
             sdf = read_fields(self.grid, u, f)                                                # negative inside
@@ -180,15 +183,15 @@ class SurfaceBarrier:
             if self._grow is None:                   # the frame points are AXIS armature units apart
                 axes = _frames(self.fields, points)[1]
                 self._grow = float(self.band * AXIS / axes[:, :, 0].norm(dim=-1).mean())
-            now = centred(torch.cat([_probes(self.fields, points),
-                                     _box_corners(self.fields, points, self._grow).flatten(1, 2)], 1))
+            corners = _box_corners(self.fields, points, self._grow)                              # (T, F, 8, 3)
+            now = centred(torch.cat([_probes(self.fields, points), corners.flatten(1, 2)], 1))
             if self._ref is None or self._ref.shape != now.shape:
                 due = torch.ones(points.shape[0], dtype=torch.bool, device=points.device)
             else:
                 due = refresh_due(largest_moves(now, self._ref) / (0.25 * self.band))
             if bool(due.any()):
                 frames = torch.nonzero(due, as_tuple=True)[0]
-                found = self._search(points, frames)
+                found = self._search(points, frames, corners[frames])
                 if self._cand is None or bool(due.all()):
                     self._cand, self._ref = found, now
                 else:
