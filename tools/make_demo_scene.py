@@ -102,8 +102,8 @@ class Rig:
         hz = p("hips")[2]
         band = mesh.rest_verts[np.abs(mesh.rest_verts[:, 2] - hz) < 0.04]
         self.hip_half_width = float(np.abs(band[:, 0]).max())
-        #: per hand, its fingers' direction (its vertices' mean from the wrist) and its palm's normal (the
-        #: vertices' normals summed, of the side the palm is on), world, at rest
+        #: per hand, its fingers' direction (its vertices' mean from the wrist) and its palm's normal (the hand's
+        #: thinnest axis, turned down: rest palms face down), world, at rest
         seg, names, _ = vertex_segments(skeleton, mesh, {n: n for n in skeleton.names})
         self.hand_axes = {}
         for side in ("left", "right"):
@@ -111,7 +111,7 @@ class Rig:
             fingers = mesh.rest_verts[ids].mean(0) - p(f"{side}_hand")
             fingers /= np.linalg.norm(fingers)
             thin = np.linalg.svd(mesh.rest_verts[ids] - mesh.rest_verts[ids].mean(0))[2][2]   # the hand's thin axis
-            palm = -thin if thin[2] > 0 else thin                                       # rest palms face down
+            palm = -thin if thin[2] > 0 else thin
             self.hand_axes[f"{side}_hand"] = (fingers, palm)
         front = mesh.rest_verts[np.abs(mesh.rest_verts[:, 2] - p("chest")[2]) < 0.05]
         self.chest_front = float(-front[:, 1].max() if len(front) else 0.15)
@@ -237,44 +237,54 @@ def demo_motion(skeleton: Skeleton, mesh: SkinnedMesh):
     skeleton's bones): (Motion, events {name: (first, last) frame}). Where its hands rest
     on the hips and touch in the claps, they are moved out (``HAND_REST_STEP`` at a time, the hips and the claps
     each on its own) until they rest on the skin, pressed in no deeper than ``HAND_REST_DEPTH`` of the height
-    (``hand_depths``, the metrics' mesh measure): the clip is the reference that the retargets are measured by."""
+    (``HandDepths``, the metrics' mesh measure): the clip is the reference that the retargets are measured by."""
     hip_out = clap_out = 0.0
     depth_at = HAND_REST_DEPTH * float(np.ptp(mesh.rest_verts[:, 2]))
+    rig = _rig_points(skeleton, mesh)
+    depths = HandDepths(skeleton, mesh)
     for _ in range(25):
-        rest = _demo_motion(skeleton, mesh, hip_out, clap_out, HAND_REST_FRAMES)[0]
-        d = hand_depths(skeleton, mesh, rest, range(len(HAND_REST_FRAMES)))
+        rest = _demo_motion(skeleton, rig, hip_out, clap_out, HAND_REST_FRAMES)[0]
+        d = depths(rest, range(len(HAND_REST_FRAMES)))
         clap_deep, hip_deep = bool(d[:-1].max() > depth_at), bool(d[-1] > depth_at)
         if not (clap_deep or hip_deep):
             break
         clap_out += HAND_REST_STEP * clap_deep
         hip_out += HAND_REST_STEP * hip_deep
-    return _demo_motion(skeleton, mesh, hip_out, clap_out)
+    return _demo_motion(skeleton, rig, hip_out, clap_out)
 
 
-def hand_depths(skeleton: Skeleton, mesh: SkinnedMesh, motion: Motion, frames) -> np.ndarray:
-    """(len(frames),) the deepest point (metres) of the body's surface inside another part of it, within
-    ``HAND_REACH`` of a hand (a hand in a hip, a hip in a hand, a hand in the other), on clip ``frames`` of
-    ``motion``: ``core.metrics.mesh_volume``'s measure."""
-    import torch
-    from core.metrics import mesh_volume
-    from core.character.track import ClipTrack
-    from core.types import Character
-    bone_map = {n: n for n in skeleton.names}
-    ch = Character(skeleton, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
-    surf = mesh_volume.setup(ch)
-    names = vertex_segments(skeleton, mesh, bone_map)[1]
-    x, n = ClipTrack(ch, motion).vertices(surf.ids, normals=True, frames=list(frames))
-    d = mesh_volume.depths(surf, torch.as_tensor(x), torch.as_tensor(n)).numpy()       # (F, S)
-    hand = np.isin(surf.part, [g for g, name in enumerate(names) if name.endswith("_hand")])
-    probes = torch.as_tensor(x[:, surf.probe])
-    near = torch.cdist(probes, torch.as_tensor(x[:, hand])).amin(-1).numpy() < HAND_REACH   # (F, S)
-    return (d * near).max(1) * surf.scale
+class HandDepths:
+    """The deepest point (metres) of a body's surface inside another part of it, within ``HAND_REACH`` of a hand (a
+    hand in a hip, a hip in a hand, a hand in the other): ``core.metrics.mesh_volume``'s measure, set up once for
+    ``mesh`` skinned to ``skeleton``, read per clip."""
+
+    def __init__(self, skeleton: Skeleton, mesh: SkinnedMesh):
+        from core.metrics import mesh_volume
+        from core.types import Character
+        bone_map = {n: n for n in skeleton.names}
+        self.character = Character(skeleton, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
+        self.surface = mesh_volume.setup(self.character)
+        names = vertex_segments(skeleton, mesh, bone_map)[1]
+        self.hand = np.isin(self.surface.part, [g for g, name in enumerate(names) if name.endswith("_hand")])
+
+    def __call__(self, motion: Motion, frames) -> np.ndarray:
+        """(len(frames),) the depth on clip ``frames`` of ``motion``."""
+        import torch
+        from core.metrics import mesh_volume
+        from core.character.track import ClipTrack
+        surf = self.surface
+        x, n = ClipTrack(self.character, motion).vertices(surf.ids, normals=True, frames=list(frames))
+        d = mesh_volume.depths(surf, torch.as_tensor(x), torch.as_tensor(n)).numpy()       # (F, S)
+        probes = torch.as_tensor(x[:, surf.probe])
+        near = torch.cdist(probes, torch.as_tensor(x[:, self.hand])).amin(-1).numpy() < HAND_REACH
+        return (d * near).max(1) * surf.scale
 
 
-def _demo_motion(skeleton: Skeleton, mesh: SkinnedMesh, hip_out: float, clap_out: float, frames=None):
+def _demo_motion(skeleton: Skeleton, rig_points: tuple, hip_out: float, clap_out: float, frames=None):
     """``demo_motion`` with the hands on the hips ``hip_out`` metres farther out and the claps' touches
-    ``clap_out`` metres farther apart; only clip ``frames`` (all when None) in the Motion."""
-    rig, H0, ankle, shoulder, la, sign = _rig_points(skeleton, mesh)
+    ``clap_out`` metres farther apart; only clip ``frames`` (all when None) in the Motion. ``rig_points``:
+    ``_rig_points(skeleton, mesh)``."""
+    rig, H0, ankle, shoulder, la, sign = rig_points
     stride = 0.32
     hips_h = H0[2] - ankle["left"][2]
     # --- controls keyed on frames --------------------------------------------------------------------------
@@ -307,8 +317,8 @@ def _demo_motion(skeleton: Skeleton, mesh: SkinnedMesh, hip_out: float, clap_out
         ahead = shoulder[s] + [sign[s] * -0.05, -0.85 * la[s], -0.05]
         hands[s] = {0: down, 20: down, 35: swing(-0.12 * sign[s]), 50: swing(0.12 * sign[s]), 65: swing(-0.1 * sign[s]),
                     80: down, 88: clap_far, 94: clap_touch, 98: clap_far, 102: clap_touch, 106: clap_far,
-                    110: clap_touch, 116: clap_far, 126: on_hip, 150: on_hip, 155: off_hip, 162: down, 180: ahead, 197: ahead,
-                    215: down, 230: down}
+                    110: clap_touch, 116: clap_far, 126: on_hip, 150: on_hip, 155: off_hip, 162: down, 180: ahead,
+                    197: ahead, 215: down, 230: down}
     #: in the claps the hands turn, fingers forward and up, palms facing each other
     clap_turn = {82: 0.0, 88: 1.0, 116: 1.0, 124: 0.0}
     events = {"steps": (20, 80), "clap": (88, 116), "hands_on_hips": (126, 150), "squat": (160, 215)}

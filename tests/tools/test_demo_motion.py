@@ -25,7 +25,7 @@ def test_no_hand_sinks_into_the_body_on_any_frame(demo):
     hands were fitted, the hands on the hips sank 25 mm and the claps' fingers 20 mm into the other hand."""
     skel, mesh, _, motion, _ = demo
     height = float(np.ptp(mesh.rest_verts[:, 2]))
-    d = mds.hand_depths(skel, mesh, motion, range(motion.num_frames))
+    d = mds.HandDepths(skel, mesh)(motion, range(motion.num_frames))
     assert d.shape == (mds.DEMO_FRAMES,)
     assert float(d.max()) <= mds.HAND_REST_DEPTH * height + 1e-3, int(d.argmax())
 
