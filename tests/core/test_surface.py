@@ -147,6 +147,20 @@ def test_the_source_allowance_follows_the_sources_own_depth(body, monkeypatch):
     assert torch.allclose(allow[0], torch.full_like(allow[0], ALLOW * f.height))
 
 
+def assert_the_dense_sum(barrier, x, allow, abs_tol=None) -> tuple:
+    """(value, gradient (T, 4F + Q, 3)) of the dense barrier at ``x`` (T, 4F + Q, 3), requiring grad: Σ over every
+    (frame, probe) of the largest relu(depth − allow)² over the fields, × weight / (T·unit); asserts that
+    ``barrier.weighted`` gives the same value and gradient."""
+    sparse = barrier.weighted(x)
+    (g_sparse,) = torch.autograd.grad(sparse, x) if sparse.requires_grad else (torch.zeros_like(x),)
+    depth = surface_depths(barrier.fields, x, barrier.grid)
+    dense = barrier.weight * torch.relu(depth - allow).square().amax(-1).sum() / (x.shape[0] * barrier.unit)
+    (g_dense,) = torch.autograd.grad(dense, x)
+    assert float(sparse.detach()) == pytest.approx(float(dense.detach()), rel=1e-12, abs=abs_tol)
+    assert torch.allclose(g_sparse, g_dense, rtol=1e-9, atol=1e-12)
+    return float(dense.detach()), g_dense
+
+
 def test_the_sparse_barrier_is_the_dense_sum_in_value_and_gradient(body):
     """SurfaceBarrier reads again, with gradients, only the entries deeper than their allowance: on frames with
     probes sunk into the belly, the chest and the other hand at several depths (and others resting or outside),
@@ -169,13 +183,8 @@ def test_the_sparse_barrier_is_the_dense_sum_in_value_and_gradient(body):
     allow = torch.full((5, Q, F), ALLOW * f.height, dtype=torch.float64)
     allow[2] *= 3.0                                                                    # a frame of a deeper source
     barrier = SurfaceBarrier(f, 1.7, allow, dtype=torch.float64)
-    sparse = barrier.weighted(pts)
-    (g_sparse,) = torch.autograd.grad(sparse, pts)
-    dense = 1.7 * torch.relu(surface_depths(f, pts, barrier.grid) - allow).square().amax(-1).sum() / (5 * barrier.unit)
-    (g_dense,) = torch.autograd.grad(dense, pts)
-    assert float(dense.detach()) > 0
-    assert float(sparse.detach()) == pytest.approx(float(dense.detach()), rel=1e-12)
-    assert torch.allclose(g_sparse, g_dense, rtol=1e-9, atol=1e-12)
+    dense, g_dense = assert_the_dense_sum(barrier, pts, allow)
+    assert dense > 0
     assert float(g_dense.abs().max()) > 0
 
 
@@ -235,14 +244,8 @@ def test_the_barrier_s_candidates_follow_the_probes_between_searches(body):
     for step in range(30):
         step_size = 0.03 if step % 10 == 9 else 0.001
         pts[:, 4 * F + probes] += torch.as_tensor(g.normal(scale=step_size, size=(T, len(probes), 3)))
-        x = pts.clone().requires_grad_(True)
-        sparse = barrier.weighted(x)
-        (g_sparse,) = torch.autograd.grad(sparse, x) if sparse.requires_grad else (torch.zeros_like(x),)
-        dense = torch.relu(surface_depths(f, x, barrier.grid) - allow).square().amax(-1).sum() / (T * barrier.unit)
-        (g_dense,) = torch.autograd.grad(dense, x)
-        assert float(sparse.detach()) == pytest.approx(float(dense.detach()), rel=1e-12, abs=1e-15), step
-        assert torch.allclose(g_sparse, g_dense, rtol=1e-9, atol=1e-12), step
-        values.append(float(dense.detach()))
+        dense, _ = assert_the_dense_sum(barrier, pts.clone().requires_grad_(True), allow, abs_tol=1e-15)
+        values.append(dense)
     assert sum(v > 0 for v in values) > 10
     assert barrier.searched < 0.5 * 30 * T
 
