@@ -71,6 +71,7 @@ def zoo_characters(mods, bodies, log=print) -> dict:
 
 def demo_source(mods):
     """(Character, Motion) of the generated demo clip on the demo's neutral source body."""
+    import bpy
     import make_demo_scene as mds
     body, bridge = mods["core.body"], mods["reconform_addon.bridge"]
     skel, mesh, _ = body.make_body(body.BodyParams(name="zoo_source"), pose="T")
@@ -79,7 +80,17 @@ def demo_source(mods):
     motion, _ = mds.demo_motion(blender_skel, bridge.read_skinned_mesh(arm, blender_skel))
     bridge.write_motion(arm, blender_skel, motion, "ZooDemoMotion")
     ch = mods["reconform_addon.pipeline"].prepare_character(arm, keyvert_count=41)
-    return ch, bridge.read_motion(arm, ch.skeleton)
+    # read back at the clip's own rate: the scene's is whatever the last import set (a BVH's 120 fps)
+    render = bpy.context.scene.render
+    before = render.fps, render.fps_base
+    render.fps, render.fps_base = mds.FPS, 1.0
+    try:
+        read = bridge.read_motion(arm, ch.skeleton)
+    finally:
+        render.fps, render.fps_base = before
+    if abs(read.fps - motion.fps) > 1e-6:
+        raise RuntimeError(f"the zoo's demo clip read back at {read.fps} fps, made at {motion.fps}")
+    return ch, read
 
 
 def section(out, log, mods, loader, settings, bodies=None, clips=None) -> dict:
