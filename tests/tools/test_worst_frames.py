@@ -136,3 +136,39 @@ def test_render_worst_draws_both_bodies_and_the_marks(addon, assets, clean_scene
     assert red[:, :160].sum() >= 3 and red[:, 160:].sum() >= 3       # one on the left body, one on the right
     body = (np.abs(px - px[5, 5]).sum(-1) > 0.1)[40:150]             # off the background, below the title
     assert body[:, 40:150].any() and body[:, 170:280].any()
+
+
+def test_the_zoo_shows_its_worst_cases_per_kind_ranked_across_bodies(tmp_path, monkeypatch):
+    """bench_zoo.WorstShown keeps, per kind, the SHOWN cases with ReConForM's worst frames (contact depth as a share
+    of each body's height, so a tall body's millimetres do not outrank a child's), makes render jobs only for them,
+    and lists only their kinds."""
+    from tools.bench import bench_zoo
+    monkeypatch.setitem(__import__("sys").modules, "worst_frames", wf)
+    # case k: ReConForM's worst self-penetration k %, worst contact depth 10 (k + 1) mm, on bodies of height 1 + k
+    cases = {f"c{k}": (series([0.0, 0.01 * k], [NAN, NAN]), series([0.0, 0.01 * k], [0.0, 0.01 * (k + 1)]), 1.0 + k)
+             for k in range(6)}
+    monkeypatch.setattr(wf, "series", lambda mod, o: cases[o.case][:2])
+    made = []
+    monkeypatch.setattr(wf, "job_item", lambda case, path, o, worst, out, mod: made.append((case, set(worst))) or
+                        {"case": case, "kinds": sorted(worst)})
+    shown = bench_zoo.WorstShown.__new__(bench_zoo.WorstShown)
+    shown.mod, shown.dir, shown.best, shown.files = None, tmp_path / "wf", {}, {}
+    monkeypatch.setattr(shown, "_body_file", lambda body: tmp_path / f"{body}.blend")
+    for name, (_, _, h) in cases.items():
+        o = fake_outcome()
+        o.case, o.target = name, types.SimpleNamespace(height=h)
+        shown.add(name, "zoo_x", o)
+    assert bench_zoo.WorstShown.SHOWN == 4
+    assert [b[1] for b in shown.best["self_pen"]] == ["c5", "c4", "c3", "c2"]          # c0's 0 % is nothing to show
+    # depth / height: (k + 1) / (1 + k) cm/m is the same for every k; ties keep the first comers
+    assert [b[1] for b in shown.best["contact_depth"]] == ["c0", "c1", "c2", "c3"]
+    assert ("c1", {"self_pen"}) in made and all(len(kinds) == 1 for _, kinds in made)
+
+    rendered = []
+    monkeypatch.setattr(wf, "render", lambda items, out: (rendered.extend(items) or [], None))
+    lines = []
+    shown.section(lambda s="": lines.append(s), lambda s: None)
+    assert len(rendered) == 8 and {it["case"] for it in rendered} == {"c0", "c1", "c2", "c3", "c4", "c5"}
+    rows = [line for line in lines if line.startswith("| c") and not line.startswith("| case")]
+    assert len(rows) == 8 and rows[0].startswith("| c5 | mesh self-penetration |")
+    assert sum("contact depth" in r for r in rows) == 4 and "Worst frames of the zoo" in "".join(lines)

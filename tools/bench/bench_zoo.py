@@ -93,21 +93,27 @@ def demo_source(mods):
     return ch, read
 
 
-def section(out, log, mods, loader, settings, bodies=None, clips=None) -> dict:
+def section(out, log, mods, loader, settings, bodies=None, clips=None, render_dir=None) -> dict:
     """Run the zoo, print its table and per-case lines through ``out``; returns {target label: (measured, ok)}
-    for the bench's target table (each per-case line summed up over the zoo, and the means)."""
+    for the bench's target table (each per-case line summed up over the zoo, and the means). ``render_dir``: where
+    the pictures of the zoo's worst frames go (``WorstShown``; None: no pictures, no table of them)."""
     import bench_targets as bt
     import common
     bodies = list(BODIES) if bodies is None else bodies
     clips = CLIPS if clips is None else clips
     zoo = zoo_characters(mods, bodies, log)
+    shown = None if render_dir is None else WorstShown(mods, render_dir)
     rows = []
     for label, rel, first, count in clips:
         src, smo = demo_source(mods) if rel is None else loader.source(rel, first, count)[:2]
         for name, tgt in zoo.items():
             t = time.perf_counter()
             o = common.retarget(mods, src, smo, tgt, settings)
-            rows.append((f"{label} → zoo_{name}", o.reference, o.metrics, float(src.height), float(tgt.height)))
+            case = f"{label} → zoo_{name}"
+            rows.append((case, o.reference, o.metrics, float(src.height), float(tgt.height)))
+            if shown is not None:
+                shown.add(case, f"zoo_{name}", o)
+            o = None
             log(f"  zoo {label} → {name}: {smo.num_frames} frames, {time.perf_counter() - t:.1f} s")
     out()
     out(f"Morphology zoo (tools/bench/bench_zoo.py): {len(clips)} clips with self-contacts × {len(zoo)} generated "
@@ -125,6 +131,8 @@ def section(out, log, mods, loader, settings, bodies=None, clips=None) -> dict:
         for label, measured, ok in bt.case_targets(init, ours, h_src, h_tgt):
             out(f"| {case} | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
             per_target.setdefault(label, []).append((case, ok))
+    if shown is not None:
+        shown.section(out, log)
     for label, measured, ok in bt.mean_targets([r[1] for r in rows], [r[2] for r in rows]):
         out(f"| mean over the zoo | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
         targets[f"zoo: {label}"] = (measured, ok)
@@ -134,6 +142,68 @@ def section(out, log, mods, loader, settings, bodies=None, clips=None) -> dict:
             f"{len(results) - len(failed)} of {len(results)} cases" + (f"; fails: {', '.join(failed)}" if failed else ""),
             not failed)
     return targets
+
+
+class WorstShown:
+    """The zoo's worst frames in pictures: per kind of ``worst_frames.KINDS``, the ``SHOWN`` cases whose
+    ReConForM worst frame is the worst of the zoo (``worst_frames.rank_value``: shares of the body's volume, of
+    its height), each rendered with copy-rotations beside it, as the single-pair cases are. A case's render job is
+    made when it enters the running top ``SHOWN`` (its motions and marks need its Outcome, which is not kept); the
+    bodies are saved once to ``render_dir/.zoo/<body>.blend`` for the render's child process to import."""
+
+    SHOWN = 4
+
+    def __init__(self, mods, render_dir):
+        import importlib
+        import common
+        self.mod = lambda n: importlib.import_module(f"{common.MODULE}.core.{n}")  # noqa: E731
+        self.dir = pathlib.Path(render_dir)
+        self.best = {}                 #: kind -> [(rank value, case, first scene frame, Worst, job item)]
+        self.files = {}                #: zoo body -> its saved .blend
+
+    def _body_file(self, body: str) -> pathlib.Path:
+        if body not in self.files:
+            import bpy
+            arm = bpy.data.objects[body]
+            path = self.dir / ".zoo" / f"{body}.blend"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            bpy.data.libraries.write(str(path), {arm, *arm.children})
+            self.files[body] = path
+        return self.files[body]
+
+    def add(self, case: str, body: str, outcome):
+        """Rank ``case`` (an Outcome on the zoo body named ``body``: its armature object) and make its render jobs
+        where it enters the top ``SHOWN`` of a kind."""
+        import worst_frames
+        worst = worst_frames.pick(*worst_frames.series(self.mod, outcome))
+        h = float(outcome.target.height)
+        for kind, w in worst.items():
+            if w is None:
+                continue
+            best = self.best.setdefault(kind, [])
+            value = worst_frames.rank_value(kind, w, h)
+            if len(best) == self.SHOWN and value <= best[-1][0]:
+                continue
+            item = worst_frames.job_item(case, self._body_file(body), outcome, {kind: w}, self.dir, self.mod)
+            best.append((value, case, int(outcome.motion.frame_start), w, item))
+            best.sort(key=lambda b: -b[0])
+            del best[self.SHOWN:]
+
+    def section(self, out, log):
+        """Render the pictures and print their table through ``out``."""
+        import worst_frames
+        t = time.perf_counter()
+        kinds = [kind for kind, _, _ in worst_frames.KINDS if kind in self.best]
+        written, error = worst_frames.render([b[4] for kind in kinds for b in self.best[kind]], self.dir)
+        log(f"  zoo worst frames: {len(written)} pictures in {time.perf_counter() - t:.0f} s"
+            + (f" ({error})" if error else ""))
+        rows = [(case, start, {kind: w}) for kind in kinds for _, case, start, w, _ in self.best[kind]]
+        worst_frames.section(out, rows, self.dir, written, error, base=self.dir.parent, intro=(
+            f"Worst frames of the zoo (tools/bench/bench_zoo.py `WorstShown`): per kind, the {self.SHOWN} cases whose "
+            "ReConForM worst frame is the zoo's worst (mesh self-penetration as a share of the body's volume, contact "
+            "depth as a share of its height), with copy-rotations' value on the same frame and its own worst; "
+            "pictures: copy-rotations left, ReConForM right"))
+        out()
 
 
 def _fmt(v, k) -> str:
@@ -152,6 +222,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bodies", type=int, default=None, help="only the first N bodies")
     ap.add_argument("--clips", type=int, default=None, help="only the first N clips")
+    ap.add_argument("--renders", default=None, metavar="DIR",
+                    help="render the zoo's worst frames into DIR (its table is printed; default: no pictures)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
     sys.path.insert(0, str(ROOT / "tools" / "bench"))
@@ -163,7 +235,8 @@ def main(argv=None):
     settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads)
     targets = section(print, log, mods, common.Loader(mods, log), settings,
                       list(BODIES)[:args.bodies] if args.bodies else None,
-                      CLIPS[:args.clips] if args.clips else None)
+                      CLIPS[:args.clips] if args.clips else None,
+                      render_dir=pathlib.Path(args.renders).resolve() if args.renders else None)
     print()
     for label, (measured, ok) in targets.items():
         print(f"| {label} | {measured} | {'PASS' if ok else 'FAIL'} |")

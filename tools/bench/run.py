@@ -368,7 +368,8 @@ def main(argv=None):
             all(b["grounded_f1"] > a["grounded_f1"] for a, b, *_ in rows))
     if not args.quick and not args.no_zoo:       # --- self-contact clips onto generated bodies of extreme shapes ---
         import bench_zoo
-        targets.update(bench_zoo.section(out, log, mods, loader, settings))
+        targets.update(bench_zoo.section(out, log, mods, loader, settings,
+                                         render_dir=None if args.no_renders else worst_dir))
     metrics_ratios = []   # (frames, metrics s, solve s): the scaling lengths, then the memory line's 10 000 frames
     if not args.quick and not args.no_scaling:
         src, smo, _ = loader.source(SCALING[0])

@@ -67,6 +67,23 @@ def pick(init: dict, ours: dict) -> dict:
     return out
 
 
+def series(mod, outcome) -> tuple:
+    """(copy-rotations', ReConForM's) per-frame series of ``outcome``'s clip (``pick``'s arguments), from the
+    metrics' own ``series`` (``core.metrics.scores.evaluations``, both clips in one pass; neither series depends on
+    the source's floor); ``mod(name)``: the module ``core.<name>``."""
+    got = []
+    mod("progress").drive(mod("metrics.scores").evaluations(
+        outcome.source, outcome.source_track.motion, outcome.target, [outcome.init_motion, outcome.motion],
+        source_track=outcome.source_track, series=got))
+    return got[0], got[1]
+
+
+def rank_value(kind: str, w: Worst, height: float) -> float:
+    """How bad ReConForM's worst frame ``w`` is, comparable across bodies: the self-penetration's share of the
+    body's volume, the contact depth as a share of the target's ``height``."""
+    return w.ours if kind == "self_pen" else w.ours / height
+
+
 def safe_name(case: str) -> str:
     """A file-name-safe name of a case ('clip → target' -> 'clip_to_target')."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", case.replace("→", " to ")).strip("_")
@@ -164,22 +181,25 @@ def render(items: list, out_dir, run=subprocess.run, timeout: float = 900.0, siz
     return [p for p in wrote if pathlib.Path(p).is_file()], err
 
 
-def section(out, rows: list, out_dir, written, error=None, base=None):
+def section(out, rows: list, out_dir, written, error=None, base=None, intro=None):
     """The markdown table of the worst frames through ``out``: ``rows`` [(case, first scene frame, {kind: Worst or
-    None})], pictures in ``written`` linked relative to ``base`` (the markdown's folder)."""
+    None})] (a kind missing from a row's dict is not listed), pictures in ``written`` linked relative to ``base``
+    (the markdown's folder), after ``intro`` (None: the single-pair cases' sentence)."""
     out_dir = pathlib.Path(out_dir)
     written = {str(pathlib.Path(p)) for p in written}
     out()
-    out("Worst frames (tools/bench/worst_frames.py): per case, the frame of ReConForM's largest mesh "
-        "self-penetration (share of the body's volume) and of its largest contact depth, with copy-rotations' value "
-        "on the same frame and its own worst (frames: the scene's); pictures: copy-rotations left, ReConForM right"
+    out((intro or "Worst frames (tools/bench/worst_frames.py): per case, the frame of ReConForM's largest mesh "
+         "self-penetration (share of the body's volume) and of its largest contact depth, with copy-rotations' value "
+         "on the same frame and its own worst (frames: the scene's); pictures: copy-rotations left, ReConForM right")
         + (f" ({error})" if error else "") + ".")
     out()
     out("| case | worst of ReConForM | frame | copy-rot | ReConForM | copy-rot's own worst (frame) | picture |")
     out("|---|---|---|---|---|---|---|")
     for case, start, worst in rows:
         for kind, _, label in KINDS:
-            w = worst.get(kind)
+            if kind not in worst:                                # a table of some kinds only (the zoo's)
+                continue
+            w = worst[kind]
             if w is None:
                 none = "0 on every frame" if kind == "self_pen" else "0 or no source contact on every frame"
                 out(f"| {case} | {label} | – | | {none} | | |")
