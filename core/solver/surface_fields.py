@@ -25,12 +25,16 @@ from ..rig.affine import inv
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
 
-#: segments (canonical names without their side) whose surface is a field: what a hand touches on a body, and the
-#: hands and forearms themselves (hands that clap, hold each other or a wrist)
-FIELD_SEGMENTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg", "hand", "lower_arm")
+#: segments (canonical names without their side) whose surface is a field: what a hand touches on a body, the
+#: hands and forearms themselves (hands that clap, hold each other or a wrist) and the upper arms, which the chest's
+#: probes read
+FIELD_SEGMENTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg", "hand", "lower_arm",
+                  "upper_arm")
 #: segments whose surface points probe the fields: the hands and the arms (an upper arm pressed into a big chest
-#: or belly is what a viewer sees first; docs/decisions.md "The surface barrier probes the arms")
-PROBE_SEGMENTS = ("hand", "lower_arm", "upper_arm")
+#: or belly is what a viewer sees first; docs/decisions.md "The surface barrier probes the arms"), and the chest,
+#: whose breasts and sides sink into an arm between the arm's own probes (docs/decisions.md "The chest probes the
+#: upper arms")
+PROBE_SEGMENTS = ("hand", "lower_arm", "upper_arm", "chest")
 #: probe points per probe segment (farthest-point samples of its vertices: 12 leave a forearm folded against the
 #: chest sinking between them); fewer on a low-poly mesh, as many on every segment as its smallest one has vertices
 PROBES = 32
@@ -42,6 +46,11 @@ MIN_PROBES = 12
 #: Off by default (an experiment sets ("hips", "spine", "chest", "upper_chest", "upper_leg") with ``--const``):
 #: docs/decisions.md "The trunk and thigh fields do not share the interior, yet"
 SHARED_INTERIOR = ()
+#: a field's surface without the limbs whose probes read that field (an arm, for the chest's field): where a limb
+#: lies at rest says nothing of where it is when animated, and a node inside a chest whose nearest rest vertex is
+#: the arm resting against it reads "far". Off by default (False: every segment's vertices): it reads those nodes
+#: right but measured no better (docs/decisions.md "The trunk and thigh fields do not share the interior, yet")
+WITHOUT_PROBING_LIMBS = False
 #: grid nodes along each axis of a field
 GRID = 28
 #: a field's box: its segment's vertices' bounds grown by this share of the body's height
@@ -125,11 +134,13 @@ def _surface_fields(character):
     if not tested.any():
         return None
     G = bind_matrices(sk, mesh)
-    tree, body_n, body_seg = cKDTree(V[body]), N[body], seg[body]
     shared = {s for s, n in enumerate(names) if _base(n) in SHARED_INTERIOR}
     lo, hi, grids = [], [], []
     lin = np.linspace(0.0, 1.0, GRID)
-    for s in fields:
+    for k, s in enumerate(fields):
+        probing = [p for i, p in enumerate(probes) if tested[i, k]] if WITHOUT_PROBING_LIMBS else []
+        surface = body & ~np.isin(seg, probing)
+        tree, body_n, body_seg = cKDTree(V[surface]), N[surface], seg[surface]
         Binv = inv(G[bone_ids[s]])
         local = V[seg == s] @ Binv[:3, :3].T + Binv[:3, 3]
         pad = MARGIN * height / scale

@@ -39,7 +39,10 @@ def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
     assert f is not None
     assert {"hips", "spine", "chest", "head"} <= set(f.field_names)
     assert {"left_hand", "right_hand", "left_lower_arm", "right_lower_arm", "left_upper_arm",
-            "right_upper_arm"} == set(f.probe_names)
+            "right_upper_arm", "chest"} == set(f.probe_names)
+    chest = f.probe_names.index("chest")
+    assert f.tested[chest, f.field_names.index("left_upper_arm")]          # a breast pressed into an arm
+    assert not f.tested[chest, f.field_names.index("spine")]                # its own neighbours
     hand = f.probe_names.index("left_hand")
     assert f.tested[hand, f.field_names.index("chest")]
     assert f.tested[f.probe_names.index("left_lower_arm"), f.field_names.index("hips")]
@@ -67,6 +70,27 @@ def test_a_probe_pressed_into_the_belly_reads_its_depth(body):
         moved[q] = V[v] - depth * N[v]
         d = surface_depths(f, torch.as_tensor(moved)[None])[0, q - 4 * F]
         assert float(d.max()) == pytest.approx(depth, abs=0.004), depth
+
+
+def test_a_chest_probe_pressed_into_an_upper_arm_reads_its_depth(body):
+    """The other side of an arm against a chest: a chest probe moved onto the outside of the left upper arm and pushed
+    1 and 2 cm in reads that depth in the arm's field, where a breast pressed into an arm between the arm's own probes
+    is seen (docs/decisions.md "The chest probes the upper arms")."""
+    from core.rig.parts import vertex_segments
+    ch, f = body
+    pts = rest_points(ch, f)
+    F = f.num_fields
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    arm = np.nonzero(seg == names.index("left_upper_arm"))[0]
+    below = arm[N[arm, 2] < -0.9]                                       # the T-posed arm's underside
+    v = below[np.argmin(np.abs(V[below, 0] - np.median(V[arm, 0])))]    # halfway along it
+    q = 4 * F + f.probe_names.index("chest")
+    for depth in (0.01, 0.02):
+        moved = pts.copy()
+        moved[q] = V[v] - depth * N[v]
+        d = surface_depths(f, torch.as_tensor(moved)[None])[0, q - 4 * F]
+        assert float(d[f.field_names.index("left_upper_arm")]) == pytest.approx(depth, abs=0.004), depth
 
 
 def test_depths_follow_the_bones_rigidly(body):
@@ -298,3 +322,45 @@ def test_shared_interior_reads_a_probe_in_the_crease_between_trunk_segments(monk
     assert sf.SHARED_INTERIOR == ()
     assert median_ratio(()) < 0.5
     assert median_ratio(("hips", "spine", "chest", "upper_chest", "upper_leg")) > 0.8
+
+
+def test_a_field_reads_its_depth_beside_where_a_probing_arm_rests(monkeypatch):
+    """A body whose arms rest against its chest (A pose, a big chest and thick arms): a hand probe 3 cm inside the
+    side of the chest, where the rest arm lies against it. Built from every segment's rest vertices, the chest's field
+    finds the arm's rest surface nearest and reads "far" there (median 0 of the exact depth); built without the limbs
+    that probe it (``WITHOUT_PROBING_LIMBS``, where an arm rests says nothing of where it is animated), it reads the
+    depth (median within 10 %)."""
+    from scipy.spatial import cKDTree
+    from core.rig.parts import vertex_segments
+    from core.solver import surface_fields as sf
+
+    skel, mesh, bone_map = make_body(BodyParams(name="surface_test", chest=1.6, torso_width=1.5, limb_thickness=1.5),
+                                     pose="A")
+    ch = Character(skel, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
+    V, N = mesh.rest_verts, mesh.rest_normals
+    seg, names, _ = vertex_segments(skel, mesh, bone_map)
+    chest = np.nonzero(seg == names.index("chest"))[0]
+    arm = np.isin(seg, [names.index(n) for n in ("left_upper_arm", "left_lower_arm", "left_hand")])
+    side = chest[(N[chest, 0] > 0.6) & (cKDTree(V[arm]).query(V[chest])[0] < 0.02)]
+    assert len(side) >= 12                                            # the rest arm lies against the chest
+    armless = np.nonzero((seg >= 0) & ~np.isin(seg, [k for k, n in enumerate(names) if "arm" in n or "hand" in n]))[0]
+    tree = cKDTree(V[armless])
+
+    def median_ratio(flag) -> float:
+        monkeypatch.setattr(sf, "WITHOUT_PROBING_LIMBS", flag)
+        f = sf._surface_fields(ch)
+        pts = rest_points(ch, f)
+        q = 4 * f.num_fields + f.probe_names.index("right_hand")
+        ratios = []
+        for v in side[np.linspace(0, len(side) - 1, 12).astype(int)]:
+            p = V[v] - 0.03 * N[v]
+            k = armless[tree.query(p)[1]]
+            moved = pts.copy()
+            moved[q] = p
+            read = float(surface_depths(f, torch.as_tensor(moved)[None])[0, q - 4 * f.num_fields].max())
+            ratios.append(read / float(-((p - V[k]) @ N[k])))
+        return float(np.median(ratios))
+
+    assert sf.WITHOUT_PROBING_LIMBS is False
+    assert median_ratio(False) < 0.3
+    assert median_ratio(True) > 0.9

@@ -2,7 +2,10 @@
 solved at several SolverSettings variants: each variant's conflicts at the list's threshold and at a looser one,
 with their gradient cosines and scores (docs/solver.md "Conflicts").
 
-    .venv/bin/python tools/experiments/belly_conflict.py "[{}, {'contact_state': 200.0}]" [--loose -0.3] [--flat]
+    .venv/bin/python tools/experiments/belly_conflict.py "[{}, {'contact_state': 200.0}]" [--loose -0.3] [--flat] \
+        [--belly 3] [--const core.MODULE.NAME=VALUE]
+
+``--belly 3`` is the test's body (the default 2 is a milder one); ``--const`` sets a module constant of core for the run.
 
 60 steps, 1 thread, as the test solves it.
 """
@@ -23,7 +26,11 @@ def main(argv=None) -> int:
     ap.add_argument("variants", nargs="?", default="[{}]", help="a list of SolverSettings override dicts")
     ap.add_argument("--loose", type=float, default=-0.3, help="a second, looser cosine threshold")
     ap.add_argument("--flat", action="store_true", help="the same body without the belly (the test's nothing-to-trade)")
+    ap.add_argument("--belly", type=float, default=2.0, help="the target's BodyParams.belly (the test's: 3)")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE")
     args = ap.parse_args(argv)
+    from tools.bench.common import set_constants
+    set_constants(args.const, package="")
     import torch
 
     from core.body import BodyParams, make_body
@@ -35,7 +42,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     src, motion = _hands_meet_in_front_of_the_belly(make_body(BodyParams(name="src", resolution=0.03), pose="T"))
-    sk, mesh, bm = make_body(BodyParams(name="target", resolution=0.03, belly=0.0 if args.flat else 2.0), pose="T")
+    belly = 0.0 if args.flat else args.belly
+    sk, mesh, bm = make_body(BodyParams(name="target", resolution=0.03, belly=belly), pose="T")
     tgt = build_character(CharacterSpec(sk, mesh, bm), keyvert_count=41).character
     init = copy_rotations(src, motion, tgt)
     for variant in ast.literal_eval(args.variants):
