@@ -42,7 +42,7 @@ from ..contacts.partners import box_distance
 from ..rig.vec3 import dot3, norm3, sq_norm3
 from ..descriptors.weights import centred, frame_centroids, largest_moves, refresh_due
 from .bulges import bulge_points
-from .capsules import source_capsules
+from .capsules import capsule_ends, source_capsules
 from .free_pairs import own_contacts
 
 #: where the spheres of a segment sit along its capsule's axis (0: its start, 1: its end)
@@ -64,7 +64,7 @@ def own_barrier(job):
     if caps is None:
         return None
     bulge_seg = bulge_points(job.target, caps)[0]
-    return PartnerBarrier(job.settings, [job], [caps], own=True, init_ends=[job.body_positions.unflatten(1, (-1, 2))],
+    return PartnerBarrier(job.settings, [job], [caps], own=True, init_ends=[capsule_ends(job)],
                           contacts={(0, 0): own_contacts(job, caps)}, bulges=[bulge_seg])
 
 

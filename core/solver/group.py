@@ -25,7 +25,7 @@ import torch
 from ..errors import CoreError
 from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
 from .barrier import PartnerBarrier
-from .capsules import capsule_points
+from .capsules import capsule_ends, capsule_points
 from .free_pairs import partner_contacts
 from .lifecycle import StepLifecycle
 from .partners import PartnerObjective
@@ -274,7 +274,7 @@ class GroupSolveJob(StepLifecycle):
                 partner = self.partners.weighted(torch.cat(ps, 1), torch.cat(ns, 1), alpha)
             if self.barrier is not None:
                 partner["partner_barrier"] = self.barrier.weighted(
-                    [m.body_positions.unflatten(1, (-1, 2)) for m in self.members])
+                    [capsule_ends(m) for m in self.members])
             if partner:
                 loss = loss + sum(partner.values())
             # as the single solve: gradients per control point are O(1 / controls)

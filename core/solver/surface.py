@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..descriptors.weights import centred, largest_moves, refresh_due
+from .capsules import capsule_ends
 from .surface_fields import AXIS, SurfaceFields, surface_fields, world_points
 
 #: depth a hand may rest at, share of the body's height (a hand on a belly presses the skin this much)
@@ -277,7 +278,7 @@ def own_penetration(job) -> torch.Tensor:
     (``barrier.own_barrier``) plus the surface barrier's, weighted (reported in 'pen')."""
     total = job.body_positions.new_zeros(())
     if job.own_barrier is not None:
-        total = total + job.own_barrier.weighted([job.body_positions.unflatten(1, (-1, 2))])
+        total = total + job.own_barrier.weighted([capsule_ends(job)])
     if job.surface is not None:
         total = total + job.surface.weighted(job.body_positions[:, job.surface.rows])
     return total

@@ -364,3 +364,23 @@ def test_a_field_reads_its_depth_beside_where_a_probing_arm_rests(monkeypatch):
     assert sf.WITHOUT_PROBING_LIMBS is False
     assert median_ratio(False) < 0.3
     assert median_ratio(True) > 0.9
+
+
+def test_a_solve_whose_surface_points_are_odd_in_number_keeps_the_capsules_apart(monkeypatch):
+    """The surface barrier's points follow the capsule ends in ``body_positions``; the capsule barrier reads only
+    the ends (``capsules.capsule_ends``), so an odd number of surface points (13 probes on each of 7 segments) solves."""
+    from core.pipeline.copy_rotations import copy_rotations
+    from core.solver import SolveJob, SolverSettings
+    from core.solver import surface_fields as sf
+    from core.solver.capsules import capsule_ends
+    from tests.core.synth import make_humanoid, walk_motion
+
+    monkeypatch.setattr(sf, "PROBES", 13)
+    src, tgt = make_humanoid(), make_humanoid(scale=0.8, girth=2.2, name="fat_odd")
+    motion = walk_motion(src, frames=12, clap=True)
+    job = SolveJob(src, motion, tgt, copy_rotations(src, motion, tgt), SolverSettings(iterations=3, num_threads=1))
+    job.run()
+    assert job.surface is not None and job.own_barrier is not None
+    assert (job.body_positions.shape[1] - job.surface.rows.start) % 2 == 1
+    assert 2 * capsule_ends(job).shape[1] == job.surface.rows.start
+    assert np.isfinite(job.result().rotations).all()
