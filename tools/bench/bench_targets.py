@@ -25,7 +25,9 @@ GROUNDED_F1 = 0.95
 LOCKED_F1 = 0.93
 FLOOR_PEN_CUT = 0.80
 SELF_PEN_MEAN = 0.5
-CONTACT_F1_MEAN = 0.8
+#: the six cases' mean before the surface barrier kept hands out of the body: contacts on the mesh may not cost
+#: key-vertex contacts (0.8 before that)
+CONTACT_F1_MEAN = 0.869
 CONTACT_DEPTH_P95 = 0.01
 MESH_PEN_MEAN = 0.5
 
