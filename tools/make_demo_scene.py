@@ -227,6 +227,9 @@ HAND_REST_DEPTH = 0.002
 HAND_REST_STEP = 0.004
 #: around a hand: how far from its surface an overlap counts as the hand's (metres)
 HAND_REACH = 0.03
+#: how far out (metres, beside the shoulder) the hands pass in front of the thighs on their way to and from the
+#: squat's arms-ahead pose: straight from beside the thighs to ahead, the forearms crossed through each other
+SQUAT_HANDS_OUT = 0.1
 #: in the claps, the elbows out to the side (the arms' IK pole: × the side, with 0.2 forward and 1 down): the
 #: upper arms clear of the chest
 CLAP_ELBOW = 0.6
@@ -315,10 +318,12 @@ def _demo_motion(skeleton: Skeleton, rig_points: tuple, hip_out: float, clap_out
         on_hip = np.array([sign[s] * (rig.hip_half_width + 0.045 + hip_out), 0.0, H0[2] + 0.06])
         off_hip = on_hip + [sign[s] * 0.08, 0.0, 0.0]           # away from the hip first, then down beside the thigh
         ahead = shoulder[s] + [sign[s] * -0.05, -0.85 * la[s], -0.05]
+        # on the way to and from "ahead", the hands pass in front of the thighs, each on its own side
+        aside = shoulder[s] + [sign[s] * SQUAT_HANDS_OUT, -0.5 * la[s], -0.7 * la[s]]
         hands[s] = {0: down, 20: down, 35: swing(-0.12 * sign[s]), 50: swing(0.12 * sign[s]), 65: swing(-0.1 * sign[s]),
                     80: down, 88: clap_far, 94: clap_touch, 98: clap_far, 102: clap_touch, 106: clap_far,
-                    110: clap_touch, 116: clap_far, 126: on_hip, 150: on_hip, 155: off_hip, 162: down, 180: ahead,
-                    197: ahead, 215: down, 230: down}
+                    110: clap_touch, 116: clap_far, 126: on_hip, 150: on_hip, 155: off_hip, 162: down, 171: aside,
+                    180: ahead, 197: ahead, 206: aside, 215: down, 230: down}
     #: in the claps the hands turn, fingers forward and up, palms facing each other
     clap_turn = {82: 0.0, 88: 1.0, 116: 1.0, 124: 0.0}
     events = {"steps": (20, 80), "clap": (88, 116), "hands_on_hips": (126, 150), "squat": (160, 215)}

@@ -48,3 +48,20 @@ def test_the_hands_still_touch_where_they_rest(demo):
         else:
             assert events["clap"][0] <= f <= events["clap"][1]
             assert cKDTree(x[k][hand["right"]]).query(x[k][hand["left"]])[0].min() < 0.005, f
+
+
+def test_no_part_of_the_body_passes_through_another(demo):
+    """The whole clip is free of self-penetration as the metrics read it on the mesh (``core.metrics.mesh_volume``:
+    at most 0.001 % of the body's volume on any frame): the squat's arms go ahead and come back down with the hands
+    passing in front of the thighs, each on its own side (``SQUAT_HANDS_OUT``); straight from beside the thighs, the
+    forearms crossed through each other (0.28 % at the worst frame)."""
+    from core.character.complete import CharacterSpec, build_character
+    from core.metrics.scores import evaluations
+    from core.progress import drive
+    skel, mesh, bone_map, motion, _ = demo
+    ch = build_character(CharacterSpec(skel, mesh, bone_map), keyvert_count=41).character
+    series = []
+    drive(evaluations(ch, motion, ch, [motion], series=series))
+    share = series[0]["mesh_pen"]
+    assert share.shape == (mds.DEMO_FRAMES,)
+    assert float(share.max()) < 1e-5, (int(share.argmax()), float(share.max()))
