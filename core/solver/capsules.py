@@ -66,9 +66,6 @@ def source_body_points(job):
     return out, has
 
 
-__all__ = ["capsule_points", "own_capsules", "source_body_points", "source_capsules"]
-
-
 def capsule_ends(job) -> torch.Tensor:
     """(T, B, 2, 3) ``job.body_positions``' capsule ends and bulge points, in pairs: its first rows, before the
     surface barrier's points (``surface.surface_barrier`` appends them), which are no capsule's."""
@@ -76,3 +73,6 @@ def capsule_ends(job) -> torch.Tensor:
     if job.surface is not None:
         p = p[:, :job.surface.rows.start]
     return p.unflatten(1, (-1, 2))
+
+
+__all__ = ["capsule_ends", "capsule_points", "own_capsules", "source_body_points", "source_capsules"]

@@ -4,12 +4,12 @@ barrier").
 The capsule barrier (``barrier.py``) sees a body as capsule cores whose radius is the median distance of a segment's
 vertices to its bone: a hand can sink centimetres into a big belly, a chest or a head while staying outside every
 core, and two hands that hold each other can sink into one another. Here the surface itself is the proxy. Each
-torso, head, thigh, hand and forearm segment carries a signed distance field of the body's rest surface, and points
-spread over each hand, forearm and upper arm probe them (``surface_fields.py``, built once per character). A probe's
-depth in a field is read in that field's box coordinates (an affine map from the four points that the field's bone
-carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). The solver does not read
-every probe in every field at every step: it keeps as candidates the probes near a surface, found by bounding
-spheres, and searches a frame again only when its points moved (``SurfaceBarrier``).
+torso, head, thigh and arm segment carries a signed distance field of the body's rest surface, and points spread
+over each hand, forearm, upper arm and the chest probe them (``surface_fields.py``, built once per character). A
+probe's depth in a field is read in that field's box coordinates (an affine map from the four points that the
+field's bone carries, ``box_maps``), trilinear and differentiable (``surface_depths``, ``read_fields``). The solver
+does not read every probe in every field at every step: it keeps as candidates the probes near a surface, found by
+bounding spheres, and searches a frame again only when its points moved (``SurfaceBarrier``).
 
 The barrier is Σ relu(depth − allow)² over every (frame, probe), the deepest field each, divided by T·(1 % h)² like
 the capsule barrier's, weighted by ``w_self_barrier`` and reported in 'pen': a hand may rest on the skin (depth ≤

@@ -1,14 +1,15 @@
 """The body's surface as the self barrier reads it (``surface.py``): per character, once, a signed distance field
-of its rest surface for each torso, head, thigh, hand and forearm segment, sampled on a regular grid in its bone's
-frame, and the probe points spread over its hands and arms (docs/solver.md "Self barrier").
+of its rest surface for each torso, head, thigh and arm segment (``FIELD_SEGMENTS``), sampled on a regular grid in its
+bone's frame, and the probe points spread over its hands, arms and chest (docs/solver.md "Self barrier").
 
 A field is the distance to the nearest vertex's tangent plane, negative inside, kept only where that nearest vertex
 belongs to the segment (elsewhere it is "far": the interior is shared out between the segments whose surface is
-nearest; ``SHARED_INTERIOR`` lets segments share it). The probes are farthest-point samples of each hand's, forearm's
-and upper arm's vertices (``PROBE_SEGMENTS``), carried by their bones as the capsule ends are; each field carries four
-frame points (its bone's origin and three points ``AXIS`` along its axes) from which a step places the probes in the
-field's box. A probe is tested against a field only when the two segments are not neighbours in the skeleton
-(``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the elbow without any penetration).
+nearest; ``SHARED_INTERIOR`` lets segments share it). The probes are farthest-point samples of each hand's,
+forearm's, upper arm's and the chest's vertices (``PROBE_SEGMENTS``), carried by their bones as the capsule ends
+are; each field carries four frame points (its bone's origin and three points ``AXIS`` along its axes) from which a
+step places the probes in the field's box. A probe is tested against a field only when the two segments are not
+neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the elbow
+without any penetration).
 """
 
 from __future__ import annotations
@@ -137,10 +138,13 @@ def _surface_fields(character):
     shared = {s for s, n in enumerate(names) if _base(n) in SHARED_INTERIOR}
     lo, hi, grids = [], [], []
     lin = np.linspace(0.0, 1.0, GRID)
+    trees = {}                     # the surface a field is read against, by the segments it leaves out
     for k, s in enumerate(fields):
-        probing = [p for i, p in enumerate(probes) if tested[i, k]] if WITHOUT_PROBING_LIMBS else []
-        surface = body & ~np.isin(seg, probing)
-        tree, body_n, body_seg = cKDTree(V[surface]), N[surface], seg[surface]
+        probing = tuple(p for i, p in enumerate(probes) if tested[i, k]) if WITHOUT_PROBING_LIMBS else ()
+        if probing not in trees:
+            surface = body & ~np.isin(seg, probing)
+            trees[probing] = cKDTree(V[surface]), N[surface], seg[surface]
+        tree, body_n, body_seg = trees[probing]
         Binv = inv(G[bone_ids[s]])
         local = V[seg == s] @ Binv[:3, :3].T + Binv[:3, 3]
         pad = MARGIN * height / scale
