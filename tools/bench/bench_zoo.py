@@ -157,9 +157,8 @@ class WorstShown:
     SHOWN = 4
 
     def __init__(self, mods, render_dir):
-        import importlib
         import common
-        self.mod = lambda n: importlib.import_module(f"{common.MODULE}.core.{n}")  # noqa: E731
+        self.mod = common.core
         self.dir = pathlib.Path(render_dir)
         self.best = {}                 #: kind -> [(rank value, case, first scene frame, Worst, job item)]
         self.files = {}                #: zoo body -> its saved .blend

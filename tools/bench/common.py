@@ -40,6 +40,11 @@ def enable_addon():
         "core.pipeline.windows", "core.character.track", "core.body")}
 
 
+def core(name: str):
+    """The enabled extension's module ``core.<name>`` (after ``enable_addon``)."""
+    return importlib.import_module(f"{MODULE}.core.{name}")
+
+
 class Loader:
     """Imports each asset once and keeps its Character (and Motion for sources)."""
 

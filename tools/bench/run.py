@@ -38,7 +38,7 @@ import tracemalloc
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
-from common import (ASSETS, CASES, MODULE, SCALING, Loader, _rss_kb, enable_addon, finish,  # noqa: E402
+from common import (ASSETS, CASES, MODULE, SCALING, Loader, _rss_kb, core, enable_addon, finish,  # noqa: E402
                     retarget, scaling_case, set_constants, setting_overrides, tile)
 
 
@@ -67,8 +67,7 @@ def feet_readings(mods, o) -> dict:
     self-penetration and contact depth} (read with the own floor; neither depends on the floor), whose worst
     frames tools/bench/worst_frames.py renders."""
     import numpy as np
-    metrics, ground, track_mod = (importlib.import_module(f"{MODULE}.core.{n}")
-                                  for n in ("metrics.scores", "contacts.ground", "character.track"))
+    metrics, ground, track_mod = (core(n) for n in ("metrics.scores", "contacts.ground", "character.track"))
     src, tgt, st = o.source, o.target, o.source_track
     own = ground.auto_ground(st)
     out = {"floor": (f"tracked, mean {100 * np.mean(own):+.1f} cm, range {100 * np.ptp(own):.1f} cm"
@@ -296,8 +295,7 @@ def main(argv=None):
         worst = worst_frames.pick(r["feet"]["series"]["init"], r["feet"]["series"]["ours"])
         worst_rows.append((name, int(o.motion.frame_start), worst))
         if not args.no_renders:
-            worst_jobs.append(worst_frames.job_item(name, ASSETS / target, o, worst, worst_dir,
-                                                    lambda n: importlib.import_module(f"{MODULE}.core.{n}")))
+            worst_jobs.append(worst_frames.job_item(name, ASSETS / target, o, worst, worst_dir, core))
         o = None
         agg["cases"].append(name)
         agg["feet"].append(r["feet"])

@@ -16,7 +16,6 @@ gap per frame), then the share of missed frames whose parts are within 0.5, 1 an
 from __future__ import annotations
 
 import argparse
-import importlib
 import pathlib
 import sys
 
@@ -71,7 +70,7 @@ def main(argv=None) -> int:
     import common
     mods = common.enable_addon()
     common.set_constants(args.const)
-    mod = lambda n: importlib.import_module(f"{common.MODULE}.core.{n}")  # noqa: E731
+    mod = common.core
     loader = common.Loader(mods, lambda s: None)
     settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1)
     for case in args.cases:
