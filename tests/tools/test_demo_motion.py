@@ -54,7 +54,7 @@ def test_no_part_of_the_body_passes_through_another(demo):
     """The whole clip is free of self-penetration as the metrics read it on the mesh (``core.metrics.mesh_volume``:
     at most 0.001 % of the body's volume on any frame): the squat's arms go ahead and come back down with the hands
     passing in front of the thighs, each on its own side (``SQUAT_HANDS_OUT``); straight from beside the thighs, the
-    forearms crossed through each other (0.28 % at the worst frame)."""
+    forearms crossed through each other (``SQUAT_HANDS_OUT`` = 0 fails this)."""
     from core.character.complete import CharacterSpec, build_character
     from core.metrics.scores import evaluations
     from core.progress import drive
