@@ -12,7 +12,7 @@ ReConForM worst frames are the zoo's worst are rendered with copy-rotations besi
 "The worst frames, in pictures").
 
     .venv/bin/python tools/bench/bench_zoo.py [--quality balanced] [--threads 2] [--bodies 3] [--clips 2] \
-        [--renders DIR]
+        [--renders DIR] [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
 
 Called by tools/bench/run.py (after the terrain cases); also runnable alone.
 """
@@ -226,6 +226,9 @@ def main(argv=None):
     ap.add_argument("--clips", type=int, default=None, help="only the first N clips")
     ap.add_argument("--renders", default=None, metavar="DIR",
                     help="render the zoo's worst frames into DIR (its table is printed; default: no pictures)")
+    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="module constant override, e.g. core.solver.surface.PROBES=64 (repeatable)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
     sys.path.insert(0, str(ROOT / "tools" / "bench"))
@@ -233,8 +236,10 @@ def main(argv=None):
     import torch
     torch.set_num_threads(args.threads)
     mods = common.enable_addon()
+    common.set_constants(args.const)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads)
+    settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads,
+                                                         **common.setting_overrides(args.set))
     targets = section(print, log, mods, common.Loader(mods, log), settings,
                       list(BODIES)[:args.bodies] if args.bodies else None,
                       CLIPS[:args.clips] if args.clips else None,

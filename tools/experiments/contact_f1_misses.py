@@ -9,8 +9,9 @@ are far apart is a contact lost.
         [--const core.MODULE.NAME=VALUE]
 
 Cases are ``tools/bench/common.py``'s CASES (indices), balanced preset; ../shared/assets needed. Prints per case
-ReConForM's F1 and its misses per key-vertex pair (frames, mean distances as a share of each height, the parts'
-gap per frame), then the share of missed frames whose parts are within 0.5, 1 and 2 % of the target's height.
+ReConForM's F1, its misses per key-vertex pair (frames, mean distances as a share of each height, the parts' gap
+per frame) and the share of missed frames whose parts are within 0.5, 1 and 2 % of the target's height; then the
+same for its extra contacts (pairs within d_min in the target, not in the source: the F1's false positives).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
 
-def misses(mod, outcome) -> list:
+def misses(mod, outcome, extra: bool = False) -> list:
     """[(pair name, frames (F,), source distance / h_s (F,), target distance / h_t (F,), parts' gap / h_t (F,))]
-    of the source contacts ``outcome``'s result does not hold by the F1's rule; ``mod(name)``: ``core.<name>``."""
+    of the source contacts ``outcome``'s result does not hold by the F1's rule, or with ``extra`` of the target's
+    contacts the source does not have (the F1's false positives); ``mod(name)``: ``core.<name>``."""
     import torch
     meas, scores = mod("metrics.measures"), mod("metrics.scores")
     track, parts = mod("character.track"), mod("rig.parts")
@@ -42,7 +44,8 @@ def misses(mod, outcome) -> list:
     S = np.asarray(outcome.source_track.vertices(skv.vertex_ids))
     t_track = track.ClipTrack(tgt, outcome.motion)
     P = np.asarray(t_track.vertices(t_ids))
-    missed = meas.pairs_closer(S, ii, jj, d_min * hs) & ~meas.pairs_closer(P, ii, jj, d_min * ht)
+    in_source, in_target = meas.pairs_closer(S, ii, jj, d_min * hs), meas.pairs_closer(P, ii, jj, d_min * ht)
+    missed = (in_target & ~in_source) if extra else (in_source & ~in_target)
     seg, _, _ = parts.vertex_segments(tgt.skeleton, tgt.mesh, tgt.bone_map)
     seg = np.asarray(seg)
     out = []
@@ -80,16 +83,19 @@ def main(argv=None) -> int:
         o = common.retarget(mods, src, smo, tgt, settings)
         print(f"== {pathlib.Path(srel).stem} → {pathlib.Path(trel).stem}: contact F1 {o.metrics['contact_f1']:.3f} "
               f"(copy-rotations {o.reference['contact_f1']:.3f})")
-        rows = misses(mod, o)
-        rows.sort(key=lambda r: -len(r[1]))
-        for name, frames, ds, dt, gap in rows:
-            print(f"  {name:<40} {len(frames):4d} frames  source {100 * ds.mean():.1f} %h  target {100 * dt.mean():.1f} %h"
-                  f"  parts' gap %h: " + " ".join(f"{100 * g:.1f}" for g in gap[:10]) + (" …" if len(gap) > 10 else ""))
-        gaps = np.concatenate([r[4] for r in rows]) if rows else np.zeros(0)
-        gaps = gaps[np.isfinite(gaps)]
-        if len(gaps):
-            print(f"  missed frames {len(gaps)}: parts within 0.5 % h {np.mean(gaps <= 0.005):.0%}, "
-                  f"1 % h {np.mean(gaps <= 0.01):.0%}, 2 % h {np.mean(gaps <= 0.02):.0%}")
+        for extra, what in ((False, "missed"), (True, "extra")):
+            rows = misses(mod, o, extra)
+            rows.sort(key=lambda r: -len(r[1]))
+            print(f"  {what} (F1's {'false positives' if extra else 'false negatives'}):")
+            for name, frames, ds, dt, gap in rows:
+                print(f"  {name:<40} {len(frames):4d} frames  source {100 * ds.mean():.1f} %h  target "
+                      f"{100 * dt.mean():.1f} %h  parts' gap %h: " + " ".join(f"{100 * g:.1f}" for g in gap[:10])
+                      + (" …" if len(gap) > 10 else ""))
+            gaps = np.concatenate([r[4] for r in rows]) if rows else np.zeros(0)
+            gaps = gaps[np.isfinite(gaps)]
+            if len(gaps):
+                print(f"  {what} frames {len(gaps)}: parts within 0.5 % h {np.mean(gaps <= 0.005):.0%}, "
+                      f"1 % h {np.mean(gaps <= 0.01):.0%}, 2 % h {np.mean(gaps <= 0.02):.0%}")
     return 0
 
 
