@@ -10,16 +10,17 @@ ADVANCED_FLOATS = (
     ("w_smooth", "Smoothness", "Weight of temporal smoothness (jerk of key vertices)", 0.5, 0.0, 1000.0),
     ("jerk_budget", "Jerk Budget", "No point of the body may move more sharply, second by second, than in copy "
      "rotations or (scaled to the target's height) in the source: a solve does not add snaps. 0 turns it off",
-     2.0, 0.0, 1000.0),
+     4.0, 0.0, 1000.0),
     ("w_sem", "Semantics", "Global weight of the semantic terms below", 1.0, 0.0, 1000.0),
     ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 2.0, 0.0, 1000.0),
     ("contact_state", "Contact State", "Each key-vertex pair in contact in the source (closer than 5 % of the "
      "height) stays in contact, and each pair apart stays apart (a factor on the distance weight; 0 turns it off)",
-     200.0, 0.0, 10000.0),
+     1000.0, 0.0, 10000.0),
     ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
     ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 0.5, 0.0, 1000.0),
     ("w_self_barrier", "Self Collision", "Keep each limb out of the character's own body, no deeper than in the "
-     "source or in copy rotations (capsule proxies; 0 turns it off, a little faster)", 1.0, 0.0, 1000.0),
+     "source or in copy rotations: the hands and arms on the body's skin, not in it (0 turns it off, a little "
+     "faster)", 5.0, 0.0, 1000.0),
     ("w_head", "Head Attitude", "Keep each frame's head within 15 degrees of copy rotations' (turned as the "
      "source's): terms that reach the head (a partner's hand behind it, the gaze, a collision) cannot throw it back "
      "or down (0 turns it off)",

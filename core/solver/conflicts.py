@@ -30,8 +30,8 @@ from .optim import deterministic
 from .partners import PAIR_TERMS
 
 #: Body parts: the key-vertex limbs of core.rig.humanoid.LIMBS (a bone belongs to the limb of its canonical name).
-#: Two terms' gradients conflict below this cosine (−0.5 until 2026-11-27: with the contact state at 200 the
-#: constructed belly conflict reads −0.49; docs/solver.md "Conflicts")
+#: Two terms' gradients conflict below this cosine (−0.5 before the contact state, with which the constructed belly
+#: conflict read −0.49; at the current weights it reads −0.66; docs/solver.md "Conflicts")
 DEFAULT_THRESHOLD = -0.45
 DEFAULT_WINDOW_S = 0.5
 

@@ -64,7 +64,7 @@ class SolverSettings:
     w_smooth: float = 0.5       #: jerk of key vertices (non-squared, as printed)
     #: each point's (key vertices, sole points, body points) jerk summed over windows of a second, beyond
     #: copy-rotations' and the source's there, in L_smooth × this (0: off; docs/solver.md "Jerk")
-    jerk_budget: float = 2.0
+    jerk_budget: float = 4.0
     w_sem: float = 1.0          #: multiplies the five semantic terms below
     w_dist: float = 2.0         #: the source's contacts kept, its close pairs matched closer (docs/solver.md)
     w_dir: float = 1.0
@@ -74,13 +74,14 @@ class SolverSettings:
     w_partner: float = 1.0      #: a joint solve: multiplies dist, dir and pen between characters
     w_gaze: float = 1.0         #: a joint solve: multiplies the gaze term on eye -> partner pairs in the gaze cone
     w_barrier: float = 1.0      #: a joint solve: a body deeper inside the partner's than in the source (barrier.py)
-    w_self_barrier: float = 1.0  #: a limb deeper in its own body than the source's or copy-rotations' (docs/solver.md)
+    #: a limb deeper in its own body than the source's or copy-rotations' (capsules and the surface; docs/solver.md)
+    w_self_barrier: float = 5.0
     #: the head turned more than HEAD_TOLERANCE_DEG from copy-rotations' (``head.py``; reported in L_reg; 0: off)
     w_head: float = 3.0
     #: L_dist also keeps each pair on the source's side of d_min (in contact or apart), as far from it as the
     #: source is, up to ``objective.CONTACT_MARGIN`` of d_min: × this, on L_dist's scale
     #: (``losses.contact_state_loss``, docs/solver.md "Pair terms: the contact state"). 0: off
-    contact_state: float = 200.0
+    contact_state: float = 1000.0
     foot_lock: float = 2.0           #: where the source foot is locked, the target's sole must not slide (0: off)
     #: where the source foot is grounded, its lowest sole point held at the source foot's height (instead of that
     #: foot's raw key-vertex heights): × this, beside L_height on the floor barrier's scale (docs/solver.md "Foot
