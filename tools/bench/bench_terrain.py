@@ -1,7 +1,8 @@
 """Terrain cases of `make bench` (ReConForM §6.2): a walk captured on flat ground, retargeted onto a target
 walking up and down stairs, up a ramp and over bumpy ground; copy-rotations and ReConForM side by side.
 
-    .venv/bin/python tools/bench/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3] [--flat]
+    .venv/bin/python tools/bench/bench_terrain.py [--quality balanced] [--threads 2] [--cases 3] [--flat] \
+        [--set NAME=VALUE] [--const core.MODULE.NAME=VALUE]
 
 Each ground (``core.contacts.terrain.shapes``) is laid along the target's copy-rotations path (its hips from the first
 to the last frame), starting 1.5 m before the first foot; the retarget runs the one path (``core.pipeline.retarget``
@@ -130,6 +131,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cases", type=int, default=None, help="only the first N cases")
     ap.add_argument("--flat", action="store_true", help="also each retarget on the floor z = 0 (a row more per case)")
+    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="module constant override, e.g. core.solver.surface_fields.PROBES=64 (repeatable)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
     sys.path.insert(0, str(ROOT / "tools" / "bench"))
@@ -140,9 +144,11 @@ def main(argv=None):
     import torch
     torch.set_num_threads(args.threads)
     mods = common.enable_addon()
+    common.set_constants(args.const)
     core = lambda name: importlib.import_module(f"{common.MODULE}.{name}")  # noqa: E731
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    settings = core("core.solver").SolverSettings.preset(args.quality, num_threads=args.threads)
+    settings = core("core.solver").SolverSettings.preset(args.quality, num_threads=args.threads,
+                                                         **common.setting_overrides(args.set))
     bench_terrain(core, common.Loader(mods, log), settings, CASES[:args.cases] if args.cases else CASES, log=log,
                   flat=args.flat)
     return 0

@@ -228,7 +228,7 @@ def main(argv=None):
                     help="render the zoo's worst frames into DIR (its table is printed; default: no pictures)")
     ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
     ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
-                    help="module constant override, e.g. core.solver.surface.PROBES=64 (repeatable)")
+                    help="module constant override, e.g. core.solver.surface_fields.PROBES=64 (repeatable)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
     sys.path.insert(0, str(ROOT / "tools" / "bench"))
