@@ -84,6 +84,10 @@ class Outcome:
         source_track: the source's ClipTrack (reused by a re-solve).
         terrain: the target's HeightField (None: z = 0); ground: its ``core.contacts.terrain.TerrainReport`` (how a
             ground object was sampled, and on how many frames the result's feet left the sampled region).
+        series: the metrics' per-frame mesh series, {'mesh_pen': (T,), 'contact_depth': (T,)} of the result, then of
+            copy-rotations' when ``reference`` is measured (``core.metrics.scores.evaluations``; empty without
+            metrics, and in a group's member outcomes): the frames behind ``mesh_pen_max`` and ``contact_depth_p*``
+            (the bench's worst frames).
     """
 
     method: str
@@ -103,6 +107,7 @@ class Outcome:
     source_track: ClipTrack = None
     terrain: HeightField = None
     ground: object = None
+    series: list = field(default_factory=list)
 
     def for_scene(self, motion: Motion = None) -> tuple:
         """(the target's skeleton as the scene has it, ``motion`` (default: the result) in its channels): what a

@@ -79,17 +79,18 @@ def complete_character(c, role: str, options: RetargetOptions) -> BuiltCharacter
 
 def measuring(source: Character, source_motion: Motion, target: Character, motion: Motion, init: Motion,
               options: RetargetOptions, ground, track: ClipTrack, notes: list, *, terrain=None,
-              target_track: ClipTrack = None, chunk: int = None):
+              target_track: ClipTrack = None, chunk: int = None, series: list = None):
     """Step 5 as a generator of progress shares (the whole-mesh passes); returns (metrics of ``motion``, metrics
     of copy-rotations' ``init`` or None): the source read above the floor ``ground`` the solve used (measured once
     for both), the target above ``terrain`` (a HeightField, None: z = 0), ``chunk`` frames at a time (None: whole,
-    ``core.metrics.scores.evaluations``); a floor advice line goes to ``notes``."""
+    ``core.metrics.scores.evaluations``); a floor advice line goes to ``notes``. ``series``: a list that receives
+    the per-frame mesh series of the result, then of copy-rotations' when measured (``evaluations``' own)."""
     both = options.method == "reconform" and options.baseline_metrics
     motions = [motion, init] if both else [motion]
     # the result's track is handed on and let go once measured, before copy-rotations' is built (a long clip's foot
     # points are large)
     gen = evaluations(source, source_motion, target, motions, terrain, ground, source_track=track,
-                      target_tracks=[target_track] + [None] * (len(motions) - 1), chunk=chunk)
+                      target_tracks=[target_track] + [None] * (len(motions) - 1), chunk=chunk, series=series)
     target_track = None
     out = yield from gen
     metrics, reference = out[0], (out[1] if both else None)
@@ -255,10 +256,11 @@ class Retarget(Cancellable):
                 notes.append(f"ground '{report.name}': the result's feet leave the sampled region on "
                              f"{report.outside_frames} frames (heights there are the border's)")
         metrics = reference = None
+        series = []
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
             gen = measuring(src, source_motion, tgt, motion, init, o, ground, track, notes, terrain=terrain,
-                            target_track=result_track)
+                            target_track=result_track, series=series)
             result_track = None
             metrics, reference = yield from phase_steps(
                 gen, "metrics", _PHASE_END["solve"], _PHASE_END["metrics"],
@@ -283,7 +285,7 @@ class Retarget(Cancellable):
             timings["conflicts_s"] = time.perf_counter() - t4
         timings["total_s"] = time.perf_counter() - t0
         self.outcome = Outcome(o.method, motion, init, src, tgt, built, metrics, reference, conflicts, notes,
-                               timings, stats, ground, job, track, terrain, report)
+                               timings, stats, ground, job, track, terrain, report, series)
         yield Step("done", 1.0, "Done")
         return self.outcome
 

@@ -280,17 +280,18 @@ class WindowedRetarget(Cancellable):
                      "(conflicts are not detected on a windowed retarget)")
 
         metrics = reference = None
+        series = []
         if o.metrics and src.mesh is not None and tgt.mesh is not None and src.height and tgt.height:
             t3 = time.perf_counter()
             gen = measuring(src, track.motion, tgt, motion, init, o, levels, track, notes, terrain=terrain,
-                            chunk=plan.length)      # a window's frames at a time: memory flat in the clip's length
+                            chunk=plan.length, series=series)   # a window's frames at a time: memory flat in length
             metrics, reference = yield from phase_steps(gen, "metrics", _PHASE_END["windows"],
                                                         _PHASE_END["metrics"], "Measuring the result and copy-rotations")
             timings["metrics_s"] = time.perf_counter() - t3
         timings["total_s"] = time.perf_counter() - t0
         report = None if terrain is None else getattr(terrain, "report", None)
         self.outcome = Outcome(o.method, motion, init, src, tgt, built, metrics, reference, [], notes, timings,
-                               stats, levels, None, track, terrain, report)
+                               stats, levels, None, track, terrain, report, series)
         yield Step("done", 1.0, "Done")
         return self.outcome
 

@@ -115,6 +115,30 @@ def test_a_windowed_retarget_is_measured_a_window_at_a_time_as_the_whole_clip(wa
     assert_same_metrics(whole[1], out.reference)
 
 
+@pytest.mark.slow
+def test_a_retarget_hands_back_the_per_frame_series_its_metrics_read(walk_pair, windowed):
+    """``Outcome.series``: the result's, then copy-rotations' per-frame mesh self-penetration and contact depth, the
+    frames behind ``mesh_pen_max`` and ``contact_depth_p95``; the windowed retarget's are the whole stitched clip's."""
+    from core.metrics.scores import evaluations
+    from core.progress import drive
+    src, clip, tgt = walk_pair
+    whole, out, _, _ = windowed
+    for o in (whole, out):
+        assert len(o.series) == 2
+        for s, m in zip(o.series, (o.metrics, o.reference)):
+            assert s["mesh_pen"].shape == s["contact_depth"].shape == (clip.num_frames,)
+            assert s["mesh_pen"].max() == m["mesh_pen_max"]
+            depth = s["contact_depth"][np.isfinite(s["contact_depth"])]
+            assert len(depth) == m["source_contact_frames"]
+            if len(depth):
+                assert np.percentile(depth, 95) == pytest.approx(m["contact_depth_p95"])
+    got = []
+    drive(evaluations(src, clip, tgt, [out.motion, out.init_motion], None, out.source_ground, series=got))
+    for a, b in zip(out.series, got):
+        np.testing.assert_allclose(a["mesh_pen"], b["mesh_pen"], atol=1e-12)
+        np.testing.assert_allclose(a["contact_depth"], b["contact_depth"], atol=1e-12)
+
+
 def test_a_short_clip_or_copy_rotations_is_one_retarget(walk_pair):
     src, clip, tgt = walk_pair
     assert isinstance(retarget_job(src, clip, tgt, RetargetOptions(), WindowPlan(300, 60)), Retarget)

@@ -68,9 +68,12 @@ def pick(init: dict, ours: dict) -> dict:
 
 
 def series(mod, outcome) -> tuple:
-    """(copy-rotations', ReConForM's) per-frame series of ``outcome``'s clip (``pick``'s arguments), from the
-    metrics' own ``series`` (``core.metrics.scores.evaluations``, both clips in one pass; neither series depends on
-    the source's floor); ``mod(name)``: the module ``core.<name>``."""
+    """(copy-rotations', ReConForM's) per-frame series of ``outcome``'s clip (``pick``'s arguments): the retarget's
+    own (``Outcome.series``, measured with its metrics), else the metrics' ``series`` computed here
+    (``core.metrics.scores.evaluations``, both clips in one pass; neither series depends on the source's floor);
+    ``mod(name)``: the module ``core.<name>``."""
+    if len(outcome.series) == 2:
+        return outcome.series[1], outcome.series[0]
     got = []
     mod("progress").drive(mod("metrics.scores").evaluations(
         outcome.source, outcome.source_track.motion, outcome.target, [outcome.init_motion, outcome.motion],
