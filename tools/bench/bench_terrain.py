@@ -126,29 +126,25 @@ def bench_terrain(core, loader, settings, cases=None, out=print, log=print, flat
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cases", type=int, default=None, help="only the first N cases")
-    ap.add_argument("--flat", action="store_true", help="also each retarget on the floor z = 0 (a row more per case)")
-    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
-    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
-                    help="module constant override, e.g. core.solver.surface_fields.PROBES=64 (repeatable)")
-    args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tools"))
     sys.path.insert(0, str(ROOT / "tools" / "bench"))
     sys.path.insert(0, str(ROOT / "tools" / "render"))
     import importlib
 
     import common
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cases", type=int, default=None, help="only the first N cases")
+    ap.add_argument("--flat", action="store_true", help="also each retarget on the floor z = 0 (a row more per case)")
+    common.add_variant_arguments(ap)
+    args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
     mods = common.enable_addon()
-    common.set_constants(args.const)
     core = lambda name: importlib.import_module(f"{common.MODULE}.{name}")  # noqa: E731
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    settings = core("core.solver").SolverSettings.preset(args.quality, num_threads=args.threads,
-                                                         **common.setting_overrides(args.set))
+    settings = common.variant_settings(core("core.solver"), args)
     bench_terrain(core, common.Loader(mods, log), settings, CASES[:args.cases] if args.cases else CASES, log=log,
                   flat=args.flat)
     return 0

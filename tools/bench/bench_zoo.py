@@ -219,6 +219,9 @@ def _fmt(v, k) -> str:
 
 
 def main(argv=None):
+    sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
+    import common
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"))
     ap.add_argument("--threads", type=int, default=2)
@@ -226,20 +229,13 @@ def main(argv=None):
     ap.add_argument("--clips", type=int, default=None, help="only the first N clips")
     ap.add_argument("--renders", default=None, metavar="DIR",
                     help="render the zoo's worst frames into DIR (its table is printed; default: no pictures)")
-    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
-    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
-                    help="module constant override, e.g. core.solver.surface_fields.PROBES=64 (repeatable)")
+    common.add_variant_arguments(ap)
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "tools"))
-    sys.path.insert(0, str(ROOT / "tools" / "bench"))
-    import common
     import torch
     torch.set_num_threads(args.threads)
     mods = common.enable_addon()
-    common.set_constants(args.const)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    settings = mods["core.solver"].SolverSettings.preset(args.quality, num_threads=args.threads,
-                                                         **common.setting_overrides(args.set))
+    settings = common.variant_settings(mods["core.solver"], args)
     targets = section(print, log, mods, common.Loader(mods, log), settings,
                       list(BODIES)[:args.bodies] if args.bodies else None,
                       CLIPS[:args.clips] if args.clips else None,

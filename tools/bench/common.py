@@ -106,6 +106,21 @@ def set_constants(items, package: str = MODULE):
         print(f"{name} = {getattr(mod, attr)!r}")
 
 
+def add_variant_arguments(ap):
+    """``--set NAME=VALUE`` and ``--const core.MODULE.NAME=VALUE`` on the parser ``ap``: a variant of the solver for
+    a section run alone (``variant_settings`` reads them)."""
+    ap.add_argument("--set", action="append", default=[], help="solver setting override NAME=VALUE (repeatable)")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="module constant override, e.g. core.solver.surface_fields.PROBES=64 (repeatable)")
+
+
+def variant_settings(solver, args):
+    """``args``' quality preset at its threads with its ``--set`` overrides, once its ``--const`` constants are set
+    (``add_variant_arguments``); ``solver``: the enabled extension's ``core.solver``."""
+    set_constants(args.const)
+    return solver.SolverSettings.preset(args.quality, num_threads=args.threads, **setting_overrides(args.set))
+
+
 def tile(motion_cls, motion, frames):
     """The clip repeated (ping-pong, so it stays continuous) up to ``frames`` frames."""
     import numpy as np
