@@ -138,6 +138,15 @@ def test_render_worst_draws_both_bodies_and_the_marks(addon, assets, clean_scene
     assert body[:, 40:150].any() and body[:, 170:280].any()
 
 
+def test_the_series_are_the_outcomes_own_copy_rotations_first():
+    """``series``: (copy-rotations', ReConForM's) from ``Outcome.series`` (the result's first there); an outcome
+    measured without copy-rotations is refused, not read as one clip."""
+    ours, init = series([0.0, 0.1], [NAN, 0.0]), series([0.2, 0.0], [NAN, 0.01])
+    assert wf.series(types.SimpleNamespace(series=[ours, init])) == (init, ours)
+    with pytest.raises(ValueError, match="baseline_metrics"):
+        wf.series(types.SimpleNamespace(series=[ours]))
+
+
 def test_the_zoo_shows_its_worst_cases_per_kind_ranked_across_bodies(tmp_path, monkeypatch):
     """bench_zoo.WorstShown keeps, per kind, the SHOWN cases with ReConForM's worst frames (contact depth as a share
     of each body's height, so a tall body's millimetres do not outrank a child's), makes render jobs only for them,
@@ -147,7 +156,7 @@ def test_the_zoo_shows_its_worst_cases_per_kind_ranked_across_bodies(tmp_path, m
     # case k: ReConForM's worst self-penetration k %, worst contact depth 10 (k + 1) mm, on bodies of height 1 + k
     cases = {f"c{k}": (series([0.0, 0.01 * k], [NAN, NAN]), series([0.0, 0.01 * k], [0.0, 0.01 * (k + 1)]), 1.0 + k)
              for k in range(6)}
-    monkeypatch.setattr(wf, "series", lambda mod, o: cases[o.case][:2])
+    monkeypatch.setattr(wf, "series", lambda o: cases[o.case][:2])
     made = []
     monkeypatch.setattr(wf, "job_item", lambda case, path, o, worst, out, mod: made.append((case, set(worst))) or
                         {"case": case, "kinds": sorted(worst)})

@@ -177,7 +177,7 @@ class WorstShown:
         """Rank ``case`` (an Outcome on the zoo body named ``body``: its armature object) and make its render jobs
         where it enters the top ``SHOWN`` of a kind."""
         import worst_frames
-        worst = worst_frames.pick(*worst_frames.series(self.mod, outcome))
+        worst = worst_frames.pick(*worst_frames.series(outcome))
         h = float(outcome.target.height)
         for kind, w in worst.items():
             if w is None:

@@ -67,18 +67,14 @@ def pick(init: dict, ours: dict) -> dict:
     return out
 
 
-def series(mod, outcome) -> tuple:
-    """(copy-rotations', ReConForM's) per-frame series of ``outcome``'s clip (``pick``'s arguments): the retarget's
-    own (``Outcome.series``, measured with its metrics), else the metrics' ``series`` computed here
-    (``core.metrics.scores.evaluations``, both clips in one pass; neither series depends on the source's floor);
-    ``mod(name)``: the module ``core.<name>``."""
-    if len(outcome.series) == 2:
-        return outcome.series[1], outcome.series[0]
-    got = []
-    mod("progress").drive(mod("metrics.scores").evaluations(
-        outcome.source, outcome.source_track.motion, outcome.target, [outcome.init_motion, outcome.motion],
-        source_track=outcome.source_track, series=got))
-    return got[0], got[1]
+def series(outcome) -> tuple:
+    """(copy-rotations', ReConForM's) per-frame series of ``outcome``'s clip (``pick``'s arguments): the ones its
+    metrics read (``Outcome.series``; neither depends on the source's floor). Needs a retarget measured with
+    copy-rotations beside."""
+    if len(outcome.series) != 2:
+        raise ValueError("the outcome carries no per-frame series of both clips: retarget with metrics and "
+                         "baseline_metrics on")
+    return outcome.series[1], outcome.series[0]
 
 
 def rank_value(kind: str, w: Worst, height: float) -> float:
