@@ -138,7 +138,7 @@ def test_the_gpu_switch_keeps_new_tensors_unfilled_and_restores_torchs_settings(
 
 #: a self-retarget's terms are ~0 at the start, yet Adam's first steps move the pose a little before the terms
 #: bring it back: it is judged after the balanced preset's 120 steps (after 60 the firm contact state and self
-#: barrier, which hold a hand on either side of a bound rather than bring it back, can still leave it 4° off)
+#: barrier, which hold a hand on either side of a bound rather than bring it back, can still leave it over 3°)
 SELF = dict(FAST, iterations=120)
 
 

@@ -6,7 +6,7 @@ is a contact the viewer sees held, with the key vertices farther apart than d_mi
 are far apart is a contact lost.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/contact_f1_misses.py [--cases 0 5] \\
-        [--const core.MODULE.NAME=VALUE]
+        [--const core.MODULE.NAME=VALUE] [--set NAME=VALUE]
 
 Cases are ``tools/bench/common.py``'s CASES (indices), balanced preset; ../shared/assets needed. Prints per case
 ReConForM's F1, its misses per key-vertex pair (frames, mean distances as a share of each height, the parts' gap
@@ -67,6 +67,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, nargs="+", default=[0, 5])
     ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a SolverSettings override")
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
@@ -75,7 +76,8 @@ def main(argv=None) -> int:
     common.set_constants(args.const)
     mod = common.core
     loader = common.Loader(mods, lambda s: None)
-    settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1)
+    settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1,
+                                                         **common.setting_overrides(args.set))
     for case in args.cases:
         srel, trel, first, count = common.CASES[case]
         src, smo, _ = loader.source(srel, first, count)
