@@ -131,19 +131,16 @@ def section(out, log, mods, loader, settings, bodies=None, clips=None, render_di
     out("|---|---|---|---|")
     per_target, targets = {}, {}
     for case, init, ours, h_src, h_tgt in rows:
-        for label, measured, ok in bt.case_targets(init, ours, h_src, h_tgt):
-            out(f"| {case} | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
-            per_target.setdefault(label, []).append((case, ok))
+        for t in bt.case_targets(init, ours, h_src, h_tgt):
+            out(f"| {case} | {t.label} | {t.measured} | {'PASS' if t.passed else 'FAIL'} |")
+            per_target.setdefault(t.label, []).append((case, t))
     if shown is not None:
         shown.section(out, log)
     for label, measured, ok in bt.mean_targets([r[1] for r in rows], [r[2] for r in rows]):
         out(f"| mean over the zoo | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
         targets[f"zoo: {label}"] = (measured, ok)
     for label, results in per_target.items():
-        failed = [case for case, ok in results if not ok]
-        targets[f"zoo: {label} (every case)"] = (
-            f"{len(results) - len(failed)} of {len(results)} cases" + (f"; fails: {', '.join(failed)}" if failed else ""),
-            not failed)
+        targets[f"zoo: {label} (every case)"] = bt.every_case(results)
     return targets
 
 

@@ -107,14 +107,14 @@ def issue_targets(out, agg, targets: dict):
     inits = [f["init", "own"] for f in agg["feet"]]
     ours = [f["ours", "own"] for f in agg["feet"]]
     for name, i, o, (hs, ht) in zip(agg["cases"], inits, ours, agg["heights"]):
-        for label, measured, ok in bt.case_targets(i, o, hs, ht):
-            out(f"| {name} | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
-            per_target.setdefault(label, []).append(ok)
+        for t in bt.case_targets(i, o, hs, ht):
+            out(f"| {name} | {t.label} | {t.measured} | {'PASS' if t.passed else 'FAIL'} |")
+            per_target.setdefault(t.label, []).append((name, t))
     for label, measured, ok in bt.mean_targets(inits, ours):
         out(f"| mean over cases | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
         targets[label] = (measured, ok)
-    for label, oks in per_target.items():
-        targets[label + " (every case)"] = (f"{sum(oks)} of {len(oks)} cases", all(oks))
+    for label, results in per_target.items():
+        targets[label + " (every case)"] = bt.every_case(results)
 
 
 def fmt(v, k):
