@@ -54,6 +54,9 @@ SCALE_PAIR_TERMS = True
 #: where a fitted source body (a skeleton-only source) holds a key vertex behind another's surface, L_pen only
 #: keeps the target's from being behind it: the overlap is the fit's, not the capture's (docs/solver.md)
 FITTED_PEN_SURFACE = True
+#: where a fitted source body holds a key vertex behind another's surface, L_dist only keeps the target's pair at
+#: least as far apart as the source's, never pulls it closer: the overlap is the fit's (docs/solver.md)
+FITTED_DIST_APART = True
 
 
 #: the sole points' floor barrier × (1 + (SOLE_FLOOR_GAIN − 1) α²) (1: off; ramped, since at full strength from the
@@ -82,9 +85,10 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
     L_dist's weight × (1 + focus · W_src), the source's contacts matched more closely than its far pairs;
-    ``surface_pen``: where the source's key vertex is behind the other's surface, L_pen only keeps the target's
-    from being behind it (``losses.pen_loss``); ``state_margin``: also 'state', the pairs' contact state at d_min
-    with this margin (``losses.contact_state_loss``, in L_dist's units), when not None."""
+    ``surface_pen``: where the source's key vertex is behind the other's surface (a fitted source body), L_pen only
+    keeps the target's from being behind it (``losses.pen_loss``) and, with ``FITTED_DIST_APART``, L_dist only
+    keeps the pair at least as far apart as the source's; ``state_margin``: also 'state', the pairs' contact state
+    at d_min with this margin (``losses.contact_state_loss``, in L_dist's units), when not None."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -93,7 +97,11 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     n_j = n.reshape(-1, 3).index_select(0, pairset.t * N + pairset.j)
     pen_ji = -dot3(n_j, d.dir)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
-    out = {"dist": dist_loss(d.dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
+    tgt_dist = d.dist
+    if surface_pen and FITTED_DIST_APART:       # a pair the fit overlaps: kept as far apart, not pulled closer
+        behind = (pairset.src_pen_ij < 0) | (pairset.src_pen_ji < 0)
+        tgt_dist = torch.where(behind, torch.minimum(d.dist, pairset.src_dist), d.dist)
+    out = {"dist": dist_loss(tgt_dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
     if state_margin is not None:
         out["state"] = contact_state_loss(d.dist, pairset.src_dist, pairset.src_dmin, pairset.tgt_dmin, w,
                                           state_margin, scale["dist"])
@@ -120,7 +128,8 @@ class Objective:
         feet: the FootModel, or None.
         source_fitted: the source's body is a fitted template (``SkinnedMesh.fitted``): with
             FITTED_PEN_SURFACE an entry it holds behind a surface (M_pen^src < 0) only keeps the target's key
-            vertex from being behind it (``losses.pen_loss``).
+            vertex from being behind it (``losses.pen_loss``), and L_dist the pair from being closer than the
+            source's (``FITTED_DIST_APART``).
         head: the head's attitude term (``head.HeadAttitude``, anchored at ``set_initial``; reported in L_reg), or
             None.
         body_rows: how many of the carried body points L_smooth and the jerk budget read (None: all).

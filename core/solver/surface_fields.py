@@ -37,8 +37,9 @@ FIELD_SEGMENTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "uppe
 #: upper arms")
 PROBE_SEGMENTS = ("hand", "lower_arm", "upper_arm", "chest")
 #: probe points per probe segment (farthest-point samples of its vertices: 12 leave a forearm folded against the
-#: chest sinking between them); fewer on a low-poly mesh, as many on every segment as its smallest one has vertices
-PROBES = 32
+#: chest sinking between them, 32 an upper arm 9 mm into a chest; docs/decisions.md "A fitted body's overlaps pull no
+#: pair closer"); fewer on a low-poly mesh, as many on every segment as its smallest one has vertices
+PROBES = 48
 #: a segment with fewer vertices carries no probes
 MIN_PROBES = 12
 #: segments whose fields share the body's interior: inside the body, a node nearest to any of them reads its

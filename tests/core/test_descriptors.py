@@ -241,3 +241,36 @@ def test_contact_focus_weighs_the_sources_contacts_by_hand():
     assert plain == pytest.approx(0.01 ** 2 * (1.0 + 0.25 ** 2))
     assert focused == pytest.approx(0.01 ** 2 * (4.0 ** 2 + (0.25 * 1.75) ** 2))
     np.testing.assert_allclose(focused_square(w_src, 3.0).numpy(), [16.0, (0.25 * 1.75) ** 2])
+
+
+@pytest.mark.parametrize("apart", [True, False])
+def test_a_fitted_source_overlap_keeps_l_dist_from_pulling_closer(monkeypatch, apart):
+    """A fitted source body (``surface_pen``) holding a key vertex behind another's surface (M_pen^src < 0): with
+    ``objective.FITTED_DIST_APART`` L_dist charges the target's pair only for being closer than the source's, never
+    for being farther (the overlap is the fit's); a pair the source holds in front of the surface, or a captured
+    body's, is matched both ways. Four entries at source distance 5 cm: behind / in front, target 8 cm / 3 cm."""
+    from core.descriptors.weights import PairSet
+    from core.solver import objective
+    monkeypatch.setattr(objective, "FITTED_DIST_APART", apart)
+    p = torch.zeros((1, 8, 3), dtype=torch.float64)
+    for k, d in enumerate((0.08, 0.03, 0.08, 0.03)):
+        p[0, 2 * k, 1] = p[0, 2 * k + 1, 1] = 10.0 * k
+        p[0, 2 * k + 1, 0] = d
+    n = torch.zeros_like(p)
+    n[..., 2] = 1.0
+    E = 4
+    f64 = dict(dtype=torch.float64)
+    ps = PairSet(torch.zeros(E, dtype=torch.long), torch.tensor([0, 2, 4, 6]), torch.tensor([1, 3, 5, 7]),
+                 torch.full((E,), 0.05, **f64), torch.zeros((E, 3), **f64),
+                 torch.tensor([-0.01, -0.01, 0.01, 0.01], **f64), torch.zeros(E, **f64), torch.ones(E, **f64),
+                 torch.full((E,), 0.1, **f64), torch.full((E,), 0.1, **f64), torch.full((E,), 0.3, **f64))
+    none = {"dist": None, "dir": None, "pen": None}
+
+    def dist(entries, surface):
+        sub = PairSet(*(f[entries] for f in ps))
+        return float(objective.pair_terms(p, n, 0.0, sub, none, surface_pen=surface)["dist"])
+    far, near = 0.03 ** 2, 0.02 ** 2
+    assert dist([0], True) == pytest.approx(0.0 if apart else far)      # behind the surface, farther: free
+    assert dist([1], True) == pytest.approx(near)                         # behind, closer: kept as far
+    assert dist([2], True) == pytest.approx(far) and dist([3], True) == pytest.approx(near)   # in front: both ways
+    assert dist([0], False) == pytest.approx(far)                         # a captured body: both ways
