@@ -34,7 +34,8 @@ def test_a_case_passes_every_target_and_fails_each_one_alone():
 
 def test_jerk_is_read_per_unit_of_height_and_nan_f1_passes():
     # a target twice as tall with twice the source's jerk has the source's jerk per unit of height
-    got = {t.label: (t.measured, t.passed) for t in case_targets(_metrics(jerk_mean=300.0), _metrics(jerk_mean=200.0), 1.0, 2.0)}
+    got = {t.label: (t.measured, t.passed)
+           for t in case_targets(_metrics(jerk_mean=300.0), _metrics(jerk_mean=200.0), 1.0, 2.0)}
     assert got["jerk per unit of height ≤ 1.05 × source"][1]
     assert got["jerk per unit of height ≤ 1.05 × source"][0].startswith("1.000")
     nan = {t.label: (t.measured, t.passed) for t in case_targets(_metrics(), _metrics(grounded_f1=math.nan), 1.7, 1.7)}
@@ -64,7 +65,8 @@ def test_mesh_lines_over_cases_and_without_source_contacts():
     labels = {lab: p for lab, _, p in mean_targets(inits, bad)}
     assert not labels["mesh self-penetration ≤ 0.5 × copy-rot's (mean)"]
     # no source contact: nothing to sink into, the line passes as n/a
-    got = {t.label: (t.measured, t.passed) for t in case_targets(_metrics(), _metrics(contact_depth_p95_height=math.nan), 1.7, 1.7)}
+    got = {t.label: (t.measured, t.passed)
+           for t in case_targets(_metrics(), _metrics(contact_depth_p95_height=math.nan), 1.7, 1.7)}
     assert got["contact depth p95 ≤ 1 % of height"] == ("n/a", True)
     # metrics from before the mesh measure: the lines are left out, not failed
     old = {k: v for k, v in _metrics().items() if not k.startswith(("mesh", "contact_depth"))}
