@@ -53,15 +53,10 @@ class Target(NamedTuple):
     within_noise: bool = False
 
 
-#: the "≤ copy-rot" lines by the metric they compare (``within_noise`` is read on these)
-NOT_ABOVE_COPY_ROT = {"joint jerk ≤ copy-rot": "jerk_mean", "self-penetration ≤ copy-rot": "self_pen_mean",
-                      "mesh self-penetration ≤ copy-rot": "mesh_pen_mean"}
-
-
-def _noted(label: str, measured: str, passed: bool, init: dict, ours: dict) -> Target:
-    """The Target of a line, with ``within_noise`` read for a failed "≤ copy-rot" line."""
-    key = NOT_ABOVE_COPY_ROT.get(label)
-    noise = bool(key) and not passed and compare(key, ours[key], init[key]) == "same"
+def not_above_copy_rot(label: str, key: str, measured: str, init: dict, ours: dict) -> Target:
+    """The line "``ours[key]`` ≤ ``init[key]``" (copy-rotations'), ``within_noise`` read when it fails."""
+    passed = ours[key] <= init[key]
+    noise = not passed and compare(key, ours[key], init[key]) == "same"
     return Target(label, measured + (" (within the noise margin)" if noise else ""), passed, noise)
 
 
@@ -76,32 +71,32 @@ def _pct(x: float) -> str:
 
 def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
     """[Target] of one case: ``init`` copy-rotations' metrics, ``ours`` ReConForM's."""
-    out = []
-    out.append(("joint jerk ≤ copy-rot", f"{ours['jerk_mean']:.1f} vs {init['jerk_mean']:.1f} m/s³",
-                ours["jerk_mean"] <= init["jerk_mean"]))
+    out = [not_above_copy_rot("joint jerk ≤ copy-rot", "jerk_mean",
+                              f"{ours['jerk_mean']:.1f} vs {init['jerk_mean']:.1f} m/s³", init, ours)]
     r = jerk_per_height(ours, h_src, h_tgt)
-    out.append((f"jerk per unit of height ≤ {JERK_PER_HEIGHT} × source", f"{r:.3f} × (copy-rot "
-                f"{jerk_per_height(init, h_src, h_tgt):.3f})", r <= JERK_PER_HEIGHT))
-    out.append(("self-penetration ≤ copy-rot", f"{_pct(ours['self_pen_mean'])} vs {_pct(init['self_pen_mean'])}",
-                ours["self_pen_mean"] <= init["self_pen_mean"]))
+    out.append(Target(f"jerk per unit of height ≤ {JERK_PER_HEIGHT} × source", f"{r:.3f} × (copy-rot "
+                      f"{jerk_per_height(init, h_src, h_tgt):.3f})", r <= JERK_PER_HEIGHT))
+    out.append(not_above_copy_rot("self-penetration ≤ copy-rot", "self_pen_mean",
+                                  f"{_pct(ours['self_pen_mean'])} vs {_pct(init['self_pen_mean'])}", init, ours))
     if "mesh_pen_mean" in ours and "mesh_pen_mean" in init:
-        a, b = init["mesh_pen_mean"], ours["mesh_pen_mean"]
-        out.append(("mesh self-penetration ≤ copy-rot", f"{_pct(b)} vs {_pct(a)} of the body volume", b <= a))
+        out.append(not_above_copy_rot("mesh self-penetration ≤ copy-rot", "mesh_pen_mean",
+                                      f"{_pct(ours['mesh_pen_mean'])} vs {_pct(init['mesh_pen_mean'])} of the body "
+                                      "volume", init, ours))
     if "contact_depth_p95_height" in ours:
         v = ours["contact_depth_p95_height"]
         ref = init.get("contact_depth_p95", math.nan)
-        out.append((f"contact depth p95 ≤ {100 * CONTACT_DEPTH_P95:g} % of height",
-                    "n/a" if math.isnan(v) else f"{100 * v:.2f} % ({1000 * ours['contact_depth_p95']:.1f} mm; "
-                    f"copy-rot {1000 * ref:.1f} mm)", math.isnan(v) or v <= CONTACT_DEPTH_P95))
+        out.append(Target(f"contact depth p95 ≤ {100 * CONTACT_DEPTH_P95:g} % of height",
+                          "n/a" if math.isnan(v) else f"{100 * v:.2f} % ({1000 * ours['contact_depth_p95']:.1f} mm; "
+                          f"copy-rot {1000 * ref:.1f} mm)", math.isnan(v) or v <= CONTACT_DEPTH_P95))
     for key, label, thr in (("grounded_f1", "grounded F1", GROUNDED_F1), ("locked_f1", "foot-locked F1", LOCKED_F1)):
         v = ours[key]
-        out.append((f"{label} ≥ {thr}", "n/a" if math.isnan(v) else f"{v:.3f} (copy-rot {init[key]:.3f})",
-                    math.isnan(v) or v >= thr))
+        out.append(Target(f"{label} ≥ {thr}", "n/a" if math.isnan(v) else f"{v:.3f} (copy-rot {init[key]:.3f})",
+                          math.isnan(v) or v >= thr))
     a, b = init["floor_pen_mean"], ours["floor_pen_mean"]
     cut = f"{100 * (1 - b / a):.0f} % below" if a > 0 else "copy-rot has none"
-    out.append((f"floor penetration ≥ {100 * FLOOR_PEN_CUT:.0f} % below copy-rot", f"{_pct(b)} vs {_pct(a)} ({cut})",
-                b <= (1 - FLOOR_PEN_CUT) * a if a > 0 else b <= 0))
-    return [_noted(*line, init, ours) for line in out]
+    out.append(Target(f"floor penetration ≥ {100 * FLOOR_PEN_CUT:.0f} % below copy-rot",
+                      f"{_pct(b)} vs {_pct(a)} ({cut})", b <= (1 - FLOOR_PEN_CUT) * a if a > 0 else b <= 0))
+    return out
 
 
 def every_case(results: list) -> tuple:
