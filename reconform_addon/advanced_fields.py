@@ -10,7 +10,7 @@ ADVANCED_FLOATS = (
     ("w_smooth", "Smoothness", "Weight of temporal smoothness (jerk of key vertices)", 0.5, 0.0, 1000.0),
     ("jerk_budget", "Jerk Budget", "No point of the body may move more sharply, second by second, than in copy "
      "rotations or (scaled to the target's height) in the source: a solve does not add snaps. 0 turns it off",
-     4.0, 0.0, 1000.0),
+     40.0, 0.0, 1000.0),
     ("w_sem", "Semantics", "Global weight of the semantic terms below", 1.0, 0.0, 1000.0),
     ("w_dist", "Distance", "Key-vertex distances where the source is in contact", 2.0, 0.0, 1000.0),
     ("contact_state", "Contact State", "Each key-vertex pair in contact in the source (closer than 5 % of the "

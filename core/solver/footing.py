@@ -26,7 +26,7 @@ from ..descriptors.weights import MAX_FRACTION
 #: frames sampled to choose the target's sole points
 SOLE_FRAMES = 400
 #: sole points per foot under the floor barrier and the foot terms (0: key vertices only; docs/solver.md "Ground")
-SOLE_POINTS = 24
+SOLE_POINTS = 40
 #: a source foot whose lowest point is within CONTACT_MIN of h_c of its ground is in contact (weight 1),
 #: fading to 0 at CONTACT_MAX (twice the grounded band of docs/metrics.md, 1 %: docs/solver.md "Foot contact")
 CONTACT_MIN, CONTACT_MAX = 0.02, 0.04

@@ -59,14 +59,20 @@ def jerk_totals(p: torch.Tensor, fps: float, window: int, eps: float = 1e-3, j: 
 
 
 def jerk_excess_loss(p: torch.Tensor, fps: float, budget: torch.Tensor, window: int, scale=None,
-                     eps: float = 1e-3, j: torch.Tensor = None) -> torch.Tensor:
-    """Σ_i Σ_w relu(Σ_{t∈w} ||jerk(p)_{i,t}|| − budget_{w,i}): the jerk a point spends in each window beyond its
+                     eps: float = 1e-3, j: torch.Tensor = None, knee: float = 0.0) -> torch.Tensor:
+    """Σ_i Σ_w hinge(Σ_{t∈w} ||jerk(p)_{i,t}|| − budget_{w,i}): the jerk a point spends in each window beyond its
     budget (W, N) (``jerk_totals`` of the initial motion: a point may move its jerk within a window, not add
-    to it). p (T, N, 3); scale (N,); ``j``: ``jerk(p, fps)`` when the caller has it. Returns 0 for clips shorter
+    to it). p (T, N, 3); scale (N,); ``j``: ``jerk(p, fps)`` when the caller has it. ``knee``: a share of each
+    budget over which the hinge rounds off, e²/(2k) under k = knee·budget and e − k/2 beyond (0: relu(e)), so that
+    a point at its budget is not kicked by the full slope for a round-off's excess. Returns 0 for clips shorter
     than 4 frames."""
     if p.shape[0] < 4:
         return p.sum() * 0.0
-    return _scaled((jerk_totals(p, fps, window, eps, j) - budget).clamp_min(0.0), scale).sum()
+    e = (jerk_totals(p, fps, window, eps, j) - budget).clamp_min(0.0)
+    if knee > 0:
+        k = knee * budget
+        e = torch.where(e < k, e.square() / (2.0 * k), e - 0.5 * k)
+    return _scaled(e, scale).sum()
 
 
 def dist_loss(tgt_dist, src_dist, weight, scale=None) -> torch.Tensor:

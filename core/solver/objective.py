@@ -28,6 +28,8 @@ from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 JERK_BUDGET_SLACK = 1e-4
 #: the jerk budget's windows (seconds; ``SolverSettings.jerk_budget``, docs/solver.md "Jerk")
 JERK_BUDGET_S = 1.0
+#: the share of a window's budget over which its hinge rounds off (``losses.jerk_excess_loss``'s ``knee``)
+JERK_BUDGET_KNEE = 0.5
 #: the key vertices' and body points' jerk budgets are also at most the source's own jerk there × h_tgt / h_src
 #: (False: copy-rotations' alone)
 JERK_BUDGET_SOURCE = True
@@ -347,7 +349,7 @@ class Objective:
             if scale is not None and jb.shape[1] > scale.shape[0]:
                 scale = torch.cat([scale, scale.new_ones(jb.shape[1] - scale.shape[0])])
             out = out + s.jerk_budget * jerk_excess_loss(p, self.fps, budget, self.budget_window, scale,
-                                                         eps=eps, j=jb)
+                                                         eps=eps, j=jb, knee=JERK_BUDGET_KNEE)
         return out
 
     def dense_terms(self, p, alpha, sole, root_world, body=None) -> dict:

@@ -64,7 +64,7 @@ class SolverSettings:
     w_smooth: float = 0.5       #: jerk of key vertices (non-squared, as printed)
     #: each point's (key vertices, sole points, body points) jerk summed over windows of a second, beyond
     #: copy-rotations' and the source's there, in L_smooth × this (0: off; docs/solver.md "Jerk")
-    jerk_budget: float = 4.0
+    jerk_budget: float = 40.0
     w_sem: float = 1.0          #: multiplies the five semantic terms below
     w_dist: float = 2.0         #: the source's contacts kept, its close pairs matched closer (docs/solver.md)
     w_dir: float = 1.0

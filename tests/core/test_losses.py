@@ -54,6 +54,20 @@ def test_jerk_totals_and_excess_by_hand():
     assert float(jerk_excess_loss(q, fps, tot, 2, torch.tensor([2.0, 1.0], dtype=torch.float64), eps=1e-12)) == \
         pytest.approx(2.0 * float(extra.clamp_min(0).sum()))
     assert float(jerk_excess_loss(p[:3], fps, tot, 2)) == 0.0
+    # with a knee of half the budget the hinge rounds off: budgets (10, 60, 10), excesses (20, 20, 0) m/s³ summed;
+    # the first is beyond its knee of 5 and pays 20 − 2.5, the second within its knee of 30 and pays 20² / 60
+    assert torch.allclose(extra[:, 0], torch.tensor([20.0, 20.0, 0.0], dtype=torch.float64))
+    assert float(jerk_excess_loss(q, fps, tot, 2, eps=1e-12, knee=0.5)) == pytest.approx(17.5 + 400.0 / 60.0)
+    # its slope is continuous at the knee: just under and just over k = 5 the same 1
+    for e in (5.0 - 1e-3, 5.0 + 1e-3):
+        b = torch.tensor([[10.0]], dtype=torch.float64)
+        x = torch.zeros(4, 1, 3, dtype=torch.float64, requires_grad=True)
+        budget = b - e       # a window that spends (10 − e) + e: the kick below is worth 10 m/s³
+        kick = torch.zeros(4, 1, 3, dtype=torch.float64)
+        kick[3, 0, 2] = 10.0 / fps ** 3
+        loss = jerk_excess_loss(x + kick, fps, budget, 4, eps=1e-12, knee=0.5 * 10.0 / float(budget))
+        loss.backward()
+        assert float(x.grad[3, 0, 2]) * fps ** -3 == pytest.approx(min(e / 5.0, 1.0), rel=1e-3)
 
 
 def test_dist_pen_dir_losses_by_hand():
