@@ -43,9 +43,10 @@ WARM_OVERLAP = 0.5
 WARM_FRACTION, WARM_LR = 0.15, 0.1
 #: a Live window's re-solve from the last result: it starts nearer its optimum than a slider's re-solve
 WARM = WarmSchedule(steps=WARM_FRACTION, lr=WARM_LR)
-#: frames over which a warm start fades out the last window's offset from copy-rotations (height, locations)
-#: where the new window reaches past the last one
-WARM_BLEND = 8
+#: seconds over which a warm start fades out the last window's offset from copy-rotations (height, locations)
+#: where the new window reaches past the last one: 8 frames at 30 fps, 32 at 120 (a fade over a fixed 8 frames
+#: snaps at 120 fps, and the jerk budget charges the snap)
+WARM_BLEND_S = 8 / 30
 
 
 def window_around(index: int, length: int, num_frames: int) -> tuple:
@@ -188,7 +189,7 @@ class LiveClip:
         copy-rotations moved horizontally to where the previous result leaves the hips at the shared frames'
         edge; what is left of the edge's offset (height, other bones' locations) and the solve's correction of
         each bone's rotation at the edge (copy-rotations' rotation⁻¹ · the result's, in the bone's own frame)
-        carried on and faded out over ``WARM_BLEND`` frames (C²), so the pose goes on from the edge as
+        carried on and faded out over ``WARM_BLEND_S`` (C²), so the pose goes on from the edge as
         copy-rotations moves. (Holding the edge pose instead while the hips go on makes planted feet slide;
         copy-rotations' rotations as they are jump at the edge: both start worse, docs/solver.md "Live
         windows".)"""
@@ -210,8 +211,9 @@ class LiveClip:
             idx = np.asarray(span) - a                                  # outward from the edge
             part = shifted(tgt, Motion(base.rotations[idx], base.locations[idx], fps), off)
             gap = pose.locations[0] - shifted(tgt, base.slice(edge - a, edge - a + 1), off).locations[0]
-            n = min(WARM_BLEND, len(idx))
-            fade = 1.0 - crossfade_weight(WARM_BLEND)[:n]              # 1 at the edge -> 0 (over WARM_BLEND frames)
+            blend = max(1, int(round(WARM_BLEND_S * fps)))
+            n = min(blend, len(idx))
+            fade = 1.0 - crossfade_weight(blend)[:n]                   # 1 at the edge -> 0 (over WARM_BLEND_S)
             rot[idx], loc[idx] = part.rotations, part.locations
             loc[idx[:n]] += fade[:, None, None] * gap                  # the edge's offset, faded out
             # the solve's correction of each bone at the edge (copy-rotations' rotation⁻¹ · the result's), carried
@@ -252,5 +254,5 @@ class LiveClip:
             raise CoreError("The live clip is not set up: run its prepare() job first.")
 
 
-__all__ = ["LIVE_WINDOW", "LiveClip", "LiveWindow", "WARM", "WARM_BLEND", "WARM_FRACTION", "WARM_LR", "WARM_OVERLAP",
+__all__ = ["LIVE_WINDOW", "LiveClip", "LiveWindow", "WARM", "WARM_BLEND_S", "WARM_FRACTION", "WARM_LR", "WARM_OVERLAP",
            "window_around"]
