@@ -58,16 +58,15 @@ def test_jerk_totals_and_excess_by_hand():
     # the first is beyond its knee of 5 and pays 20 − 2.5, the second within its knee of 30 and pays 20² / 60
     assert torch.allclose(extra[:, 0], torch.tensor([20.0, 20.0, 0.0], dtype=torch.float64))
     assert float(jerk_excess_loss(q, fps, tot, 2, eps=1e-12, knee=0.5)) == pytest.approx(17.5 + 400.0 / 60.0)
-    # its slope is continuous at the knee: just under and just over k = 5 the same 1
-    for e in (5.0 - 1e-3, 5.0 + 1e-3):
-        b = torch.tensor([[10.0]], dtype=torch.float64)
-        x = torch.zeros(4, 1, 3, dtype=torch.float64, requires_grad=True)
-        budget = b - e       # a window that spends (10 − e) + e: the kick below is worth 10 m/s³
-        kick = torch.zeros(4, 1, 3, dtype=torch.float64)
-        kick[3, 0, 2] = 10.0 / fps ** 3
-        loss = jerk_excess_loss(x + kick, fps, budget, 4, eps=1e-12, knee=0.5 * 10.0 / float(budget))
-        loss.backward()
-        assert float(x.grad[3, 0, 2]) * fps ** -3 == pytest.approx(min(e / 5.0, 1.0), rel=1e-3)
+    # its slope: a window of budget 10 with a knee of 5, spent e over, pays e / 5 under the knee and 1 beyond it,
+    # continuous at the knee
+    budget = torch.tensor([[10.0]], dtype=torch.float64)
+    for e in (2.5, 5.0 - 1e-3, 5.0 + 1e-3, 7.5):
+        x = torch.zeros(4, 1, 3, dtype=torch.float64)
+        x[3, 0, 2] = (10.0 + e) / fps ** 3            # one third difference of 10 + e m/s³
+        x.requires_grad_(True)
+        jerk_excess_loss(x, fps, budget, 4, eps=1e-12, knee=0.5).backward()
+        assert float(x.grad[3, 0, 2]) / fps ** 3 == pytest.approx(min(e / 5.0, 1.0), rel=1e-3)
 
 
 def test_dist_pen_dir_losses_by_hand():
