@@ -2,7 +2,7 @@
 
 import math
 
-from tools.bench.bench_targets import case_targets, every_case, mean_targets
+from tools.bench.bench_targets import case_rows, case_targets, every_case, mean_targets
 
 
 def _metrics(**kw):
@@ -91,3 +91,16 @@ def test_a_failure_within_the_noise_margin_is_named_and_still_fails():
                                ("c", case_targets(init, _metrics(jerk_mean=90.0), 1.7, 1.7)[0])])
     assert not passed and text == "1 of 3 cases; fails: a, b (1 within the noise margin: a)"
     assert every_case([("c", case_targets(init, _metrics(jerk_mean=90.0), 1.7, 1.7)[0])]) == ("1 of 1 cases", True)
+
+
+def test_case_rows_prints_each_line_of_each_case_and_groups_them_by_line():
+    init = _metrics(jerk_mean=100.0)
+    cases = [("a", init, _metrics(jerk_mean=90.0), 1.7, 1.7), ("b", init, _metrics(jerk_mean=110.0), 1.7, 1.7)]
+    printed = []
+    per_target = case_rows(printed.append, cases)
+    lines = case_targets(init, _metrics(jerk_mean=90.0), 1.7, 1.7)
+    assert len(printed) == 2 * len(lines) and printed[0].startswith(f"| a | {lines[0].label} | ")
+    assert printed[len(lines)] == "| b | joint jerk ≤ copy-rot | 110.0 vs 100.0 m/s³ | FAIL |"
+    assert list(per_target) == [t.label for t in lines]
+    assert [case for case, _ in per_target["joint jerk ≤ copy-rot"]] == ["a", "b"]
+    assert every_case(per_target["joint jerk ≤ copy-rot"]) == ("1 of 2 cases; fails: b", False)

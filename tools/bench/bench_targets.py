@@ -99,6 +99,18 @@ def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
     return out
 
 
+def case_rows(out, cases) -> dict:
+    """Each case's lines as rows of a "| case | target | measured | pass |" table, through ``out``; ``cases``
+    [(case name, init, ours, h_src, h_tgt)] as ``case_targets`` reads them. Returns {label: [(case name, Target)]},
+    what ``every_case`` sums up per line."""
+    per_target = {}
+    for case, init, ours, h_src, h_tgt in cases:
+        for t in case_targets(init, ours, h_src, h_tgt):
+            out(f"| {case} | {t.label} | {t.measured} | {'PASS' if t.passed else 'FAIL'} |")
+            per_target.setdefault(t.label, []).append((case, t))
+    return per_target
+
+
 def every_case(results: list) -> tuple:
     """(measured, passed) of a line over the cases: ``results`` [(case name, Target)]; the failed cases named, and
     those within the noise margin named apart."""

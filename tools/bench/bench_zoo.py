@@ -129,11 +129,8 @@ def section(out, log, mods, loader, settings, bodies=None, clips=None, render_di
     out()
     out("| case | target | measured | pass |")
     out("|---|---|---|---|")
-    per_target, targets = {}, {}
-    for case, init, ours, h_src, h_tgt in rows:
-        for t in bt.case_targets(init, ours, h_src, h_tgt):
-            out(f"| {case} | {t.label} | {t.measured} | {'PASS' if t.passed else 'FAIL'} |")
-            per_target.setdefault(t.label, []).append((case, t))
+    targets = {}
+    per_target = bt.case_rows(out, rows)
     if shown is not None:
         shown.section(out, log)
     for label, measured, ok in bt.mean_targets([r[1] for r in rows], [r[2] for r in rows]):

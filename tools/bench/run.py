@@ -103,13 +103,10 @@ def issue_targets(out, agg, targets: dict):
     out()
     out("| case | target | measured | pass |")
     out("|---|---|---|---|")
-    per_target = {}
     inits = [f["init", "own"] for f in agg["feet"]]
     ours = [f["ours", "own"] for f in agg["feet"]]
-    for name, i, o, (hs, ht) in zip(agg["cases"], inits, ours, agg["heights"]):
-        for t in bt.case_targets(i, o, hs, ht):
-            out(f"| {name} | {t.label} | {t.measured} | {'PASS' if t.passed else 'FAIL'} |")
-            per_target.setdefault(t.label, []).append((name, t))
+    per_target = bt.case_rows(out, [(name, i, o, hs, ht) for name, i, o, (hs, ht)
+                                    in zip(agg["cases"], inits, ours, agg["heights"])])
     for label, measured, ok in bt.mean_targets(inits, ours):
         out(f"| mean over cases | {label} | {measured} | {'PASS' if ok else 'FAIL'} |")
         targets[label] = (measured, ok)
