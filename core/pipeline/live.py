@@ -202,6 +202,8 @@ class LiveClip:
         prev = previous.core_motion
         rot, loc = base.rotations.copy(), base.locations.copy()
         rot[lo - a:hi - a], loc[lo - a:hi - a] = prev.rotations[lo - pa:hi - pa], prev.locations[lo - pa:hi - pa]
+        blend = max(1, int(round(WARM_BLEND_S * fps)))                  # the fade's frames
+        fade_all = 1.0 - crossfade_weight(blend)                        # 1 at the edge -> 0 (over WARM_BLEND_S)
         for edge, span in ((hi - 1, range(hi, b)), (lo, range(lo - 1, a - 1, -1))):   # after, then before
             if not len(span):
                 continue
@@ -211,9 +213,8 @@ class LiveClip:
             idx = np.asarray(span) - a                                  # outward from the edge
             part = shifted(tgt, Motion(base.rotations[idx], base.locations[idx], fps), off)
             gap = pose.locations[0] - shifted(tgt, base.slice(edge - a, edge - a + 1), off).locations[0]
-            blend = max(1, int(round(WARM_BLEND_S * fps)))
             n = min(blend, len(idx))
-            fade = 1.0 - crossfade_weight(blend)[:n]                   # 1 at the edge -> 0 (over WARM_BLEND_S)
+            fade = fade_all[:n]
             rot[idx], loc[idx] = part.rotations, part.locations
             loc[idx[:n]] += fade[:, None, None] * gap                  # the edge's offset, faded out
             # the solve's correction of each bone at the edge (copy-rotations' rotation⁻¹ · the result's), carried
