@@ -1,0 +1,150 @@
+"""Where a case's contact depth comes from, and whether the surface barrier sees it: on each frame whose contact depth
+(docs/metrics.md "Contact depth") is over a share of the target's height, the surface point that sets it (its part,
+and the part it lies inside), its depth by the mesh measure, and what the solver's surface barrier reads there (the
+field of that part at that point, and whether the point's segment probes that field at all), then the same frames
+counted by what the barrier makes of them.
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/contact_depth_sources.py [--cases 1] \\
+        [--zoo slash:big_belly] [--over 0.01] [--const core.MODULE.NAME=VALUE] [--set NAME=VALUE]
+
+``--cases``: ``tools/bench/common.py``'s CASES (indices); ``--zoo``: morphology zoo cases as clip:body
+(``tools/bench/bench_zoo.py``'s CLIPS and BODIES, the body without its ``zoo_`` prefix; the zoo's eight bodies are
+built together, as the bench builds them). Balanced preset; ../shared/assets needed.
+
+A frame is counted as **not probed** when the point's segment carries no probes of the barrier or does not read the
+field of the part it lies in (``surface_fields.PROBE_SEGMENTS``, the neighbours ``segment_exclusion`` leaves out),
+**read short** when the barrier's field reads less than half the measure's depth there, and **read** otherwise (the
+barrier sees it and other terms hold the point there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+from collections import Counter
+
+import numpy as np
+
+#: the inside part's probes read within this share of the height of the point (the other side of the contact)
+BACK_RADIUS = 0.05
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+
+
+def depth_sources(mod, src, smo, tgt, motion, over: float) -> list:
+    """[(frame, contact depth m, point's part, part it is inside, barrier's read m or None, status, the inside part's
+    probes' deepest read in the point's part's field within BACK_RADIUS × h of the point, m or None)] for each frame
+    of ``motion`` (``tgt``'s) whose contact depth exceeds ``over`` × the target's height, deepest first."""
+    import torch
+    series = []
+    scores = mod("core.metrics.scores")
+    gen = scores.evaluations(src, smo, tgt, [motion], series=series)
+    try:
+        while True:
+            next(gen)
+    except StopIteration:
+        pass
+    depth = series[0]["contact_depth"]
+    h = float(tgt.height)
+    frames = [t for t in np.argsort(-np.nan_to_num(depth, nan=-1.0)) if depth[t] > over * h]
+    if not frames:
+        return []
+    mv, parts = mod("core.metrics.mesh_volume"), mod("core.rig.parts")
+    sf, su, track_mod = mod("core.solver.surface_fields"), mod("core.solver.surface"), mod("core.character.track")
+    track = track_mod.ClipTrack(tgt, motion)
+    surf = mv.setup(tgt, tgt.keyverts.vertex_ids)
+    _, seg_names, _ = parts.vertex_segments(tgt.skeleton, tgt.mesh, tgt.bone_map)
+    fields = sf.surface_fields(tgt)
+    world = sf.world_points(fields, track) if fields is not None else None
+    grid = su.field_tensor(fields, torch.float64) if fields is not None else None
+    Mo = torch.as_tensor(tgt.skeleton.object_matrix, dtype=torch.float64)
+    skin = mv._skin(track, surf.ids)
+    with torch.no_grad():
+        (x, normals), = [skin(R, t) for _, R, t in track.skinning_chunks(track.num_frames)]
+        d = mv.depths(surf, x, normals) * surf.scale                            # (T, S) metres
+    out = []
+    for t in frames:
+        s = int(torch.argmin((d[t] - float(depth[t])).abs()))                   # the probe that sets the frame
+        v = surf.probe[s]
+        g = int(surf.part[v])
+        allowed = np.nonzero(surf.allowed[g][surf.part])[0]
+        inside = int(surf.part[allowed[int((x[t, allowed] - x[t, v]).norm(dim=-1).argmin())]])
+        read, status = None, "not probed"
+        name_g, name_in = seg_names[g], seg_names[inside]
+        if fields is not None and name_in in fields.field_names:
+            f = fields.field_names.index(name_in)
+            p = x[t, v].double() @ Mo[:3, :3].T + Mo[:3, 3]
+            M, c = su.box_maps(fields, world[t:t + 1])
+            u = (M[0, f] @ p + c[0, f])[None]
+            inside_box = bool((u.abs() <= 1).all())
+            read = max(0.0, -float(su.read_fields(grid, u, torch.tensor([f])))) if inside_box else 0.0
+            rows = [i for i, n in enumerate(fields.probe_names) if n == name_g]
+            if rows and fields.tested[rows[0], f]:
+                status = "read" if read >= 0.5 * float(depth[t]) else "read short"
+        back = None         # the other side: the inside part's probes near the point, in the point's part's field
+        if fields is not None and name_g in fields.field_names:
+            rows = [i for i, n in enumerate(fields.probe_names) if n == name_in]
+            if rows:
+                probes = world[t, 4 * fields.num_fields:][rows]
+                p = x[t, v].double() @ Mo[:3, :3].T + Mo[:3, 3]
+                near = [r for r, q in zip(rows, probes) if float((q - p).norm()) < BACK_RADIUS * float(tgt.height)]
+                if near:
+                    sd = su.surface_depths(fields, world[t:t + 1])[0]           # (Q, F)
+                    back = float(sd[near, fields.field_names.index(name_g)].max())
+        out.append((int(t), float(depth[t]), name_g, name_in, read, status, back))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, nargs="*", default=[])
+    ap.add_argument("--zoo", nargs="*", default=[], metavar="CLIP:BODY")
+    ap.add_argument("--over", type=float, default=0.01, help="frames deeper than this share of the height")
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a SolverSettings override")
+    args = ap.parse_args(argv)
+    import importlib
+    import torch
+    torch.set_num_threads(1)
+    import common
+    import bench_zoo
+    mods = common.enable_addon()
+    common.set_constants(args.const)
+
+    def mod(name):
+        return importlib.import_module(f"{common.MODULE}.{name}")
+    loader = common.Loader(mods, lambda s: None)
+    settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1,
+                                                         **common.setting_overrides(args.set))
+    runs = []
+    for case in args.cases:
+        srel, trel, first, count = common.CASES[case]
+        src, smo, _ = loader.source(srel, first, count)
+        runs.append((f"{pathlib.Path(srel).stem} → {pathlib.Path(trel).stem}", src, smo, loader.character(trel)[1]))
+    zoo = bench_zoo.zoo_characters(mods, list(bench_zoo.BODIES), lambda s: None) if args.zoo else {}
+    for spec in args.zoo:
+        clip, body = spec.split(":")
+        _, rel, first, count = [c for c in bench_zoo.CLIPS if c[0] == clip][0]
+        src, smo = bench_zoo.demo_source(mods) if rel is None else loader.source(rel, first, count)[:2]
+        runs.append((f"{clip} → zoo_{body}", src, smo, zoo[body]))
+    for label, src, smo, tgt in runs:
+        o = common.retarget(mods, src, smo, tgt, settings, metrics=False)
+        rows = depth_sources(mod, src, smo, tgt, o.motion, args.over)
+        h = float(tgt.height)
+        print(f"== {label}: {len(rows)} frames with a contact depth over {100 * args.over:g} % of the height")
+        for t, dep, g, inside, read, status, back in rows[:12]:
+            r = "no field" if read is None else f"{1000 * read:.1f} mm"
+            b = "" if back is None else f"; {inside}'s probes near it read {1000 * back:.1f} mm in {g}'s field"
+            print(f"  frame {t:4d}  {1000 * dep:5.1f} mm ({100 * dep / h:.2f} %h)  {g} inside {inside}; "
+                  f"its field reads {r} there: {status}{b}")
+        for (g, inside, status), n in Counter((g, i, s) for _, _, g, i, _, s, _ in rows).most_common():
+            print(f"  {n:4d} frames: {g} inside {inside}, {status}")
+    return 0
+
+
+if __name__ == "__main__":
+    import extension
+    extension.exit_after(main)
