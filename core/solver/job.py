@@ -29,8 +29,8 @@ from ..character.track import ClipTrack
 from ..types import Character, Motion
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
-from .surface import own_penetration, surface_barrier
-from . import footing, parametrisation
+from .surface import own_penetration, surface_barrier, surface_gate
+from . import footing, objective, parametrisation
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
 from .graphed import dense_at, graphed_pose, pose
@@ -267,6 +267,8 @@ class SolveJob(StepLifecycle):
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs,
                                    feet, src.mesh.fitted, head=head, ground=ground,
                                    body_rows=None if self.surface is None else self.surface.rows.start)
+        if self.surface is not None and objective.CONTACT_HELD_ON_SURFACE:
+            self.objective.surface_gate = surface_gate(self, kv_ids)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"

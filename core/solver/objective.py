@@ -24,6 +24,11 @@ from ..descriptors.weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allo
                                    interaction_weight)
 from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 
+#: the contact state leaves a source contact alone on a frame where the surface barrier finds the two key vertices'
+#: segments touching (a probe of one inside the other's field): the contact is held on the mesh, and pulling the key
+#: vertices closer would press one body part into the other. Off: measured, it trades one case's contact depth for
+#: two others' (docs/decisions.md "The contact state reads key vertices, not the surfaces, yet")
+CONTACT_HELD_ON_SURFACE = False
 #: the jerk budget's allowance for round-off, a share of each budget
 JERK_BUDGET_SLACK = 1e-4
 #: the jerk budget's windows (seconds; ``SolverSettings.jerk_budget``, docs/solver.md "Jerk")
@@ -82,7 +87,7 @@ def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
 
 
 def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False,
-               state_margin: float = None) -> dict:
+               state_margin: float = None, held: torch.Tensor = None) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
@@ -90,7 +95,8 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     ``surface_pen``: where the source's key vertex is behind the other's surface (a fitted source body), L_pen only
     keeps the target's from being behind it (``losses.pen_loss``) and, with ``FITTED_DIST_APART``, L_dist only
     keeps the pair at least as far apart as the source's; ``state_margin``: also 'state', the pairs' contact state
-    at d_min with this margin (``losses.contact_state_loss``, in L_dist's units), when not None."""
+    at d_min with this margin (``losses.contact_state_loss``, in L_dist's units), when not None; ``held``: (E,) bool or
+    None, the entries whose contact the surfaces already hold (``SurfaceGate``), left out of the contact state."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -105,8 +111,10 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
         tgt_dist = torch.where(behind, torch.minimum(d.dist, pairset.src_dist), d.dist)
     out = {"dist": dist_loss(tgt_dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
     if state_margin is not None:
-        out["state"] = contact_state_loss(d.dist, pairset.src_dist, pairset.src_dmin, pairset.tgt_dmin, w,
-                                          state_margin, scale["dist"])
+        if held is not None:     # a source contact the surfaces hold: no pull (a source gap is still kept open)
+            held = held & (pairset.src_dist < pairset.src_dmin)
+        out["state"] = contact_state_loss(d.dist, pairset.src_dist, pairset.src_dmin, pairset.tgt_dmin,
+                                          w if held is None else w * ~held, state_margin, scale["dist"])
     # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
     # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
     fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
@@ -179,6 +187,8 @@ class Objective:
             raise CoreError(f"SMOOTH_MODE must be 'added' or 'absolute', not '{SMOOTH_MODE}'.")
         self.absolute_jerk = SMOOTH_MODE == "absolute"
         self.p_init = self.jerk_ref = self.sole_jerk_init = self.body_jerk_init = self.jerk_budgets = None
+        #: ``surface.SurfaceGate`` of the contact state (CONTACT_HELD_ON_SURFACE), set by a job with a surface barrier
+        self.surface_gate = None
         self.scales = None
         #: the head's attitude term (``head.HeadAttitude``), or None
         self.head = head
@@ -203,6 +213,8 @@ class Objective:
         s = self.settings
         T = p_init.shape[0]
         self.p_init = p_init
+        if self.surface_gate is not None:   # it starts empty: a re-solve that continues a set-up starts as a new one
+            self.surface_gate.reset()
         if self.body_rows is not None:
             body_init = None if body_init is None else body_init[:, :self.body_rows]
             src_body = None if src_body is None else (src_body[0][:, :self.body_rows], src_body[1][:self.body_rows])
@@ -399,9 +411,12 @@ class Objective:
         def pscale(term):
             m = vs[term]
             return None if m is None else 0.5 * (m[pairset.i] + m[pairset.j])
+        held = None
+        if self.surface_gate is not None and self.settings.contact_state and len(pairset):
+            held = self.surface_gate.held(pairset)
         return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
                           self.contact_focus, self.surface_pen,
-                          self.contact_margin if self.settings.contact_state else None)
+                          self.contact_margin if self.settings.contact_state else None, held)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier and the foot contact are reported inside 'height', the

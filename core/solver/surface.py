@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..descriptors.weights import centred, largest_moves, refresh_due
+from ..rig.parts import vertex_segments
 from .capsules import capsule_ends
 from .surface_fields import AXIS, SurfaceFields, surface_fields, world_points
 
@@ -159,6 +160,11 @@ class SurfaceBarrier:
         self.band = SLACK * fields.height
         self.searched = 0              # frames searched, over every evaluation
         self._grow = None              # the band in armature units
+        #: (T, S, F) bool at the last evaluation: a probe of probe segment s (``SurfaceFields.probe_segments``)
+        #: inside field f at frame t, the two surfaces touching, or None; kept when ``record_touching`` (a
+        #: ``SurfaceGate`` reads it)
+        self.touching = None
+        self.record_touching = False
         self.release()
 
     def release(self):
@@ -205,7 +211,14 @@ class SurfaceBarrier:
         """The weighted term at ``points`` (T, 4F + Q, 3) (``SurfaceFields.carried_points``' world positions)."""
         t, q, f = self.candidates(points)
         with torch.no_grad():
-            deep = depths_at(self.fields, points, self.grid, t, q, f) > self.allow[t, q, f]
+            depth = depths_at(self.fields, points, self.grid, t, q, f)
+            deep = depth > self.allow[t, q, f]
+            if self.record_touching:
+                touch = depth > 0
+                per = self.fields.per_segment
+                self.touching = torch.zeros((points.shape[0], len(self.fields.probe_bone) // per,
+                                             self.fields.num_fields), dtype=torch.bool, device=points.device)
+                self.touching[t[touch], q[touch] // per, f[touch]] = True
         t, q, f = t[deep], q[deep], f[deep]
         if len(t) == 0:
             return points.new_zeros(())
@@ -271,6 +284,50 @@ def surface_barrier(job):
     barrier = SurfaceBarrier(fields, w, allow, job.dtype, job.device)
     barrier.rows = slice(start, len(bones))
     return barrier
+
+
+class SurfaceGate:
+    """Which entries of a pair set the surfaces already hold in contact (CONTACT_HELD_ON_SURFACE): (frame t, key
+    vertices i, j) where a probe of i's segment is inside j's segment's field at t, or the other way round, at the
+    surface barrier's last evaluation (``SurfaceBarrier.touching``): the step before's, as the barrier is evaluated
+    after the pair terms.
+
+    Args:
+        barrier: the job's SurfaceBarrier.
+        probe_segment: (N,) long, each key vertex's segment among the barrier's probe segments, −1 if it has none.
+        field: (N,) long, each key vertex's segment among the barrier's fields, −1 if it has none.
+    """
+
+    def __init__(self, barrier, probe_segment: torch.Tensor, field: torch.Tensor):
+        self.barrier, self.probe_segment, self.field = barrier, probe_segment, field
+
+    def reset(self):
+        """Forget the barrier's last evaluation: nothing held until its next one."""
+        self.barrier.touching = None
+
+    def held(self, pairset) -> torch.Tensor:
+        """(E,) bool over ``pairset``'s entries, all False before the barrier's first evaluation."""
+        touching = self.barrier.touching
+        out = torch.zeros(len(pairset), dtype=torch.bool, device=pairset.t.device)
+        if touching is None:
+            return out
+        for a, b in ((pairset.i, pairset.j), (pairset.j, pairset.i)):
+            s, f = self.probe_segment[a], self.field[b]
+            ok = (s >= 0) & (f >= 0)
+            out |= ok & touching[pairset.t, s.clamp_min(0), f.clamp_min(0)]
+        return out
+
+
+def surface_gate(job, kv_ids) -> "SurfaceGate":
+    """``job``'s SurfaceGate for the contact state (``objective.CONTACT_HELD_ON_SURFACE``): each key vertex's
+    (``kv_ids``, mesh vertex ids in the solve's order) segment among its surface barrier's probe segments and fields."""
+    seg, names, _ = vertex_segments(job.target.skeleton, job.target.mesh, job.target.bone_map)
+    fields = job.surface.fields
+    kv_names = [names[g] if g >= 0 else None for g in seg[kv_ids]]
+    probe = [fields.probe_segments.index(n) if n in fields.probe_segments else -1 for n in kv_names]
+    field = [fields.field_names.index(n) if n in fields.field_names else -1 for n in kv_names]
+    job.surface.record_touching = True
+    return SurfaceGate(job.surface, torch.as_tensor(probe, device=job.device), torch.as_tensor(field, device=job.device))
 
 
 def own_penetration(job) -> torch.Tensor:

@@ -243,6 +243,30 @@ def test_contact_focus_weighs_the_sources_contacts_by_hand():
     np.testing.assert_allclose(focused_square(w_src, 3.0).numpy(), [16.0, (0.25 * 1.75) ** 2])
 
 
+def test_the_contact_state_leaves_a_contact_the_surfaces_hold_but_keeps_a_gap_open():
+    """``pair_terms``' ``held`` (the surface gate, core.solver.surface.SurfaceGate): a source contact (r < 1) that the
+    surfaces hold pays no contact state however far its key vertices are; a source gap (r > 1) still pays for being
+    inside d_min, held or not; an entry not held pays as before (by hand: (W·g)² with b = clamp(r, 0.9, 1.1))."""
+    from core.solver.objective import pair_terms
+    from core.descriptors.weights import PairSet
+    p = torch.zeros((1, 4, 3), dtype=torch.float64)
+    p[0, 1, 0], p[0, 2, 0], p[0, 3, 0] = 0.15, 5.0, 5.05   # a contact 15 cm apart, a gap 5 cm apart (d_min 10 cm)
+    n = torch.zeros_like(p)
+    n[..., 2] = 1.0
+    one = torch.ones(2, dtype=torch.float64)
+    ps = PairSet(torch.tensor([0, 0]), torch.tensor([0, 2]), torch.tensor([1, 3]),
+                 torch.tensor([0.05, 0.2], dtype=torch.float64), torch.zeros((2, 3), dtype=torch.float64),
+                 0 * one, 0 * one, one, 0.1 * one, 0.1 * one, 0.3 * one)
+    none = {"dist": None, "dir": None, "pen": None}
+    charged = (0.15 - 0.09) ** 2 + (0.11 - 0.05) ** 2     # contact: beyond 0.9·d_min; gap: inside 1.1·d_min
+    assert float(pair_terms(p, n, 0.0, ps, none, state_margin=0.1)["state"]) == pytest.approx(charged)
+    held = torch.tensor([True, True])
+    assert float(pair_terms(p, n, 0.0, ps, none, state_margin=0.1, held=held)["state"]) == \
+        pytest.approx((0.11 - 0.05) ** 2)
+    held = torch.tensor([False, True])
+    assert float(pair_terms(p, n, 0.0, ps, none, state_margin=0.1, held=held)["state"]) == pytest.approx(charged)
+
+
 @pytest.mark.parametrize("apart", [True, False])
 def test_a_fitted_source_overlap_keeps_l_dist_from_pulling_closer(monkeypatch, apart):
     """A fitted source body (``surface_pen``) holding a key vertex behind another's surface (M_pen^src < 0): with

@@ -7,7 +7,7 @@ import torch
 from core.body import BodyParams, make_body
 from core.rig.rotations_np import quat_to_matrix
 from core.character.track import ClipTrack
-from core.solver.surface import ALLOW, SurfaceBarrier, source_allowance, surface_depths
+from core.solver.surface import ALLOW, SurfaceBarrier, SurfaceGate, source_allowance, surface_depths
 from core.solver.surface_fields import surface_fields, world_points
 from core.types import Motion
 from core.types import Character
@@ -131,6 +131,45 @@ def test_the_barrier_pushes_a_sunk_hand_out_along_the_normal(body):
     with torch.no_grad():                                         # resting on the skin costs nothing
         pts[q] = torch.as_tensor(V[v] - 0.5 * ALLOW * ch.height * N[v])
     assert barrier.weighted(pts[None]) == 0
+
+
+def test_the_barrier_records_the_segments_that_touch_and_the_gate_holds_their_pairs(body):
+    """A hand probe 1 cm into the belly: the barrier's last evaluation (``record_touching``) records that hand inside the belly's field
+    and nothing else (rest T-pose); the contact state's SurfaceGate then holds a pair of a hand key vertex and a
+    belly key vertex, either way round, and not a pair of the hand and the head; before an evaluation, or after
+    ``reset``, it holds none."""
+    from core.descriptors.weights import PairSet
+    ch, f = body
+    pts = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
+    F = f.num_fields
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height)
+                       & (V[:, 2] < 0.6 * ch.height))[0]
+    v = front[np.argmin(V[front, 1])]
+    q = f.probe_names.index("right_hand")
+    allow = torch.full((1, len(f.probe_bone), F), ALLOW * f.height, dtype=torch.float64)
+    barrier = SurfaceBarrier(f, 1.0, allow, dtype=torch.float64)
+    barrier.weighted(pts[None])
+    assert barrier.touching is None                               # recorded only for a gate
+    barrier.record_touching = True
+    barrier.weighted(pts[None])
+    assert not barrier.touching.any()                             # the rest T-pose: nothing touches
+    pts[4 * F + q] = torch.as_tensor(V[v] - 0.01 * N[v])
+    belly = int(surface_depths(f, pts[None])[0, q].argmax())
+    barrier.weighted(pts[None])
+    hand = f.probe_segments.index("right_hand")
+    assert barrier.touching.shape == (1, len(f.probe_segments), F)
+    assert torch.nonzero(barrier.touching).tolist() == [[0, hand, belly]]
+    # key vertices: 0 on the right hand, 1 on the belly's segment, 2 on the head (no probes)
+    probe_segment = torch.tensor([hand, -1, -1])
+    field = torch.tensor([f.field_names.index("right_hand"), belly, f.field_names.index("head")])
+    gate = SurfaceGate(barrier, probe_segment, field)
+    one = torch.ones(3, dtype=torch.float64)
+    ps = PairSet(torch.zeros(3, dtype=torch.long), torch.tensor([0, 1, 0]), torch.tensor([1, 0, 2]), one,
+                 torch.zeros((3, 3), dtype=torch.float64), one, one, one, one, one, one)
+    assert gate.held(ps).tolist() == [True, True, False]
+    gate.reset()
+    assert gate.held(ps).tolist() == [False, False, False]
 
 
 def test_the_source_allowance_follows_the_sources_own_depth(body, monkeypatch):
@@ -384,3 +423,28 @@ def test_a_solve_whose_surface_points_are_odd_in_number_keeps_the_capsules_apart
     assert (job.body_positions.shape[1] - job.surface.rows.start) % 2 == 1
     assert 2 * capsule_ends(job).shape[1] == job.surface.rows.start
     assert np.isfinite(job.result().rotations).all()
+
+
+def test_a_solve_with_the_contact_state_s_surface_gate_records_the_clapping_hands(monkeypatch):
+    """With ``objective.CONTACT_HELD_ON_SURFACE`` the job gives its objective a SurfaceGate over its surface barrier,
+    which then records touching segments at every step: a clap onto a fat body has its hands touching; without it,
+    no gate and nothing recorded."""
+    from core.pipeline.copy_rotations import copy_rotations
+    from core.solver import SolveJob, SolverSettings
+    from core.solver import objective
+    from tests.core.synth import make_humanoid, walk_motion
+
+    src, tgt = make_humanoid(), make_humanoid(scale=0.8, girth=2.2, name="fat_gate")
+    motion = walk_motion(src, frames=12, clap=True)
+    init = copy_rotations(src, motion, tgt)
+    for on in (False, True):
+        monkeypatch.setattr(objective, "CONTACT_HELD_ON_SURFACE", on)
+        job = SolveJob(src, motion, tgt, init, SolverSettings(iterations=3, num_threads=1))
+        job.run()
+        assert (job.objective.surface_gate is not None) == on
+        assert (job.surface.touching is not None) == on
+        assert np.isfinite(job.result().rotations).all()
+    f = job.surface.fields
+    hands = [f.probe_segments.index(n) for n in ("left_hand", "right_hand")]
+    other = [f.field_names.index(n) for n in ("right_hand", "left_hand")]
+    assert bool(job.surface.touching[:, hands[0], other[0]].any() | job.surface.touching[:, hands[1], other[1]].any())

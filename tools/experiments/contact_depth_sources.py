@@ -74,9 +74,9 @@ def depth_sources(mod, src, smo, tgt, motion, over: float) -> list:
         inside = int(surf.part[allowed[int((x[t, allowed] - x[t, v]).norm(dim=-1).argmin())]])
         read, status = None, "not probed"
         name_g, name_in = seg_names[g], seg_names[inside]
+        p = x[t, v].double() @ Mo[:3, :3].T + Mo[:3, 3]                        # the point, world
         if fields is not None and name_in in fields.field_names:
             f = fields.field_names.index(name_in)
-            p = x[t, v].double() @ Mo[:3, :3].T + Mo[:3, 3]
             M, c = su.box_maps(fields, world[t:t + 1])
             u = (M[0, f] @ p + c[0, f])[None]
             inside_box = bool((u.abs() <= 1).all())
@@ -89,7 +89,6 @@ def depth_sources(mod, src, smo, tgt, motion, over: float) -> list:
             rows = [i for i, n in enumerate(fields.probe_names) if n == name_in]
             if rows:
                 probes = world[t, 4 * fields.num_fields:][rows]
-                p = x[t, v].double() @ Mo[:3, :3].T + Mo[:3, 3]
                 near = [r for r, q in zip(rows, probes) if float((q - p).norm()) < BACK_RADIUS * float(tgt.height)]
                 if near:
                     sd = su.surface_depths(fields, world[t:t + 1])[0]           # (Q, F)
