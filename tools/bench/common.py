@@ -93,6 +93,25 @@ def time_methods(spent: dict, cls, *names, key=None):
         setattr(cls, name, wrapper)
 
 
+def add_variant_options(ap):
+    """``--const MODULE.NAME=VALUE`` (``set_constants``) and ``--set NAME=VALUE`` (a SolverSettings override) on an
+    experiment's argument parser, read by ``variant_start``."""
+    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a SolverSettings override")
+
+
+def variant_start(args) -> tuple:
+    """An experiment's start from ``add_variant_options``' ``args``: torch on one thread, the add-on enabled, its
+    constants set; returns (modules, a Loader, the balanced preset's SolverSettings on one thread with the
+    overrides)."""
+    import torch
+    torch.set_num_threads(1)
+    mods = enable_addon()
+    set_constants(args.const)
+    settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1, **setting_overrides(args.set))
+    return mods, Loader(mods, lambda s: None), settings
+
+
 def set_constants(items, package: str = MODULE):
     """Set each ``module.NAME=VALUE`` of ``items`` (``VALUE`` a Python literal) on ``package.module`` (a variant
     of a module constant for a whole run: ``--const``); prints each."""

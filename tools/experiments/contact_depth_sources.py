@@ -34,13 +34,14 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
 
-def depth_sources(mod, src, smo, tgt, motion, over: float) -> list:
+def depth_sources(core, src, smo, tgt, motion, over: float) -> list:
     """[(frame, contact depth m, point's part, part it is inside, barrier's read m or None, status, the inside part's
     probes' deepest read in the point's part's field within BACK_RADIUS × h of the point, m or None)] for each frame
-    of ``motion`` (``tgt``'s) whose contact depth exceeds ``over`` × the target's height, deepest first."""
+    of ``motion`` (``tgt``'s) whose contact depth exceeds ``over`` × the target's height, deepest first. ``core``:
+    ``common.core``, the enabled add-on's ``core.<name>`` modules."""
     import torch
     series = []
-    scores = mod("core.metrics.scores")
+    scores = core("metrics.scores")
     gen = scores.evaluations(src, smo, tgt, [motion], series=series)
     try:
         while True:
@@ -52,8 +53,8 @@ def depth_sources(mod, src, smo, tgt, motion, over: float) -> list:
     frames = [t for t in np.argsort(-np.nan_to_num(depth, nan=-1.0)) if depth[t] > over * h]
     if not frames:
         return []
-    mv, parts = mod("core.metrics.mesh_volume"), mod("core.rig.parts")
-    sf, su, track_mod = mod("core.solver.surface_fields"), mod("core.solver.surface"), mod("core.character.track")
+    mv, parts = core("metrics.mesh_volume"), core("rig.parts")
+    sf, su, track_mod = core("solver.surface_fields"), core("solver.surface"), core("character.track")
     track = track_mod.ClipTrack(tgt, motion)
     surf = mv.setup(tgt, tgt.keyverts.vertex_ids)
     _, seg_names, _ = parts.vertex_segments(tgt.skeleton, tgt.mesh, tgt.bone_map)
@@ -102,22 +103,11 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", type=int, nargs="*", default=[])
     ap.add_argument("--zoo", nargs="*", default=[], metavar="CLIP:BODY")
     ap.add_argument("--over", type=float, default=0.01, help="frames deeper than this share of the height")
-    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE")
-    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a SolverSettings override")
-    args = ap.parse_args(argv)
-    import importlib
-    import torch
-    torch.set_num_threads(1)
     import common
     import bench_zoo
-    mods = common.enable_addon()
-    common.set_constants(args.const)
-
-    def mod(name):
-        return importlib.import_module(f"{common.MODULE}.{name}")
-    loader = common.Loader(mods, lambda s: None)
-    settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1,
-                                                         **common.setting_overrides(args.set))
+    common.add_variant_options(ap)
+    args = ap.parse_args(argv)
+    mods, loader, settings = common.variant_start(args)
     runs = []
     for case in args.cases:
         srel, trel, first, count = common.CASES[case]
@@ -131,7 +121,7 @@ def main(argv=None) -> int:
         runs.append((f"{clip} → zoo_{body}", src, smo, zoo[body]))
     for label, src, smo, tgt in runs:
         o = common.retarget(mods, src, smo, tgt, settings, metrics=False)
-        rows = depth_sources(mod, src, smo, tgt, o.motion, args.over)
+        rows = depth_sources(common.core, src, smo, tgt, o.motion, args.over)
         h = float(tgt.height)
         print(f"== {label}: {len(rows)} frames with a contact depth over {100 * args.over:g} % of the height")
         for t, dep, g, inside, read, status, back in rows[:12]:

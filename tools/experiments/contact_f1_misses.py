@@ -66,18 +66,11 @@ def misses(mod, outcome, extra: bool = False) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, nargs="+", default=[0, 5])
-    ap.add_argument("--const", action="append", default=[], metavar="MODULE.NAME=VALUE")
-    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a SolverSettings override")
-    args = ap.parse_args(argv)
-    import torch
-    torch.set_num_threads(1)
     import common
-    mods = common.enable_addon()
-    common.set_constants(args.const)
+    common.add_variant_options(ap)
+    args = ap.parse_args(argv)
+    mods, loader, settings = common.variant_start(args)
     mod = common.core
-    loader = common.Loader(mods, lambda s: None)
-    settings = mods["core.solver"].SolverSettings.preset("balanced", num_threads=1,
-                                                         **common.setting_overrides(args.set))
     for case in args.cases:
         srel, trel, first, count = common.CASES[case]
         src, smo, _ = loader.source(srel, first, count)
