@@ -25,11 +25,15 @@ import torch
 
 from ..descriptors.weights import centred, largest_moves, refresh_due
 from ..rig.parts import vertex_segments
+from ..rig.skinning import bind_matrices
 from .capsules import capsule_ends
 from .surface_fields import AXIS, SurfaceFields, surface_fields, world_points
 
 #: depth a hand may rest at, share of the body's height (a hand on a belly presses the skin this much)
 ALLOW = 0.002
+#: a key vertex's neighbourhood for the contact state's SurfaceGate, share of the body's height (the contact depth's
+#: d_min, ``core.metrics.scores.CONTACT_FRACTION``)
+GATE_RADIUS = 0.05
 #: the barrier's candidates: the entries within this share of the body's height of their allowed depth (or of a
 #: field's box) at their frame's last search (``SurfaceBarrier``)
 SLACK = 0.02
@@ -160,9 +164,8 @@ class SurfaceBarrier:
         self.band = SLACK * fields.height
         self.searched = 0              # frames searched, over every evaluation
         self._grow = None              # the band in armature units
-        #: (T, S, F) bool at the last evaluation: a probe of probe segment s (``SurfaceFields.probe_segments``)
-        #: inside field f at frame t, the two surfaces touching, or None; kept when ``record_touching`` (a
-        #: ``SurfaceGate`` reads it)
+        #: (t, q, f), each (K,) long, at the last evaluation: probe q inside field f at frame t, the two surfaces
+        #: touching, or None; kept when ``record_touching`` (a ``SurfaceGate`` reads it)
         self.touching = None
         self.record_touching = False
         self.release()
@@ -215,10 +218,7 @@ class SurfaceBarrier:
             deep = depth > self.allow[t, q, f]
             if self.record_touching:
                 touch = depth > 0
-                per = self.fields.per_segment
-                self.touching = torch.zeros((points.shape[0], len(self.fields.probe_bone) // per,
-                                             self.fields.num_fields), dtype=torch.bool, device=points.device)
-                self.touching[t[touch], q[touch] // per, f[touch]] = True
+                self.touching = (t[touch], q[touch], f[touch])
         t, q, f = t[deep], q[deep], f[deep]
         if len(t) == 0:
             return points.new_zeros(())
@@ -287,19 +287,21 @@ def surface_barrier(job):
 
 
 class SurfaceGate:
-    """Which entries of a pair set the surfaces already hold in contact (CONTACT_HELD_ON_SURFACE): (frame t, key
-    vertices i, j) where a probe of i's segment is inside j's segment's field at t, or the other way round, at the
-    surface barrier's last evaluation (``SurfaceBarrier.touching``): the step before's, as the barrier is evaluated
-    after the pair terms.
+    """Which entries of a pair set the surfaces already hold in contact (``objective.CONTACT_HELD_ON_SURFACE``): (frame
+    t, key vertices i, j) where a probe within ``GATE_RADIUS`` of key vertex i (at rest) is inside j's segment's field
+    at t, or the other way round, at the surface barrier's last evaluation (``SurfaceBarrier.touching``: the step
+    before's, as the barrier is evaluated after the pair terms). The same neighbourhood as the contact depth's
+    (docs/metrics.md): the surface around the key vertex touches the other part.
 
     Args:
         barrier: the job's SurfaceBarrier.
-        probe_segment: (N,) long, each key vertex's segment among the barrier's probe segments, −1 if it has none.
+        probe_keys: (Q, K) long, the key vertices within GATE_RADIUS of each probe at rest, −1 padded.
         field: (N,) long, each key vertex's segment among the barrier's fields, −1 if it has none.
+        num_frames: T.
     """
 
-    def __init__(self, barrier, probe_segment: torch.Tensor, field: torch.Tensor):
-        self.barrier, self.probe_segment, self.field = barrier, probe_segment, field
+    def __init__(self, barrier, probe_keys: torch.Tensor, field: torch.Tensor, num_frames: int):
+        self.barrier, self.probe_keys, self.field, self.num_frames = barrier, probe_keys, field, num_frames
 
     def reset(self):
         """Forget the barrier's last evaluation: nothing held until its next one."""
@@ -307,27 +309,43 @@ class SurfaceGate:
 
     def held(self, pairset) -> torch.Tensor:
         """(E,) bool over ``pairset``'s entries, all False before the barrier's first evaluation."""
-        touching = self.barrier.touching
         out = torch.zeros(len(pairset), dtype=torch.bool, device=pairset.t.device)
-        if touching is None:
+        if self.barrier.touching is None:
             return out
+        t, q, f = self.barrier.touching
+        N, F = len(self.field), self.barrier.fields.num_fields
+        keys = self.probe_keys[q]                                                     # (M, K)
+        at = ((t[:, None] * N + keys) * F + f[:, None])[keys >= 0]
+        near = torch.zeros(self.num_frames * N * F, dtype=torch.bool, device=out.device)
+        near[at] = True                                   # (T, N, F): the surface around key vertex n is in field f
         for a, b in ((pairset.i, pairset.j), (pairset.j, pairset.i)):
-            s, f = self.probe_segment[a], self.field[b]
-            ok = (s >= 0) & (f >= 0)
-            out |= ok & touching[pairset.t, s.clamp_min(0), f.clamp_min(0)]
+            fb = self.field[b]
+            out |= (fb >= 0) & near[(pairset.t * N + a) * F + fb.clamp_min(0)]
         return out
 
 
-def surface_gate(job, kv_ids) -> "SurfaceGate":
-    """``job``'s SurfaceGate for the contact state (``objective.CONTACT_HELD_ON_SURFACE``): each key vertex's
-    (``kv_ids``, mesh vertex ids in the solve's order) segment among its surface barrier's probe segments and fields."""
-    seg, names, _ = vertex_segments(job.target.skeleton, job.target.mesh, job.target.bone_map)
+def surface_gate(job, kv_ids) -> SurfaceGate:
+    """``job``'s SurfaceGate for the contact state: each key vertex's (``kv_ids``, mesh vertex ids in the solve's
+    order) segment among its surface barrier's fields, and the key vertices near each probe at rest; the barrier then
+    records where its probes touch."""
+    ch = job.target
+    seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
     fields = job.surface.fields
-    kv_names = [names[g] if g >= 0 else None for g in seg[kv_ids]]
-    probe = [fields.probe_segments.index(n) if n in fields.probe_segments else -1 for n in kv_names]
-    field = [fields.field_names.index(n) if n in fields.field_names else -1 for n in kv_names]
+    field = [fields.field_names.index(names[g]) if g >= 0 and names[g] in fields.field_names else -1
+             for g in seg[kv_ids]]
+    G = bind_matrices(ch.skeleton, ch.mesh)[fields.probe_bone]                       # (Q, 4, 4)
+    probes = (G[:, :3, :3] @ fields.probe_local[..., None])[..., 0] + G[:, :3, 3]   # armature units, at rest
+    scale = float(np.cbrt(abs(np.linalg.det(ch.skeleton.object_matrix[:3, :3])))) or 1.0
+    d = np.linalg.norm(probes[:, None] - ch.mesh.rest_verts[kv_ids][None], axis=-1) * scale   # (Q, N) metres
+    close = d < GATE_RADIUS * fields.height
+    K = max(1, int(close.sum(1).max()))
+    keys = np.full((len(probes), K), -1, np.int64)
+    for k, row in enumerate(close):
+        n = np.nonzero(row)[0]
+        keys[k, :len(n)] = n
     job.surface.record_touching = True
-    return SurfaceGate(job.surface, torch.as_tensor(probe, device=job.device), torch.as_tensor(field, device=job.device))
+    return SurfaceGate(job.surface, torch.as_tensor(keys, device=job.device), torch.as_tensor(field, device=job.device),
+                       job.num_frames)
 
 
 def own_penetration(job) -> torch.Tensor:

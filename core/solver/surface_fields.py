@@ -97,11 +97,6 @@ class SurfaceFields:
     def num_fields(self) -> int:
         return len(self.field_bone)
 
-    @property
-    def probe_segments(self) -> tuple:
-        """The probe segments' canonical names, in the probes' block order."""
-        return tuple(self.probe_names[::self.per_segment])
-
     def carried_points(self) -> tuple:
         """(bones (4F + Q,), local (4F + Q, 3)): points for the solver's chain to carry, each field's frame (its
         bone's origin and three points ``AXIS`` along its axes), then the probes."""

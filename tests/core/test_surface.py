@@ -133,11 +133,11 @@ def test_the_barrier_pushes_a_sunk_hand_out_along_the_normal(body):
     assert barrier.weighted(pts[None]) == 0
 
 
-def test_the_barrier_records_the_segments_that_touch_and_the_gate_holds_their_pairs(body):
-    """A hand probe 1 cm into the belly: the barrier's last evaluation (``record_touching``) records that hand inside the belly's field
-    and nothing else (rest T-pose); the contact state's SurfaceGate then holds a pair of a hand key vertex and a
-    belly key vertex, either way round, and not a pair of the hand and the head; before an evaluation, or after
-    ``reset``, it holds none."""
+def test_the_barrier_records_the_probes_that_touch_and_the_gate_holds_their_pairs(body):
+    """A hand probe 1 cm into the belly: the barrier's last evaluation (``record_touching``) records that probe inside
+    the belly's field and nothing else (rest T-pose); the contact state's SurfaceGate then holds a pair of a key
+    vertex near that probe and a belly key vertex, either way round, and not a pair of it and the head, nor of a key
+    vertex far from the probe and the belly; before an evaluation, or after ``reset``, it holds none."""
     from core.descriptors.weights import PairSet
     ch, f = body
     pts = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
@@ -153,23 +153,23 @@ def test_the_barrier_records_the_segments_that_touch_and_the_gate_holds_their_pa
     assert barrier.touching is None                               # recorded only for a gate
     barrier.record_touching = True
     barrier.weighted(pts[None])
-    assert not barrier.touching.any()                             # the rest T-pose: nothing touches
+    assert len(barrier.touching[0]) == 0                          # the rest T-pose: nothing touches
     pts[4 * F + q] = torch.as_tensor(V[v] - 0.01 * N[v])
     belly = int(surface_depths(f, pts[None])[0, q].argmax())
     barrier.weighted(pts[None])
-    hand = f.probe_segments.index("right_hand")
-    assert barrier.touching.shape == (1, len(f.probe_segments), F)
-    assert torch.nonzero(barrier.touching).tolist() == [[0, hand, belly]]
-    # key vertices: 0 on the right hand, 1 on the belly's segment, 2 on the head (no probes)
-    probe_segment = torch.tensor([hand, -1, -1])
-    field = torch.tensor([f.field_names.index("right_hand"), belly, f.field_names.index("head")])
-    gate = SurfaceGate(barrier, probe_segment, field)
-    one = torch.ones(3, dtype=torch.float64)
-    ps = PairSet(torch.zeros(3, dtype=torch.long), torch.tensor([0, 1, 0]), torch.tensor([1, 0, 2]), one,
-                 torch.zeros((3, 3), dtype=torch.float64), one, one, one, one, one, one)
-    assert gate.held(ps).tolist() == [True, True, False]
+    assert [x.tolist() for x in barrier.touching] == [[0], [q], [belly]]
+    # key vertices: 0 near probe q, 1 on the belly's segment, 2 on the head, 3 on the right hand far from probe q
+    probe_keys = torch.full((len(f.probe_bone), 1), -1)
+    probe_keys[q, 0] = 0
+    field = torch.tensor([f.field_names.index("right_hand"), belly, f.field_names.index("head"),
+                          f.field_names.index("right_hand")])
+    gate = SurfaceGate(barrier, probe_keys, field, 1)
+    one = torch.ones(4, dtype=torch.float64)
+    ps = PairSet(torch.zeros(4, dtype=torch.long), torch.tensor([0, 1, 0, 3]), torch.tensor([1, 0, 2, 1]), one,
+                 torch.zeros((4, 3), dtype=torch.float64), one, one, one, one, one, one)
+    assert gate.held(ps).tolist() == [True, True, False, False]
     gate.reset()
-    assert gate.held(ps).tolist() == [False, False, False]
+    assert gate.held(ps).tolist() == [False, False, False, False]
 
 
 def test_the_source_allowance_follows_the_sources_own_depth(body, monkeypatch):
@@ -427,7 +427,7 @@ def test_a_solve_whose_surface_points_are_odd_in_number_keeps_the_capsules_apart
 
 def test_a_solve_with_the_contact_state_s_surface_gate_records_the_clapping_hands(monkeypatch):
     """With ``objective.CONTACT_HELD_ON_SURFACE`` the job gives its objective a SurfaceGate over its surface barrier,
-    which then records touching segments at every step: a clap onto a fat body has its hands touching; without it,
+    which then records touching probes at every step: a clap onto a fat body has its hands touching; without it,
     no gate and nothing recorded."""
     from core.pipeline.copy_rotations import copy_rotations
     from core.solver import SolveJob, SolverSettings
@@ -445,6 +445,7 @@ def test_a_solve_with_the_contact_state_s_surface_gate_records_the_clapping_hand
         assert (job.surface.touching is not None) == on
         assert np.isfinite(job.result().rotations).all()
     f = job.surface.fields
-    hands = [f.probe_segments.index(n) for n in ("left_hand", "right_hand")]
-    other = [f.field_names.index(n) for n in ("right_hand", "left_hand")]
-    assert bool(job.surface.touching[:, hands[0], other[0]].any() | job.surface.touching[:, hands[1], other[1]].any())
+    _, q, fi = job.surface.touching
+    touched = {(f.probe_names[a], f.field_names[b]) for a, b in zip(q.tolist(), fi.tolist())}
+    assert touched & {("left_hand", "right_hand"), ("right_hand", "left_hand")}
+    assert (job.objective.surface_gate.probe_keys >= 0).any()
