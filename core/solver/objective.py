@@ -24,10 +24,10 @@ from ..descriptors.weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allo
                                    interaction_weight)
 from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 
-#: the contact state leaves a source contact alone on a frame where the surface barrier finds the two key vertices'
-#: segments touching (a probe of one inside the other's field): the contact is held on the mesh, and pulling the key
-#: vertices closer would press one body part into the other. Off: measured, it trades one case's contact depth for
-#: two others' (docs/decisions.md "The contact state reads key vertices, not the surfaces, yet")
+#: the contact state leaves a source contact alone on a frame where the surface barrier finds a probe near one key
+#: vertex inside the other's segment (``surface.SurfaceGate``): the contact is held on the mesh, and pulling the key
+#: vertices closer would press one body part into the other. Off: measured, it moves the zoo's one contact-depth
+#: failure to another case (docs/decisions.md "The contact state reads key vertices, not the surfaces, yet")
 CONTACT_HELD_ON_SURFACE = False
 #: the jerk budget's allowance for round-off, a share of each budget
 JERK_BUDGET_SLACK = 1e-4
