@@ -59,6 +59,11 @@ class Skeleton:
             raise CoreError(f"Armature '{self.name}' has no bone named '{name}'.") from None
 
     @property
+    def metres_per_unit(self) -> float:
+        """Metres per armature unit: the cube root of ``object_matrix``'s scale (1 where it has none)."""
+        return float(np.cbrt(abs(np.linalg.det(self.object_matrix[:3, :3])))) or 1.0
+
+    @property
     def rest_global(self) -> np.ndarray:
         """(J, 4, 4) rest matrices in armature space (Blender's ``bone.matrix_local``)."""
         out = np.empty_like(self.rest_local)

@@ -47,7 +47,7 @@ def _bulge_points(character, caps) -> tuple:
     sk, mesh = character.skeleton, character.mesh
     seg, bones, _ = vertex_segments(sk, mesh, character.bone_map)
     G = bind_matrices(sk, mesh)
-    scale = float(np.cbrt(abs(np.linalg.det(sk.object_matrix[:3, :3])))) or 1.0
+    scale = sk.metres_per_unit
     segs, bone, local = [], [], []
     for s, name in enumerate(caps.names):
         if name.removeprefix("left_").removeprefix("right_") not in BULGE_SEGMENTS:

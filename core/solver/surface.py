@@ -335,9 +335,8 @@ def surface_gate(job, kv_ids) -> SurfaceGate:
              for g in seg[kv_ids]]
     G = bind_matrices(ch.skeleton, ch.mesh)[fields.probe_bone]                       # (Q, 4, 4)
     probes = (G[:, :3, :3] @ fields.probe_local[..., None])[..., 0] + G[:, :3, 3]   # armature units, at rest
-    scale = float(np.cbrt(abs(np.linalg.det(ch.skeleton.object_matrix[:3, :3])))) or 1.0
-    d = np.linalg.norm(probes[:, None] - ch.mesh.rest_verts[kv_ids][None], axis=-1) * scale   # (Q, N) metres
-    close = d < GATE_RADIUS * fields.height
+    d = np.linalg.norm(probes[:, None] - ch.mesh.rest_verts[kv_ids][None], axis=-1)      # (Q, N) armature units
+    close = d * ch.skeleton.metres_per_unit < GATE_RADIUS * fields.height
     K = max(1, int(close.sum(1).max()))
     keys = np.full((len(probes), K), -1, np.int64)
     for k, row in enumerate(close):

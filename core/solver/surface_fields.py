@@ -124,7 +124,7 @@ def _surface_fields(character):
     seg, names, bone_ids = vertex_segments(sk, mesh, character.bone_map)
     body = seg >= 0
     V, N = mesh.rest_verts, mesh.rest_normals
-    scale = float(np.cbrt(abs(np.linalg.det(sk.object_matrix[:3, :3])))) or 1.0
+    scale = sk.metres_per_unit
     height = float(np.ptp(V[body, 2])) * scale if body.any() else 0.0
     fields = [s for s, n in enumerate(names) if _base(n) in FIELD_SEGMENTS and (seg == s).sum() >= 20]
     probes = [s for s, n in enumerate(names) if _base(n) in PROBE_SEGMENTS and (seg == s).sum() >= MIN_PROBES]

@@ -34,6 +34,15 @@ def torso_front(ch) -> np.ndarray:
                       & (V[:, 2] < 0.75 * ch.height))[0]
 
 
+def belly_front(ch, top: float = 1.0) -> int:
+    """The vertex farthest forward among those facing forward near the middle, from 45 % of the height up to ``top``
+    of it: the belly's front."""
+    V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height)
+                       & (V[:, 2] < top * ch.height))[0]
+    return int(front[np.argmin(V[front, 1])])
+
+
 def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
     ch, f = body
     assert f is not None
@@ -61,9 +70,7 @@ def test_a_probe_pressed_into_the_belly_reads_its_depth(body):
     F = f.num_fields
     assert surface_depths(f, torch.as_tensor(pts)[None]).abs().max() == 0.0
     V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
-    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height)
-                       & (V[:, 2] < 0.6 * ch.height))[0]
-    v = front[np.argmin(V[front, 1])]                                                      # the belly's front
+    v = belly_front(ch, top=0.6)
     q = 4 * F + f.probe_names.index("right_hand")
     for depth in (0.0, 0.01, 0.025):
         moved = pts.copy()
@@ -116,8 +123,7 @@ def test_the_barrier_pushes_a_sunk_hand_out_along_the_normal(body):
     pts = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
     F = f.num_fields
     V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
-    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height))[0]
-    v = front[np.argmin(V[front, 1])]
+    v = belly_front(ch)
     q = 4 * F + f.probe_names.index("right_hand")
     pts[q] = torch.as_tensor(V[v] - 0.02 * N[v])
     pts.requires_grad_(True)
@@ -143,9 +149,7 @@ def test_the_barrier_records_the_probes_that_touch_and_the_gate_holds_their_pair
     pts = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
     F = f.num_fields
     V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
-    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height)
-                       & (V[:, 2] < 0.6 * ch.height))[0]
-    v = front[np.argmin(V[front, 1])]
+    v = belly_front(ch, top=0.6)
     q = f.probe_names.index("right_hand")
     allow = torch.full((1, len(f.probe_bone), F), ALLOW * f.height, dtype=torch.float64)
     barrier = SurfaceBarrier(f, 1.0, allow, dtype=torch.float64)
@@ -191,8 +195,7 @@ def test_the_source_allowance_follows_the_sources_own_depth(body, monkeypatch):
         num_frames, character = 2, ch
         arm_rotations, arm_positions = track.arm_rotations, track.arm_positions
     V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
-    front = np.nonzero((N[:, 1] < -0.95) & (np.abs(V[:, 0]) < 0.03) & (V[:, 2] > 0.45 * ch.height))[0]
-    v = front[np.argmin(V[front, 1])]
+    v = belly_front(ch)
     q = f.probe_names.index("right_hand")
     import core.solver.surface as surface
     real = surface.world_points

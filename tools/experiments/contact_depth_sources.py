@@ -42,12 +42,7 @@ def depth_sources(core, src, smo, tgt, motion, over: float) -> list:
     import torch
     series = []
     scores = core("metrics.scores")
-    gen = scores.evaluations(src, smo, tgt, [motion], series=series)
-    try:
-        while True:
-            next(gen)
-    except StopIteration:
-        pass
+    core("progress").drive(scores.evaluations(src, smo, tgt, [motion], series=series))
     depth = series[0]["contact_depth"]
     h = float(tgt.height)
     frames = [t for t in np.argsort(-np.nan_to_num(depth, nan=-1.0)) if depth[t] > over * h]
