@@ -29,7 +29,7 @@ from ..character.track import ClipTrack
 from ..types import Character, Motion
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
-from .surface import own_penetration, surface_barrier, surface_gap, surface_gate
+from .surface import own_penetration, surface_barrier, surface_gate
 from . import footing, objective, parametrisation
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
@@ -269,8 +269,6 @@ class SolveJob(StepLifecycle):
                                    body_rows=None if self.surface is None else self.surface.rows.start)
         if self.surface is not None and objective.CONTACT_HELD_ON_SURFACE:
             self.objective.surface_gate = surface_gate(self, kv_ids)
-        if self.surface is not None and objective.CONTACT_STOPS_AT_SURFACE:
-            self.objective.surface_gap = surface_gap(self, kv_ids)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"

@@ -80,20 +80,15 @@ def dist_loss(tgt_dist, src_dist, weight, scale=None) -> torch.Tensor:
     return _scaled((weight * (src_dist - tgt_dist)).square(), scale).sum()
 
 
-def contact_state_loss(tgt_dist, src_dist, src_dmin, tgt_dmin, weight, margin: float, scale=None,
-                       stop=None) -> torch.Tensor:
+def contact_state_loss(tgt_dist, src_dist, src_dmin, tgt_dmin, weight, margin: float, scale=None) -> torch.Tensor:
     """Σ (W ∘ g)²: the target's pair kept on the source's side of d_min, as far from it as the source is (in units
     of each one's d_min), up to ``margin``. With r = M_dist^src / d_min^src and b = clamp(r, 1 − margin, 1 +
     margin): a source contact (r < 1) pays g = relu(M_dist^tgt − b·d_min^tgt), a source gap g = relu(b·d_min^tgt −
     M_dist^tgt). The bound is continuous in r (both sides ask for d_min at r = 1), so a source pair that crosses
-    d_min moves the target's bound by as little as it moves itself. ``stop``: None or (E,), a source contact pays
-    at most relu(stop) (the surfaces' gap there, +inf where unknown, ``surface.SurfaceGap``). All (E,)."""
+    d_min moves the target's bound by as little as it moves itself. All (E,)."""
     r = src_dist / src_dmin
     bound = r.clamp(1.0 - margin, 1.0 + margin) * tgt_dmin
-    pull = (tgt_dist - bound).clamp(min=0.0)
-    if stop is not None:
-        pull = torch.minimum(pull, stop.clamp(min=0.0))
-    g = torch.where(r < 1.0, pull, (bound - tgt_dist).clamp(min=0.0))
+    g = torch.where(r < 1.0, (tgt_dist - bound).clamp(min=0.0), (bound - tgt_dist).clamp(min=0.0))
     return _scaled((weight * g).square(), scale).sum()
 
 

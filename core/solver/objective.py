@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import math
-from functools import partial
 
 import numpy as np
 import torch
@@ -30,10 +29,6 @@ from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 #: vertices closer would press one body part into the other. Off: measured, it moves the zoo's one contact-depth
 #: failure to another case (docs/decisions.md "The contact state reads key vertices, not the surfaces, yet")
 CONTACT_HELD_ON_SURFACE = False
-#: the contact state pulls a source contact no further than the surfaces' gap there (``surface.SurfaceGap``): where a
-#: probe near one key vertex reads the other's segment's field, the pull is the smaller of the key vertices' excess
-#: over the bound and that gap, so it stops where the surfaces touch and the self barrier holds them apart
-CONTACT_STOPS_AT_SURFACE = False
 #: the jerk budget's allowance for round-off, a share of each budget
 JERK_BUDGET_SLACK = 1e-4
 #: the jerk budget's windows (seconds; ``SolverSettings.jerk_budget``, docs/solver.md "Jerk")
@@ -92,7 +87,7 @@ def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
 
 
 def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False,
-               state_margin: float = None, held: torch.Tensor = None, gap=None) -> dict:
+               state_margin: float = None, held: torch.Tensor = None) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
@@ -101,9 +96,7 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     keeps the target's from being behind it (``losses.pen_loss``) and, with ``FITTED_DIST_APART``, L_dist only
     keeps the pair at least as far apart as the source's; ``state_margin``: also 'state', the pairs' contact state
     at d_min with this margin (``losses.contact_state_loss``, in L_dist's units), when not None; ``held``: (E,) bool or
-    None, the entries whose contact the surfaces already hold (``SurfaceGate``), left out of the contact state;
-    ``gap``: None or a function (t, i, j) -> (K,) of entries, the surfaces' gap there (``SurfaceGap``): a source
-    contact's pull is at most it (``losses.contact_state_loss``' ``stop``)."""
+    None, the entries whose contact the surfaces already hold (``SurfaceGate``), left out of the contact state."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -120,15 +113,8 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     if state_margin is not None:
         if held is not None:     # a source contact the surfaces hold: no pull (a source gap is still kept open)
             held = held & (pairset.src_dist < pairset.src_dmin)
-        stop = None
-        if gap is not None:      # read only where the pull is on: a source contact beyond its bound
-            with torch.no_grad():
-                on = torch.nonzero((pairset.src_dist < pairset.src_dmin) & (d.dist > (1.0 - state_margin)
-                                                                           * pairset.tgt_dmin), as_tuple=True)[0]
-            stop = torch.full_like(d.dist, torch.inf).index_put((on,), gap(pairset.t[on], pairset.i[on],
-                                                                           pairset.j[on]))
         out["state"] = contact_state_loss(d.dist, pairset.src_dist, pairset.src_dmin, pairset.tgt_dmin,
-                                          w if held is None else w * ~held, state_margin, scale["dist"], stop)
+                                          w if held is None else w * ~held, state_margin, scale["dist"])
     # directions of (nearly) touching pairs are noise (and their gradient grows as 1 / distance):
     # L_dir fades from 1 at d_min to 0 at d_min / 2, in the source or in the target
     fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
@@ -203,8 +189,6 @@ class Objective:
         self.p_init = self.jerk_ref = self.sole_jerk_init = self.body_jerk_init = self.jerk_budgets = None
         #: ``surface.SurfaceGate`` of the contact state (CONTACT_HELD_ON_SURFACE), set by a job with a surface barrier
         self.surface_gate = None
-        #: ``surface.SurfaceGap`` of the contact state (CONTACT_STOPS_AT_SURFACE), set by a job with a surface barrier
-        self.surface_gap = None
         self.scales = None
         #: the head's attitude term (``head.HeadAttitude``), or None
         self.head = head
@@ -229,7 +213,6 @@ class Objective:
         s = self.settings
         T = p_init.shape[0]
         self.p_init = p_init
-        body_all = body_init        # with the surface barrier's points, which the contact state's SurfaceGap reads
         if self.surface_gate is not None:   # it starts empty: a re-solve that continues a set-up starts as a new one
             self.surface_gate.reset()
         if self.body_rows is not None:
@@ -269,7 +252,7 @@ class Objective:
         with torch.no_grad():
             self.init_pairs = self.pairs.active(None, 0.0)
             zero = torch.zeros((T, 3), dtype=self.dtype, device=self.device)
-            raw = self.raw_terms(p_init, n_init, 0.0, self.init_pairs, sole_init, zero, body=body_all)
+            raw = self.raw_terms(p_init, n_init, 0.0, self.init_pairs, sole_init, zero, body=body_init)
         self.scales = self._reference_scales(raw)
         return raw
 
@@ -326,7 +309,7 @@ class Objective:
         ``dense_terms`` at the same arguments when the caller has them (a GPU's graph, core/solver/graphed.py);
         ``body``: the body points (T, P, 3) or None."""
         out = self.dense_terms(p, alpha, sole, root_world, body) if dense is None else dict(dense)
-        out.update(self._pair_terms(p, n, alpha, pairset, body))
+        out.update(self._pair_terms(p, n, alpha, pairset))
         return out
 
     def _smooth(self, p, sole, root_world, body) -> torch.Tensor:
@@ -421,9 +404,8 @@ class Objective:
             out["lock"] = feet.lock_loss(sole, hs, lows)
         return out
 
-    def _pair_terms(self, p, n, alpha: float, pairset, body=None) -> dict:
-        """L_dist, L_dir, L_pen on the sparse active set of (frame, i, j) entries (``weights.ActivePairs``);
-        ``body``: the body points (T, P, 3) or None (the contact state's SurfaceGap reads them)."""
+    def _pair_terms(self, p, n, alpha: float, pairset) -> dict:
+        """L_dist, L_dir, L_pen on the sparse active set of (frame, i, j) entries (``weights.ActivePairs``)."""
         vs = self.vertex_scale
 
         def pscale(term):
@@ -432,12 +414,9 @@ class Objective:
         held = None
         if self.surface_gate is not None and self.settings.contact_state and len(pairset):
             held = self.surface_gate.held(pairset)
-        gap = None
-        if self.surface_gap is not None and self.settings.contact_state and body is not None:
-            gap = partial(self.surface_gap.gaps, body)
         return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
                           self.contact_focus, self.surface_pen,
-                          self.contact_margin if self.settings.contact_state else None, held, gap)
+                          self.contact_margin if self.settings.contact_state else None, held)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier and the foot contact are reported inside 'height', the

@@ -27,7 +27,7 @@ from ..descriptors.weights import centred, largest_moves, refresh_due
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
 from .capsules import capsule_ends
-from .surface_fields import AXIS, FAR, SurfaceFields, surface_fields, world_points
+from .surface_fields import AXIS, SurfaceFields, surface_fields, world_points
 
 #: depth a hand may rest at, share of the body's height (a hand on a belly presses the skin this much)
 ALLOW = 0.002
@@ -37,7 +37,6 @@ GATE_RADIUS = 0.05
 #: the barrier's candidates: the entries within this share of the body's height of their allowed depth (or of a
 #: field's box) at their frame's last search (``SurfaceBarrier``)
 SLACK = 0.02
-GAP_ANY_FIELD = False
 
 
 def _frames(fields: SurfaceFields, points: torch.Tensor) -> tuple:
@@ -325,9 +324,10 @@ class SurfaceGate:
         return out
 
 
-def _key_vertex_fields(job, kv_ids) -> tuple:
-    """(field (N,) long: each key vertex's (``kv_ids``, mesh vertex ids in the solve's order) segment among ``job``'s
-    surface barrier's fields, −1 if it has none; distance (Q, N) metres from each probe to each key vertex at rest)."""
+def surface_gate(job, kv_ids) -> SurfaceGate:
+    """``job``'s SurfaceGate for the contact state: each key vertex's (``kv_ids``, mesh vertex ids in the solve's
+    order) segment among its surface barrier's fields, and the key vertices near each probe at rest; the barrier then
+    records where its probes touch."""
     ch = job.target
     seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
     fields = job.surface.fields
@@ -336,87 +336,15 @@ def _key_vertex_fields(job, kv_ids) -> tuple:
     G = bind_matrices(ch.skeleton, ch.mesh)[fields.probe_bone]                       # (Q, 4, 4)
     probes = (G[:, :3, :3] @ fields.probe_local[..., None])[..., 0] + G[:, :3, 3]   # armature units, at rest
     d = np.linalg.norm(probes[:, None] - ch.mesh.rest_verts[kv_ids][None], axis=-1)      # (Q, N) armature units
-    return torch.as_tensor(field, device=job.device), d * ch.skeleton.metres_per_unit
-
-
-def _padded_rows(mask: np.ndarray, order: np.ndarray = None, most: int = None) -> np.ndarray:
-    """(R, K) long: per row of ``mask`` (R, C) bool, its True columns (in ``order`` (R, C)'s order along each row when
-    given, at most ``most``), −1 padded."""
-    order = np.broadcast_to(np.arange(mask.shape[1]), mask.shape) if order is None else order
-    rows = [o[m[o]][:most] for m, o in zip(mask, order)]
-    out = np.full((len(mask), max([1] + [len(r) for r in rows])), -1, np.int64)
-    for k, r in enumerate(rows):
-        out[k, :len(r)] = r
-    return out
-
-
-def surface_gate(job, kv_ids) -> SurfaceGate:
-    """``job``'s SurfaceGate for the contact state: each key vertex's (``kv_ids``, mesh vertex ids in the solve's
-    order) segment among its surface barrier's fields, and the key vertices near each probe at rest; the barrier then
-    records where its probes touch."""
-    field, d = _key_vertex_fields(job, kv_ids)
-    keys = _padded_rows(d < GATE_RADIUS * job.surface.fields.height)
+    close = d * ch.skeleton.metres_per_unit < GATE_RADIUS * fields.height
+    K = max(1, int(close.sum(1).max()))
+    keys = np.full((len(probes), K), -1, np.int64)
+    for k, row in enumerate(close):
+        n = np.nonzero(row)[0]
+        keys[k, :len(n)] = n
     job.surface.record_touching = True
-    return SurfaceGate(job.surface, torch.as_tensor(keys, device=job.device), field, job.num_frames)
-
-
-class SurfaceGap:
-    """The gap between the surfaces at a pair of key vertices (``objective.CONTACT_STOPS_AT_SURFACE``): for an entry
-    (frame t, key vertices i, j), the least signed distance (metres, negative inside) that a probe near i reads in
-    j's segment's field, or a probe near j in i's, at t; +inf where no such probe and field are tested against each
-    other, where every such probe is out of the field's box, or where every read is the field's far cap (``FAR``:
-    the surfaces are apart by more than the field tells). Differentiable in the probes' positions.
-
-    Args:
-        barrier: the job's SurfaceBarrier (its fields and grids).
-        near: (N, K) long, the probes within GATE_RADIUS of each key vertex at rest, nearest first, −1 padded.
-        field: (N,) long, each key vertex's segment among the barrier's fields, −1 if it has none.
-        rows: where the barrier's carried points are among the body points.
-    """
-
-    def __init__(self, barrier, near: torch.Tensor, field: torch.Tensor, rows: slice):
-        self.barrier, self.near, self.field, self.rows = barrier, near, field, rows
-        self.far = 0.99 * FAR * barrier.fields.height
-        self.tested = torch.as_tensor(barrier.fields.tested, device=near.device)
-
-    def gaps(self, body: torch.Tensor, t, i, j) -> torch.Tensor:
-        """(E,) the gap at entries (t, i, j) (each (E,) long) with the body points ``body`` (T, P, 3)."""
-        fields = self.barrier.fields
-        points = body[:, self.rows]
-        F = fields.num_fields
-        M, c = box_maps(fields, points)
-        best = torch.full(t.shape, torch.inf, dtype=points.dtype, device=points.device)
-        for a, b in ((i, j), (j, i)):
-            q, fb = self.near[a], self.field[b]                                              # (E, K), (E,)
-            if GAP_ANY_FIELD:
-                q = q[:, :, None].expand(-1, -1, F)
-                fb = torch.arange(F, device=q.device).expand(q.shape)
-                ok = (q >= 0) & self.tested[q.clamp_min(0), fb]
-                e, k, m = torch.nonzero(ok, as_tuple=True)
-                qq, ff, tt = q[e, k, m], fb[e, k, m], t[e]
-            else:
-                ok = (q >= 0) & (fb >= 0)[:, None]
-                ok &= self.tested[q.clamp_min(0), fb.clamp_min(0)[:, None]]
-                e, k = torch.nonzero(ok, as_tuple=True)
-                qq, ff, tt = q[e, k], fb[e], t[e]
-            if len(e) == 0:
-                continue
-            at = tt * F + ff
-            p = points.flatten(0, 1).index_select(0, tt * points.shape[1] + 4 * F + qq)        # (M, 3)
-            u = (M.flatten(0, 1).index_select(0, at) @ p[:, :, None])[:, :, 0] + c.flatten(0, 1).index_select(0, at)
-            sdf = read_fields(self.barrier.grid, u, ff)
-            sdf = torch.where((u.abs() <= 1.0).all(-1) & (sdf < self.far), sdf, torch.inf)
-            best = best.scatter_reduce(0, e, sdf, "amin")
-        return best
-
-
-def surface_gap(job, kv_ids, most: int = 16) -> SurfaceGap:
-    """``job``'s SurfaceGap for the contact state: the ``most`` nearest probes within GATE_RADIUS of each key vertex
-    (``kv_ids``, mesh vertex ids in the solve's order) at rest, and each key vertex's segment among its surface
-    barrier's fields."""
-    field, d = _key_vertex_fields(job, kv_ids)
-    near = _padded_rows((d < GATE_RADIUS * job.surface.fields.height).T, np.argsort(d.T, axis=1), most)
-    return SurfaceGap(job.surface, torch.as_tensor(near, device=job.device), field, job.surface.rows)
+    return SurfaceGate(job.surface, torch.as_tensor(keys, device=job.device), torch.as_tensor(field, device=job.device),
+                       job.num_frames)
 
 
 def own_penetration(job) -> torch.Tensor:
