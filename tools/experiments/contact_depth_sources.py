@@ -95,25 +95,13 @@ def depth_sources(core, src, smo, tgt, motion, over: float) -> list:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, nargs="*", default=[])
-    ap.add_argument("--zoo", nargs="*", default=[], metavar="CLIP:BODY")
     ap.add_argument("--over", type=float, default=0.01, help="frames deeper than this share of the height")
     import common
-    import bench_zoo
+    common.add_case_options(ap)
     common.add_variant_options(ap)
     args = ap.parse_args(argv)
     mods, loader, settings = common.variant_start(args)
-    runs = []
-    for case in args.cases:
-        srel, trel, first, count = common.CASES[case]
-        src, smo, _ = loader.source(srel, first, count)
-        runs.append((f"{pathlib.Path(srel).stem} → {pathlib.Path(trel).stem}", src, smo, loader.character(trel)[1]))
-    zoo = bench_zoo.zoo_characters(mods, list(bench_zoo.BODIES), lambda s: None) if args.zoo else {}
-    for spec in args.zoo:
-        clip, body = spec.split(":")
-        _, rel, first, count = [c for c in bench_zoo.CLIPS if c[0] == clip][0]
-        src, smo = bench_zoo.demo_source(mods) if rel is None else loader.source(rel, first, count)[:2]
-        runs.append((f"{clip} → zoo_{body}", src, smo, zoo[body]))
+    runs = common.chosen_cases(args, mods, loader)
     for label, src, smo, tgt in runs:
         o = common.retarget(mods, src, smo, tgt, settings, metrics=False)
         rows = depth_sources(common.core, src, smo, tgt, o.motion, args.over)
