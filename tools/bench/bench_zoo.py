@@ -96,6 +96,31 @@ def demo_source(mods):
     return ch, read
 
 
+def add_case_options(ap):
+    """``--cases N ...`` (indices of ``common.CASES``) and ``--zoo CLIP:BODY ...`` (zoo cases: CLIPS and BODIES, the
+    body without its ``zoo_`` prefix) on an experiment's argument parser, read by ``chosen_cases``."""
+    ap.add_argument("--cases", type=int, nargs="*", default=[])
+    ap.add_argument("--zoo", nargs="*", default=[], metavar="CLIP:BODY")
+
+
+def chosen_cases(args, mods, loader) -> list:
+    """[(label, source Character, source Motion, target Character)] of ``add_case_options``' ``args``, the bench's
+    labels; the zoo's eight bodies are built together, as the bench builds them."""
+    import common
+    runs = []
+    for case in args.cases:
+        srel, trel, first, count = common.CASES[case]
+        src, smo, _ = loader.source(srel, first, count)
+        runs.append((f"{pathlib.Path(srel).stem} → {pathlib.Path(trel).stem}", src, smo, loader.character(trel)[1]))
+    zoo = zoo_characters(mods, list(BODIES), lambda s: None) if args.zoo else {}
+    for spec in args.zoo:
+        clip, body = spec.split(":")
+        _, rel, first, count = [c for c in CLIPS if c[0] == clip][0]
+        src, smo = demo_source(mods) if rel is None else loader.source(rel, first, count)[:2]
+        runs.append((f"{clip} → zoo_{body}", src, smo, zoo[body]))
+    return runs
+
+
 def section(out, log, mods, loader, settings, bodies=None, clips=None, render_dir=None) -> dict:
     """Run the zoo, print its table and per-case lines through ``out``; returns {target label: (measured, ok)}
     for the bench's target table (each per-case line summed up over the zoo, and the means). ``render_dir``: where

@@ -112,31 +112,6 @@ def variant_start(args) -> tuple:
     return mods, Loader(mods, lambda s: None), settings
 
 
-def add_case_options(ap):
-    """``--cases N ...`` (indices of CASES) and ``--zoo CLIP:BODY ...`` (morphology zoo cases: ``bench_zoo``'s CLIPS
-    and BODIES, the body without its ``zoo_`` prefix) on an experiment's argument parser, read by ``chosen_cases``."""
-    ap.add_argument("--cases", type=int, nargs="*", default=[])
-    ap.add_argument("--zoo", nargs="*", default=[], metavar="CLIP:BODY")
-
-
-def chosen_cases(args, mods, loader) -> list:
-    """[(label, source Character, source Motion, target Character)] of ``add_case_options``' ``args``, the bench's
-    labels; the zoo's eight bodies are built together, as the bench builds them."""
-    import bench_zoo
-    runs = []
-    for case in args.cases:
-        srel, trel, first, count = CASES[case]
-        src, smo, _ = loader.source(srel, first, count)
-        runs.append((f"{pathlib.Path(srel).stem} → {pathlib.Path(trel).stem}", src, smo, loader.character(trel)[1]))
-    zoo = bench_zoo.zoo_characters(mods, list(bench_zoo.BODIES), lambda s: None) if args.zoo else {}
-    for spec in args.zoo:
-        clip, body = spec.split(":")
-        _, rel, first, count = [c for c in bench_zoo.CLIPS if c[0] == clip][0]
-        src, smo = bench_zoo.demo_source(mods) if rel is None else loader.source(rel, first, count)[:2]
-        runs.append((f"{clip} → zoo_{body}", src, smo, zoo[body]))
-    return runs
-
-
 def set_constants(items, package: str = MODULE):
     """Set each ``module.NAME=VALUE`` of ``items`` (``VALUE`` a Python literal) on ``package.module`` (a variant
     of a module constant for a whole run: ``--const``); prints each."""

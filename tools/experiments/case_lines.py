@@ -5,8 +5,9 @@ to change before the whole bench is run.
     OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/case_lines.py [--cases 1] [--zoo slash:big_belly] \\
         [--const core.MODULE.NAME=VALUE] [--set NAME=VALUE]
 
-``--cases``: ``tools/bench/common.py``'s CASES (indices); ``--zoo``: zoo cases as clip:body (``tools/bench/bench_zoo.py``'s
-CLIPS and BODIES, the body without its ``zoo_`` prefix). Balanced preset, as the bench; ../shared/assets needed.
+``--cases``: ``tools/bench/common.py``'s CASES (indices); ``--zoo``: zoo cases as clip:body
+(``tools/bench/bench_zoo.py``'s CLIPS and BODIES, the body without its ``zoo_`` prefix). Balanced preset, as the bench;
+../shared/assets needed.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ sys.path.insert(0, str(ROOT / "tools" / "bench"))
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     import bench_targets
+    import bench_zoo
     import common
-    common.add_case_options(ap)
+    bench_zoo.add_case_options(ap)
     common.add_variant_options(ap)
     args = ap.parse_args(argv)
     mods, loader, settings = common.variant_start(args)
-    for label, src, smo, tgt in common.chosen_cases(args, mods, loader):
+    for label, src, smo, tgt in bench_zoo.chosen_cases(args, mods, loader):
         t = time.perf_counter()
         o = common.retarget(mods, src, smo, tgt, settings)
         print(f"== {label} ({smo.num_frames} frames, {time.perf_counter() - t:.0f} s)")

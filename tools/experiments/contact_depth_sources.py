@@ -96,12 +96,13 @@ def depth_sources(core, src, smo, tgt, motion, over: float) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--over", type=float, default=0.01, help="frames deeper than this share of the height")
+    import bench_zoo
     import common
-    common.add_case_options(ap)
+    bench_zoo.add_case_options(ap)
     common.add_variant_options(ap)
     args = ap.parse_args(argv)
     mods, loader, settings = common.variant_start(args)
-    runs = common.chosen_cases(args, mods, loader)
+    runs = bench_zoo.chosen_cases(args, mods, loader)
     for label, src, smo, tgt in runs:
         o = common.retarget(mods, src, smo, tgt, settings, metrics=False)
         rows = depth_sources(common.core, src, smo, tgt, o.motion, args.over)
