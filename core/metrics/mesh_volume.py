@@ -16,8 +16,9 @@ overlap twice, once from each side, so
 
     shared volume ≈ ½ Σ_probes depth · area,   share = shared volume / body volume (per frame).
 
-The probes are a uniform-stride sample of at most ``PROBE_MAX`` surface vertices, each standing for its share of
-the surface's area; the surface read against is at most ``SURFACE_MAX`` vertices. Broad phase: a probe is tested
+The probes are a uniform-stride sample of at most ``PROBE_MAX`` of the body's vertices, each standing for its share
+of the surface's area; the surface read against is one vertex per ``SAMPLE_CELL`` cube of the rest pose (a face's or
+a hand's dense detail thinned, a sparse part kept whole) and every probe, at most ``SURFACE_MAX`` vertices. Broad phase: a probe is tested
 against the parts whose box on that frame holds it, so a clip costs what its near contacts cost.
 
 Pure torch/numpy. ``setup`` once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per clip.
@@ -35,7 +36,12 @@ from ..character.track import ClipTrack
 from .measures import SELF_PEN_HOPS, segment_exclusion, vertex_areas
 
 PROBE_MAX = 2000      #: surface vertices whose depth is read (uniform stride)
-SURFACE_MAX = 6000    #: surface vertices the depth is read against (uniform stride; every probe is one)
+#: the surface the depth is read against: one vertex per cube of this side (metres) of the rest pose, and every probe.
+#: An index stride instead leaves holes where a mesh's vertices are sparse, and a point beside a hole reads as deep
+#: inside (docs/metrics.md "Mesh self-penetration"); 0: every vertex
+SAMPLE_CELL = 0.008
+#: at most this many surface vertices read against (a uniform stride of the cell sample beyond it)
+SURFACE_MAX = 40000
 HOPS = SELF_PEN_HOPS  #: parts this close in the canonical tree share a joint region: never read against each other
 _CHUNK = 32           #: frames per chunk
 _BLOCK = 1 << 21      #: distance entries per block of the narrow phase
@@ -85,17 +91,26 @@ def _edges(tris: np.ndarray) -> np.ndarray:
     return np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]], 0)
 
 
-def setup(character, keyvert_ids=None, probe_max: int = PROBE_MAX, surface_max: int = SURFACE_MAX) -> BodySurface:
+def setup(character, keyvert_ids=None, probe_max: int = None, surface_max: int = None) -> BodySurface:
     """The BodySurface of ``character`` (its mesh is its body: ``core.character.meshparts``); ``keyvert_ids`` (N,)
-    the key vertices whose neighbourhood depth ``depths`` reports (they join the surface)."""
+    the key vertices whose neighbourhood depth ``depths`` reports (they join the surface); ``probe_max``,
+    ``surface_max``: PROBE_MAX, SURFACE_MAX (read at the call) when None."""
+    probe_max = PROBE_MAX if probe_max is None else probe_max
+    surface_max = SURFACE_MAX if surface_max is None else surface_max
     sk, mesh = character.skeleton, character.mesh
     seg, bones, _ = vertex_segments(sk, mesh, character.bone_map)
     G = len(bones)
     owned = np.nonzero(seg >= 0)[0]
-    ids = owned[::max(1, int(np.ceil(len(owned) / surface_max)))]
+    A = np.abs(np.linalg.det(sk.object_matrix[:3, :3])) ** (1.0 / 3.0)
+    probe_ids = owned[::max(1, int(np.ceil(len(owned) / probe_max)))]
+    ids = owned
+    if SAMPLE_CELL:
+        cell = np.floor(mesh.rest_verts[owned] * (A / SAMPLE_CELL)).astype(np.int64)
+        ids = owned[np.unique(cell, axis=0, return_index=True)[1]]
+    ids = np.sort(ids)[::max(1, int(np.ceil(len(ids) / surface_max)))]
     kv = np.zeros(0, np.int64) if keyvert_ids is None else np.asarray(keyvert_ids, np.int64)
-    ids = np.union1d(ids, kv[seg[kv] >= 0]) if len(kv) else ids
-    probe = np.arange(0, len(ids), max(1, int(np.ceil(len(ids) / probe_max))))
+    ids = np.union1d(np.union1d(ids, probe_ids), kv[seg[kv] >= 0])
+    probe = np.searchsorted(ids, probe_ids)
     area = vertex_areas(mesh)
     tris = mesh.triangles()
     total = 0.5 * np.linalg.norm(np.cross(mesh.rest_verts[tris[:, 1]] - mesh.rest_verts[tris[:, 0]],
@@ -115,7 +130,6 @@ def setup(character, keyvert_ids=None, probe_max: int = PROBE_MAX, surface_max: 
     for g in range(G):
         out = np.append(~allowed[g], True)                                   # parts g's union leaves out
         rim[g] = allowed[g][part] & (nb & out[None]).any(1)
-    A = np.abs(np.linalg.det(sk.object_matrix[:3, :3])) ** (1.0 / 3.0)
     pos = {i: k for k, i in enumerate(ids)}
     key = np.array([pos.get(int(i), -1) for i in kv], np.int64)
     limbs = character.keyverts.limbs if character.keyverts is not None and len(kv) == len(character.keyverts) \
@@ -276,5 +290,5 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
     return (yield from track.memo_steps(key, compute))
 
 
-__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SURFACE_MAX", "depths", "mesh_measuring",
+__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths", "mesh_measuring",
            "mesh_volume", "setup", "shared_volume"]

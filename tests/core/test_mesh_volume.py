@@ -5,6 +5,7 @@ whose neighbouring parts touch at the joint."""
 import numpy as np
 import pytest
 import torch
+from scipy.spatial import cKDTree
 
 from core.character.track import ClipTrack
 from core.metrics import mesh_volume as mv
@@ -142,6 +143,22 @@ def test_a_box_pressed_1_cm_into_another_reads_1_cm_deep():
     assert out["source_contact_frames"] == 2
     assert out["contact_depth_p95"] == pytest.approx(0.0095, abs=2e-4)       # 95 % of the way from 0 to 1 cm
     assert out["contact_depth_p95_height"] == pytest.approx(out["contact_depth_p95"] / 1.7)
+
+
+def test_the_surface_read_against_keeps_every_vertex_where_the_mesh_is_sparse():
+    """The surface a depth is read against is one vertex per ``SAMPLE_CELL`` cube of the rest pose: a dense part (a
+    face's or a hand's detail) is thinned, a sparse one kept whole, and every vertex has a kept one within a cell's
+    diagonal. An index stride instead leaves holes where a mesh is sparse, and a point beside a hole reads as deep
+    inside (docs/metrics.md "Mesh self-penetration")."""
+    A, fA, nA = box([-0.1, -0.1, -0.1], [0.1, 0.1, 0.1], n=80)          # 2.5 mm apart: thinned
+    B, fB, nB = icosphere(0.2, np.array([0.0, 0.0, 0.5]), level=2)      # about 5 cm apart: kept whole
+    ch = character([(0, A, fA, nA), (6, B, fB, nB)])
+    surf = mv.setup(ch)
+    kept_A = surf.ids[surf.ids < len(A)]
+    assert set(range(len(A), len(A) + len(B))) <= set(surf.ids.tolist())
+    assert len(kept_A) < len(A) / 4
+    d, _ = cKDTree(A[kept_A]).query(A)
+    assert d.max() <= mv.SAMPLE_CELL * 3 ** 0.5
 
 
 def test_a_bent_elbow_s_neighbouring_parts_never_count():
