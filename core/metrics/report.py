@@ -228,7 +228,7 @@ def _change_text(row: Row) -> str:
 
 def verdict(metrics: dict, reference: dict = None, method: str = "reconform") -> str:
     """One line saying how the result reads: for a solve, on how many headline metrics it beats copy-rotations and
-    the largest changes; for copy-rotations alone, its contact scores."""
+    the three largest changes each way ("…" where there are more); for copy-rotations alone, its contact scores."""
     if not metrics:
         return "No metrics: both characters need a body (a mesh) to be measured."
     rows = [r for r in metric_rows(metrics, reference, headline_only=True)]
@@ -249,10 +249,12 @@ def verdict(metrics: dict, reference: dict = None, method: str = "reconform") ->
         return abs(r.value - r.reference) / max(abs(r.reference), abs(r.value), 1e-12)
     head = (f"{METHOD_LABELS.get(method, method)} beats copy-rotations on {len(better)} of {len(compared)} "
             f"measures")
+    def largest(rs):       # the three largest changes, "…" where there are more
+        return ", ".join([_change_text(r) for r in sorted(rs, key=size, reverse=True)[:3]] + ["…"] * (len(rs) > 3))
     if better:
-        head += " (" + ", ".join(_change_text(r) for r in sorted(better, key=size, reverse=True)[:3]) + ")"
+        head += " (" + largest(better) + ")"
     if worse:
-        head += "; worse on " + ", ".join(_change_text(r) for r in sorted(worse, key=size, reverse=True)[:3])
+        head += "; worse on " + largest(worse)
     if lost:
         head += "; lost: " + ", ".join(f"{r.info.label[:1].lower() + r.info.label[1:]} {r.text}" for r in lost)
     return head + "."

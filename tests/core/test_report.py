@@ -101,6 +101,17 @@ def test_the_report_leads_with_at_most_six_lines_a_person_reads(measured):
     assert report.summary_lines({}, None) == []
 
 
+def test_the_verdict_names_the_three_largest_changes_and_says_when_there_are_more():
+    metrics = {"grounded_f1": 0.99, "locked_f1": 0.9, "floor_pen_mean": 0.001, "jerk_mean": 200.0}
+    reference = {"grounded_f1": 0.80, "locked_f1": 0.5, "floor_pen_mean": 0.02, "jerk_mean": 300.0}
+    line = report.verdict(metrics, reference, "reconform")
+    assert line.startswith("ReConForM beats copy-rotations on 4 of 4 measures")
+    inside = line[line.index("(") + 1:line.rindex(")")]
+    assert inside.count("→") == 3 and inside.endswith(", …")
+    three = report.verdict(dict(metrics, jerk_mean=300.0), reference, "reconform")
+    assert "…" not in three
+
+
 def test_one_verdict_line_per_target():
     metrics = {"grounded_f1": 0.93, "locked_f1": 0.5, "floor_pen_mean": 0.001, "jerk_mean": 300.0}
     reference = {"grounded_f1": 0.80, "locked_f1": 0.6, "floor_pen_mean": 0.02, "jerk_mean": 300.2}
