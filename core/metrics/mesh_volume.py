@@ -18,8 +18,9 @@ overlap twice, once from each side, so
 
 The probes are a uniform-stride sample of at most ``PROBE_MAX`` of the body's vertices, each standing for its share
 of the surface's area; the surface read against is one vertex per ``SAMPLE_CELL`` cube of the rest pose (a face's or
-a hand's dense detail thinned, a sparse part kept whole) and every probe, at most ``SURFACE_MAX`` vertices. Broad phase: a probe is tested
-against the parts whose box on that frame holds it, so a clip costs what its near contacts cost.
+a hand's dense detail thinned, a sparse part kept whole) and every probe, at most ``SURFACE_MAX`` vertices. Broad
+phase: a probe is tested against the parts whose box on that frame holds it, so a clip costs what its near contacts
+cost.
 
 Pure torch/numpy. ``setup`` once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per clip.
 """
@@ -290,5 +291,5 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
     return (yield from track.memo_steps(key, compute))
 
 
-__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths", "mesh_measuring",
-           "mesh_volume", "setup", "shared_volume"]
+__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths",
+           "mesh_measuring", "mesh_volume", "setup", "shared_volume"]

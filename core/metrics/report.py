@@ -249,6 +249,7 @@ def verdict(metrics: dict, reference: dict = None, method: str = "reconform") ->
         return abs(r.value - r.reference) / max(abs(r.reference), abs(r.value), 1e-12)
     head = (f"{METHOD_LABELS.get(method, method)} beats copy-rotations on {len(better)} of {len(compared)} "
             f"measures")
+
     def largest(rs):       # the three largest changes, "…" where there are more
         return ", ".join([_change_text(r) for r in sorted(rs, key=size, reverse=True)[:3]] + ["…"] * (len(rs) > 3))
     if better:
