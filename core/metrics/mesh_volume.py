@@ -102,7 +102,7 @@ def setup(character, keyvert_ids=None, probe_max: int = None, surface_max: int =
     seg, bones, _ = vertex_segments(sk, mesh, character.bone_map)
     G = len(bones)
     owned = np.nonzero(seg >= 0)[0]
-    A = np.abs(np.linalg.det(sk.object_matrix[:3, :3])) ** (1.0 / 3.0)
+    A = sk.metres_per_unit
     probe_ids = owned[::max(1, int(np.ceil(len(owned) / probe_max)))]
     ids = owned
     if SAMPLE_CELL:
