@@ -170,7 +170,7 @@ def classify_parts(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> dic
         limb = np.bincount(labels[v][labels[v] >= 0]).argmax() if (labels[v] >= 0).any() else -1
         others = [q for q in range(P) if q != p and not out[mesh.part_names[q]]]
         if limb >= 0 and any(np.count_nonzero((mesh.part == q) & (labels == limb)) >= 10 for q in others):
-            metres = float(np.cbrt(abs(np.linalg.det(skeleton.object_matrix[:3, :3]))))   # armature units -> m
+            metres = skeleton.metres_per_unit
             reach = float(_segment_distance(verts[v], a_pts, b_pts).max()) * metres
             out[name] = (f"held by bone '{skeleton.names[int(bone[0])]}', reaching {reach:.2f} m from the skeleton: "
                          "a prop")

@@ -188,7 +188,6 @@ class VariableChain:
         dev, dt = R_n.device, R_n.dtype
         A, b = chain.A, chain.b
         self.A, self.b = A, b
-        T = R_n.shape[0]
         V = chain.W.shape[0]
         bind = torch.zeros((Jn, 4, 4), dtype=dt, device=dev)                          # (Jn, 4, 4) bind⁻¹
         bind[:, :3, :3], bind[:, :3, 3], bind[:, 3, 3] = chain.inv_rot, chain.inv_trans, 1.0

@@ -174,6 +174,7 @@ class PartnerBarrier:
         self.block_refreshes = 0
         self.measured = 0               # blocks whose moves since their last search or hot pick were measured
         self.last_entries = 0
+        self.last_frames = []          # (see ``weighted``)
 
     def _candidates(self, i: int, ends: list, frames: torch.Tensor) -> tuple:
         """Block ``i``'s (t, sphere, capsule, allowed depth) of the entries within its margin at ``ends`` on the
@@ -401,12 +402,15 @@ class PartnerBarrier:
         total = ends[0].new_zeros(())
         count = 0
         flat = [e.reshape(-1, 2, 3) for e in ends]                # (T·B, 2, 3): gathers whose backward is index_add
+        #: per block, the frames (of its first member) of the entries deeper than allowed at this evaluation
+        self.last_frames = []
         for (a, b, _, unit, *_), (cand, rows) in zip(self.blocks, self._hot):
             if not cand[0].numel():
                 continue
             d = self._depths(flat, a, b, cand, rows)
             excess = (d - cand[3]).clamp_min(0.0)
             count += int((excess > 0).sum())
+            self.last_frames.append(cand[0][excess.detach() > 0])
             total = total + excess.square().sum() / (self.num_frames * unit)
         self.last_entries = count
         return self.weight * total

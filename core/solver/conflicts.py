@@ -196,20 +196,25 @@ def detecting_group(group: GroupSolveJob, threshold: float = DEFAULT_THRESHOLD, 
     terms = SEMANTIC_TERMS + ((PARTNER_TERM,) if partners is not None else ())
     out = []
     for c, m in enumerate(members):
-        extra = None
-        if partners is not None:
-            with torch.no_grad():
-                fixed = [mk._forward(alpha=1.0)[:2] for mk in members]
-
-            def extra(p, n, c=c, fixed=fixed):
-                ps = torch.cat([p if k == c else f[0] for k, f in enumerate(fixed)], 1)
-                ns = torch.cat([n if k == c else f[1] for k, f in enumerate(fixed)], 1)
-                vals = partners.weighted(ps, ns, 1.0)
-                return {PARTNER_TERM: sum(vals[f"partner_{k}"] for k in PAIR_TERMS)}
+        extra = None if partners is None else _partner_term(partners, members, c)
         grads = yield from scaled(_term_gradients(m, terms, 1.0, extra=extra), c / len(members),
                                   (c + 1) / len(members))
         out.append(_conflicts(m, grads, terms, threshold, window_s, min_share))
     return out
+
+
+def _partner_term(partners, members, c: int):
+    """member c's partner term as a function of its key-vertex positions and normals (T, N, 3), the other members
+    held at their current poses (α = 1): {PARTNER_TERM: scalar}."""
+    with torch.no_grad():
+        fixed = [mk._forward(alpha=1.0)[:2] for mk in members]
+
+    def extra(p, n):
+        ps = torch.cat([p if k == c else f[0] for k, f in enumerate(fixed)], 1)
+        ns = torch.cat([n if k == c else f[1] for k, f in enumerate(fixed)], 1)
+        vals = partners.weighted(ps, ns, 1.0)
+        return {PARTNER_TERM: sum(vals[f"partner_{k}"] for k in PAIR_TERMS)}
+    return extra
 
 
 def _severity(cosine: float, threshold: float) -> float:

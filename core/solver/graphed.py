@@ -46,13 +46,18 @@ def dense_at(job, off: torch.Tensor, p: torch.Tensor, alpha, points: torch.Tenso
     return job.objective.dense_terms(p[:, :N], alpha, sole, off * job.h_tgt, points)
 
 
-def controls_pose(job, *args) -> tuple:
-    """``pose`` from the control points (``args``: ``job.param.params``' tensors, delta (C, Jo, 6), root_off (C, 3),
-    ..., then α) and ``dense_at`` there: (off, p, n, points, {term: value}), the function a GPU records and the CPU
-    may compile."""
-    *params, alpha = args
-    off, p, n, pts = pose(job, *job.param.residuals(*params))
+def residuals_pose(job, d: torch.Tensor, off: torch.Tensor, alpha) -> tuple:
+    """``pose`` at per-frame residuals ``d`` (T, Jo, 6) and hips offsets ``off`` (T, 3), and ``dense_at`` there at
+    α: (off, p, n, points, {term: value}), the function the CPU may compile."""
+    off, p, n, pts = pose(job, d, off)
     return off, p, n, pts, dense_at(job, off, p, alpha, pts)
+
+
+def controls_pose(job, *args) -> tuple:
+    """``residuals_pose`` from the control points (``args``: ``job.param.params``' tensors, delta (C, Jo, 6),
+    root_off (C, 3), ..., then α), the function a GPU records."""
+    *params, alpha = args
+    return residuals_pose(job, *job.param.residuals(*params), alpha)
 
 
 class GraphedPose:
@@ -63,6 +68,8 @@ class GraphedPose:
     (None without ``terms`` or α), differentiable w.r.t. every control tensor. The graph's outputs are static
     buffers that the next replay overwrites; what is returned are copies, so a tensor a caller keeps (a refresh's
     positions) stays what it was."""
+
+    takes_residuals = False           #: its inputs are the control points only
 
     def __init__(self, job, terms: bool = True):
         self.has_points = job.vars.last_points is not None
@@ -100,29 +107,34 @@ class GraphedPose:
 
 
 class CompiledPose:
-    """``GraphedPose``'s interface on the CPU: the pose and the dense terms as one function of (the control tensors,
-    α as a 0-dim tensor) compiled by ``torch.compile`` (shapes fixed: a clip of another length compiles again).
-    If compiling or running the compiled code raises, that call and every later one evaluate the same function
-    eagerly (the same terms, in the same order) and ``job.stats["compile_error"]`` says why."""
+    """``GraphedPose``'s interface on the CPU: the pose and the dense terms as one function of (the per-frame
+    residuals, α as a 0-dim tensor) compiled by ``torch.compile`` (shapes fixed: a clip of another length compiles
+    again); the B-spline from the control points to the residuals runs before it, eagerly, so that a step can also
+    call it at per-frame variables of its own (``residuals``: ``yielding.py``'s). If compiling or running the
+    compiled code raises, that call and every later one evaluate the same function eagerly (the same terms, in the
+    same order) and ``job.stats["compile_error"]`` says why."""
+
+    takes_residuals = True            #: it can be called at per-frame residuals
 
     def __init__(self, job):
         self.job = job
-        self._eager = functools.partial(controls_pose, job)
+        self._eager = functools.partial(residuals_pose, job)
         self._compiled = torch.compile(self._eager, dynamic=False)
         self._failed = False
 
-    def __call__(self, *params, alpha=None):
-        a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=params[0].dtype)
+    def __call__(self, *params, alpha=None, residuals=None):
+        d, off = self.job.param.residuals(*params) if residuals is None else residuals
+        a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=d.dtype)
         out = None
         if not self._failed:
             try:
-                out = self._compiled(*params, a)
+                out = self._compiled(d, off, a)
             except Exception as e:          # no C++ compiler, an operation inductor cannot lower, ...
                 self._failed = True
                 self.job.stats["compiled"] = False
                 self.job.stats["compile_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
         if out is None:
-            out = self._eager(*params, a)
+            out = self._eager(d, off, a)
         off, p, n, pts, dense = out
         return off, p, n, pts, (dense if alpha is not None else None)
 
@@ -146,6 +158,10 @@ def graphed_pose(job):
     if job.device.type != "cuda":
         job.stats["cuda_graph"] = False
         return compiled_pose(job)
+    if job.yields():           # every step evaluates the pose at its own per-frame variables, which the graph's
+        job.stats["cuda_graph"] = False     # inputs (the control points) are not
+        job.stats["cuda_graph_error"] = "not recorded: the contact state yields to the self barrier (yielding.py)"
+        return None
     if not CUDA_GRAPH or job.total < MIN_STEPS:
         job.stats["cuda_graph"] = False
         return None

@@ -30,6 +30,7 @@ from .free_pairs import partner_contacts
 from .lifecycle import StepLifecycle
 from .partners import PartnerObjective
 from .settings import Progress
+from .yielding import leaves_of, yielding_backward
 
 #: share of its single-solve learning rates each member of a group of K ≥ 2 steps with (docs/solver.md
 #: "Multi-character", "Step size"): a term between two characters is corrected by both of them at once, so at
@@ -262,10 +263,18 @@ class GroupSolveJob(StepLifecycle):
         with deterministic(self.members[0].device):     # as SolveJob._adam_step: only on a GPU
             for p in self.optim.params:
                 p.grad = None
-            member_terms, ps, ns = [], [], []
+            member_terms, ps, ns, parts = [], [], [], []
+            yields = any(m.yields_at(step) for m in self.members)   # every member's terms at its per-frame variables
             for m in self.members:
-                p, n, sole = m._forward(alpha=alpha)
+                if yields:
+                    res = m.param.frame_residuals()
+                    leaves = leaves_of(res)
+                    p, n, sole = m._forward(leaves, alpha)
+                else:
+                    p, n, sole = m._forward(alpha=alpha)
                 member_terms.append(m.terms_at(p, n, sole, alpha))
+                if yields:
+                    parts.append(m.yielding_part(res, leaves))
                 ps.append(p)
                 ns.append(n)
             loss = sum(sum(t.values()) for t in member_terms)
@@ -278,7 +287,11 @@ class GroupSolveJob(StepLifecycle):
             if partner:
                 loss = loss + sum(partner.values())
             # as the single solve: gradients per control point are O(1 / controls)
-            (loss * self.members[0].param.num_controls).backward()
+            if yields:
+                for m, frames in zip(self.members, yielding_backward(loss, parts, self.members[0].param.num_controls)):
+                    m.count_yielded(frames)
+            else:
+                (loss * self.members[0].param.num_controls).backward()
             self.optim.step()
         vals = {}
         for m, terms in zip(self.members, member_terms):

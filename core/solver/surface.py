@@ -168,6 +168,7 @@ class SurfaceBarrier:
         #: touching, or None; kept when ``record_touching`` (a ``SurfaceGate`` reads it)
         self.touching = None
         self.record_touching = False
+        self.last_frames = torch.zeros(0, dtype=torch.long, device=device)   # (see ``weighted``)
         self.release()
 
     def release(self):
@@ -220,6 +221,7 @@ class SurfaceBarrier:
                 touch = depth > 0
                 self.touching = (t[touch], q[touch], f[touch])
         t, q, f = t[deep], q[deep], f[deep]
+        self.last_frames = t            #: the frames of the entries deeper than allowed at this evaluation
         if len(t) == 0:
             return points.new_zeros(())
         d = depths_at(self.fields, points, self.grid, t, q, f)
@@ -345,6 +347,16 @@ def surface_gate(job, kv_ids) -> SurfaceGate:
     job.surface.record_touching = True
     return SurfaceGate(job.surface, torch.as_tensor(keys, device=job.device), torch.as_tensor(field, device=job.device),
                        job.num_frames)
+
+
+def own_penetration_frames(job) -> torch.Tensor:
+    """(T,) bool: the frames on which ``own_penetration``'s last evaluation has a gradient (an entry of either
+    barrier deeper than allowed)."""
+    out = torch.zeros(job.num_frames, dtype=torch.bool, device=job.device)
+    for t in ([] if job.own_barrier is None else job.own_barrier.last_frames) + \
+             ([] if job.surface is None else [job.surface.last_frames]):
+        out[t] = True
+    return out
 
 
 def own_penetration(job) -> torch.Tensor:

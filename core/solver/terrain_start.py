@@ -22,8 +22,6 @@ from ..rig.rotations import matrix_to_quat, quat_between, quat_to_matrix
 from ..types import Character, Motion
 from .parametrisation import root_jacobian_inverse
 
-#: the feet's swing is smoothed by a Gaussian of this width (seconds)
-LIFT_SMOOTH_S = 0.1
 #: the hips' lift: smoothed by a Gaussian of this width (seconds), from below the lowest planted foot's rise
 #: (``smooth_below``) or across it (docs/solver.md "Terrain" has the measurements)
 HIPS_SMOOTH_S, HIPS_BELOW = 0.1, True
@@ -113,11 +111,10 @@ def terrain_lift(points: np.ndarray, side: np.ndarray, contact_w, terrain, fps: 
     surface, its own height above the floor kept. In the air a foot eases from one stance to the next (a
     quintic), on an arc (64 u³ (1 − u)³ over the swing) as high as the terrain under it rises above that line. The hips
     rise by the lowest rise among the planted feet (both feet for a clip without contacts), interpolated through frames
-    where none is planted, smoothed from below (``smooth_below``, LIFT_SMOOTH_S): the upper leg bends onto its step, the
+    where none is planted, smoothed from below (``smooth_below``, HIPS_SMOOTH_S): the upper leg bends onto its step, the
     hips rise once the lower foot has left its step, and no planted leg is asked to stretch.
     """
     T = points.shape[0]
-    sigma = LIFT_SMOOTH_S * fps
     with torch.no_grad():
         f = terrain(torch.as_tensor(points[..., 0]), torch.as_tensor(points[..., 1])).double().numpy()   # (T, P)
     above = points[..., 2] - f

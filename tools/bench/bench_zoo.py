@@ -107,6 +107,12 @@ def chosen_cases(args, mods, loader) -> list:
     """[(label, source Character, source Motion, target Character)] of ``add_case_options``' ``args``, the bench's
     labels; the zoo's eight bodies are built together, as the bench builds them."""
     import common
+    clips = {c[0]: c for c in CLIPS}
+    for spec in args.zoo:                      # every spec checked before anything loads
+        clip, _, body = spec.partition(":")
+        if clip not in clips or body not in BODIES:
+            raise SystemExit(f"--zoo {spec!r}: expected CLIP:BODY, a clip of {', '.join(clips)} and a body of "
+                             f"{', '.join(BODIES)}")
     runs = []
     for case in args.cases:
         srel, trel, first, count = common.CASES[case]
@@ -114,8 +120,8 @@ def chosen_cases(args, mods, loader) -> list:
         runs.append((f"{pathlib.Path(srel).stem} → {pathlib.Path(trel).stem}", src, smo, loader.character(trel)[1]))
     zoo = zoo_characters(mods, list(BODIES), lambda s: None) if args.zoo else {}
     for spec in args.zoo:
-        clip, body = spec.split(":")
-        _, rel, first, count = [c for c in CLIPS if c[0] == clip][0]
+        clip, _, body = spec.partition(":")
+        _, rel, first, count = clips[clip]
         src, smo = demo_source(mods) if rel is None else loader.source(rel, first, count)[:2]
         runs.append((f"{clip} → zoo_{body}", src, smo, zoo[body]))
     return runs

@@ -38,6 +38,9 @@ def main(argv=None) -> int:
         for line in bench_targets.case_targets(o.reference, o.metrics, float(src.height), float(tgt.height)):
             print(f"  {line.label} | {line.measured} | {'PASS' if line.passed else 'FAIL'}")
         print(f"  key-vertex contact F1 | {o.metrics['contact_f1']:.3f} (copy-rot {o.reference['contact_f1']:.3f})")
+        st = o.solver_stats
+        print(f"  solve {st.get('solve_s', float('nan')):.1f} s; the contact state yielded on "
+              f"{st.get('yield_steps', 0)} steps, {st.get('yield_frames', 0)} frames over them")
     return 0
 
 
