@@ -69,7 +69,9 @@ class GraphedPose:
     buffers that the next replay overwrites; what is returned are copies, so a tensor a caller keeps (a refresh's
     positions) stays what it was."""
 
-    takes_residuals = False           #: its inputs are the control points only
+    #: its inputs are the control points only: a step at per-frame variables of its own (the last steps of a solve
+    #: whose contact state yields to its self barrier, ``yielding.py``) evaluates the pose eagerly
+    takes_residuals = False
 
     def __init__(self, job, terms: bool = True):
         self.has_points = job.vars.last_points is not None
@@ -158,10 +160,6 @@ def graphed_pose(job):
     if job.device.type != "cuda":
         job.stats["cuda_graph"] = False
         return compiled_pose(job)
-    if job.yields():           # every step evaluates the pose at its own per-frame variables, which the graph's
-        job.stats["cuda_graph"] = False     # inputs (the control points) are not
-        job.stats["cuda_graph_error"] = "not recorded: the contact state yields to the self barrier (yielding.py)"
-        return None
     if not CUDA_GRAPH or job.total < MIN_STEPS:
         job.stats["cuda_graph"] = False
         return None

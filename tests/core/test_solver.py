@@ -632,11 +632,7 @@ def test_a_graph_that_cannot_be_recorded_leaves_the_solve_eager(monkeypatch):
         raise RuntimeError("operation not permitted when stream is capturing\nmore")
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", refuse)
     job = SimpleNamespace(settings=SolverSettings(), device=torch.device("cuda"), total=100, stats={},
-                          vars=SimpleNamespace(last_points=None), param=SimpleNamespace(params=[torch.zeros(2)]),
-                          yields=lambda: True)
-    assert graphed_pose(job) is None and not calls  # a job that yields (yielding.py) is never recorded
-    assert job.stats["cuda_graph"] is False and "yields to the self barrier" in job.stats["cuda_graph_error"]
-    job.yields, job.stats = (lambda: False), {}
+                          vars=SimpleNamespace(last_points=None), param=SimpleNamespace(params=[torch.zeros(2)]))
     assert graphed_pose(job) is None                # tried with the dense terms, then the pose map alone
     assert job.stats == {"cuda_graph": False,
                          "cuda_graph_error": "operation not permitted when stream is capturing"}
