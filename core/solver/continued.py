@@ -79,7 +79,7 @@ def continued(job, settings, result=None, schedule=CONTINUE):
     new.warm_start = job.result() if result is None else result
     new.warm_sixd, new.warm_state = None, job.optim          # its control points are taken as they are: no fit
     new.history = []
-    new._yielded = []
+    new.yielded = []
     new.stats = {k: v for k, v in job.stats.items() if k not in ("setup_s", "solve_s", "frames_per_s",
                                                                   "pair_entries_last")}
     new.param = job.param.copy()

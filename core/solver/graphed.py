@@ -53,6 +53,20 @@ def residuals_pose(job, d: torch.Tensor, off: torch.Tensor, alpha) -> tuple:
     return off, p, n, pts, dense_at(job, off, p, alpha, pts)
 
 
+def pose_and_terms(job, residuals=None, alpha=None) -> tuple:
+    """(off, p, n, points, dense) of ``residuals_pose`` at ``job``'s current variables, or at per-frame
+    ``residuals`` (6D (T, Jo, 6), hips offsets (T, 3)): from the job's CUDA graph or compiled function
+    (``job._pose``) where it takes them, else eagerly in the graph's order of operations (the same result);
+    ``dense`` None without α."""
+    engine = job._pose
+    if engine is not None and residuals is None:        # one CUDA graph, replayed; or the compiled function
+        return engine(*job.param.params, alpha=alpha)
+    if engine is not None and engine.takes_residuals:   # the compiled function, at these residuals
+        return engine(alpha=alpha, residuals=residuals)
+    off, p, n, pts = pose(job, *(job.param.frame_residuals() if residuals is None else residuals))
+    return off, p, n, pts, None if alpha is None else dense_at(job, off, p, alpha, pts)
+
+
 def controls_pose(job, *args) -> tuple:
     """``residuals_pose`` from the control points (``args``: ``job.param.params``' tensors, delta (C, Jo, 6),
     root_off (C, 3), ..., then α), the function a GPU records."""

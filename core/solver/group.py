@@ -30,7 +30,7 @@ from .free_pairs import partner_contacts
 from .lifecycle import StepLifecycle
 from .partners import PartnerObjective
 from .settings import Progress
-from .yielding import leaves_of, yielding_backward
+from .yielding import job_part, leaves_of, yielding_backward, yields_at
 
 #: share of its single-solve learning rates each member of a group of K ≥ 2 steps with (docs/solver.md
 #: "Multi-character", "Step size"): a term between two characters is corrected by both of them at once, so at
@@ -264,7 +264,7 @@ class GroupSolveJob(StepLifecycle):
             for p in self.optim.params:
                 p.grad = None
             member_terms, ps, ns, parts = [], [], [], []
-            yields = any(m.yields_at(step) for m in self.members)   # every member's terms at its per-frame variables
+            yields = any(yields_at(m, step) for m in self.members)   # every member's terms at its per-frame variables
             for m in self.members:
                 if yields:
                     res = m.param.frame_residuals()
@@ -274,7 +274,7 @@ class GroupSolveJob(StepLifecycle):
                     p, n, sole = m._forward(alpha=alpha)
                 member_terms.append(m.terms_at(p, n, sole, alpha))
                 if yields:
-                    parts.append(m.yielding_part(res, leaves))
+                    parts.append(job_part(m, res, leaves))
                 ps.append(p)
                 ns.append(n)
             loss = sum(sum(t.values()) for t in member_terms)
@@ -289,7 +289,7 @@ class GroupSolveJob(StepLifecycle):
             # as the single solve: gradients per control point are O(1 / controls)
             if yields:
                 for m, frames in zip(self.members, yielding_backward(loss, parts, self.members[0].param.num_controls)):
-                    m.count_yielded(frames)
+                    m.yielded.append(frames)
             else:
                 (loss * self.members[0].param.num_controls).backward()
             self.optim.step()

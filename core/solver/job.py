@@ -29,11 +29,11 @@ from ..character.track import ClipTrack
 from ..types import Character, Motion
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
-from .surface import own_penetration, own_penetration_frames, surface_barrier, surface_gate
+from .surface import own_penetration, surface_barrier, surface_gate
 from . import footing, objective, parametrisation
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
-from .graphed import dense_at, graphed_pose, pose
+from .graphed import graphed_pose, pose_and_terms
 from .head import HeadAttitude
 from .lifecycle import StepLifecycle
 from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
@@ -41,7 +41,7 @@ from .parametrisation import Parametrisation, root_jacobian_inverse, upper_body_
 from .root_start import root_xy_from_feet
 from .settings import CONTINUE, RESOLVE, Progress, SolverSettings, WarmSchedule
 from .terrain_start import onto_terrain, terrain_lift
-from .yielding import YieldingPart, leaves_of, yielding_backward
+from .yielding import yield_stats, yielding_step, yields_at
 
 SEED = 0    #: torch's random seed, set at each set-up: a solve is reproducible run to run
 #: the root starts where the source's planted feet stay put (``root_start.root_xy_from_feet``; False: copy-rotations'
@@ -125,7 +125,7 @@ class SolveJob(StepLifecycle):
         self._pose = None   #: GraphedPose on a GPU (set-up), else None
         self._dense = None  #: (key-vertex positions, α, the dense terms there) from the last _forward with α
         self.history, self.stats = [], {}     # per step {term: weighted normalised value}; statistics
-        self._yielded = []                    #: per yielding step, its count of frames that yielded (0-dim tensors)
+        self.yielded = []                     #: per yielding step, its count of frames that yielded (yielding.py)
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
         #: evaluated with the key vertices (``solver.capsules``' capsule ends); world: ``body_positions``
         self.body_points = self.body_positions = self.body_init = self.own_barrier = self._own_caps = None
@@ -175,7 +175,7 @@ class SolveJob(StepLifecycle):
             self._step = int(steps)
         self._done = True
         self.stats.update(solve_s=seconds, frames_per_s=self.num_frames / max(seconds, 1e-9))
-        self.yield_stats()
+        self.stats.update(yield_stats(self.yielded))
 
     def run(self) -> Motion:
         """Run every step synchronously and return the result."""
@@ -386,16 +386,7 @@ class SolveJob(StepLifecycle):
         """(key-vertex positions (T, N, 3), normals (T, N, 3), sole points (T, S, 3) or None) at the current
         variables (or at per-frame ``residuals`` = (6D (T, Jo, 6), root offset (T, 3))); with ``alpha``, also the
         dense terms there (on a GPU from its graph), which ``terms_at`` then takes for these positions."""
-        dense = None
-        if residuals is None and self._pose is not None:     # one CUDA graph, replayed (core/solver/graphed.py)
-            off, p, n, self.body_positions, dense = self._pose(*self.param.params, alpha=alpha)
-        elif self._pose is not None and self._pose.takes_residuals:     # the compiled pose map, at these residuals
-            off, p, n, self.body_positions, dense = self._pose(alpha=alpha, residuals=residuals)
-        else:
-            off, p, n, self.body_positions = pose(self, *(self.param.frame_residuals() if residuals is None
-                                                          else residuals))
-            if alpha is not None:                    # in the graph's order of operations (the same result)
-                dense = dense_at(self, off, p, alpha, self.body_positions)
+        off, p, n, self.body_positions, dense = pose_and_terms(self, residuals, alpha)
         self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
         self.pose_outputs = (p, n)     #: key-vertex and sole positions, their normals (T, N + S, 3): what the pairs read
         N = self.num_keyverts
@@ -423,9 +414,8 @@ class SolveJob(StepLifecycle):
         dense = last[2] if last is not None and last[0] is p and last[1] == alpha else None
         out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world, dense,
                                                                self.body_positions))
-        self.last_own_penetration = None     #: the weighted self barrier of this evaluation (0-dim), or None
-        if self.own_barrier is not None or self.surface is not None:   # a limb inside its own body: in 'pen'
-            self.last_own_penetration = own_penetration(self)
+        self.last_own_penetration = own_penetration(self)       # a limb inside its own body: in 'pen'
+        if self.last_own_penetration is not None:
             out["pen"] = out["pen"] + self.last_own_penetration
         return out
 
@@ -436,13 +426,8 @@ class SolveJob(StepLifecycle):
         with deterministic(self.device):
             for p in self.param.params:
                 p.grad = None
-            if self.yields_at(step):     # per-frame variables, so that the contact state yields frame by frame
-                res = self.param.frame_residuals()
-                leaves = leaves_of(res)
-                terms = self.weighted_terms(residuals=leaves)
-                loss = sum(terms.values())
-                self.count_yielded(yielding_backward(loss, [self.yielding_part(res, leaves)],
-                                                     self.param.num_controls)[0])
+            if yields_at(self, step):     # the contact state yields to the self barrier (yielding.py)
+                terms, loss = yielding_step(self)
             else:
                 terms = self.weighted_terms()
                 loss = sum(terms.values())
@@ -456,36 +441,6 @@ class SolveJob(StepLifecycle):
         relative = self.relative(total)      # at this step's α, before the step count moves
         self._step += 1
         return Progress(self._step / self.total, step, self.total, total, vals, relative)
-
-    def yields(self) -> bool:
-        """Whether this job's contact state yields to its self barrier at each step (``yielding.py``): on with
-        ``objective.CONTACT_YIELDS_TO_BARRIER``, a contact state and a self barrier."""
-        return bool(objective.CONTACT_YIELDS_TO_BARRIER and self.settings.contact_state > 0
-                    and (self.own_barrier is not None or self.surface is not None))
-
-    def yields_at(self, step: int) -> bool:
-        """Whether step ``step`` (of ``total``) yields: ``yields`` and the step in the last 1 − ``YIELD_FROM`` of
-        the solve (``objective.YIELD_FROM``)."""
-        return self.yields() and step >= objective.YIELD_FROM * self.total
-
-    def count_yielded(self, frames):
-        """Add a yielding step's count of frames that yielded (a 0-dim tensor, or None where none could) to the
-        stats: ``yield_steps`` the steps on which a frame had both gradients, ``yield_frames`` the frames that
-        yielded over every step (read back once the solve is done, ``yield_stats``)."""
-        if frames is not None:
-            self._yielded.append(frames)
-
-    def yield_stats(self):
-        """``stats``' ``yield_steps`` and ``yield_frames`` from the counts kept during the solve."""
-        counts = torch.stack(self._yielded).tolist() if self._yielded else []
-        self.stats.update(yield_steps=len(counts), yield_frames=int(sum(counts)))
-
-    def yielding_part(self, residuals: tuple, leaves: tuple) -> YieldingPart:
-        """This job's share of a yielding step whose terms were just evaluated at ``leaves`` (``leaves_of``
-        ``residuals``, its per-frame variables)."""
-        pull = self.objective.last_contact_state if self.yields() else None
-        barred = None if self.last_own_penetration is None else own_penetration_frames(self)
-        return YieldingPart(residuals, leaves, pull, self.last_own_penetration, self.pose_outputs, barred)
 
     def relative(self, loss: float, alpha: float = None) -> float:
         """``loss`` (at α, default the current step's) over copy-rotations' loss at the same α: 1 where the

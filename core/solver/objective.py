@@ -50,13 +50,6 @@ SMOOTH_ROOT = 3.0
 SMOOTH_MODE = "added"
 #: the floor of L_sliding's reference scale, in h_c / s of sliding (docs/solver.md "Balancing")
 SLIDING_FLOOR = 0.1
-#: on each frame where the contact state's gradient points against the self barrier's, the step loses the contact
-#: state's component along the barrier's: the contact pulls along the surface, never into the body (``yielding.py``;
-#: docs/decisions.md "The contact state yields to the self barrier")
-CONTACT_YIELDS_TO_BARRIER = True
-#: ... from this share of the steps on, where the solve settles (earlier, the pull finds the contact; a yielding step
-#: costs two more backward passes through the pose map)
-YIELD_FROM = 0.75
 #: L_dist's weight × (1 + CONTACT_FOCUS · W_src): the source's contacts matched closer than its far pairs
 CONTACT_FOCUS = 3.0
 #: the contact state (``SolverSettings.contact_state``) keeps each pair as far from d_min as the source, up to

@@ -359,9 +359,11 @@ def own_penetration_frames(job) -> torch.Tensor:
     return out
 
 
-def own_penetration(job) -> torch.Tensor:
+def own_penetration(job):
     """A limb inside ``job``'s own body at its current ``body_positions``: the capsule barrier's
-    (``barrier.own_barrier``) plus the surface barrier's, weighted (reported in 'pen')."""
+    (``barrier.own_barrier``) plus the surface barrier's, weighted (reported in 'pen'); None without either."""
+    if job.own_barrier is None and job.surface is None:
+        return None
     total = job.body_positions.new_zeros(())
     if job.own_barrier is not None:
         total = total + job.own_barrier.weighted([capsule_ends(job)])

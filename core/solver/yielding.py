@@ -25,6 +25,15 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from .surface import own_penetration_frames
+
+#: on each frame where the contact state's gradient points against the self barrier's, the step loses the contact
+#: state's component along the barrier's: the contact pulls along the surface, never into the body (docs/decisions.md
+#: "The contact state yields to the self barrier")
+CONTACT_YIELDS_TO_BARRIER = True
+#: ... from this share of the steps on, where the solve settles (earlier, the pull finds the contact; a yielding step
+#: costs two more backward passes through the pose map)
+YIELD_FROM = 0.75
 #: a frame's barrier gradient below this squared norm has no direction to yield along
 _TINY = 1e-30
 
@@ -121,4 +130,48 @@ def yielding_backward(loss: torch.Tensor, parts: list, scale: float) -> list:
     return counts
 
 
-__all__ = ["YieldingPart", "leaves_of", "without_conflict", "yielding_backward"]
+def yields(job) -> bool:
+    """Whether ``job``'s (a SolveJob's) contact state yields to its self barrier: CONTACT_YIELDS_TO_BARRIER, a
+    contact state and a self barrier."""
+    return bool(CONTACT_YIELDS_TO_BARRIER and job.settings.contact_state > 0
+                and (job.own_barrier is not None or job.surface is not None))
+
+
+def yields_at(job, step: int) -> bool:
+    """Whether ``job``'s step ``step`` (of ``job.total``) yields: ``yields`` and the step in the last 1 −
+    YIELD_FROM of the solve."""
+    return yields(job) and step >= YIELD_FROM * job.total
+
+
+def job_part(job, residuals: tuple, leaves: tuple) -> YieldingPart:
+    """``job``'s share of a yielding step whose terms were just evaluated at ``leaves`` (``leaves_of`` its
+    per-frame variables ``residuals``): its weighted contact state and self barrier, the pose's key vertices and
+    normals, the barriers' frames (``surface.own_penetration_frames``)."""
+    pull = job.objective.last_contact_state if yields(job) else None
+    barrier = job.last_own_penetration
+    frames = None if barrier is None else own_penetration_frames(job)
+    return YieldingPart(residuals, leaves, pull, barrier, job.pose_outputs, frames)
+
+
+def yielding_step(job) -> tuple:
+    """``job``'s terms and loss at its current variables, their gradient accumulated into its control points with
+    the contact state yielding (``yielding_backward``); the count of frames that yielded kept on ``job.yielded``."""
+    res = job.param.frame_residuals()
+    leaves = leaves_of(res)
+    terms = job.weighted_terms(residuals=leaves)
+    loss = sum(terms.values())
+    job.yielded.append(yielding_backward(loss, [job_part(job, res, leaves)], job.param.num_controls)[0])
+    return terms, loss
+
+
+def yield_stats(counts: list) -> dict:
+    """``yield_steps``, the yielding steps on which a frame had both gradients, and ``yield_frames``, the frames
+    that yielded over them, from a solve's per-step counts (0-dim tensors, None where no frame could: read back
+    once, at its end)."""
+    kept = [c for c in counts if c is not None]
+    frames = torch.stack(kept).tolist() if kept else []
+    return {"yield_steps": len(frames), "yield_frames": int(sum(frames))}
+
+
+__all__ = ["CONTACT_YIELDS_TO_BARRIER", "YIELD_FROM", "YieldingPart", "job_part", "leaves_of", "without_conflict",
+           "yield_stats", "yielding_backward", "yielding_step", "yields", "yields_at"]

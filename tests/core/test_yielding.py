@@ -109,30 +109,30 @@ def clap():
 
 
 def test_a_job_yields_with_a_contact_state_and_a_self_barrier_and_then_steps_otherwise(clap, monkeypatch):
-    """``SolveJob.yields``: on with a contact state and a self barrier (the default), off with either at 0 or with
-    ``objective.CONTACT_YIELDS_TO_BARRIER`` off; the steps from ``YIELD_FROM`` of the solve on yield
+    """``yielding.yields``: on with a contact state and a self barrier (the default), off with either at 0 or with
+    ``CONTACT_YIELDS_TO_BARRIER`` off; the steps from ``YIELD_FROM`` of the solve on yield
     (``yields_at``); a solve that yields steps differently from one that does not (the clap's pull and barrier
     conflict), says on how many steps it yielded, and both stay finite."""
-    from core.solver import SolveJob, SolverSettings, objective
+    from core.solver import SolveJob, SolverSettings, yielding
     src, motion, tgt, init = clap
     s = SolverSettings(iterations=8, num_threads=1)
     results = {}
     for on in (True, False):
-        monkeypatch.setattr(objective, "CONTACT_YIELDS_TO_BARRIER", on)
+        monkeypatch.setattr(yielding, "CONTACT_YIELDS_TO_BARRIER", on)
         job = SolveJob(src, motion, tgt, init, s)
         results[on] = job.run()
-        assert job.yields() is on
-        late = [k >= objective.YIELD_FROM * 8 for k in range(8)]
-        assert [job.yields_at(k) for k in range(8)] == [on and x for x in late] and any(late) and not all(late)
+        assert yielding.yields(job) is on
+        late = [k >= yielding.YIELD_FROM * 8 for k in range(8)]
+        assert [yielding.yields_at(job, k) for k in range(8)] == [on and x for x in late] and any(late) and not all(late)
         assert 0 < job.stats["yield_steps"] <= sum(late) if on else job.stats["yield_steps"] == 0
         assert job.stats["yield_frames"] > 0 if on else job.stats["yield_frames"] == 0
         assert np.isfinite(results[on].rotations).all()
     assert not np.allclose(results[True].rotations, results[False].rotations, atol=1e-6)
-    monkeypatch.setattr(objective, "CONTACT_YIELDS_TO_BARRIER", True)
+    monkeypatch.setattr(yielding, "CONTACT_YIELDS_TO_BARRIER", True)
     for off in (dict(contact_state=0.0), dict(w_self_barrier=0.0)):
         job = SolveJob(src, motion, tgt, init, SolverSettings(iterations=2, num_threads=1, **off))
         job.run()
-        assert not job.yields(), off
+        assert not yielding.yields(job), off
 
 
 def test_the_barriers_own_frames_are_the_frames_of_its_gradient():

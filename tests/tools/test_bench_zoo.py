@@ -47,3 +47,15 @@ def test_zoo_clips_have_self_contacts():
     labels = [c[0] for c in CLIPS]
     assert len(CLIPS) >= 4 and len(set(labels)) == len(labels)
     assert CLIPS[0][1] is None           # the generated demo clip needs no asset: the zoo runs without ../shared
+
+
+@pytest.mark.parametrize("spec", ["slash", "slash:", "walk:big_belly", "slash:huge_belly"])
+def test_a_zoo_case_that_is_not_clip_colon_body_is_named_before_anything_loads(spec):
+    """``chosen_cases`` (``case_lines.py``, ``contact_depth_sources.py``, ``const_timing.py``): a ``--zoo`` spec that is
+    not CLIP:BODY of the zoo's clips and bodies stops with a message naming it and the choices, before any clip or
+    body is loaded (the mods and loader are never touched)."""
+    from types import SimpleNamespace
+    from tools.bench.bench_zoo import chosen_cases
+    with pytest.raises(SystemExit, match="expected CLIP:BODY") as e:
+        chosen_cases(SimpleNamespace(cases=[], zoo=[spec]), mods=None, loader=None)
+    assert repr(spec) in str(e.value) and "big_belly" in str(e.value) and CLIPS[0][0] in str(e.value)

@@ -106,13 +106,13 @@ def add_case_options(ap):
 def chosen_cases(args, mods, loader) -> list:
     """[(label, source Character, source Motion, target Character)] of ``add_case_options``' ``args``, the bench's
     labels; the zoo's eight bodies are built together, as the bench builds them."""
-    import common
     clips = {c[0]: c for c in CLIPS}
     for spec in args.zoo:                      # every spec checked before anything loads
         clip, _, body = spec.partition(":")
         if clip not in clips or body not in BODIES:
             raise SystemExit(f"--zoo {spec!r}: expected CLIP:BODY, a clip of {', '.join(clips)} and a body of "
                              f"{', '.join(BODIES)}")
+    import common
     runs = []
     for case in args.cases:
         srel, trel, first, count = common.CASES[case]
