@@ -20,7 +20,8 @@ The probes are a uniform-stride sample of at most ``PROBE_MAX`` of the body's ve
 of the surface's area; the surface read against is one vertex per ``SAMPLE_CELL`` cube of the rest pose (a face's or
 a hand's dense detail thinned, a sparse part kept whole) and every probe, at most ``SURFACE_MAX`` vertices. Broad
 phase: a probe is tested against the parts whose box on that frame holds it, so a clip costs what its near contacts
-cost.
+cost. The contact depth around a key vertex is read on every vertex of that surface within the contacts' d_min of it
+on the frame (``near_depths``), not only on the probes, whose stride can miss a sunk limb's deepest point.
 
 Pure torch/numpy. ``setup`` once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per clip.
 """

@@ -127,9 +127,13 @@ def test_a_belly_that_blocks_the_hands_ranks_first_and_the_ranking_is_stable(bel
     assert top.body_part in ("left_arm", "right_arm", "left_hand", "right_hand"), found[:3]
     assert "dist" in (top.term_a, top.term_b)                      # the hands' distance is what cannot be kept
     first, last = top.frames                                       # scene frames (the clip starts at 1)
-    # over the frames the hands are held together (13-29), then done: conflicts are read on windows of 0.5 s
+    # over the frames the hands are held together (13-29): conflicts are read on windows of 0.5 s
     # (``conflicts.DEFAULT_WINDOW_S``; frames 1-15, 16-30, 31-40 here), so a span starts at 1 or at 16
-    assert first <= 16 and 29 <= last <= 32
+    assert first <= 16 and last >= 29
+    # the hands' own trade is over those frames, then done (an arm's may go on while it passes the belly on the way
+    # down: the contact state yields to the barrier, so at the solve's end the two still disagree there)
+    hands = [c for c in found if c.body_part in ("left_hand", "right_hand") and "dist" in (c.term_a, c.term_b)]
+    assert hands and all(c.frames[0] <= 16 and 29 <= c.frames[1] <= 32 for c in hands), hands
     assert [c.score for c in found] == sorted((c.score for c in found), reverse=True)
     assert len({(c.body_part, c.term_a, c.term_b) for c in found}) == len(found)   # one entry per part and pair
     again = _conflicts(src, motion, targets["belly"])
