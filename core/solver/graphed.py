@@ -46,32 +46,24 @@ def dense_at(job, off: torch.Tensor, p: torch.Tensor, alpha, points: torch.Tenso
     return job.objective.dense_terms(p[:, :N], alpha, sole, off * job.h_tgt, points)
 
 
-def residuals_pose(job, d: torch.Tensor, off: torch.Tensor, alpha) -> tuple:
-    """``pose`` at per-frame residuals ``d`` (T, Jo, 6) and hips offsets ``off`` (T, 3), and ``dense_at`` there at
-    α: (off, p, n, points, {term: value}), the function the CPU may compile."""
-    off, p, n, pts = pose(job, d, off)
-    return off, p, n, pts, dense_at(job, off, p, alpha, pts)
-
-
 def pose_and_terms(job, residuals=None, alpha=None) -> tuple:
-    """(off, p, n, points, dense) of ``residuals_pose`` at ``job``'s current variables, or at per-frame
-    ``residuals`` (6D (T, Jo, 6), hips offsets (T, 3)): from the job's CUDA graph or compiled function
-    (``job._pose``) where it takes them, else eagerly in the graph's order of operations (the same result);
-    ``dense`` None without α."""
-    engine = job._pose
-    if engine is not None and residuals is None:        # one CUDA graph, replayed; or the compiled function
-        return engine(*job.param.params, alpha=alpha)
-    if engine is not None and engine.takes_residuals:   # the compiled function, at these residuals
-        return engine(alpha=alpha, residuals=residuals)
+    """(off, p, n, points, dense) as ``controls_pose``'s at ``job``'s current variables, from the job's CUDA graph or
+    compiled function (``job._pose``) when it has one, or eagerly in the graph's order of operations (the same
+    result) at per-frame ``residuals`` (6D (T, Jo, 6), hips offsets (T, 3)) when given, which neither takes (the
+    steps of a contact state yielding to its self barrier, ``yielding.py``); ``dense`` None without α."""
+    if job._pose is not None and residuals is None:     # one CUDA graph, replayed; or the compiled function
+        return job._pose(*job.param.params, alpha=alpha)
     off, p, n, pts = pose(job, *(job.param.frame_residuals() if residuals is None else residuals))
     return off, p, n, pts, None if alpha is None else dense_at(job, off, p, alpha, pts)
 
 
 def controls_pose(job, *args) -> tuple:
-    """``residuals_pose`` from the control points (``args``: ``job.param.params``' tensors, delta (C, Jo, 6),
-    root_off (C, 3), ..., then α), the function a GPU records."""
+    """``pose`` from the control points (``args``: ``job.param.params``' tensors, delta (C, Jo, 6), root_off (C, 3),
+    ..., then α) and ``dense_at`` there: (off, p, n, points, {term: value}), the function a GPU records and the CPU
+    may compile."""
     *params, alpha = args
-    return residuals_pose(job, *job.param.residuals(*params), alpha)
+    off, p, n, pts = pose(job, *job.param.residuals(*params))
+    return off, p, n, pts, dense_at(job, off, p, alpha, pts)
 
 
 class GraphedPose:
@@ -82,10 +74,6 @@ class GraphedPose:
     (None without ``terms`` or α), differentiable w.r.t. every control tensor. The graph's outputs are static
     buffers that the next replay overwrites; what is returned are copies, so a tensor a caller keeps (a refresh's
     positions) stays what it was."""
-
-    #: its inputs are the control points only: a step at per-frame variables of its own (the last steps of a solve
-    #: whose contact state yields to its self barrier, ``yielding.py``) evaluates the pose eagerly
-    takes_residuals = False
 
     def __init__(self, job, terms: bool = True):
         self.has_points = job.vars.last_points is not None
@@ -123,34 +111,31 @@ class GraphedPose:
 
 
 class CompiledPose:
-    """``GraphedPose``'s interface on the CPU: the pose and the dense terms as one function of (the per-frame
-    residuals, α as a 0-dim tensor) compiled by ``torch.compile`` (shapes fixed: a clip of another length compiles
-    again); the B-spline from the control points to the residuals runs before it, eagerly, so that a step can also
-    call it at per-frame variables of its own (``residuals``: ``yielding.py``'s). If compiling or running the
-    compiled code raises, that call and every later one evaluate the same function eagerly (the same terms, in the
-    same order) and ``job.stats["compile_error"]`` says why."""
-
-    takes_residuals = True            #: it can be called at per-frame residuals
+    """``GraphedPose``'s interface on the CPU: the pose and the dense terms as one function of (the control tensors,
+    α as a 0-dim tensor) compiled by ``torch.compile`` (shapes fixed: a clip of another length compiles again).
+    If compiling or running the compiled code raises, that call and every later one evaluate the same function
+    eagerly (the same terms, in the same order) and ``job.stats["compile_error"]`` says why. Its compiled backward
+    frees what it saved (donated buffers), so it goes back through it once: a step at per-frame variables of its own
+    (``yielding.py``'s, three passes with ``retain_graph``) evaluates the pose eagerly, as on a GPU."""
 
     def __init__(self, job):
         self.job = job
-        self._eager = functools.partial(residuals_pose, job)
+        self._eager = functools.partial(controls_pose, job)
         self._compiled = torch.compile(self._eager, dynamic=False)
         self._failed = False
 
-    def __call__(self, *params, alpha=None, residuals=None):
-        d, off = self.job.param.residuals(*params) if residuals is None else residuals
-        a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=d.dtype)
+    def __call__(self, *params, alpha=None):
+        a = torch.tensor(0.0 if alpha is None else float(alpha), dtype=params[0].dtype)
         out = None
         if not self._failed:
             try:
-                out = self._compiled(d, off, a)
+                out = self._compiled(*params, a)
             except Exception as e:          # no C++ compiler, an operation inductor cannot lower, ...
                 self._failed = True
                 self.job.stats["compiled"] = False
                 self.job.stats["compile_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
         if out is None:
-            out = self._eager(d, off, a)
+            out = self._eager(*params, a)
         off, p, n, pts, dense = out
         return off, p, n, pts, (dense if alpha is not None else None)
 
