@@ -20,8 +20,7 @@ The probes are a uniform-stride sample of at most ``PROBE_MAX`` of the body's ve
 of the surface's area; the surface read against is one vertex per ``SAMPLE_CELL`` cube of the rest pose (a face's or
 a hand's dense detail thinned, a sparse part kept whole) and every probe, at most ``SURFACE_MAX`` vertices. Broad
 phase: a probe is tested against the parts whose box on that frame holds it, so a clip costs what its near contacts
-cost. The contact depth around a key vertex is read on every vertex of that surface within the contacts' d_min of it
-on the frame (``near_depths``), not only on the probes, whose stride can miss a sunk limb's deepest point.
+cost.
 
 Pure torch/numpy. ``setup`` once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per clip.
 """
@@ -153,12 +152,11 @@ def _boxes(x: torch.Tensor, part: torch.Tensor, G: int):
     return lo, hi
 
 
-def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = True, only=None) -> torch.Tensor:
+def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = True) -> torch.Tensor:
     """(B, S) depth of each probe inside the union of the parts it is read against, ≥ 0 (armature units).
 
     x: (B, M, 3) the surface vertices' positions on B frames (``surf.ids``'s order); normals: (B, M, 3) their unit
-    normals, or a function of (frame indices (K,), vertex indices (K,)) -> (K, 3) unit normals; only: (B, S) bool,
-    the (frame, probe) entries to read (the others read 0), or None for all."""
+    normals, or a function of (frame indices (K,), vertex indices (K,)) -> (K, 3) unit normals."""
     if torch.is_tensor(normals):
         n_all = normals
         normals = lambda b, q: n_all[b, q]                                   # noqa: E731
@@ -176,8 +174,7 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
     allowed = torch.as_tensor(surf.allowed)
     # broad phase: probes of a part whose box meets an allowed part's box, then each of them against those boxes
     meet = ((lo[:, :, None] <= hi[:, None]) & (lo[:, None] <= hi[:, :, None])).all(-1) & allowed[None]  # (B, G, G)
-    candidate = meet.any(-1)[:, pg]
-    b1, s1 = torch.nonzero(candidate if only is None else candidate & only, as_tuple=True)
+    b1, s1 = torch.nonzero(meet.any(-1)[:, pg], as_tuple=True)
     q1 = p[b1, s1]                                                            # (K1, 3)
     inside = ((q1[:, None] >= lo[b1]) & (q1[:, None] <= hi[b1])).all(-1) & meet[b1, pg[s1]]   # (K1, G)
     k1, cc = torch.nonzero(inside, as_tuple=True)
@@ -216,39 +213,6 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
     return out
 
 
-def every_vertex(surf: BodySurface, rest: np.ndarray, rest_normals: np.ndarray) -> BodySurface:
-    """``surf`` with every one of its surface vertices a probe (``rest``, ``rest_normals``: theirs in the bind pose,
-    (M, 3)): what the contact depth reads around the key vertices (``mesh_measuring``). Its ``probe_area`` is each
-    vertex's share of the points' total, not for a volume."""
-    M = len(surf.ids)
-    every = surf._replace(probe=np.arange(M), probe_area=np.full(M, float(surf.probe_area.sum()) / max(M, 1)),
-                          rest_depth=np.zeros(M))
-    x = torch.as_tensor(rest, dtype=torch.float32)[None]
-    n = torch.as_tensor(rest_normals, dtype=torch.float32)[None]
-    return every._replace(rest_depth=depths(every, x, n, subtract_rest=False)[0].numpy())
-
-
-def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor, radius: float) -> torch.Tensor:
-    """(B, N) the deepest surface vertex within ``radius`` (armature units) of each key vertex, ``keys`` (B, N, 3),
-    read on every vertex of ``every`` (``every_vertex``) near a key vertex, not only on the volume's probes; x, normals
-    as ``depths``'. A few frames at a time: the (frames, N, M) distances are the largest array."""
-    B, N = keys.shape[:2]
-    out = torch.zeros((B, N), dtype=x.dtype)
-    if N == 0:
-        return out
-    step = max(1, _BLOCK // max(N * x.shape[1], 1))
-    for f in range(0, B, step):
-        near = torch.cdist(keys[f:f + step], x[f:f + step]) < radius                        # (F, N, M)
-        if torch.is_tensor(normals):
-            n = normals[f:f + step]
-        else:
-            def n(b, q, f=f):
-                return normals(b + f, q)
-        d = depths(every, x[f:f + step], n, only=near.any(1))                              # (F, M)
-        out[f:f + step] = (near * d[:, None]).amax(-1)
-    return out
-
-
 def shared_volume(surf: BodySurface, d: torch.Tensor) -> torch.Tensor:
     """(B,) volume shared by parts that do not share a joint region, ½ Σ depth · area, from ``depths`` (B, S)
     (armature units³)."""
@@ -258,8 +222,8 @@ def shared_volume(surf: BodySurface, d: torch.Tensor) -> torch.Tensor:
 class MeshMeasures(NamedTuple):
     """Per-frame mesh measures of one clip (``mesh_measuring``).
 
-    share (T,) shared volume over the body's volume; key_depth (T, N) the deepest surface vertex within ``radius`` of
-    each key vertex (metres; ``near_depths``: every vertex of the read surface there, not only the probes); hand_touch (T, N) bool: a hand key vertex lies within ``radius`` of a probe of a part
+    share (T,) shared volume over the body's volume; key_depth (T, N) the deepest probe within ``radius`` of each
+    key vertex (metres); hand_touch (T, N) bool: a hand key vertex lies within ``radius`` of a probe of a part
     that does not share a joint region with the hand (False for other key vertices).
     """
 
@@ -299,8 +263,6 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
 
     def compute():
         surf = setup(track.character, kv)
-        mesh = track.character.mesh
-        every = every_vertex(surf, mesh.rest_verts[surf.ids], mesh.rest_normals[surf.ids]) if len(surf.key) else None
         T, N = track.num_frames, len(surf.key)
         share = np.zeros(T)
         key_depth = np.zeros((T, N))
@@ -318,9 +280,9 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
                 share[sl] = (shared_volume(surf, d) / max(surf.volume, 1e-30)).numpy()
                 if N:
                     k = x[:, kpos]                                            # (B, N, 3)
-                    key_depth[sl] = (near_depths(every, x, n, k, r) * ok).numpy() * surf.scale
+                    near = torch.cdist(k, x[:, torch.as_tensor(surf.probe)]) < r      # (B, N, S)
+                    key_depth[sl] = ((near * d[:, None]).amax(-1) * ok).numpy() * surf.scale
                     if bool(hand.any()):
-                        near = torch.cdist(k, x[:, torch.as_tensor(surf.probe)]) < r  # (B, N, S)
                         kg = torch.as_tensor(surf.part[kpos.numpy()])
                         far = torch.as_tensor(surf.allowed)[kg][:, pg]                 # (N, S)
                         touch[sl] = ((near & far[None]).any(-1) & hand).numpy()
@@ -329,5 +291,5 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
     return (yield from track.memo_steps(key, compute))
 
 
-__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths", "every_vertex",
-           "mesh_measuring", "mesh_volume", "near_depths", "setup", "shared_volume"]
+__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths",
+           "mesh_measuring", "mesh_volume", "setup", "shared_volume"]

@@ -145,27 +145,6 @@ def test_a_box_pressed_1_cm_into_another_reads_1_cm_deep():
     assert out["contact_depth_p95_height"] == pytest.approx(out["contact_depth_p95"] / 1.7)
 
 
-def test_the_contact_depth_reads_every_surface_vertex_near_a_key_vertex(monkeypatch):
-    """The contact depth is read on every vertex of the read surface within d_min of a key vertex
-    (``mesh_volume.near_depths``), not only on the volume's stride of probes: with a single probe, far from the
-    contact, the box pressed 1 cm into the other still reads 1 cm at both key vertices, and 0 where it rests."""
-    monkeypatch.setattr(mv, "PROBE_MAX", 1)
-    A, fA, nA = box([-0.2, -0.2, -0.2], [0.2, 0.2, 0.2])
-    B, fB, nB = box([-0.05, -0.05, 0.25], [0.05, 0.05, 0.35])
-    top = int(np.argmin(np.linalg.norm(A - [0, 0, 0.2], axis=1)))
-    bottom = len(A) + int(np.argmin(np.linalg.norm(B - [0, 0, 0.25], axis=1)))
-    ch = character([(0, A, fA, nA), (6, B, fB, nB)],
-                   keyverts=[("torso_top", "torso", top), ("left_palm", "left_hand", bottom)])
-    surf = mv.setup(ch)
-    assert len(surf.probe) == 1 and np.linalg.norm(ch.mesh.rest_verts[surf.ids[surf.probe[0]]]) > 0.3
-    motion = Motion.rest(3, 7)
-    motion.locations[1, 6] = (0, 0, -0.06)
-    motion.locations[2, 6] = (0, 0, -0.05)
-    mm = drive(mv.mesh_measuring(ClipTrack(ch, motion), ch.keyverts.vertex_ids, radius=0.05))
-    np.testing.assert_allclose(mm.key_depth[1], 0.01, atol=1e-4)
-    np.testing.assert_allclose(mm.key_depth[[0, 2]], 0.0, atol=1e-4)
-
-
 def test_the_surface_read_against_keeps_every_vertex_where_the_mesh_is_sparse():
     """The surface a depth is read against is one vertex per ``SAMPLE_CELL`` cube of the rest pose: a dense part (a
     face's or a hand's detail) is thinned, a sparse one kept whole, and every vertex has a kept one within a cell's
