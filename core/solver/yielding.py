@@ -34,6 +34,9 @@ CONTACT_YIELDS_TO_BARRIER = True
 #: ... from this share of the steps on, where the solve settles (earlier, the pull finds the contact; a yielding step
 #: costs two more backward passes through the pose map)
 YIELD_FROM = 0.75
+#: yield per (frame, joint) block instead of per frame: each joint's 6D residual, and the hips offset, on its own
+#: (an experiment, off: docs/decisions.md "The contact state yields to the self barrier")
+YIELD_PER_JOINT = False
 #: a frame's barrier gradient below this squared norm has no direction to yield along
 _TINY = 1e-30
 
@@ -101,6 +104,8 @@ def without_conflict(g: tuple, pull: tuple, barrier: tuple, count: bool = False)
     """``g`` less, on each frame t where ``pull``'s gradient points against ``barrier``'s (⟨a_t, b_t⟩ < 0 over
     every variable of the frame), ⟨a_t, b_t⟩ / |b_t|² · b_t. All three: tuples of tensors (T, ...) of the same
     shapes. With ``count``, (that, the number of such frames as a 0-dim tensor)."""
+    if YIELD_PER_JOINT:
+        return _without_conflict_per_block(g, pull, barrier, count)
     T = g[0].shape[0]
     a = torch.cat([x.reshape(T, -1) for x in pull], 1)
     b = torch.cat([x.reshape(T, -1) for x in barrier], 1)
@@ -108,6 +113,18 @@ def without_conflict(g: tuple, pull: tuple, barrier: tuple, count: bool = False)
     coef = torch.where((dot < 0) & (bb > _TINY), dot / bb.clamp_min(_TINY), torch.zeros_like(dot))   # (T,)
     out = tuple(gi - coef.view(-1, *([1] * (gi.dim() - 1))) * bi for gi, bi in zip(g, barrier))
     return (out, (coef != 0).sum()) if count else out
+
+
+def _without_conflict_per_block(g: tuple, pull: tuple, barrier: tuple, count: bool):
+    """``without_conflict`` on each (frame, joint) block of tensors (T, Jo, 6) and each frame of tensors (T, 3)."""
+    out, frames = [], None
+    for gi, a, b in zip(g, pull, barrier):
+        dot, bb = (a * b).sum(-1), (b * b).sum(-1)                                  # (T, Jo) or (T,)
+        coef = torch.where((dot < 0) & (bb > _TINY), dot / bb.clamp_min(_TINY), torch.zeros_like(dot))
+        out.append(gi - coef[..., None] * b)
+        hit = coef != 0 if coef.dim() == 1 else (coef != 0).any(-1)
+        frames = hit if frames is None else frames | hit
+    return (tuple(out), frames.sum()) if count else tuple(out)
 
 
 def yielding_backward(loss: torch.Tensor, parts: list, scale: float) -> list:

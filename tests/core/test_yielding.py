@@ -34,6 +34,20 @@ def test_without_conflict_reads_a_frame_over_every_variable_of_it():
     assert float(out[0][0, 0, 0]) == pytest.approx(1.0 - 1.5)
 
 
+def test_yielding_per_joint_takes_out_the_conflict_of_each_joint(monkeypatch):
+    """``YIELD_PER_JOINT``: each (frame, joint) block yields on its own. The frame of the test above whose hips offset
+    outweighs the conflict on a joint's rotation yields nothing per frame, and that joint's conflict per joint."""
+    from core.solver import yielding
+    rot_pull, rot_bar = torch.zeros((1, 2, 6)), torch.zeros((1, 2, 6))
+    rot_pull[0, 0, 0], rot_bar[0, 0, 0] = 1.0, -1.0                  # joint 0: against; joint 1: no barrier
+    off_pull, off_bar = torch.tensor([[2.0, 0.0, 0.0]]), torch.tensor([[1.0, 0.0, 0.0]])
+    g = (torch.ones((1, 2, 6)), torch.ones((1, 3)))
+    monkeypatch.setattr(yielding, "YIELD_PER_JOINT", True)
+    out, frames = without_conflict(g, (rot_pull, off_pull), (rot_bar, off_bar), count=True)
+    assert float(out[0][0, 0, 0]) == pytest.approx(1.0 - 1.0) and int(frames) == 1   # g − (−1 / 1)·(−1)
+    assert torch.equal(out[0][0, 1], g[0][0, 1]) and torch.equal(out[1], g[1])
+
+
 def _toy(seed=0):
     """Control points x (C, 2) and a fixed spline matrix B (T, C): residuals r = B x (T, 2); a pull toward a
     target point and a barrier that pushes frame 1 the other way, plus a third term."""
