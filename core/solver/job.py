@@ -388,7 +388,7 @@ class SolveJob(StepLifecycle):
         dense terms there (on a GPU from its graph), which ``terms_at`` then takes for these positions."""
         off, p, n, self.body_positions, dense = pose_and_terms(self, residuals, alpha)
         self._root_world = off * self.h_tgt                                   # (T, 3) world offset of the hips
-        self.pose_outputs = (p, n)     #: key-vertex and sole positions, their normals (T, N + S, 3): what the pairs read
+        self.pose_outputs = (p, n)     #: key-vertex and sole positions, their normals (T, N + S, 3): the pairs read
         N = self.num_keyverts
         out = (p[:, :N], n[:, :N], p[:, N:]) if p.shape[1] > N else (p, n, None)
         self._dense = None if dense is None else (out[0], alpha, dense)

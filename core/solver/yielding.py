@@ -7,14 +7,15 @@ body. Where the source's contact cannot be met on the target's body without one 
 on a big belly's front pull the forearm into its side; long arms pressed to the chest), the two fight on the same
 joints and the pull, two hundred times heavier, holds the limb centimetres inside.
 
-Here a step's gradient is taken with respect to each frame's variables (the 6D residuals (T, Jo, 6) and the hips
-offset (T, 3)), and on each frame where the contact state's gradient a_t points against the barrier's b_t
-(⟨a_t, b_t⟩ < 0), the step loses a's component along b:
+Over the last quarter of a solve's steps (``YIELD_FROM``, where the solve settles), a step's gradient is taken with
+respect to each frame's variables (the 6D residuals (T, Jo, 6) and the hips offset (T, 3)), and on each frame where
+the contact state's gradient a_t points against the barrier's b_t (⟨a_t, b_t⟩ < 0), the step loses a's component
+along b:
 
     g_t ← g_t − ⟨a_t, b_t⟩ / |b_t|² · b_t
 
 (gradient surgery, as PCGrad, Yu et al. 2020, does between tasks). The contact still pulls its key vertices
-together along the surface they press, never into the body; the barrier and every other term act as before, and a
+together along the surface they press, not into the body; the barrier and every other term act as before, and a
 frame where the two do not conflict is untouched. The gradient is then carried to the control points through the
 B-spline, as ``loss.backward()`` would.
 """
@@ -28,7 +29,7 @@ import torch
 from .surface import own_penetration_frames
 
 #: on each frame where the contact state's gradient points against the self barrier's, the step loses the contact
-#: state's component along the barrier's: the contact pulls along the surface, never into the body (docs/decisions.md
+#: state's component along the barrier's: the contact pulls along the surface, not into the body (docs/decisions.md
 #: "The contact state yields to the self barrier")
 CONTACT_YIELDS_TO_BARRIER = True
 #: ... from this share of the steps on, where the solve settles (earlier, the pull finds the contact; a yielding step
