@@ -409,8 +409,9 @@ class PartnerBarrier:
                 continue
             d = self._depths(flat, a, b, cand, rows)
             excess = (d - cand[3]).clamp_min(0.0)
-            count += int((excess > 0).sum())
-            self.last_frames.append(cand[0][excess.detach() > 0])
+            deep = excess.detach() > 0
+            count += int(deep.sum())
+            self.last_frames.append(cand[0][deep])
             total = total + excess.square().sum() / (self.num_frames * unit)
         self.last_entries = count
         return self.weight * total

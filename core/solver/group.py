@@ -266,12 +266,9 @@ class GroupSolveJob(StepLifecycle):
             member_terms, ps, ns, parts = [], [], [], []
             yields = any(yields_at(m, step) for m in self.members)   # every member's terms at its per-frame variables
             for m in self.members:
-                if yields:
-                    res = m.param.frame_residuals()
-                    leaves = leaves_of(res)
-                    p, n, sole = m._forward(leaves, alpha)
-                else:
-                    p, n, sole = m._forward(alpha=alpha)
+                res = m.param.frame_residuals() if yields else None
+                leaves = leaves_of(res) if yields else None
+                p, n, sole = m._forward(leaves, alpha)
                 member_terms.append(m.terms_at(p, n, sole, alpha))
                 if yields:
                     parts.append(job_part(m, res, leaves))

@@ -101,6 +101,12 @@ def _conflict_possible(part: YieldingPart) -> bool:
     return bool(barred.any()) and bool((_frames_moved(part.pull, part.outputs) & barred).any())
 
 
+def _coefficient(dot: torch.Tensor, bb: torch.Tensor) -> torch.Tensor:
+    """⟨a, b⟩ / |b|² where the pull points against the barrier (``dot`` = ⟨a, b⟩ < 0, ``bb`` = |b|² not ~0), else 0;
+    any shape, element-wise."""
+    return torch.where((dot < 0) & (bb > _TINY), dot / bb.clamp_min(_TINY), torch.zeros_like(dot))
+
+
 def without_conflict(g: tuple, pull: tuple, barrier: tuple, count: bool = False):
     """``g`` less, on each frame t where ``pull``'s gradient points against ``barrier``'s (⟨a_t, b_t⟩ < 0 over
     every variable of the frame), ⟨a_t, b_t⟩ / |b_t|² · b_t. All three: tuples of tensors (T, ...) of the same
@@ -110,8 +116,7 @@ def without_conflict(g: tuple, pull: tuple, barrier: tuple, count: bool = False)
     T = g[0].shape[0]
     a = torch.cat([x.reshape(T, -1) for x in pull], 1)
     b = torch.cat([x.reshape(T, -1) for x in barrier], 1)
-    dot, bb = (a * b).sum(1), (b * b).sum(1)
-    coef = torch.where((dot < 0) & (bb > _TINY), dot / bb.clamp_min(_TINY), torch.zeros_like(dot))   # (T,)
+    coef = _coefficient((a * b).sum(1), (b * b).sum(1))                                     # (T,)
     out = tuple(gi - coef.view(-1, *([1] * (gi.dim() - 1))) * bi for gi, bi in zip(g, barrier))
     return (out, (coef != 0).sum()) if count else out
 
@@ -120,8 +125,7 @@ def _without_conflict_per_block(g: tuple, pull: tuple, barrier: tuple, count: bo
     """``without_conflict`` on each (frame, joint) block of tensors (T, Jo, 6) and each frame of tensors (T, 3)."""
     out, frames = [], None
     for gi, a, b in zip(g, pull, barrier):
-        dot, bb = (a * b).sum(-1), (b * b).sum(-1)                                  # (T, Jo) or (T,)
-        coef = torch.where((dot < 0) & (bb > _TINY), dot / bb.clamp_min(_TINY), torch.zeros_like(dot))
+        coef = _coefficient((a * b).sum(-1), (b * b).sum(-1))                         # (T, Jo) or (T,)
         out.append(gi - coef[..., None] * b)
         hit = coef != 0 if coef.dim() == 1 else (coef != 0).any(-1)
         frames = hit if frames is None else frames | hit

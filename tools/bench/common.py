@@ -112,16 +112,25 @@ def variant_start(args) -> tuple:
     return mods, Loader(mods, lambda s: None), settings
 
 
-def set_constants(items, package: str = MODULE):
-    """Set each ``module.NAME=VALUE`` of ``items`` (``VALUE`` a Python literal) on ``package.module`` (a variant
-    of a module constant for a whole run: ``--const``); prints each."""
+def module_constants(items, package: str = MODULE) -> list:
+    """[(name, module, attribute, value)] of ``module.NAME=VALUE`` items (``VALUE`` a Python literal) on
+    ``package.module``; stops naming a constant that the module lacks."""
+    out = []
     for item in items:
         name, _, value = item.partition("=")
         module, _, attr = name.rpartition(".")
         mod = importlib.import_module(f"{package}.{module}" if package else module)
         if not hasattr(mod, attr):
             raise SystemExit(f"no module constant {name}")
-        setattr(mod, attr, ast.literal_eval(value))
+        out.append((name, mod, attr, ast.literal_eval(value)))
+    return out
+
+
+def set_constants(items, package: str = MODULE):
+    """Set each ``module.NAME=VALUE`` of ``items`` on ``package.module`` (``module_constants``: a variant of a
+    module constant for a whole run, ``--const``); prints each."""
+    for name, mod, attr, value in module_constants(items, package):
+        setattr(mod, attr, value)
         print(f"{name} = {getattr(mod, attr)!r}")
 
 

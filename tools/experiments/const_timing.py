@@ -11,27 +11,12 @@ barrier").
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
-
-
-def _constants(items, package: str) -> list:
-    """[(module, name, default, value)] of ``module.NAME=VALUE`` items."""
-    out = []
-    for item in items:
-        name, _, value = item.partition("=")
-        module, _, attr = name.rpartition(".")
-        mod = importlib.import_module(f"{package}.{module}")
-        if not hasattr(mod, attr):
-            raise SystemExit(f"no module constant {name}")
-        out.append((mod, attr, getattr(mod, attr), ast.literal_eval(value)))
-    return out
 
 
 def main(argv=None) -> int:
@@ -47,7 +32,7 @@ def main(argv=None) -> int:
     consts = args.const
     args.const = []
     mods, loader, settings = common.variant_start(args)
-    variant = _constants(consts, common.MODULE)
+    variant = [(mod, attr, getattr(mod, attr), value) for _, mod, attr, value in common.module_constants(consts)]
     for label, src, smo, tgt in bench_zoo.chosen_cases(args, mods, loader):
         seconds, steps = {"defaults": [], "variant": []}, {}
         for _ in range(args.repeat):
