@@ -22,7 +22,8 @@ a hand's dense detail thinned, a sparse part kept whole) and every probe, at mos
 phase: a probe is tested against the parts whose box on that frame holds it, so a clip costs what its near contacts
 cost.
 
-Pure torch/numpy. ``setup`` once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per clip.
+Pure torch/numpy. ``surfaces`` (``setup``) once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per
+clip. The contact depth (``core.metrics.contact_depth``) reads the same depth on every surface vertex near a contact.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..rig.parts import vertex_segments
+from ..character.memo import per_character
 from ..character.track import ClipTrack
+from ..rig.parts import vertex_segments
 from .measures import SELF_PEN_HOPS, segment_exclusion, vertex_areas
 
 PROBE_MAX = 2000      #: surface vertices whose depth is read (uniform stride)
@@ -143,6 +145,35 @@ def setup(character, keyvert_ids=None, probe_max: int = None, surface_max: int =
     return surf._replace(rest_depth=depths(surf, rest, rn, subtract_rest=False)[0].numpy())
 
 
+#: (BodySurface, its every-vertex twin) per character and key-vertex set, by identity: ``surfaces``
+_SURFACES = {}
+
+
+def surfaces(character, keyvert_ids=None) -> tuple:
+    """(``setup(character, keyvert_ids)``, ``every_vertex`` of it), computed once per live character, key-vertex set
+    and module settings (a retarget measures its source once and its target twice). Shared: never modify them."""
+    kv = None if keyvert_ids is None else np.asarray(keyvert_ids, np.int64)
+    key = (id(character), None if kv is None else kv.tobytes(), PROBE_MAX, SURFACE_MAX, SAMPLE_CELL)
+
+    def compute():
+        surf = setup(character, kv)
+        mesh = character.mesh
+        return surf, every_vertex(surf, mesh.rest_verts[surf.ids], mesh.rest_normals[surf.ids])
+    return per_character(_SURFACES, character, compute, key=key)
+
+
+def every_vertex(surf: BodySurface, rest: np.ndarray, rest_normals: np.ndarray) -> BodySurface:
+    """``surf`` with every one of its surface vertices a probe (``rest``, ``rest_normals``: theirs in the bind pose,
+    (M, 3)): what the contact depth reads around the key vertices (``core.metrics.contact_depth``). Its
+    ``probe_area`` is each vertex's equal share of the surface's area: it stands for no volume."""
+    M = len(surf.ids)
+    every = surf._replace(probe=np.arange(M), probe_area=np.full(M, float(surf.probe_area.sum()) / max(M, 1)),
+                          rest_depth=np.zeros(M))
+    x = torch.as_tensor(rest, dtype=torch.float32)[None]
+    n = torch.as_tensor(rest_normals, dtype=torch.float32)[None]
+    return every._replace(rest_depth=depths(every, x, n, subtract_rest=False)[0].numpy())
+
+
 def _boxes(x: torch.Tensor, part: torch.Tensor, G: int):
     """Per frame and part, the box of its surface vertices: (B, G, 3) minima and maxima (x (B, M, 3))."""
     B = x.shape[0]
@@ -152,11 +183,12 @@ def _boxes(x: torch.Tensor, part: torch.Tensor, G: int):
     return lo, hi
 
 
-def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = True) -> torch.Tensor:
+def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = True, only=None) -> torch.Tensor:
     """(B, S) depth of each probe inside the union of the parts it is read against, ≥ 0 (armature units).
 
     x: (B, M, 3) the surface vertices' positions on B frames (``surf.ids``'s order); normals: (B, M, 3) their unit
-    normals, or a function of (frame indices (K,), vertex indices (K,)) -> (K, 3) unit normals."""
+    normals, or a function of (frame indices (K,), vertex indices (K,)) -> (K, 3) unit normals; only: (B, S) bool,
+    the (frame, probe) entries to read (the others read 0), or None: every entry."""
     if torch.is_tensor(normals):
         n_all = normals
         normals = lambda b, q: n_all[b, q]                                   # noqa: E731
@@ -174,7 +206,8 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
     allowed = torch.as_tensor(surf.allowed)
     # broad phase: probes of a part whose box meets an allowed part's box, then each of them against those boxes
     meet = ((lo[:, :, None] <= hi[:, None]) & (lo[:, None] <= hi[:, :, None])).all(-1) & allowed[None]  # (B, G, G)
-    b1, s1 = torch.nonzero(meet.any(-1)[:, pg], as_tuple=True)
+    candidate = meet.any(-1)[:, pg]                                           # (B, S)
+    b1, s1 = torch.nonzero(candidate if only is None else candidate & only, as_tuple=True)
     q1 = p[b1, s1]                                                            # (K1, 3)
     inside = ((q1[:, None] >= lo[b1]) & (q1[:, None] <= hi[b1])).all(-1) & meet[b1, pg[s1]]   # (K1, G)
     k1, cc = torch.nonzero(inside, as_tuple=True)
@@ -222,17 +255,16 @@ def shared_volume(surf: BodySurface, d: torch.Tensor) -> torch.Tensor:
 class MeshMeasures(NamedTuple):
     """Per-frame mesh measures of one clip (``mesh_measuring``).
 
-    share (T,) shared volume over the body's volume; key_depth (T, N) the deepest probe within ``radius`` of each
-    key vertex (metres); hand_touch (T, N) bool: a hand key vertex lies within ``radius`` of a probe of a part
-    that does not share a joint region with the hand (False for other key vertices).
+    share (T,) shared volume over the body's volume; hand_touch (T, N) bool: a hand key vertex lies within
+    ``radius`` of a probe of a part that does not share a joint region with the hand (False for other key vertices).
+    The depth around each key vertex is ``core.metrics.contact_depth``'s, read where the source has a contact.
     """
 
     share: np.ndarray
-    key_depth: np.ndarray
     hand_touch: np.ndarray
 
 
-def _skin(track: ClipTrack, ids: np.ndarray):
+def skinning(track: ClipTrack, ids: np.ndarray):
     """Dense-weight LBS of the surface vertices, float32, armature space: a function of (frame slice, skinning
     rotations, translations) -> positions, unit normals (B, M, 3)."""
     mesh, J = track.character.mesh, track.character.skeleton.num_bones
@@ -262,34 +294,27 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
     key = ("mesh_measures", None if kv is None else kv.tobytes(), float(radius))
 
     def compute():
-        surf = setup(track.character, kv)
+        surf = surfaces(track.character, kv)[0]
         T, N = track.num_frames, len(surf.key)
         share = np.zeros(T)
-        key_depth = np.zeros((T, N))
         touch = np.zeros((T, N), bool)
-        skin = _skin(track, surf.ids)
+        skin = skinning(track, surf.ids)
         r = radius / surf.scale
         kpos = torch.as_tensor(np.maximum(surf.key, 0))
-        ok = torch.as_tensor(surf.key >= 0)
-        hand = torch.as_tensor(surf.key_hand) & ok
-        pg = torch.as_tensor(surf.part[surf.probe])
+        hand = torch.as_tensor(surf.key_hand & (surf.key >= 0))
+        probe = torch.as_tensor(surf.probe)
+        far = torch.as_tensor(surf.allowed)[torch.as_tensor(surf.part[kpos.numpy()])][:, surf.part[surf.probe]]
         with torch.no_grad():
             for sl, S_rot, S_t in track.skinning_chunks(_CHUNK):
                 x, n = skin(S_rot, S_t)
-                d = depths(surf, x, n)                                       # (B, S)
-                share[sl] = (shared_volume(surf, d) / max(surf.volume, 1e-30)).numpy()
-                if N:
-                    k = x[:, kpos]                                            # (B, N, 3)
-                    near = torch.cdist(k, x[:, torch.as_tensor(surf.probe)]) < r      # (B, N, S)
-                    key_depth[sl] = ((near * d[:, None]).amax(-1) * ok).numpy() * surf.scale
-                    if bool(hand.any()):
-                        kg = torch.as_tensor(surf.part[kpos.numpy()])
-                        far = torch.as_tensor(surf.allowed)[kg][:, pg]                 # (N, S)
-                        touch[sl] = ((near & far[None]).any(-1) & hand).numpy()
+                share[sl] = (shared_volume(surf, depths(surf, x, n)) / max(surf.volume, 1e-30)).numpy()
+                if N and bool(hand.any()):                                   # (B, N, S) hand key vertex near a probe
+                    near = torch.cdist(x[:, kpos[hand]], x[:, probe]) < r
+                    touch[sl, hand.numpy()] = (near & far[hand][None]).any(-1).numpy()
                 yield sl.stop / T
-        return MeshMeasures(share, key_depth, touch)
+        return MeshMeasures(share, touch)
     return (yield from track.memo_steps(key, compute))
 
 
-__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths",
-           "mesh_measuring", "mesh_volume", "setup", "shared_volume"]
+__all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths", "every_vertex",
+           "mesh_measuring", "mesh_volume", "setup", "shared_volume", "skinning", "surfaces"]

@@ -9,7 +9,7 @@ from scipy.spatial import cKDTree
 
 from core.character.track import ClipTrack
 from core.metrics import mesh_volume as mv
-from core.metrics.contact_depth import MeshTally, mesh_scores
+from core.metrics.contact_depth import MeshTally, contact_depths, contact_entries, mesh_scores
 from core.progress import drive
 from core.types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
@@ -128,21 +128,51 @@ def test_a_box_pressed_1_cm_into_another_reads_1_cm_deep():
     motion = Motion.rest(3, 7)
     motion.locations[1, 6] = (0, 0, -0.06)                         # frame 1: pressed 1 cm into A
     motion.locations[2, 6] = (0, 0, -0.05)                         # frame 2: resting on A
-    mm = drive(mv.mesh_measuring(ClipTrack(ch, motion), ch.keyverts.vertex_ids, radius=0.05))
-    np.testing.assert_allclose(mm.key_depth[1], 0.01, atol=1e-4)
-    np.testing.assert_allclose(mm.key_depth[[0, 2]], 0.0, atol=1e-4)
+    track = ClipTrack(ch, motion)
+    mm = drive(mv.mesh_measuring(track, ch.keyverts.vertex_ids, radius=0.05))
+    every = np.ones((3, 2), bool)
+    depth = drive(contact_depths(track, ch.keyverts.vertex_ids, 0.05, every))
+    np.testing.assert_allclose(depth[1], 0.01, atol=1e-4)
+    np.testing.assert_allclose(depth[[0, 2]], 0.0, atol=1e-4)
+    # only the entries asked for are read
+    one = np.zeros((3, 2), bool)
+    one[1, 1] = True
+    np.testing.assert_allclose(drive(contact_depths(track, ch.keyverts.vertex_ids, 0.05, one)), depth * one)
     # shared volume: a 10 × 10 cm × 1 cm slab over A's volume
     assert mm.share[1] == pytest.approx(0.1 * 0.1 * 0.01 / (0.4 ** 3 + 0.1 ** 3), rel=0.1)
     assert mm.share[0] == mm.share[2] == 0.0
     # the contact depth over the source's contact frames (the pair touches on frames 1 and 2)
     tally = MeshTally(3)
     truth = np.array([[False], [True], [True]])
-    tally.add_contacts(truth, (np.array([0]), np.array([1])), np.zeros((3, 2), bool), mm.key_depth, 0)
+    read = contact_entries(truth, (np.array([0]), np.array([1])), np.zeros((3, 2), bool))
+    np.testing.assert_array_equal(read, [[False, False], [True, True], [True, True]])
+    tally.add_contacts(read, depth, 0)
     tally.add(mm, 0, 3, 0)
     out = mesh_scores(MeshTally(3), tally, target_height=1.7)
     assert out["source_contact_frames"] == 2
     assert out["contact_depth_p95"] == pytest.approx(0.0095, abs=2e-4)       # 95 % of the way from 0 to 1 cm
     assert out["contact_depth_p95_height"] == pytest.approx(out["contact_depth_p95"] / 1.7)
+
+
+def test_the_contact_depth_reads_every_surface_vertex_near_a_key_vertex(monkeypatch):
+    """The contact depth is read on every vertex of the read surface within d_min of a key vertex
+    (``contact_depth.near_depths``), not only on the volume's stride of probes: with a single probe, far from the
+    contact, the box pressed 1 cm into the other still reads 1 cm at both key vertices, and 0 where it rests."""
+    monkeypatch.setattr(mv, "PROBE_MAX", 1)
+    A, fA, nA = box([-0.2, -0.2, -0.2], [0.2, 0.2, 0.2])
+    B, fB, nB = box([-0.05, -0.05, 0.25], [0.05, 0.05, 0.35])
+    top = int(np.argmin(np.linalg.norm(A - [0, 0, 0.2], axis=1)))
+    bottom = len(A) + int(np.argmin(np.linalg.norm(B - [0, 0, 0.25], axis=1)))
+    ch = character([(0, A, fA, nA), (6, B, fB, nB)],
+                   keyverts=[("torso_top", "torso", top), ("left_palm", "left_hand", bottom)])
+    surf = mv.surfaces(ch, ch.keyverts.vertex_ids)[0]
+    assert len(surf.probe) == 1 and np.linalg.norm(ch.mesh.rest_verts[surf.ids[surf.probe[0]]]) > 0.3
+    motion = Motion.rest(3, 7)
+    motion.locations[1, 6] = (0, 0, -0.06)
+    motion.locations[2, 6] = (0, 0, -0.05)
+    depth = drive(contact_depths(ClipTrack(ch, motion), ch.keyverts.vertex_ids, 0.05, np.ones((3, 2), bool)))
+    np.testing.assert_allclose(depth[1], 0.01, atol=1e-4)
+    np.testing.assert_allclose(depth[[0, 2]], 0.0, atol=1e-4)
 
 
 def test_the_surface_read_against_keeps_every_vertex_where_the_mesh_is_sparse():

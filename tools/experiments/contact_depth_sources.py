@@ -51,19 +51,21 @@ def depth_sources(core, src, smo, tgt, motion, over: float) -> list:
     mv, parts = core("metrics.mesh_volume"), core("rig.parts")
     sf, su, track_mod = core("solver.surface_fields"), core("solver.surface"), core("character.track")
     track = track_mod.ClipTrack(tgt, motion)
-    surf = mv.setup(tgt, tgt.keyverts.vertex_ids)
+    surf = mv.surfaces(tgt, tgt.keyverts.vertex_ids)[1]       # every surface vertex a probe, as the contact depth reads
     _, seg_names, _ = parts.vertex_segments(tgt.skeleton, tgt.mesh, tgt.bone_map)
     fields = sf.surface_fields(tgt)
     world = sf.world_points(fields, track) if fields is not None else None
     grid = su.field_tensor(fields, torch.float64) if fields is not None else None
     Mo = torch.as_tensor(tgt.skeleton.object_matrix, dtype=torch.float64)
-    skin = mv._skin(track, surf.ids)
+    skin = mv.skinning(track, surf.ids)
     with torch.no_grad():
         (x, normals), = [skin(R, t) for _, R, t in track.skinning_chunks(track.num_frames)]
-        d = mv.depths(surf, x, normals) * surf.scale                            # (T, S) metres
+        at = torch.as_tensor(frames)
+        d = torch.zeros((track.num_frames, len(surf.probe)))
+        d[at] = mv.depths(surf, x[at], lambda b, q: normals(at[b], q)) * surf.scale    # (T, M) metres, those frames
     out = []
     for t in frames:
-        s = int(torch.argmin((d[t] - float(depth[t])).abs()))                   # the probe that sets the frame
+        s = int(torch.argmin((d[t] - float(depth[t])).abs()))                   # the vertex that sets the frame
         v = surf.probe[s]
         g = int(surf.part[v])
         allowed = np.nonzero(surf.allowed[g][surf.part])[0]
