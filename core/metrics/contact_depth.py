@@ -1,6 +1,6 @@
 """The contact depth: how deep the target's surfaces interpenetrate where the source touches itself (docs/metrics.md
-"Contact depth"), read on the mesh with ``core.metrics.mesh_volume``'s depth, and its scores with the mesh
-self-penetration's.
+"Contact depth"), read on the mesh in ``core.metrics.mesh_volume``'s pass (``mesh_measuring``, ``near_depths``), and
+its scores with the mesh self-penetration's.
 
 A **source contact** on frame t is a key-vertex pair (i, j) of the metrics' pair set within d_min in the source
 (``core.metrics.scores``' contacts), or a hand key vertex of the source within d_min of the surface of a body part
@@ -8,22 +8,16 @@ that does not share a joint region with the hand (a hand on a hip, on the face).
 deepest surface vertex within d_min of the clip's key vertex (either one of a pair): how far the surfaces there lie
 inside the body's other parts. It is read on **every** vertex of the read surface near the key vertex, not on the
 volume measure's probe stride (a hand sunk where no probe lies would read 0), and only on the (frame, key vertex)
-entries of the source's contacts, which keeps it cheap. A frame's contact depth is the deepest of its contacts;
-p50 and p95 over the source's contact frames, in metres and as a share of the target's h_c.
+entries of the source's contacts (``contact_entries``), in the same search as the volume's probes. A frame's contact
+depth is the deepest of its contacts; p50 and p95 over the source's contact frames, in metres and as a share of the
+target's h_c.
 """
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
-import torch
 
-from ..character.track import ClipTrack
-from .mesh_volume import BodySurface, MeshMeasures, depths, skinning, surfaces
-
-_CHUNK = 32           #: frames per chunk
-_BLOCK = 1 << 21      #: key-vertex-to-vertex distance entries per block
+from .mesh_volume import MeshMeasures
 
 
 def contact_entries(truth: np.ndarray, pairs, touch: np.ndarray) -> np.ndarray:
@@ -35,58 +29,6 @@ def contact_entries(truth: np.ndarray, pairs, touch: np.ndarray) -> np.ndarray:
     out[f, ii[p]] = True
     out[f, jj[p]] = True
     return out
-
-
-def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor, radius: float,
-                read: torch.Tensor) -> torch.Tensor:
-    """(B, N) the deepest surface vertex within ``radius`` (armature units) of each key vertex, ``keys`` (B, N, 3),
-    on the entries ``read`` (B, N) bool (0 elsewhere), read on every vertex of ``every`` (``mesh_volume.every_vertex``)
-    near a key vertex read; x, normals as ``mesh_volume.depths``'. A few frames at a time: the (frames, N, M)
-    distances are the largest array."""
-    B, N = keys.shape[:2]
-    out = torch.zeros((B, N), dtype=x.dtype)
-    step = max(1, _BLOCK // max(N * x.shape[1], 1))
-    for f in range(0, B, step):
-        near = (torch.cdist(keys[f:f + step], x[f:f + step]) < radius) & read[f:f + step, :, None]   # (F, N, M)
-        if torch.is_tensor(normals):
-            n = normals[f:f + step]
-        else:
-            def n(b, q, f=f):
-                return normals(b + f, q)
-        d = depths(every, x[f:f + step], n, only=near.any(1))                                       # (F, M)
-        out[f:f + step] = (near * d[:, None]).amax(-1)
-    return out
-
-
-def contact_depths(track: ClipTrack, keyvert_ids, radius: float, read: np.ndarray):
-    """Generator yielding the share of frames done; returns (T, N) the depth around each key vertex of the clip
-    (metres) on the entries ``read`` (T, N) bool (the source's contacts: ``contact_entries``), 0 elsewhere; kept on
-    the track. ``radius``: the key vertices' neighbourhood (metres; the contacts' d_min)."""
-    kv = np.asarray(keyvert_ids, dtype=np.int64)
-    read = np.asarray(read, bool)
-    key = ("contact_depths", kv.tobytes(), float(radius), hashlib.sha1(np.packbits(read).tobytes()).hexdigest())
-
-    def compute():
-        T, N = track.num_frames, len(kv)
-        out = np.zeros((T, N))
-        if not read.any():
-            yield 1.0
-            return out
-        surf, every = surfaces(track.character, kv)
-        skin = skinning(track, surf.ids)
-        ok = surf.key >= 0
-        kpos = torch.as_tensor(np.maximum(surf.key, 0))
-        with torch.no_grad():
-            for sl, S_rot, S_t in track.skinning_chunks(_CHUNK):
-                frames = np.nonzero((read[sl] & ok).any(1))[0]
-                if len(frames):
-                    x, n = skin(S_rot[frames], S_t[frames])
-                    d = near_depths(every, x, n, x[:, kpos], radius / surf.scale,
-                                    torch.as_tensor(read[sl][frames] & ok))
-                    out[sl.start + frames] = d.numpy() * surf.scale
-                yield sl.stop / T
-        return out
-    return (yield from track.memo_steps(key, compute))
 
 
 class MeshTally:
@@ -126,4 +68,4 @@ def mesh_scores(source: MeshTally, target: MeshTally, target_height: float) -> d
     return out
 
 
-__all__ = ["MeshTally", "contact_depths", "contact_entries", "mesh_scores", "near_depths"]
+__all__ = ["MeshTally", "contact_entries", "mesh_scores"]

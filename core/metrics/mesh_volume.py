@@ -28,6 +28,7 @@ clip. The contact depth (``core.metrics.contact_depth``) reads the same depth on
 
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
 
 import numpy as np
@@ -47,7 +48,7 @@ SAMPLE_CELL = 0.008
 SURFACE_MAX = 40000
 HOPS = SELF_PEN_HOPS  #: parts this close in the canonical tree share a joint region: never read against each other
 _CHUNK = 32           #: frames per chunk
-_BLOCK = 1 << 21      #: distance entries per block of the narrow phase
+_BLOCK = 1 << 21      #: distance entries per block (the narrow phase's, the key vertices' neighbourhoods)
 
 
 class BodySurface(NamedTuple):
@@ -252,16 +253,45 @@ def shared_volume(surf: BodySurface, d: torch.Tensor) -> torch.Tensor:
     return 0.5 * (d * torch.as_tensor(surf.probe_area, dtype=d.dtype)).sum(-1)
 
 
+def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor, radius: float,
+                read: torch.Tensor, also: torch.Tensor = None) -> tuple:
+    """The depth around key vertices, read on **every** vertex of ``every`` (``every_vertex``) within ``radius``
+    (armature units) of a key vertex read, not only on the volume's probes (a hand sunk where no probe lies).
+
+    keys: (B, N, 3) the key vertices; read: (B, N) bool, the entries read; also: (M,) bool, vertices read on every
+    frame besides (the volume's probes, so that one search serves both measures); x, normals as ``depths``'.
+    Returns (d (B, M) each vertex's depth where read, 0 elsewhere; (B, N) the deepest vertex within ``radius`` of
+    each key vertex on the entries read, 0 elsewhere). The (entries, M) distances are built a block at a time."""
+    B, N = keys.shape[:2]
+    M = x.shape[1]
+    b, k = torch.nonzero(read, as_tuple=True)
+    near = torch.zeros((len(b), M), dtype=torch.bool)
+    step = max(1, _BLOCK // max(M, 1))
+    for e in range(0, len(b), step):
+        s = slice(e, e + step)
+        near[s] = (x[b[s]] - keys[b[s], k[s]][:, None]).square().sum(-1) < radius * radius     # (E, M)
+    only = torch.zeros((B, M), dtype=torch.int32).index_add_(0, b, near.to(torch.int32)) > 0
+    if also is not None:
+        only |= also[None]
+    d = depths(every, x, normals, only=only)                                                       # (B, M)
+    key_depth = torch.zeros((B, N), dtype=x.dtype)
+    if len(b):
+        key_depth[b, k] = torch.where(near, d[b], torch.zeros(())).amax(-1)
+    return d, key_depth
+
+
 class MeshMeasures(NamedTuple):
     """Per-frame mesh measures of one clip (``mesh_measuring``).
 
     share (T,) shared volume over the body's volume; hand_touch (T, N) bool: a hand key vertex lies within
-    ``radius`` of a probe of a part that does not share a joint region with the hand (False for other key vertices).
-    The depth around each key vertex is ``core.metrics.contact_depth``'s, read where the source has a contact.
+    ``radius`` of a probe of a part that does not share a joint region with the hand (False for other key vertices);
+    key_depth (T, N) the deepest surface vertex within ``radius`` of each key vertex (``near_depths``; metres) on
+    the entries read, 0 elsewhere.
     """
 
     share: np.ndarray
     hand_touch: np.ndarray
+    key_depth: np.ndarray
 
 
 def skinning(track: ClipTrack, ids: np.ndarray):
@@ -287,34 +317,53 @@ def skinning(track: ClipTrack, ids: np.ndarray):
     return run
 
 
-def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0):
+def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read: np.ndarray = None,
+                   own_touch: bool = False):
     """Generator yielding the share of frames done; returns the clip's MeshMeasures (kept on the track).
-    ``radius``: the key vertices' neighbourhood (metres; the contacts' d_min)."""
+
+    Args:
+        radius: the key vertices' neighbourhood (metres; the contacts' d_min).
+        read: (T, N) bool, the (frame, key vertex) entries whose depth around is read (the source's contacts:
+            ``core.metrics.contact_depth.contact_entries``), or None: none.
+        own_touch: read also the entries where this clip's hand key vertices touch its body (``hand_touch``; the
+            source's own hand contacts, when measuring the source).
+    """
     kv = None if keyvert_ids is None else np.asarray(keyvert_ids, dtype=np.int64)
-    key = ("mesh_measures", None if kv is None else kv.tobytes(), float(radius))
+    wanted = None if read is None else np.asarray(read, bool)
+    key = ("mesh_measures", None if kv is None else kv.tobytes(), float(radius), bool(own_touch),
+           None if wanted is None else hashlib.sha1(np.packbits(wanted).tobytes() + str(wanted.shape).encode()).hexdigest())
 
     def compute():
-        surf = surfaces(track.character, kv)[0]
+        surf, every = surfaces(track.character, kv)
         T, N = track.num_frames, len(surf.key)
         share = np.zeros(T)
         touch = np.zeros((T, N), bool)
+        key_depth = np.zeros((T, N))
         skin = skinning(track, surf.ids)
         r = radius / surf.scale
+        ok = surf.key >= 0
         kpos = torch.as_tensor(np.maximum(surf.key, 0))
-        hand = torch.as_tensor(surf.key_hand & (surf.key >= 0))
+        hand = torch.as_tensor(surf.key_hand & ok)
         probe = torch.as_tensor(surf.probe)
+        is_probe = torch.zeros(len(surf.ids), dtype=torch.bool)
+        is_probe[probe] = True
         far = torch.as_tensor(surf.allowed)[torch.as_tensor(surf.part[kpos.numpy()])][:, surf.part[surf.probe]]
         with torch.no_grad():
             for sl, S_rot, S_t in track.skinning_chunks(_CHUNK):
                 x, n = skin(S_rot, S_t)
-                share[sl] = (shared_volume(surf, depths(surf, x, n)) / max(surf.volume, 1e-30)).numpy()
                 if N and bool(hand.any()):                                   # (B, N, S) hand key vertex near a probe
                     near = torch.cdist(x[:, kpos[hand]], x[:, probe]) < r
                     touch[sl, hand.numpy()] = (near & far[hand][None]).any(-1).numpy()
+                entries = np.zeros((sl.stop - sl.start, N), bool) if wanted is None else wanted[sl].copy()
+                if own_touch:
+                    entries |= touch[sl]
+                d, kd = near_depths(every, x, n, x[:, kpos], r, torch.as_tensor(entries & ok), also=is_probe)
+                share[sl] = (shared_volume(surf, d[:, probe]) / max(surf.volume, 1e-30)).numpy()
+                key_depth[sl] = kd.numpy() * surf.scale
                 yield sl.stop / T
-        return MeshMeasures(share, touch)
+        return MeshMeasures(share, touch, key_depth)
     return (yield from track.memo_steps(key, compute))
 
 
 __all__ = ["BodySurface", "HOPS", "MeshMeasures", "PROBE_MAX", "SAMPLE_CELL", "SURFACE_MAX", "depths", "every_vertex",
-           "mesh_measuring", "mesh_volume", "setup", "shared_volume", "skinning", "surfaces"]
+           "mesh_measuring", "mesh_volume", "near_depths", "setup", "shared_volume", "skinning", "surfaces"]

@@ -23,7 +23,7 @@ from ..progress import drive, scaled
 from ..character.track import ClipTrack
 from ..types import Character, Motion
 from ..descriptors.weights import allowed_pairs
-from .contact_depth import MeshTally, contact_depths, contact_entries, mesh_scores
+from .contact_depth import MeshTally, contact_entries, mesh_scores
 from .mesh_volume import mesh_measuring
 
 GROUNDED_FRACTION = 0.01     #: grounded: |foot height| <= 1 % of h_c
@@ -262,13 +262,17 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
         done += step
         s_tally.add(s_m, s_m.joint_names, source_motion.fps, a, b, first)
         truth = None if not kv else pairs_closer(s_m.keyverts[a - first:b - first], ii, jj, CONTACT_FRACTION * hs)
-        s_mm = yield from scaled(mesh_measuring(s_track, s_kv, CONTACT_FRACTION * hs), done, done)
-        s_mesh.add(s_mm, a, b, first)
-        if kv:                          # the key vertices in a source contact, read on the source and the targets
+        # the key vertices in a source contact: its pairs, and its hands on its body (found in the same pass)
+        read = None
+        if kv:
             read = np.zeros((stop - first, len(s_kv)), bool)
-            read[a - first:b - first] = contact_entries(truth, (ii, jj), s_mm.hand_touch[a - first:b - first])
-            s_depth = yield from scaled(contact_depths(s_track, s_kv, CONTACT_FRACTION * hs, read), done, done)
-            s_mesh.add_contacts(read[a - first:b - first], s_depth[a - first:b - first], a)
+            read[a - first:b - first] = contact_entries(truth, (ii, jj), np.zeros((b - a, len(s_kv)), bool))
+        s_mm = yield from scaled(mesh_measuring(s_track, s_kv, CONTACT_FRACTION * hs, read, own_touch=True),
+                                 done, done)
+        s_mesh.add(s_mm, a, b, first)
+        if kv:
+            read[a - first:b - first] |= s_mm.hand_touch[a - first:b - first]
+            s_mesh.add_contacts(read[a - first:b - first], s_mm.key_depth[a - first:b - first], a)
         for k, motion in enumerate(target_motions):
             t_track = tracks[k] if whole else None
             tracks[k] = None
@@ -283,11 +287,10 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             if kv:
                 contacts[k].add(truth, pairs_closer(t_m.keyverts[a - first:b - first], ii, jj,
                                                     CONTACT_FRACTION * ht))
-            t_mm = yield from scaled(mesh_measuring(t_track, t_kv, CONTACT_FRACTION * ht), done, done)
+            t_mm = yield from scaled(mesh_measuring(t_track, t_kv, CONTACT_FRACTION * ht, read), done, done)
             t_meshes[k].add(t_mm, a, b, first)
             if kv:
-                t_depth = yield from scaled(contact_depths(t_track, t_kv, CONTACT_FRACTION * ht, read), done, done)
-                t_meshes[k].add_contacts(read[a - first:b - first], t_depth[a - first:b - first], a)
+                t_meshes[k].add_contacts(read[a - first:b - first], t_mm.key_depth[a - first:b - first], a)
             t_track = t_m = None       # freed before the next clip's track is built
         s_track = s_m = s_mm = truth = read = None
     if series is not None:

@@ -9,7 +9,7 @@ from scipy.spatial import cKDTree
 
 from core.character.track import ClipTrack
 from core.metrics import mesh_volume as mv
-from core.metrics.contact_depth import MeshTally, contact_depths, contact_entries, mesh_scores
+from core.metrics.contact_depth import MeshTally, contact_entries, mesh_scores
 from core.progress import drive
 from core.types import Character, KeyVertexSet, Motion, Skeleton, SkinnedMesh
 
@@ -129,15 +129,20 @@ def test_a_box_pressed_1_cm_into_another_reads_1_cm_deep():
     motion.locations[1, 6] = (0, 0, -0.06)                         # frame 1: pressed 1 cm into A
     motion.locations[2, 6] = (0, 0, -0.05)                         # frame 2: resting on A
     track = ClipTrack(ch, motion)
-    mm = drive(mv.mesh_measuring(track, ch.keyverts.vertex_ids, radius=0.05))
-    every = np.ones((3, 2), bool)
-    depth = drive(contact_depths(track, ch.keyverts.vertex_ids, 0.05, every))
+    mm = drive(mv.mesh_measuring(track, ch.keyverts.vertex_ids, radius=0.05, read=np.ones((3, 2), bool)))
+    depth = mm.key_depth
     np.testing.assert_allclose(depth[1], 0.01, atol=1e-4)
     np.testing.assert_allclose(depth[[0, 2]], 0.0, atol=1e-4)
-    # only the entries asked for are read
+    # only the entries asked for are read, and the volume is the same whichever are
     one = np.zeros((3, 2), bool)
     one[1, 1] = True
-    np.testing.assert_allclose(drive(contact_depths(track, ch.keyverts.vertex_ids, 0.05, one)), depth * one)
+    few = drive(mv.mesh_measuring(track, ch.keyverts.vertex_ids, radius=0.05, read=one))
+    np.testing.assert_allclose(few.key_depth, depth * one)
+    np.testing.assert_array_equal(few.share, mm.share)
+    # the hand's own touch is read when asked (the source's contacts): the palm on the box's top on frames 1, 2
+    own = drive(mv.mesh_measuring(ClipTrack(ch, motion), ch.keyverts.vertex_ids, radius=0.05, own_touch=True))
+    np.testing.assert_array_equal(own.hand_touch[:, 1], [False, True, True])
+    np.testing.assert_allclose(own.key_depth[:, 1], depth[:, 1], atol=1e-6)
     # shared volume: a 10 × 10 cm × 1 cm slab over A's volume
     assert mm.share[1] == pytest.approx(0.1 * 0.1 * 0.01 / (0.4 ** 3 + 0.1 ** 3), rel=0.1)
     assert mm.share[0] == mm.share[2] == 0.0
@@ -156,7 +161,7 @@ def test_a_box_pressed_1_cm_into_another_reads_1_cm_deep():
 
 def test_the_contact_depth_reads_every_surface_vertex_near_a_key_vertex(monkeypatch):
     """The contact depth is read on every vertex of the read surface within d_min of a key vertex
-    (``contact_depth.near_depths``), not only on the volume's stride of probes: with a single probe, far from the
+    (``mesh_volume.near_depths``), not only on the volume's stride of probes: with a single probe, far from the
     contact, the box pressed 1 cm into the other still reads 1 cm at both key vertices, and 0 where it rests."""
     monkeypatch.setattr(mv, "PROBE_MAX", 1)
     A, fA, nA = box([-0.2, -0.2, -0.2], [0.2, 0.2, 0.2])
@@ -170,7 +175,7 @@ def test_the_contact_depth_reads_every_surface_vertex_near_a_key_vertex(monkeypa
     motion = Motion.rest(3, 7)
     motion.locations[1, 6] = (0, 0, -0.06)
     motion.locations[2, 6] = (0, 0, -0.05)
-    depth = drive(contact_depths(ClipTrack(ch, motion), ch.keyverts.vertex_ids, 0.05, np.ones((3, 2), bool)))
+    depth = drive(mv.mesh_measuring(ClipTrack(ch, motion), ch.keyverts.vertex_ids, 0.05, np.ones((3, 2), bool))).key_depth
     np.testing.assert_allclose(depth[1], 0.01, atol=1e-4)
     np.testing.assert_allclose(depth[[0, 2]], 0.0, atol=1e-4)
 
