@@ -22,8 +22,11 @@ a hand's dense detail thinned, a sparse part kept whole) and every probe, at mos
 phase: a probe is tested against the parts whose box on that frame holds it, so a clip costs what its near contacts
 cost.
 
+The same pass reads the contact depth (``core.metrics.contact_depth``): the same depth on every surface vertex near the
+key vertices of the source's contacts (``near_depths``), not only on the probes.
+
 Pure torch/numpy. ``surfaces`` (``setup``) once per character, ``depths`` per chunk of frames, ``mesh_measuring`` per
-clip. The contact depth (``core.metrics.contact_depth``) reads the same depth on every surface vertex near a contact.
+clip.
 """
 
 from __future__ import annotations
@@ -165,7 +168,7 @@ def surfaces(character, keyvert_ids=None) -> tuple:
 
 def every_vertex(surf: BodySurface, rest: np.ndarray, rest_normals: np.ndarray) -> BodySurface:
     """``surf`` with every one of its surface vertices a probe (``rest``, ``rest_normals``: theirs in the bind pose,
-    (M, 3)): what the contact depth reads around the key vertices (``core.metrics.contact_depth``). Its
+    (M, 3)): what the contact depth reads around the key vertices (``near_depths``). Its
     ``probe_area`` is each vertex's equal share of the surface's area: it stands for no volume."""
     M = len(surf.ids)
     every = surf._replace(probe=np.arange(M), probe_area=np.full(M, float(surf.probe_area.sum()) / max(M, 1)),
@@ -329,7 +332,7 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read
             source's own hand contacts, when measuring the source).
     """
     kv = None if keyvert_ids is None else np.asarray(keyvert_ids, dtype=np.int64)
-    wanted = None if read is None else np.asarray(read, bool)
+    wanted = None if read is None else np.array(read, bool)        # a copy: the caller may change its own
     key = ("mesh_measures", None if kv is None else kv.tobytes(), float(radius), bool(own_touch),
            None if wanted is None else hashlib.sha1(np.packbits(wanted).tobytes() + str(wanted.shape).encode()).hexdigest())
 

@@ -175,7 +175,8 @@ def test_the_contact_depth_reads_every_surface_vertex_near_a_key_vertex(monkeypa
     motion = Motion.rest(3, 7)
     motion.locations[1, 6] = (0, 0, -0.06)
     motion.locations[2, 6] = (0, 0, -0.05)
-    depth = drive(mv.mesh_measuring(ClipTrack(ch, motion), ch.keyverts.vertex_ids, 0.05, np.ones((3, 2), bool))).key_depth
+    mm = drive(mv.mesh_measuring(ClipTrack(ch, motion), ch.keyverts.vertex_ids, 0.05, np.ones((3, 2), bool)))
+    depth = mm.key_depth
     np.testing.assert_allclose(depth[1], 0.01, atol=1e-4)
     np.testing.assert_allclose(depth[[0, 2]], 0.0, atol=1e-4)
 
