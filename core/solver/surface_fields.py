@@ -53,6 +53,11 @@ SHARED_INTERIOR = ()
 #: the arm resting against it reads "far". Off by default (False: every segment's vertices): it reads those nodes
 #: right but measured no better (docs/decisions.md "The trunk and thigh fields do not share the interior, yet")
 WITHOUT_PROBING_LIMBS = False
+#: where segments share the interior (``SHARED_INTERIOR``), a node nearest to a neighbour's vertex reads its depth in
+#: this segment's field only where this segment's own nearest vertex is at most this share of the height farther
+#: (the seam, where the two bones' frames still agree; deeper in the neighbour, the field would carry a copy of the
+#: neighbour's interior with the wrong bone). 0: the whole interior (an experiment, with ``--const``)
+SHARED_BAND = 0.0
 #: grid nodes along each axis of a field
 GRID = 28
 #: a field's box: its segment's vertices' bounds grown by this share of the body's height
@@ -154,7 +159,10 @@ def _surface_fields(character):
                               indexing="ij")
         nodes = np.stack([x, y, z], -1).reshape(-1, 3) @ G[bone_ids[s]][:3, :3].T + G[bone_ids[s]][:3, 3]
         own = shared if s in shared else {s}
-        grids.append(_signed_distance(nodes, tree, body_n, body_seg, own).reshape(GRID, GRID, GRID) * scale)
+        seam = None
+        if s in shared and SHARED_BAND > 0:      # the neighbours' interior only near this segment's own surface
+            seam = (cKDTree(V[seg == s]), SHARED_BAND * height / scale)
+        grids.append(_signed_distance(nodes, tree, body_n, body_seg, own, s, seam).reshape(GRID, GRID, GRID) * scale)
         lo.append(a)
         hi.append(b)
     grid = np.minimum(np.stack(grids), FAR * height)
@@ -173,13 +181,19 @@ def _surface_fields(character):
 
 
 def _signed_distance(nodes: np.ndarray, tree: cKDTree, normals: np.ndarray, vert_seg: np.ndarray,
-                     own) -> np.ndarray:
+                     own, segment: int = None, seam=None) -> np.ndarray:
     """(M,) float64: each node's (M, 3) signed distance (armature units) to the tangent plane of its nearest
     vertex (``tree`` over the body's vertices), where that vertex is of a segment in ``own``; +inf where it is
-    another segment's."""
-    _, k = tree.query(nodes)
+    another segment's. ``seam``: (tree of ``segment``'s own vertices, band in armature units): a node nearest to
+    another segment of ``own`` keeps its distance only where ``segment``'s nearest vertex is at most the band
+    farther than the nearest vertex (``SHARED_BAND``)."""
+    dist, k = tree.query(nodes)
     d = ((nodes - tree.data[k]) * normals[k]).sum(-1)
-    return np.where(np.isin(vert_seg[k], list(own)), d, np.inf)
+    keep = np.isin(vert_seg[k], list(own))
+    if seam is not None:
+        mine, band = seam
+        keep &= (vert_seg[k] == segment) | (mine.query(nodes)[0] <= dist + band)
+    return np.where(keep, d, np.inf)
 
 
 def _farthest_points(P: np.ndarray, k: int) -> np.ndarray:

@@ -341,11 +341,13 @@ def test_shared_interior_reads_a_probe_in_the_crease_between_trunk_segments(monk
     """Where the hips meet a thigh and the spine meets the chest, a hand probe 2 cm under the skin: with each field
     keeping its own segment's part of the interior (the default), the read at the spine-chest seam blends depth with
     "far" (median under half the exact depth); with the trunk and thighs sharing the interior
-    (``SHARED_INTERIOR``), it reads its depth (median within 20 %)."""
+    (``SHARED_INTERIOR``), it reads its depth (median within 20 %), also when a field shares only a band about its own
+    surface (``SHARED_BAND``)."""
     from core.solver import surface_fields as sf
 
-    def median_ratio(shared) -> float:
+    def median_ratio(shared, band: float = 0.0) -> float:
         monkeypatch.setattr(sf, "SHARED_INTERIOR", shared)
+        monkeypatch.setattr(sf, "SHARED_BAND", band)
         skel, mesh, bone_map = make_body(BodyParams(name="surface_test", belly=1.2), pose="T")
         ch = Character(skel, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
         f = surface_fields(ch)
@@ -364,6 +366,40 @@ def test_shared_interior_reads_a_probe_in_the_crease_between_trunk_segments(monk
     assert sf.SHARED_INTERIOR == ()
     assert median_ratio(()) < 0.5
     assert median_ratio(("hips", "spine", "chest", "upper_chest", "upper_leg")) > 0.8
+    assert median_ratio(("hips", "spine", "chest", "upper_chest", "upper_leg"), band=0.01) > 0.8
+
+
+def test_a_shared_band_keeps_a_field_from_carrying_its_neighbour_s_interior(monkeypatch):
+    """With the trunk sharing the interior, the chest's field also reads a point 2 cm inside the belly, 6 cm and more
+    from the chest (where the spine's bone, not the chest's, carries it when the trunk bends); sharing only a band of
+    1 % of the height about the chest's own surface (``SHARED_BAND``) leaves it "far" there."""
+    from scipy.spatial import cKDTree
+    from core.rig.parts import vertex_segments
+    from core.solver import surface_fields as sf
+    monkeypatch.setattr(sf, "SHARED_INTERIOR", ("spine", "chest", "upper_chest"))
+    reads = []
+    for band in (0.0, 0.01):
+        monkeypatch.setattr(sf, "SHARED_BAND", band)
+        skel, mesh, bone_map = make_body(BodyParams(name="surface_test", belly=1.2), pose="T")
+        ch = Character(skel, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
+        f = surface_fields(ch)
+        seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+        V, N = ch.mesh.rest_verts, ch.mesh.rest_normals
+        spine = np.nonzero(seg == names.index("spine"))[0]
+        far = spine[cKDTree(V[seg == names.index("chest")]).query(V[spine])[0] > 0.06]
+        assert len(far) > 10
+        pts = rest_points(ch, f)
+        q = 4 * f.num_fields + f.probe_names.index("right_hand")
+        chest = f.field_names.index("chest")
+        inside = []
+        for v in far[np.linspace(0, len(far) - 1, 8).astype(int)]:
+            moved = pts.copy()
+            moved[q] = V[v] - 0.02 * N[v]
+            box = surface_depths(f, torch.as_tensor(moved)[None])[0, q - 4 * f.num_fields, chest]
+            inside.append(float(box))
+        reads.append(inside)
+    assert sum(abs(r - 0.02) < 0.003 for r in reads[0]) >= 2      # those in the chest field's box: 2 cm deep
+    assert max(reads[1]) == 0.0
 
 
 def test_a_field_reads_its_depth_beside_where_a_probing_arm_rests(monkeypatch):
