@@ -205,7 +205,7 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
     part = torch.as_tensor(surf.part)
     probe = torch.as_tensor(surf.probe)
     pg = part[probe]                                                          # (S,) the probes' parts
-    p = x[:, probe]                                                           # (B, S, 3)
+    p = x if S == M and bool((surf.probe == np.arange(M)).all()) else x[:, probe]    # (B, S, 3)
     lo, hi = _boxes(x, part, G)
     allowed = torch.as_tensor(surf.allowed)
     # broad phase: probes of a part whose box meets an allowed part's box, then each of them against those boxes
@@ -264,22 +264,32 @@ def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor
     keys: (B, N, 3) the key vertices; read: (B, N) bool, the entries read; also: (M,) bool, vertices read on every
     frame besides (the volume's probes, so that one search serves both measures); x, normals as ``depths``'.
     Returns (d (B, M) each vertex's depth where read, 0 elsewhere; (B, N) the deepest vertex within ``radius`` of
-    each key vertex on the entries read, 0 elsewhere). The (entries, M) distances are built a block at a time."""
+    each key vertex on the entries read, 0 elsewhere). The (frames, entries, M) distances: a block of frames at a time."""
     B, N = keys.shape[:2]
     M = x.shape[1]
-    b, k = torch.nonzero(read, as_tuple=True)
-    near = torch.zeros((len(b), M), dtype=torch.bool)
-    step = max(1, _BLOCK // max(M, 1))
-    for e in range(0, len(b), step):
-        s = slice(e, e + step)
-        near[s] = (x[b[s]] - keys[b[s], k[s]][:, None]).square().sum(-1) < radius * radius     # (E, M)
-    only = torch.zeros((B, M), dtype=torch.int32).index_add_(0, b, near.to(torch.int32)) > 0
+    b, k = torch.nonzero(read, as_tuple=True)                                # sorted by frame
+    key_depth = torch.zeros((B, N), dtype=x.dtype)
+    counts = torch.bincount(b, minlength=B)
+    width = int(counts.max()) if len(b) else 0
+    rank = torch.arange(len(b)) - (torch.cumsum(counts, 0) - counts)[b]
+    only = torch.zeros((B, M), dtype=torch.bool)
+    near = torch.zeros((B, width, M), dtype=torch.bool)                      # each frame's entries read, padded
+    if width:
+        K = torch.zeros((B, width, 3), dtype=x.dtype)
+        K[b, rank] = keys[b, k]
+        valid = torch.zeros((B, width), dtype=torch.bool)
+        valid[b, rank] = True
+        step = max(1, _BLOCK // max(width * M, 1))
+        for f in range(0, B, step):
+            X, Q = x[f:f + step], K[f:f + step]
+            d2 = (Q * Q).sum(-1)[..., None] - 2.0 * Q @ X.transpose(1, 2) + (X * X).sum(-1)[:, None]
+            near[f:f + step] = (d2 < radius * radius) & valid[f:f + step, :, None]
+        only = near.any(1)
     if also is not None:
         only |= also[None]
     d = depths(every, x, normals, only=only)                                                       # (B, M)
-    key_depth = torch.zeros((B, N), dtype=x.dtype)
-    if len(b):
-        key_depth[b, k] = torch.where(near, d[b], torch.zeros(())).amax(-1)
+    if width:
+        key_depth[b, k] = torch.where(near, d[:, None], torch.zeros(())).amax(-1)[b, rank]
     return d, key_depth
 
 
