@@ -212,9 +212,10 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
     meet = ((lo[:, :, None] <= hi[:, None]) & (lo[:, None] <= hi[:, :, None])).all(-1) & allowed[None]  # (B, G, G)
     candidate = meet.any(-1)[:, pg]                                           # (B, S)
     b1, s1 = torch.nonzero(candidate if only is None else candidate & only, as_tuple=True)
-    q1 = p[b1, s1]                                                            # (K1, 3)
-    inside = ((q1[:, None] >= lo[b1]) & (q1[:, None] <= hi[b1])).all(-1) & meet[b1, pg[s1]]   # (K1, G)
-    k1, cc = torch.nonzero(inside, as_tuple=True)
+    k1, cc = torch.nonzero(meet[b1, pg[s1]], as_tuple=True)                 # (candidate, part) whose boxes meet
+    q1, bk = p[b1[k1], s1[k1]], b1[k1]
+    inside = ((q1 >= lo[bk, cc]) & (q1 <= hi[bk, cc])).all(-1)               # the candidate in that part's box
+    k1, cc = k1[inside], cc[inside]
     if len(k1) == 0:
         return out
     bb, ss = b1[k1], s1[k1]
@@ -232,8 +233,10 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
         step = max(1, _BLOCK // max(P.shape[1] * len(verts), 1))
         for f in range(0, B, step):
             X, Q = xc[f:f + step], P[f:f + step]
-            d2 = (Q * Q).sum(-1)[..., None] - 2.0 * Q @ X.transpose(1, 2) + (X * X).sum(-1)[:, None]
+            # |Q - X|² − |Q|²: the nearest vertex without the row's constant, which is added to the minimum
+            d2 = torch.baddbmm((X * X).sum(-1)[:, None], Q, X.transpose(1, 2), alpha=-2.0)
             dmin, arg = d2.min(-1)                                            # (F, K)
+            dmin = dmin + (Q * Q).sum(-1)
             m = (b_ >= f) & (b_ < f + step)
             best_d[sel[m]] = dmin[b_[m] - f, rank[m]]
             best_q[sel[m]] = verts[arg[b_[m] - f, rank[m]]]
@@ -282,8 +285,8 @@ def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor
         step = max(1, _BLOCK // max(width * M, 1))
         for f in range(0, B, step):
             X, Q = x[f:f + step], K[f:f + step]
-            d2 = (Q * Q).sum(-1)[..., None] - 2.0 * Q @ X.transpose(1, 2) + (X * X).sum(-1)[:, None]
-            near[f:f + step] = (d2 < radius * radius) & valid[f:f + step, :, None]
+            d2 = torch.baddbmm((X * X).sum(-1)[:, None], Q, X.transpose(1, 2), alpha=-2.0)   # |Q - X|² − |Q|²
+            near[f:f + step] = (d2 < (radius * radius - (Q * Q).sum(-1))[..., None]) & valid[f:f + step, :, None]
         only = near.any(1)
     if also is not None:
         only |= also[None]
