@@ -267,7 +267,8 @@ def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor
     keys: (B, N, 3) the key vertices; read: (B, N) bool, the entries read; also: (M,) bool, vertices read on every
     frame besides (the volume's probes, so that one search serves both measures); x, normals as ``depths``'.
     Returns (d (B, M) each vertex's depth where read, 0 elsewhere; (B, N) the deepest vertex within ``radius`` of
-    each key vertex on the entries read, 0 elsewhere). The (frames, entries, M) distances: a block of frames at a time."""
+    each key vertex on the entries read, 0 elsewhere). The (frames, entries, M) distances: a block of frames at a
+    time."""
     B, N = keys.shape[:2]
     M = x.shape[1]
     b, k = torch.nonzero(read, as_tuple=True)                                # sorted by frame
@@ -333,6 +334,11 @@ def skinning(track: ClipTrack, ids: np.ndarray):
     return run
 
 
+def _digest(a: np.ndarray) -> str:
+    """A key for a bool array: its bits and its shape."""
+    return hashlib.sha1(np.packbits(a).tobytes() + str(a.shape).encode()).hexdigest()
+
+
 def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read: np.ndarray = None,
                    own_touch: bool = False):
     """Generator yielding the share of frames done; returns the clip's MeshMeasures (kept on the track).
@@ -347,7 +353,7 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read
     kv = None if keyvert_ids is None else np.asarray(keyvert_ids, dtype=np.int64)
     wanted = None if read is None else np.array(read, bool)        # a copy: the caller may change its own
     key = ("mesh_measures", None if kv is None else kv.tobytes(), float(radius), bool(own_touch),
-           None if wanted is None else hashlib.sha1(np.packbits(wanted).tobytes() + str(wanted.shape).encode()).hexdigest())
+           None if wanted is None else _digest(wanted))
 
     def compute():
         surf, every = surfaces(track.character, kv)
