@@ -205,7 +205,7 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
     part = torch.as_tensor(surf.part)
     probe = torch.as_tensor(surf.probe)
     pg = part[probe]                                                          # (S,) the probes' parts
-    p = x if S == M and bool((surf.probe == np.arange(M)).all()) else x[:, probe]    # (B, S, 3)
+    p = x[:, probe]                                                           # (B, S, 3)
     lo, hi = _boxes(x, part, G)
     allowed = torch.as_tensor(surf.allowed)
     # broad phase: probes of a part whose box meets an allowed part's box, then each of them against those boxes

@@ -161,8 +161,8 @@ def _surface_fields(character):
         own = shared if s in shared else {s}
         seam = None
         if s in shared and SHARED_BAND > 0:      # the neighbours' interior only near this segment's own surface
-            seam = (cKDTree(V[seg == s]), SHARED_BAND * height / scale)
-        grids.append(_signed_distance(nodes, tree, body_n, body_seg, own, s, seam).reshape(GRID, GRID, GRID) * scale)
+            seam = (s, cKDTree(V[seg == s]), SHARED_BAND * height / scale)
+        grids.append(_signed_distance(nodes, tree, body_n, body_seg, own, seam).reshape(GRID, GRID, GRID) * scale)
         lo.append(a)
         hi.append(b)
     grid = np.minimum(np.stack(grids), FAR * height)
@@ -181,17 +181,17 @@ def _surface_fields(character):
 
 
 def _signed_distance(nodes: np.ndarray, tree: cKDTree, normals: np.ndarray, vert_seg: np.ndarray,
-                     own, segment: int = None, seam=None) -> np.ndarray:
+                     own, seam=None) -> np.ndarray:
     """(M,) float64: each node's (M, 3) signed distance (armature units) to the tangent plane of its nearest
     vertex (``tree`` over the body's vertices), where that vertex is of a segment in ``own``; +inf where it is
-    another segment's. ``seam``: (tree of ``segment``'s own vertices, band in armature units): a node nearest to
-    another segment of ``own`` keeps its distance only where ``segment``'s nearest vertex is at most the band
-    farther than the nearest vertex (``SHARED_BAND``)."""
+    another segment's. ``seam``: (the field's segment, a tree of its vertices, a band in armature units): a node
+    nearest to another segment of ``own`` keeps its distance only where the field's segment's nearest vertex is at
+    most the band farther than the nearest vertex (``SHARED_BAND``)."""
     dist, k = tree.query(nodes)
     d = ((nodes - tree.data[k]) * normals[k]).sum(-1)
     keep = np.isin(vert_seg[k], list(own))
     if seam is not None:
-        mine, band = seam
+        segment, mine, band = seam
         keep &= (vert_seg[k] == segment) | (mine.query(nodes)[0] <= dist + band)
     return np.where(keep, d, np.inf)
 
