@@ -60,17 +60,9 @@ def limb_labels(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> np.nda
     return lab
 
 
-def vertex_segments(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> tuple:
-    """Canonical core bone of each vertex: its dominant bone's, or that of the nearest ancestor mapped to one.
-
-    Args:
-        skeleton, mesh, bone_map: the character ({canonical name: bone name}; only ``CORE_BONES`` entries
-            naming a bone of ``skeleton`` count).
-    Returns:
-        seg: (V,) int index into ``bones``, -1 for a vertex whose dominant bone has no mapped core ancestor;
-        bones: list of the mapped canonical core names, in ``CORE_BONES`` order;
-        bone_ids: list of their skeleton bone indices (same order).
-    """
+def _segment_owner(skeleton: Skeleton, bone_map: dict) -> tuple:
+    """(owner (J,) int index into ``bones`` of each bone's canonical core bone (its own, or its nearest mapped
+    ancestor's), -1 when none; bones: the mapped canonical core names, in ``CORE_BONES`` order)."""
     canon = {}
     for c, b in bone_map.items():
         if c in CORE_BONES and b in skeleton.names:
@@ -82,7 +74,34 @@ def vertex_segments(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> tu
         while k >= 0 and k not in canon:
             k = skeleton.parents[k]
         owner[j] = bones.index(canon[k]) if k >= 0 else -1
+    return owner, bones
+
+
+def vertex_segments(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> tuple:
+    """Canonical core bone of each vertex: its dominant bone's, or that of the nearest ancestor mapped to one.
+
+    Args:
+        skeleton, mesh, bone_map: the character ({canonical name: bone name}; only ``CORE_BONES`` entries
+            naming a bone of ``skeleton`` count).
+    Returns:
+        seg: (V,) int index into ``bones``, -1 for a vertex whose dominant bone has no mapped core ancestor;
+        bones: list of the mapped canonical core names, in ``CORE_BONES`` order;
+        bone_ids: list of their skeleton bone indices (same order).
+    """
+    owner, bones = _segment_owner(skeleton, bone_map)
     return owner[mesh.dominant_bones()], bones, [skeleton.index(bone_map[c]) for c in bones]
 
 
-__all__ = ["bone_canonical", "limb_labels", "vertex_segments"]
+def segment_weights(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> np.ndarray:
+    """(V, S) float64: each vertex's summed skin weight on the bones of each of ``vertex_segments``' S segments
+    (a vertex where the chest meets the upper chest is moved by both)."""
+    owner, bones = _segment_owner(skeleton, bone_map)
+    V = mesh.num_verts
+    out = np.zeros((V, len(bones) + 1))
+    s = owner[mesh.weight_bones]
+    np.add.at(out, (np.repeat(np.arange(V), s.shape[1]), np.where(s < 0, len(bones), s).ravel()),
+              mesh.weight_values.ravel())
+    return out[:, :-1]
+
+
+__all__ = ["bone_canonical", "limb_labels", "segment_weights", "vertex_segments"]

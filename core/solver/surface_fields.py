@@ -23,7 +23,7 @@ from scipy.spatial import cKDTree   # POT's own dependency
 from ..character.memo import per_character
 from ..metrics.measures import segment_exclusion
 from ..rig.affine import inv
-from ..rig.parts import vertex_segments
+from ..rig.parts import segment_weights, vertex_segments
 from ..rig.skinning import bind_matrices
 
 #: segments (canonical names without their side) whose surface is a field: what a hand touches on a body, the
@@ -58,6 +58,12 @@ WITHOUT_PROBING_LIMBS = False
 #: (the seam, where the two bones' frames still agree; deeper in the neighbour, the field would carry a copy of the
 #: neighbour's interior with the wrong bone). 0: the whole interior (an experiment, with ``--const``)
 SHARED_BAND = 0.0
+#: segments whose fields also keep the nodes nearest to a vertex of one of them that their own bone moves by at least
+#: ``SEAM_WEIGHT`` of its skin weight: where the chest meets the upper chest, the blended vertices belong to both
+#: fields, so the seam on a bent trunk is read by one field or the other (each field's copy of such a vertex is off by
+#: the share of the bend the other bone makes). () or 0: off (an experiment, with ``--const``)
+SEAM_SEGMENTS = ()
+SEAM_WEIGHT = 0.0
 #: grid nodes along each axis of a field
 GRID = 28
 #: a field's box: its segment's vertices' bounds grown by this share of the body's height
@@ -113,9 +119,12 @@ class SurfaceFields:
 
 
 def surface_fields(character) -> SurfaceFields:
-    """``character``'s SurfaceFields (computed once per character object), or None without a mesh or without a
-    pair of segments to test."""
-    return per_character(_FIELDS, character, lambda: _surface_fields(character))
+    """``character``'s SurfaceFields (computed once per character object and setting of this module's constants, so
+    that an experiment may change them between solves), or None without a mesh or without a pair of segments to
+    test."""
+    key = (id(character), FIELD_SEGMENTS, PROBE_SEGMENTS, PROBES, MIN_PROBES, SHARED_INTERIOR, WITHOUT_PROBING_LIMBS,
+           SHARED_BAND, SEAM_SEGMENTS, SEAM_WEIGHT, GRID, MARGIN, FAR, AXIS)
+    return per_character(_FIELDS, character, lambda: _surface_fields(character), key=key)
 
 
 def _base(name: str) -> str:
@@ -142,6 +151,8 @@ def _surface_fields(character):
         return None
     G = bind_matrices(sk, mesh)
     shared = {s for s, n in enumerate(names) if _base(n) in SHARED_INTERIOR}
+    seam_parts = [s for s, n in enumerate(names) if _base(n) in SEAM_SEGMENTS] if SEAM_WEIGHT > 0 else []
+    weights = segment_weights(sk, mesh, character.bone_map) if seam_parts else None
     lo, hi, grids = [], [], []
     lin = np.linspace(0.0, 1.0, GRID)
     trees = {}                     # the surface a field is read against, by the segments it leaves out
@@ -149,8 +160,8 @@ def _surface_fields(character):
         probing = tuple(p for i, p in enumerate(probes) if tested[i, k]) if WITHOUT_PROBING_LIMBS else ()
         if probing not in trees:
             surface = body & ~np.isin(seg, probing)
-            trees[probing] = cKDTree(V[surface]), N[surface], seg[surface]
-        tree, body_n, body_seg = trees[probing]
+            trees[probing] = cKDTree(V[surface]), N[surface], seg[surface], surface
+        tree, body_n, body_seg, surface = trees[probing]
         Binv = inv(G[bone_ids[s]])
         local = V[seg == s] @ Binv[:3, :3].T + Binv[:3, 3]
         pad = MARGIN * height / scale
@@ -162,7 +173,11 @@ def _surface_fields(character):
         seam = None
         if s in shared and SHARED_BAND > 0:      # the neighbours' interior only near this segment's own surface
             seam = (s, cKDTree(V[seg == s]), SHARED_BAND * height / scale)
-        grids.append(_signed_distance(nodes, tree, body_n, body_seg, own, seam).reshape(GRID, GRID, GRID) * scale)
+        also = None
+        if s in seam_parts:                       # the blended vertices where it meets another seam segment
+            also = np.isin(body_seg, seam_parts) & (weights[surface, s] >= SEAM_WEIGHT)
+        grids.append(_signed_distance(nodes, tree, body_n, body_seg, own, seam, also).reshape(GRID, GRID, GRID)
+                     * scale)
         lo.append(a)
         hi.append(b)
     grid = np.minimum(np.stack(grids), FAR * height)
@@ -181,18 +196,21 @@ def _surface_fields(character):
 
 
 def _signed_distance(nodes: np.ndarray, tree: cKDTree, normals: np.ndarray, vert_seg: np.ndarray,
-                     own, seam=None) -> np.ndarray:
+                     own, seam=None, also=None) -> np.ndarray:
     """(M,) float64: each node's (M, 3) signed distance (armature units) to the tangent plane of its nearest
     vertex (``tree`` over the body's vertices), where that vertex is of a segment in ``own``; +inf where it is
     another segment's. ``seam``: (the field's segment, a tree of its vertices, a band in armature units): a node
     nearest to another segment of ``own`` keeps its distance only where the field's segment's nearest vertex is at
-    most the band farther than the nearest vertex (``SHARED_BAND``)."""
+    most the band farther than the nearest vertex (``SHARED_BAND``). ``also``: (V,) bool over the tree's vertices, kept
+    whatever their segment (``SEAM_WEIGHT``)."""
     dist, k = tree.query(nodes)
     d = ((nodes - tree.data[k]) * normals[k]).sum(-1)
     keep = np.isin(vert_seg[k], list(own))
     if seam is not None:
         segment, mine, band = seam
         keep &= (vert_seg[k] == segment) | (mine.query(nodes)[0] <= dist + band)
+    if also is not None:
+        keep |= also[k]
     return np.where(keep, d, np.inf)
 
 

@@ -6,7 +6,7 @@ import pytest
 from core.body import BodyParams, fit_body_to_skeleton, make_body
 from core.bonemap import detect_bone_map
 from core.rig.humanoid import CORE_BONES, LIMBS
-from core.rig.parts import bone_canonical, limb_labels, vertex_segments
+from core.rig.parts import bone_canonical, limb_labels, segment_weights, vertex_segments
 from core.types import Character
 
 from .rigs import make_skeleton, object_matrix
@@ -73,6 +73,33 @@ def test_segments_fall_back_to_the_nearest_mapped_core_ancestor():
     for bone, expected in own.items():
         m = np.array([n == bone for n in names])
         assert m.any() and {bones[s] for s in seg[m]} == {expected}, bone
+
+
+@pytest.mark.parametrize("case", ["synth", "generated_partial_map"])
+def test_segment_weights_sum_each_segment_s_bones_weights(case):
+    """A vertex's weight on a segment is the sum of its skin weights on the bones that segment owns (its own, and the
+    unmapped ones under it, as for ``vertex_segments``): rows sum to the vertex's mapped weight, the dominant segment
+    holds the largest share, and a vertex where two segments meet is moved by both."""
+    ch = CASES[case]()
+    seg, bones, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    W = segment_weights(ch.skeleton, ch.mesh, ch.bone_map)
+    assert W.shape == (ch.mesh.num_verts, len(bones))
+    np.testing.assert_allclose(W.sum(1), ch.mesh.weight_values.sum(1), atol=1e-9)     # every bone is mapped here
+    dominant = W[np.arange(len(seg)), seg]
+    assert (dominant >= 0.5 * W.max(1) - 1e-9).all()
+    mixed = (W > 0.2).sum(1) >= 2
+    assert mixed.any() and not mixed.all()
+    v = int(np.argmax(mixed))                           # written out: its weights bone by bone
+    canon = bone_canonical(ch.skeleton, ch.bone_map)
+    expected = np.zeros(len(bones))
+    for b, w in zip(ch.mesh.weight_bones[v], ch.mesh.weight_values[v]):
+        c = canon[b]
+        while c is not None and c not in bones:         # an unmapped core bone's vertices go to its mapped ancestor
+            b = ch.skeleton.parents[b]
+            c = canon[b] if b >= 0 else None
+        if c is not None:
+            expected[bones.index(c)] += w
+    np.testing.assert_allclose(W[v], expected, atol=1e-9)
 
 
 def test_bone_canonical_and_limb_labels():

@@ -488,3 +488,51 @@ def test_a_solve_with_the_contact_state_s_surface_gate_records_the_clapping_hand
     touched = {(f.probe_names[a], f.field_names[b]) for a, b in zip(q.tolist(), fi.tolist())}
     assert touched & {("left_hand", "right_hand"), ("right_hand", "left_hand")}
     assert (job.objective.surface_gate.probe_keys >= 0).any()
+
+
+@pytest.mark.parametrize("bend_deg", [30.0, -30.0])
+def test_seam_weights_read_a_probe_where_the_chest_meets_a_bent_upper_chest(monkeypatch, bend_deg):
+    """Around the ring where the chest meets the upper chest, 12 points 2 cm under the skin of a trunk whose upper
+    chest is bent 30° forward or back: the two fields read the seam in bone frames that disagree, and where the
+    surface opens each field's nearest rest vertex is its neighbour's, so with each field keeping its own segment's
+    part of the interior (the default) at least 3 points read under half their depth (the posed mesh's, under the
+    nearest vertex's tangent plane). With the vertices that both bones move belonging to both fields
+    (``SEAM_SEGMENTS``, ``SEAM_WEIGHT`` 0.3), at most 2 do."""
+    from scipy.spatial import cKDTree
+    from core.rig.parts import vertex_segments
+    from core.solver import surface_fields as sf
+
+    def ratios(seam: tuple, weight: float) -> np.ndarray:
+        monkeypatch.setattr(sf, "SEAM_SEGMENTS", seam)
+        monkeypatch.setattr(sf, "SEAM_WEIGHT", weight)
+        skel, mesh, bone_map = make_body(BodyParams(name="surface_test", belly=1.2), pose="T")
+        ch = Character(skel, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
+        f = surface_fields(ch)
+        motion = Motion.rest(1, skel.num_bones)
+        half = np.radians(bend_deg) / 2
+        motion.rotations[0, skel.index(bone_map["upper_chest"])] = (np.cos(half), np.sin(half), 0.0, 0.0)
+        track = ClipTrack(ch, motion)
+        pts = world_points(f, track)[0].numpy()
+        seg, names, _ = vertex_segments(skel, mesh, bone_map)
+        body = np.nonzero(seg >= 0)[0]
+        V, N = (a[0] for a in track.vertices(body, normals=True))
+        R = mesh.rest_verts[body]
+        A, B = (np.nonzero(seg[body] == names.index(n))[0] for n in ("chest", "upper_chest"))
+        ring = A[cKDTree(R[B]).query(R[A])[0] < 0.025]                     # the seam's ring, at rest
+        tree = cKDTree(V)
+        q = 4 * f.num_fields + f.probe_names.index("right_hand")
+        out = []
+        for v in ring[sf._farthest_points(R[ring], 12)]:
+            p = V[v] - 0.02 * N[v]
+            k = tree.query(p)[1]
+            exact = float(-((p - V[k]) @ N[k]))
+            moved = pts.copy()
+            moved[q] = p
+            read = float(surface_depths(f, torch.as_tensor(moved)[None])[0, q - 4 * f.num_fields].max())
+            assert exact > 0.005
+            out.append(read / exact)
+        return np.array(out)
+
+    assert sf.SEAM_WEIGHT == 0.0
+    assert (ratios((), 0.0) < 0.5).sum() >= 3
+    assert (ratios(("spine", "chest", "upper_chest"), 0.3) < 0.5).sum() <= 2

@@ -181,3 +181,26 @@ def test_the_zoo_shows_its_worst_cases_per_kind_ranked_across_bodies(tmp_path, m
     rows = [line for line in lines if line.startswith("| c") and not line.startswith("| case")]
     assert len(rows) == 8 and rows[0].startswith("| c5 | mesh self-penetration |")
     assert sum("contact depth" in r for r in rows) == 4 and "Worst frames of the zoo" in "".join(lines)
+
+
+def test_the_contact_depth_mark_is_the_point_that_sets_the_frames_depth():
+    """On the contact depth's picture, the mark is the surface vertex whose depth is the frame's contact depth (the
+    point at the contact), not the deepest point of the body, which can lie elsewhere: a box pressed 1 cm into
+    another at the contact, and a second one 3 cm deep far from it."""
+    from core.metrics import mesh_volume as mv
+    from tests.core.test_mesh_volume import box, character
+    A, fA, nA = box([-0.2, -0.2, -0.2], [0.2, 0.2, 0.2])
+    B, fB, nB = box([-0.05, -0.05, 0.25], [0.05, 0.05, 0.35])            # above A's top, pressed at the contact
+    C, fC, nC = box([0.25, -0.05, -0.05], [0.35, 0.05, 0.05])            # beside A's side, far from the contact
+    bottom = len(A) + int(np.argmin(np.linalg.norm(B - [0, 0, 0.25], axis=1)))
+    ch = character([(0, A, fA, nA), (6, B, fB, nB), (4, C, fC, nC)], keyverts=[("left_palm", "left_hand", bottom)])
+    motion = Motion.rest(1, 7)
+    motion.locations[0, 6] = (0, 0, -0.06)                               # 1 cm into A's top
+    motion.locations[0, 4] = (-0.08, 0, 0)                               # 3 cm into A's side
+    mod = lambda name: importlib.import_module(f"core.{name}")           # noqa: E731
+    where, deep = wf.deepest_point(mod, ch, motion, 0)
+    assert deep == pytest.approx(0.03, abs=1e-3) and where[0] > 0.15     # the volume's deepest: at the side
+    surfaces = mv.surfaces(ch, ch.keyverts.vertex_ids)
+    where, deep = wf.deepest_point(mod, ch, motion, 0, surfaces, depth=0.01)
+    assert deep == pytest.approx(0.01, abs=1e-3) and where[2] > 0.15     # at the contact, on A's top
+    assert wf.deepest_point(mod, ch, motion, 0, surfaces, depth=0.0) is None

@@ -94,16 +94,23 @@ def value(kind: str, v: float) -> str:
     return f"{100 * v:.3f} %" if kind == "self_pen" else f"{1000 * v:.1f} mm"
 
 
-def deepest_point(mod, character, motion, index: int, surf=None):
-    """(world position (3,), depth in metres) of the deepest point of ``character``'s surface inside its other
-    parts on clip frame ``index`` of ``motion`` (the mesh self-penetration's probes and depths,
-    ``core.metrics.mesh_volume``), or None where no point is inside; ``mod(name)``: the module ``core.<name>``;
-    ``surf``: the character's ``mesh_volume.setup``, when already made."""
+def deepest_point(mod, character, motion, index: int, surfaces=None, depth: float = None):
+    """(world position (3,), depth in metres) of the point to mark on clip frame ``index`` of ``motion``
+    (``character``'s), or None where no point is inside; ``mod(name)``: the module ``core.<name>``; ``surfaces``:
+    the character's ``mesh_volume.surfaces``, when already made.
+
+    ``depth`` None: the deepest of the mesh self-penetration's probes inside another part (``mesh_volume.depths``).
+    ``depth`` given (the frame's contact depth, metres): the surface vertex whose depth is nearest to it, on every
+    vertex as the contact depth reads them (``mesh_volume.near_depths``): the point that sets the frame's contact
+    depth, not the volume's deepest point, which can lie far from the contact."""
     import torch
     mv = mod("metrics.mesh_volume")
-    if surf is None:
+    if surfaces is None:
         kv = character.keyverts
-        surf = mv.setup(character, None if kv is None else kv.vertex_ids)
+        surfaces = mv.surfaces(character, None if kv is None else kv.vertex_ids)
+    surf = surfaces[0] if depth is None else surfaces[1]
+    if depth is not None and not depth > 0:
+        return None
     track = mod("character.track").ClipTrack(character, motion.slice(index, index + 1))
     pos, nrm = track.vertices(surf.ids, normals=True)                  # world, (1, M, 3)
     M = character.skeleton.object_matrix
@@ -112,37 +119,44 @@ def deepest_point(mod, character, motion, index: int, surf=None):
     x = torch.as_tensor((pos - b) @ np.linalg.inv(A).T, dtype=torch.float32)      # armature space, as measured
     n = torch.as_tensor(nrm @ R, dtype=torch.float32)
     with torch.no_grad():
-        d = mv.depths(surf, x, n)[0].numpy()
-    k = int(np.argmax(d)) if d.size else 0
-    if not d.size or d[k] <= 0:
+        d = mv.depths(surf, x, n)[0].numpy() * surf.scale                           # (probes,) metres
+    if not d.size:
         return None
-    return pos[0, surf.probe[k]], float(d[k] * surf.scale)
+    k = int(np.argmax(d)) if depth is None else int(np.argmin(np.abs(d - depth)))
+    if d[k] <= 0:
+        return None
+    return pos[0, surf.probe[k]], float(d[k])
 
 
 def job_item(case: str, target_path, outcome, worst: dict, out_dir, mod=None) -> dict:
     """The render job of one case (``render_worst.py``'s item): both motions in the scene's channels written to
     ``out_dir/.motions/<case>.npz``, one picture per worst frame: ``out_dir/<case>_<kind>.png``, with each body's
-    deepest point inside itself on that frame marked (``deepest_point``; ``mod(name)``: the module
-    ``core.<name>``, None: no marks). None when no frame is worth showing."""
+    point marked (``deepest_point``: on the self-penetration's picture its deepest point inside itself, on the contact
+    depth's the point that sets the frame's contact depth; ``mod(name)``: the module ``core.<name>``, None: no
+    marks). None when no frame is worth showing."""
     frames = []
     out_dir = pathlib.Path(out_dir)
     skel, init = outcome.for_scene(outcome.init_motion)
     _, ours = outcome.for_scene()
-    surf = None
+    surfaces = None
     if mod is not None and any(worst.values()):
         kv = outcome.target.keyverts
-        surf = mod("metrics.mesh_volume").setup(outcome.target, None if kv is None else kv.vertex_ids)
+        surfaces = mod("metrics.mesh_volume").surfaces(outcome.target, None if kv is None else kv.vertex_ids)
     for kind, _, label in KINDS:
         w = worst.get(kind)
         if w is None:
             continue
         frame = int(ours.frame_start) + w.index
+        at_contact = kind == "contact_depth"
         marks = [None, None] if mod is None else [
-            deepest_point(mod, outcome.target, m, w.index, surf) for m in (outcome.init_motion, outcome.motion)]
+            deepest_point(mod, outcome.target, m, w.index, surfaces, v if at_contact else None)
+            for m, v in ((outcome.init_motion, w.init), (outcome.motion, w.ours))]
         title = (f"{case} · frame {frame} · worst {label} of ReConForM: copy-rotations {value(kind, w.init)}, "
                  f"ReConForM {value(kind, w.ours)}")
         if mod is not None:
-            title += ("\nred: the deepest point of each body's surface inside another part ("
+            what = ("the deepest point at the source's contacts" if at_contact
+                    else "the deepest point of each body's surface inside another part")
+            title += (f"\nred: {what} ("
                       + ", ".join(f"{'none' if m is None else f'{1000 * m[1]:.0f} mm'}" for m in marks) + ")")
         frames.append(dict(frame=frame, path=str(out_dir / f"{safe_name(case)}_{kind}.png"), title=title,
                            left="copy-rotations", right="ReConForM",
