@@ -116,9 +116,9 @@ def near_entries(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0,
                  corners: torch.Tensor = None) -> tuple:
     """(t, q, f, u): t, q, f (K,) long, the tested (frame, probe, field) entries whose probe is in the field's box
     grown by ``grow`` (armature units), found without locating every probe in every field, and u (K, 3) their box
-    coordinates (``box_maps``, the box not grown). A probe segment's probes lie in a sphere around their mean, and
-    a grown box in the sphere through its corners: only the probes of a segment whose sphere meets a field's are
-    put in that field's box coordinates. ``corners``: ``_box_corners(fields, points, grow)`` when the caller has
+    coordinates (``box_maps``, the box not grown). A block of probes (``SurfaceFields.per_segment`` of one segment) lies
+    in a sphere around their mean, and a grown box in the sphere through its corners: only the probes of a block whose
+    sphere meets a field's are put in that field's box coordinates. ``corners``: ``_box_corners(fields, points, grow)`` when the caller has
     them. No gradients."""
     n = fields.per_segment
     dev = points.device

@@ -42,6 +42,10 @@ PROBE_SEGMENTS = ("hand", "lower_arm", "upper_arm", "chest")
 PROBES = 48
 #: a segment with fewer vertices carries no probes
 MIN_PROBES = 12
+#: blocks of ``PROBES`` probes per probe segment, by canonical name without the side (1 where not named): a hand is
+#: small and dense in what it touches, and 48 points leave a hand sunk 2 cm into the other forearm between them; fewer
+#: where the segment has fewer vertices
+PROBE_BLOCKS = {}
 #: segments whose fields share the body's interior: inside the body, a node nearest to any of them reads its
 #: depth in each of their fields, so a probe pressed into the crease where two of them meet (hips and thigh, spine
 #: and chest) reads its full depth, where a field keeping only its own segment's part blends depth with "far".
@@ -89,7 +93,8 @@ class SurfaceFields:
             bind frame; probe_names: (Q,) its segment's canonical name.
         tested: (Q, F) bool, the probe and the field are of segments that are not neighbours.
         height: the body's height in metres (world).
-        per_segment: probes per probe segment (the probes are in blocks of this many, one block per segment).
+        per_segment: probes per block (the probes are in blocks of this many, ``PROBE_BLOCKS`` per segment, one
+            by default).
     """
 
     field_bone: np.ndarray
@@ -122,8 +127,8 @@ def surface_fields(character) -> SurfaceFields:
     """``character``'s SurfaceFields (computed once per character object and setting of this module's constants, so
     that an experiment may change them between solves), or None without a mesh or without a pair of segments to
     test."""
-    key = (id(character), FIELD_SEGMENTS, PROBE_SEGMENTS, PROBES, MIN_PROBES, SHARED_INTERIOR, WITHOUT_PROBING_LIMBS,
-           SHARED_BAND, SEAM_SEGMENTS, SEAM_WEIGHT, GRID, MARGIN, FAR, AXIS)
+    key = (id(character), FIELD_SEGMENTS, PROBE_SEGMENTS, PROBES, MIN_PROBES, tuple(sorted(PROBE_BLOCKS.items())),
+           SHARED_INTERIOR, WITHOUT_PROBING_LIMBS, SHARED_BAND, SEAM_SEGMENTS, SEAM_WEIGHT, GRID, MARGIN, FAR, AXIS)
     return per_character(_FIELDS, character, lambda: _surface_fields(character), key=key)
 
 
@@ -181,15 +186,19 @@ def _surface_fields(character):
         lo.append(a)
         hi.append(b)
     grid = np.minimum(np.stack(grids), FAR * height)
-    p_bone, p_local, p_names = [], [], []
+    p_bone, p_local, p_names, counts = [], [], [], []
     for s in probes:
         ids = np.nonzero(seg == s)[0]
-        pick = ids[_farthest_points(V[ids], per_segment)]
+        blocks = max(1, min(int(PROBE_BLOCKS.get(_base(names[s]), 1)), len(ids) // per_segment))
+        pick = ids[_farthest_points(V[ids], blocks * per_segment)]
+        if blocks > 1:                                  # each block a spatial part of the segment: a tight sphere
+            pick = pick[_split_order(V[pick])]
         Binv = inv(G[bone_ids[s]])
         p_bone += [bone_ids[s]] * len(pick)
         p_local.append(V[pick] @ Binv[:3, :3].T + Binv[:3, 3])
         p_names += [names[s]] * len(pick)
-    tested_q = np.repeat(tested, per_segment, axis=0)
+        counts.append(len(pick))
+    tested_q = np.repeat(tested, counts, axis=0)
     return SurfaceFields(np.array([bone_ids[s] for s in fields], dtype=np.int64), tuple(names[s] for s in fields),
                          np.array(lo), np.array(hi), grid, np.array(p_bone, dtype=np.int64), np.concatenate(p_local),
                          tuple(p_names), tested_q, height, per_segment)
@@ -212,6 +221,14 @@ def _signed_distance(nodes: np.ndarray, tree: cKDTree, normals: np.ndarray, vert
     if also is not None:
         keep |= also[k]
     return np.where(keep, d, np.inf)
+
+
+def _split_order(P: np.ndarray) -> np.ndarray:
+    """Indices ordering points P (V, 3) along their principal axis (so that consecutive blocks of them are parts of
+    the cloud, not samples spread over all of it)."""
+    centred = P - P.mean(0)
+    axis = np.linalg.svd(centred, full_matrices=False)[2][0] if len(P) > 1 else np.zeros(3)
+    return np.argsort(centred @ axis, kind="stable")
 
 
 def _farthest_points(P: np.ndarray, k: int) -> np.ndarray:

@@ -258,16 +258,19 @@ def test_near_entries_are_exactly_the_probes_in_a_field_box(body):
     """near_entries culls by spheres, then keeps what is in a box: on frames with the hands and forearms swung and
     moved all around the body (in front of the belly, against the other hand, far to the side), it gives exactly
     the tested (frame, probe, field) entries whose probe is in the field's box, located densely."""
-    from core.solver import surface
+    assert_near_entries_exact(*body)
 
-    ch, f = body
+
+def assert_near_entries_exact(ch, f):
+    """``near_entries`` on random placements of each block of probes equals the dense location."""
+    from core.solver import surface
     F, Q, n = f.num_fields, len(f.probe_bone), f.per_segment
     rest = torch.as_tensor(rest_points(ch, f), dtype=torch.float64)
     g = np.random.default_rng(11)
     frames = []
     for t in range(6):
         pts = rest.clone()
-        for s in range(Q // n):                          # each probe segment moved rigidly to a random place
+        for s in range(Q // n):                          # each block of probes moved rigidly to a random place
             rows = slice(4 * F + s * n, 4 * F + (s + 1) * n)
             c = pts[rows].mean(0)
             turn = g.normal(size=4)
@@ -536,3 +539,38 @@ def test_seam_weights_read_a_probe_where_the_chest_meets_a_bent_upper_chest(monk
     assert sf.SEAM_WEIGHT == 0.0
     assert (ratios((), 0.0) < 0.5).sum() >= 3
     assert (ratios(("spine", "chest", "upper_chest"), 0.3) < 0.5).sum() <= 2
+
+
+def test_fields_are_built_again_when_the_module_s_constants_change(body, monkeypatch):
+    """The fields are kept per character and per setting of ``surface_fields``' constants: an experiment that changes
+    one between two solves of the same character gets fields built with it, and the same setting gets the same
+    object back."""
+    from core.solver import surface_fields as sf
+    ch, fields = body
+    assert surface_fields(ch) is fields
+    monkeypatch.setattr(sf, "PROBES", 16)
+    fewer = surface_fields(ch)
+    assert fewer.per_segment == 16 and fields.per_segment > 16
+    assert surface_fields(ch) is fewer
+
+
+def test_a_hand_carries_more_probe_blocks_each_a_part_of_it(monkeypatch):
+    """``PROBE_BLOCKS`` {"hand": 2}: each hand carries two blocks of ``per_segment`` probes, farthest-point samples of
+    its vertices split along its length (each block's sphere smaller than the hand's), read against the same fields
+    as one block would be; ``near_entries`` stays exact."""
+    from core.solver import surface_fields as sf
+    monkeypatch.setattr(sf, "PROBE_BLOCKS", {"hand": 2})
+    skel, mesh, bone_map = make_body(BodyParams(name="surface_test", belly=1.2), pose="T")
+    ch = Character(skel, mesh, bone_map, height=float(np.ptp(mesh.rest_verts[:, 2])))
+    f = surface_fields(ch)
+    n = f.per_segment
+    names = np.array(f.probe_names)
+    assert (names == "left_hand").sum() == 2 * n and (names == "left_lower_arm").sum() == n
+    rows = np.nonzero(names == "right_hand")[0]
+    assert (f.tested[rows] == f.tested[rows[0]]).all()
+    P = f.probe_local[rows]
+    whole = np.linalg.norm(P - P.mean(0), axis=1).max()
+    for block in (P[:n], P[n:]):
+        assert np.linalg.norm(block - block.mean(0), axis=1).max() < 0.9 * whole
+    assert len(np.unique(np.round(P, 6), axis=0)) == 2 * n            # distinct points
+    assert_near_entries_exact(ch, f)
