@@ -3,10 +3,10 @@ of its rest surface for each torso, head, thigh and arm segment (``FIELD_SEGMENT
 bone's frame, and the probe points spread over its hands, arms and chest (docs/solver.md "Self barrier").
 
 A field is the distance to the nearest vertex's tangent plane, negative inside, kept only where that nearest vertex
-belongs to the segment (elsewhere it is "far": the interior is shared out between the segments whose surface is
-nearest; ``SHARED_INTERIOR`` lets segments share it). The probes are farthest-point samples of each hand's,
-forearm's, upper arm's and the chest's vertices (``PROBE_SEGMENTS``), carried by their bones as the capsule ends
-are; each field carries four frame points (its bone's origin and three points ``AXIS`` along its axes) from which a
+belongs to the segment, or, on the trunk, is a vertex that the segment's bone moves too (``SEAM_SEGMENTS``; elsewhere
+it is "far": the interior is shared out between the segments whose surface is nearest; ``SHARED_INTERIOR`` lets
+segments share it). The probes are farthest-point samples of each hand's (two blocks, ``PROBE_BLOCKS``), forearm's,
+upper arm's and the chest's vertices (``PROBE_SEGMENTS``), carried by their bones as the capsule ends are; each field carries four frame points (its bone's origin and three points ``AXIS`` along its axes) from which a
 step places the probes in the field's box. A probe is tested against a field only when the two segments are not
 neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the elbow
 without any penetration).
@@ -42,10 +42,11 @@ PROBE_SEGMENTS = ("hand", "lower_arm", "upper_arm", "chest")
 PROBES = 48
 #: a segment with fewer vertices carries no probes
 MIN_PROBES = 12
-#: blocks of ``PROBES`` probes per probe segment, by canonical name without the side (1 where not named): a hand is
-#: small and dense in what it touches, and 48 points leave a hand sunk 2 cm into the other forearm between them; fewer
-#: where the segment has fewer vertices
-PROBE_BLOCKS = {}
+#: blocks of ``PROBES`` probes per probe segment, by canonical name without the side (1 where not named), each block
+#: a part of the segment along its length; fewer where the segment has fewer vertices. Two on a hand: 48 points leave a
+#: long-armed body's hand sunk 2 cm into its other forearm between them (docs/decisions.md "The trunk's seams are read
+#: by both fields, and a hand carries 96 probes")
+PROBE_BLOCKS = {"hand": 2}
 #: segments whose fields share the body's interior: inside the body, a node nearest to any of them reads its
 #: depth in each of their fields, so a probe pressed into the crease where two of them meet (hips and thigh, spine
 #: and chest) reads its full depth, where a field keeping only its own segment's part blends depth with "far".
@@ -62,12 +63,13 @@ WITHOUT_PROBING_LIMBS = False
 #: (the seam, where the two bones' frames still agree; deeper in the neighbour, the field would carry a copy of the
 #: neighbour's interior with the wrong bone). 0: the whole interior (an experiment, with ``--const``)
 SHARED_BAND = 0.0
-#: segments whose fields also keep the nodes nearest to a vertex of one of them that their own bone moves by at least
+#: segments whose fields also keep the nodes nearest to a vertex of one of them that their own bone moves with at least
 #: ``SEAM_WEIGHT`` of its skin weight: where the chest meets the upper chest, the blended vertices belong to both
-#: fields, so the seam on a bent trunk is read by one field or the other (each field's copy of such a vertex is off by
-#: the share of the bend the other bone makes). () or 0: off (an experiment, with ``--const``)
-SEAM_SEGMENTS = ()
-SEAM_WEIGHT = 0.0
+#: fields, so the seam of a bent trunk is read by one field or the other, where each field alone reads "far" (each
+#: field's copy of such a vertex is off by the share of the bend the other bone makes). () or 0: off
+#: (docs/decisions.md "The trunk's seams are read by both fields, and a hand carries 96 probes")
+SEAM_SEGMENTS = ("spine", "chest", "upper_chest")
+SEAM_WEIGHT = 0.3
 #: grid nodes along each axis of a field
 GRID = 28
 #: a field's box: its segment's vertices' bounds grown by this share of the body's height

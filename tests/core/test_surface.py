@@ -342,11 +342,12 @@ def seam_points(ch, pairs, depth: float = 0.02, per_pair: int = 6) -> list:
 
 def test_shared_interior_reads_a_probe_in_the_crease_between_trunk_segments(monkeypatch):
     """Where the hips meet a thigh and the spine meets the chest, a hand probe 2 cm under the skin: with each field
-    keeping its own segment's part of the interior (the default), the read at the spine-chest seam blends depth with
-    "far" (median under half the exact depth); with the trunk and thighs sharing the interior
-    (``SHARED_INTERIOR``), it reads its depth (median within 20 %), also when a field shares only a band about its own
-    surface (``SHARED_BAND``)."""
+    keeping its own segment's part of the interior (and no seam vertices shared, ``SEAM_WEIGHT`` 0), the read at the
+    spine-chest seam blends depth with "far" (median under half the exact depth); with the trunk and thighs sharing
+    the interior (``SHARED_INTERIOR``), it reads its depth (median within 20 %), also when a field shares only a band
+    about its own surface (``SHARED_BAND``)."""
     from core.solver import surface_fields as sf
+    monkeypatch.setattr(sf, "SEAM_WEIGHT", 0.0)
 
     def median_ratio(shared, band: float = 0.0) -> float:
         monkeypatch.setattr(sf, "SHARED_INTERIOR", shared)
@@ -500,7 +501,7 @@ def test_seam_weights_read_a_probe_where_the_chest_meets_a_bent_upper_chest(monk
     surface opens each field's nearest rest vertex is its neighbour's, so with each field keeping its own segment's
     part of the interior (the default) at least 3 points read under half their depth (the posed mesh's, under the
     nearest vertex's tangent plane). With the vertices that both bones move belonging to both fields
-    (``SEAM_SEGMENTS``, ``SEAM_WEIGHT`` 0.3), at most 2 do."""
+    (``SEAM_SEGMENTS``, ``SEAM_WEIGHT`` 0.3, the default), at most 2 do."""
     from scipy.spatial import cKDTree
     from core.rig.parts import vertex_segments
     from core.solver import surface_fields as sf
@@ -536,7 +537,7 @@ def test_seam_weights_read_a_probe_where_the_chest_meets_a_bent_upper_chest(monk
             out.append(read / exact)
         return np.array(out)
 
-    assert sf.SEAM_WEIGHT == 0.0
+    assert sf.SEAM_SEGMENTS == ("spine", "chest", "upper_chest") and sf.SEAM_WEIGHT == 0.3      # the default
     assert (ratios((), 0.0) < 0.5).sum() >= 3
     assert (ratios(("spine", "chest", "upper_chest"), 0.3) < 0.5).sum() <= 2
 
@@ -555,7 +556,7 @@ def test_fields_are_built_again_when_the_module_s_constants_change(body, monkeyp
 
 
 def test_a_hand_carries_more_probe_blocks_each_a_part_of_it(monkeypatch):
-    """``PROBE_BLOCKS`` {"hand": 2}: each hand carries two blocks of ``per_segment`` probes, farthest-point samples of
+    """``PROBE_BLOCKS`` {"hand": 2} (the default): each hand carries two blocks of ``per_segment`` probes, farthest-point samples of
     its vertices split along its length (each block's sphere smaller than the hand's), read against the same fields
     as one block would be; ``near_entries`` stays exact."""
     from core.solver import surface_fields as sf
