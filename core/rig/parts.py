@@ -3,7 +3,7 @@
 A bone's part is its canonical name (``bone_canonical``): its own mapping, else its nearest mapped ancestor's
 (a jaw under the head is head, a twist bone under the forearm is lower arm).
 
-A vertex has two readings, because two consumers ask two different questions:
+A vertex has two readings, because two consumers ask two different questions, and a third, finer one:
 
 - **limb** (``limb_labels``): the limb (``core.rig.humanoid.LIMBS``: torso, head, arms, hands, legs, feet, left and
   right separate) with the highest *summed* skin weight over all the vertex's bones. It is the limb split of
@@ -18,6 +18,8 @@ A vertex has two readings, because two consumers ask two different questions:
   foot metrics; it still has its own copy, ``metrics._segment_of_vertices``, until it switches to this one).
   ``core.contacts.ground`` and ``core.solver`` pick foot vertices the same way (dominant bone among the mapped
   foot/toes bones) directly from ``SkinnedMesh.dominant_bones``.
+- **segment weights** (``segment_weights``): the vertex's summed skin weight on each segment's bones, for the
+  vertices that two segments move together (the self barrier's trunk fields share them, ``core.solver.surface_fields``).
 
 Pure numpy.
 """
