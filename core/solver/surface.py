@@ -118,8 +118,8 @@ def near_entries(fields: SurfaceFields, points: torch.Tensor, grow: float = 0.0,
     grown by ``grow`` (armature units), found without locating every probe in every field, and u (K, 3) their box
     coordinates (``box_maps``, the box not grown). A block of probes (``SurfaceFields.per_segment`` of one segment) lies
     in a sphere around their mean, and a grown box in the sphere through its corners: only the probes of a block whose
-    sphere meets a field's are put in that field's box coordinates. ``corners``: ``_box_corners(fields, points, grow)`` when the caller has
-    them. No gradients."""
+    sphere meets a field's are put in that field's box coordinates. ``corners``: ``_box_corners(fields, points,
+    grow)`` when the caller has them. No gradients."""
     n = fields.per_segment
     dev = points.device
     with torch.no_grad():

@@ -3,10 +3,11 @@ of its rest surface for each torso, head, thigh and arm segment (``FIELD_SEGMENT
 bone's frame, and the probe points spread over its hands, arms and chest (docs/solver.md "Self barrier").
 
 A field is the distance to the nearest vertex's tangent plane, negative inside, kept only where that nearest vertex
-belongs to the segment, or, on the trunk, is a vertex that the segment's bone moves too (``SEAM_SEGMENTS``; elsewhere
-it is "far": the interior is shared out between the segments whose surface is nearest; ``SHARED_INTERIOR`` lets
-segments share it). The probes are farthest-point samples of each hand's (two blocks, ``PROBE_BLOCKS``), forearm's,
-upper arm's and the chest's vertices (``PROBE_SEGMENTS``), carried by their bones as the capsule ends are; each field carries four frame points (its bone's origin and three points ``AXIS`` along its axes) from which a
+belongs to the segment, or, on the trunk, is a vertex that the segment's bone moves too (``SEAM_SEGMENTS``;
+elsewhere it is "far": the interior is shared out between the segments whose surface is nearest; ``SHARED_INTERIOR``
+lets segments share it). The probes are farthest-point samples of each hand's (two blocks, ``PROBE_BLOCKS``),
+forearm's, upper arm's and the chest's vertices (``PROBE_SEGMENTS``), carried by their bones as the capsule ends
+are; each field carries four frame points (its bone's origin and three points ``AXIS`` along its axes) from which a
 step places the probes in the field's box. A probe is tested against a field only when the two segments are not
 neighbours in the skeleton (``core.metrics.measures.segment_exclusion``: a forearm meets the upper arm at the elbow
 without any penetration).

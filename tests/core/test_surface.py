@@ -450,7 +450,7 @@ def test_a_field_reads_its_depth_beside_where_a_probing_arm_rests(monkeypatch):
 
 def test_a_solve_whose_surface_points_are_odd_in_number_keeps_the_capsules_apart(monkeypatch):
     """The surface barrier's points follow the capsule ends in ``body_positions``; the capsule barrier reads only
-    the ends (``capsules.capsule_ends``), so an odd number of surface points (13 probes on each of 7 segments) solves."""
+    the ends (``capsules.capsule_ends``), so an odd number of surface points (blocks of 13 probes) solves."""
     from core.pipeline.copy_rotations import copy_rotations
     from core.solver import SolveJob, SolverSettings
     from core.solver import surface_fields as sf
@@ -556,9 +556,9 @@ def test_fields_are_built_again_when_the_module_s_constants_change(body, monkeyp
 
 
 def test_a_hand_carries_more_probe_blocks_each_a_part_of_it(monkeypatch):
-    """``PROBE_BLOCKS`` {"hand": 2} (the default): each hand carries two blocks of ``per_segment`` probes, farthest-point samples of
-    its vertices split along its length (each block's sphere smaller than the hand's), read against the same fields
-    as one block would be; ``near_entries`` stays exact."""
+    """``PROBE_BLOCKS`` {"hand": 2} (the default): each hand carries two blocks of ``per_segment`` probes,
+    farthest-point samples of its vertices split along its length (each block's sphere smaller than the hand's), read
+    against the same fields as one block would be; ``near_entries`` stays exact."""
     from core.solver import surface_fields as sf
     monkeypatch.setattr(sf, "PROBE_BLOCKS", {"hand": 2})
     skel, mesh, bone_map = make_body(BodyParams(name="surface_test", belly=1.2), pose="T")
