@@ -52,14 +52,21 @@ def limb_labels(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> np.nda
     """(V,) index into ``LIMBS`` of each vertex (highest summed limb weight), -1 when unweighted/unmapped."""
     canon = bone_canonical(skeleton, bone_map)
     bone_limb = np.array([LIMBS.index(limb_of(c)) if c is not None else -1 for c in canon])
-    V = mesh.num_verts
-    Wl = np.zeros((V, len(LIMBS) + 1))
-    lb = bone_limb[mesh.weight_bones]
-    np.add.at(Wl, (np.repeat(np.arange(V), lb.shape[1]), np.where(lb < 0, len(LIMBS), lb).ravel()),
-              mesh.weight_values.ravel())
-    lab = np.argmax(Wl[:, :-1], 1)
-    lab[Wl[:, :-1].max(1) <= 1e-9] = -1
+    Wl = _summed_weights(mesh, bone_limb, len(LIMBS))
+    lab = np.argmax(Wl, 1)
+    lab[Wl.max(1) <= 1e-9] = -1
     return lab
+
+
+def _summed_weights(mesh: SkinnedMesh, bone_group: np.ndarray, groups: int) -> np.ndarray:
+    """(V, groups) float64: each vertex's skin weights summed over the bones of each group (``bone_group`` (J,) the
+    group of each bone, -1 for none: its weight counts in no group)."""
+    V = mesh.num_verts
+    out = np.zeros((V, groups + 1))
+    g = bone_group[mesh.weight_bones]
+    np.add.at(out, (np.repeat(np.arange(V), g.shape[1]), np.where(g < 0, groups, g).ravel()),
+              mesh.weight_values.ravel())
+    return out[:, :-1]
 
 
 def _segment_owner(skeleton: Skeleton, bone_map: dict) -> tuple:
@@ -98,12 +105,7 @@ def segment_weights(skeleton: Skeleton, mesh: SkinnedMesh, bone_map: dict) -> np
     """(V, S) float64: each vertex's summed skin weight on the bones of each of ``vertex_segments``' S segments
     (a vertex where the chest meets the upper chest is moved by both)."""
     owner, bones = _segment_owner(skeleton, bone_map)
-    V = mesh.num_verts
-    out = np.zeros((V, len(bones) + 1))
-    s = owner[mesh.weight_bones]
-    np.add.at(out, (np.repeat(np.arange(V), s.shape[1]), np.where(s < 0, len(bones), s).ravel()),
-              mesh.weight_values.ravel())
-    return out[:, :-1]
+    return _summed_weights(mesh, owner, len(bones))
 
 
 __all__ = ["bone_canonical", "limb_labels", "segment_weights", "vertex_segments"]

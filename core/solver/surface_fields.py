@@ -230,8 +230,7 @@ def _split_order(P: np.ndarray) -> np.ndarray:
     """Indices ordering points P (V, 3) along their principal axis (so that consecutive blocks of them are parts of
     the cloud, not samples spread over all of it)."""
     centred = P - P.mean(0)
-    axis = np.linalg.svd(centred, full_matrices=False)[2][0] if len(P) > 1 else np.zeros(3)
-    return np.argsort(centred @ axis, kind="stable")
+    return np.argsort(centred @ np.linalg.svd(centred, full_matrices=False)[2][0], kind="stable")
 
 
 def _farthest_points(P: np.ndarray, k: int) -> np.ndarray:
