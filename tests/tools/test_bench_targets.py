@@ -84,6 +84,12 @@ def test_a_failure_within_the_noise_margin_is_named_and_still_fails():
     far = {t.label: t for t in case_targets(init, _metrics(jerk_mean=104.0, mesh_pen_mean=3e-5), 1.7, 1.7)}
     for label in ("joint jerk ≤ copy-rot", "mesh self-penetration ≤ copy-rot"):
         assert not far[label].passed and not far[label].within_noise and "noise" not in far[label].measured
+    # a difference the line fails on is printed with the decimals it takes to read it: not "0.000 % vs 0.000 %"
+    assert near["mesh self-penetration ≤ copy-rot"].measured.startswith("0.001 % vs 0.000 % of the body volume")
+    tiny = {t.label: t.measured for t in case_targets(init, _metrics(jerk_mean=102.0, mesh_pen_mean=3e-8), 1.7, 1.7)}
+    assert tiny["mesh self-penetration ≤ copy-rot"].startswith("0.000003 % vs 0.000000 %")
+    same = {t.label: t.measured for t in case_targets(init, _metrics(mesh_pen_mean=0.0), 1.7, 1.7)}
+    assert same["mesh self-penetration ≤ copy-rot"].startswith("0.000 % vs 0.000 %")
     # passing lines and lines that are not "≤ copy-rot" never read it
     assert not any(t.within_noise for t in case_targets(init, _metrics(jerk_mean=99.0, locked_f1=0.929), 1.7, 1.7))
     # over the cases: every failure named, those within the margin apart

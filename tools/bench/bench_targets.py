@@ -65,8 +65,14 @@ def jerk_per_height(m: dict, h_src: float, h_tgt: float) -> float:
     return m["jerk_mean"] / h_tgt / max(m["source_jerk_mean"] / h_src, 1e-12)
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.3f} %"
+def _pcts(a: float, b: float) -> str:
+    """The text "a % vs b %" of two shares, with as many decimals (3 to 6) as it takes for two values that differ to
+    read different: a line that fails must not read "0.000 % vs 0.000 %"."""
+    for places in range(3, 7):
+        x, y = f"{100 * a:.{places}f} %", f"{100 * b:.{places}f} %"
+        if x != y or a == b:
+            break
+    return f"{x} vs {y}"
 
 
 def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
@@ -77,11 +83,11 @@ def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
     out.append(Target(f"jerk per unit of height ≤ {JERK_PER_HEIGHT} × source", f"{r:.3f} × (copy-rot "
                       f"{jerk_per_height(init, h_src, h_tgt):.3f})", r <= JERK_PER_HEIGHT))
     out.append(not_above_copy_rot("self-penetration ≤ copy-rot", "self_pen_mean",
-                                  f"{_pct(ours['self_pen_mean'])} vs {_pct(init['self_pen_mean'])}", init, ours))
+                                  _pcts(ours['self_pen_mean'], init['self_pen_mean']), init, ours))
     if "mesh_pen_mean" in ours and "mesh_pen_mean" in init:
         out.append(not_above_copy_rot("mesh self-penetration ≤ copy-rot", "mesh_pen_mean",
-                                      f"{_pct(ours['mesh_pen_mean'])} vs {_pct(init['mesh_pen_mean'])} of the body "
-                                      "volume", init, ours))
+                                      _pcts(ours['mesh_pen_mean'], init['mesh_pen_mean']) + " of the body volume",
+                                      init, ours))
     if "contact_depth_p95_height" in ours:
         v = ours["contact_depth_p95_height"]
         ref = init.get("contact_depth_p95", math.nan)
@@ -95,7 +101,7 @@ def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
     a, b = init["floor_pen_mean"], ours["floor_pen_mean"]
     cut = f"{100 * (1 - b / a):.0f} % below" if a > 0 else "copy-rot has none"
     out.append(Target(f"floor penetration ≥ {100 * FLOOR_PEN_CUT:.0f} % below copy-rot",
-                      f"{_pct(b)} vs {_pct(a)} ({cut})", b <= (1 - FLOOR_PEN_CUT) * a if a > 0 else b <= 0))
+                      f"{_pcts(b, a)} ({cut})", b <= (1 - FLOOR_PEN_CUT) * a if a > 0 else b <= 0))
     return out
 
 
@@ -131,11 +137,11 @@ def mean_targets(inits: list, ours: list) -> list:
         return sum(v) / len(v) if v else math.nan
     si, so = mean(inits, "self_pen_mean"), mean(ours, "self_pen_mean")
     ci, co = mean(inits, "contact_f1"), mean(ours, "contact_f1")
-    out = [(f"self-penetration mean ≤ {SELF_PEN_MEAN} × copy-rot's", f"{_pct(so)} vs {_pct(si)}",
+    out = [(f"self-penetration mean ≤ {SELF_PEN_MEAN} × copy-rot's", _pcts(so, si),
             so <= SELF_PEN_MEAN * si)]
     if all("mesh_pen_mean" in m for m in inits + ours) and ours:
         mi, mo = mean(inits, "mesh_pen_mean"), mean(ours, "mesh_pen_mean")
-        out.append((f"mesh self-penetration ≤ {MESH_PEN_MEAN} × copy-rot's (mean)", f"{_pct(mo)} vs {_pct(mi)}",
+        out.append((f"mesh self-penetration ≤ {MESH_PEN_MEAN} × copy-rot's (mean)", _pcts(mo, mi),
                     mo <= MESH_PEN_MEAN * mi))
     out.append((f"key-vertex contact F1 mean ≥ {CONTACT_F1_MEAN}", f"{co:.3f} (copy-rot {ci:.3f})",
                 co >= CONTACT_F1_MEAN))
