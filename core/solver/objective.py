@@ -29,6 +29,9 @@ from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
 #: vertices closer would press one body part into the other. Off: measured, it moves the zoo's one contact-depth
 #: failure to another case (docs/decisions.md "The contact state reads key vertices, not the surfaces, yet")
 CONTACT_HELD_ON_SURFACE = False
+#: L_reg ties the hips' height to copy-rotations' (only their horizontal path is free); False: L_reg reads past the
+#: hips' whole offset (an experiment, off: docs/decisions.md "L_reg ties the hips' height to copy-rotations'")
+REG_TIES_HIPS_HEIGHT = True
 #: the jerk budget's allowance for round-off, a share of each budget
 JERK_BUDGET_SLACK = 1e-4
 #: the jerk budget's windows (seconds; ``SolverSettings.jerk_budget``, docs/solver.md "Jerk")
@@ -179,7 +182,7 @@ class Objective:
                                  scale=SCALE_PAIR_TERMS)
         self.surface_pen = bool(source_fitted and FITTED_PEN_SURFACE)
         self.pairs_allowed = int(mask.sum())
-        self.xy_mask = torch.as_tensor([1.0, 1.0, 0.0], dtype=dt, device=dev)
+        self.reg_free = torch.as_tensor([1.0, 1.0, 0.0 if REG_TIES_HIPS_HEIGHT else 1.0], dtype=dt, device=dev)
         # L_smooth's and the pair terms' constants as they are at the set-up (an experiment patches them first)
         self.smooth_weights = {"p": 1.0, "sole": SMOOTH_SOLES, "body": SMOOTH_JOINTS}
         self.smooth_root, self.contact_focus, self.contact_margin = SMOOTH_ROOT, CONTACT_FOCUS, CONTACT_MARGIN
@@ -374,7 +377,7 @@ class Objective:
         if body is not None and self.body_rows is not None:
             body = body[:, :self.body_rows]
         out = {}
-        shift = root_world * self.xy_mask     # the horizontal root trajectory is not tied to copy-rotations' one
+        shift = root_world * self.reg_free    # the hips' horizontal path is not tied to copy-rotations' one
         out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
         if self.head is not None:
             out["head"] = self.head.loss(p)

@@ -155,6 +155,23 @@ def test_self_retarget_returns_the_source(pair):
     assert ang.max() < 3.0
 
 
+def test_reg_reads_past_the_hips_horizontal_path_and_past_their_height_only_when_untied(pair, monkeypatch):
+    """L_reg measures the key vertices past the hips' offset from copy-rotations: its horizontal part always (the hips'
+    path is free), its height only with ``objective.REG_TIES_HIPS_HEIGHT`` False (docs/decisions.md "L_reg ties the
+    hips' height to copy-rotations'"). The clip moved as one by the hips' offset then costs nothing; moved up with the
+    height tied, it costs what its key vertices moved."""
+    src, m, tgt, init = pair
+    for ties in (True, False):
+        monkeypatch.setattr(objective_module, "REG_TIES_HIPS_HEIGHT", ties)
+        job = SolveJob(src, m, tgt, init, SolverSettings(**FAST))
+        job.setup()
+        T, dt = job.p_init.shape[0], job.p_init.dtype
+        for offset, free in (([0.1, -0.2, 0.0], True), ([0.0, 0.0, 0.05], not ties)):
+            off = torch.tensor(offset, dtype=dt).expand(T, 3)
+            reg = float(job.objective.dense_terms(job.p_init + off[:, None], 0.0, None, off)["reg"])
+            assert (reg < 1e-9) == free, (ties, offset, reg)
+
+
 @pytest.mark.slow
 def test_foot_contact_self_retarget_and_grounding(pair):
     """foot contact (foot_contact_weight > 0): a self-retarget still returns the source; onto another body, the
