@@ -377,7 +377,7 @@ class Objective:
         if body is not None and self.body_rows is not None:
             body = body[:, :self.body_rows]
         out = {}
-        shift = root_world * self.reg_free    # the hips' horizontal path is not tied to copy-rotations' one
+        shift = root_world * self.reg_free    # what L_reg reads past: the hips' path, and their height if untied
         out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
         if self.head is not None:
             out["head"] = self.head.loss(p)
