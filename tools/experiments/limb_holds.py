@@ -79,8 +79,8 @@ def main(argv=None) -> int:
         o = common.retarget(mods, src, smo, tgt, settings, metrics=False)
         job = o.job
         grads, values = term_gradients(job, frames)
-        canonical = {bone: name for name, bone in tgt.bone_map.items()}
-        joints = [canonical.get(tgt.skeleton.names[k], tgt.skeleton.names[k]) for k in job.opt_idx]
+        canonical = common.core("rig.parts").bone_canonical(tgt.skeleton, tgt.bone_map)
+        joints = [canonical[k] or tgt.skeleton.names[k] for k in job.opt_idx]
         print(f"== {label}, frames {a}–{b - 1}: weighted terms at the result "
               + ", ".join(f"{k} {v:.3g}" for k, v in values.items()))
         barrier = grads["pen"]
