@@ -38,14 +38,13 @@ from .head import HeadAttitude
 from .lifecycle import StepLifecycle
 from .optim import alpha_at, deterministic, learning_rates, solver_adam, torch_threads
 from .parametrisation import Parametrisation, root_jacobian_inverse, upper_body_bones
-from .root_start import root_xy_from_feet
+from .root_start import floor_drift_lift, root_xy_from_feet
 from .settings import CONTINUE, RESOLVE, Progress, SolverSettings, WarmSchedule
 from .terrain_start import onto_terrain, terrain_lift
 from .yielding import yield_stats, yielding_step, yields_at
 
 SEED = 0    #: torch's random seed, set at each set-up: a solve is reproducible run to run
-#: the root starts where the source's planted feet stay put (``root_start.root_xy_from_feet``; False: copy-rotations'
-#: root)
+#: the root starts where the source's planted feet stay put (``root_start.root_xy_from_feet``; False: copy-rotations')
 ROOT_FROM_FEET = True
 #: the solve's floating-point type: "float32", or "float64" as a rounding check (tools/bench/bench_gpu.py;
 #: docs/decisions.md "float32")
@@ -269,7 +268,8 @@ class SolveJob(StepLifecycle):
         head = HeadAttitude.of(s, [tgt.keyverts.names[k] for k in self.keyvert_order])
         self.objective = Objective(s, src_p, src_n, src_ground, self.h_src, self.h_tgt, self.fps, self.limbs,
                                    feet, src.mesh.fitted, head=head, ground=ground,
-                                   body_rows=None if self.surface is None else self.surface.rows.start)
+                                   body_rows=None if self.surface is None else self.surface.rows.start,
+                                   reg_lift=floor_drift_lift(track, g, tgt, self.init_motion, ground))
         if self.surface is not None and objective.CONTACT_HELD_ON_SURFACE:
             self.objective.surface_gate = surface_gate(self, kv_ids)
 

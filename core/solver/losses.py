@@ -58,6 +58,23 @@ def jerk_totals(p: torch.Tensor, fps: float, window: int, eps: float = 1e-3, j: 
     return j.unflatten(0, (-1, window)).sum(1)
 
 
+def jerk_budgets(inits: tuple, fps: float, window: int, eps: float, sources=None, ratio: float = 1.0,
+                 slack: float = 0.0) -> tuple:
+    """Each point's jerk budget per window, (W, ·) for each of ``inits`` (key vertices (T, N, 3), sole points
+    (T, S, 3) or None, body points (T, P, 3) or None; None stays None): copy-rotations' ``jerk_totals`` there,
+    capped by the source's own × ``ratio`` (its height to the target's) where ``sources`` gives them (key vertices
+    (T, N, 3) and (body points (T, P, 3), (P,) bool which have one) or None), times 1 + ``slack``: a point exactly
+    at its budget (a self-retarget) must not pay for round-off (sums in another order)."""
+    out = [None if x is None else jerk_totals(x, fps, window, eps) for x in inits]
+    if sources is not None:
+        src_p, src_body = sources
+        out[0] = torch.minimum(out[0], jerk_totals(src_p, fps, window, eps) * ratio)
+        if out[2] is not None and src_body is not None:
+            sb = jerk_totals(src_body[0], fps, window, eps) * ratio
+            out[2] = torch.where(src_body[1], torch.minimum(out[2], sb), out[2])
+    return tuple(None if b is None else b * (1.0 + slack) for b in out)
+
+
 def jerk_excess_loss(p: torch.Tensor, fps: float, budget: torch.Tensor, window: int, scale=None,
                      eps: float = 1e-3, j: torch.Tensor = None, knee: float = 0.0) -> torch.Tensor:
     """Σ_i Σ_w hinge(Σ_{t∈w} ||jerk(p)_{i,t}|| − budget_{w,i}): the jerk a point spends in each window beyond its

@@ -19,7 +19,7 @@ from ..descriptors.pose import height, pair_descriptors, sliding
 from ..errors import CoreError
 from ..rig.vec3 import dot3
 from .losses import (contact_state_loss, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
-                      jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
+                      jerk_budgets, jerk_excess_loss, pen_loss, reg_loss, sliding_loss, smooth_loss)
 from ..descriptors.weights import (MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight,
                                    interaction_weight)
 from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
@@ -147,10 +147,12 @@ class Objective:
             None.
         body_rows: how many of the carried body points L_smooth and the jerk budget read (None: all).
         ground: the target's ground: the level 0, or a terrain f(x, y) (``SolveJob(terrain=...)``).
+        reg_lift: (T,) metres, how far L_reg's anchor rises where the source's floor drifts
+            (``root_start.floor_drift_lift``), or None.
     """
 
     def __init__(self, settings, src_p, src_n, src_ground, h_src: float, h_tgt: float, fps: float, limbs,
-                 feet=None, source_fitted: bool = False, head=None, body_rows: int = None, ground=0.0):
+                 feet=None, source_fitted: bool = False, head=None, body_rows: int = None, ground=0.0, reg_lift=None):
         s = settings
         #: the body points L_smooth and the jerk budget read: the first ``body_rows`` carried points (the capsule ends
         #: and bulge points; the surface barrier's probes and field frames, which follow, are the barrier's alone)
@@ -183,6 +185,9 @@ class Objective:
         self.surface_pen = bool(source_fitted and FITTED_PEN_SURFACE)
         self.pairs_allowed = int(mask.sum())
         self.reg_free = torch.as_tensor([1.0, 1.0, 0.0 if REG_TIES_HIPS_HEIGHT else 1.0], dtype=dt, device=dev)
+        #: (T, 3) the rise of L_reg's anchor (``reg_lift`` on z; untied, the hips' height is read past anyway), or None
+        self.reg_lift = None if reg_lift is None or not REG_TIES_HIPS_HEIGHT else \
+            torch.as_tensor(np.asarray(reg_lift)[:, None] * [0.0, 0.0, 1.0], dtype=dt, device=dev)
         # L_smooth's and the pair terms' constants as they are at the set-up (an experiment patches them first)
         self.smooth_weights = {"p": 1.0, "sole": SMOOTH_SOLES, "body": SMOOTH_JOINTS}
         self.smooth_root, self.contact_focus, self.contact_margin = SMOOTH_ROOT, CONTACT_FOCUS, CONTACT_MARGIN
@@ -229,25 +234,13 @@ class Objective:
         read, w = T >= 4 and not self.absolute_jerk, self.smooth_weights
         self.sole_jerk_init = jerk(sole_init, self.fps) if sole_init is not None and read and w["sole"] else None
         self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and read and w["body"] else None
-        #: the jerk budget's windows and per point (key vertices, sole points, body points) copy-rotations' jerk
-        #: summed over each (W, ·), or None
+        #: the jerk budget's windows and per point (key vertices, sole points, body points) its budget (W, ·), or None
         self.budget_window = max(1, int(round(JERK_BUDGET_S * self.fps)))
         self.jerk_budgets = None
-        if s.jerk_budget and T >= 4:
-            eps = self.jerk_eps
-            self.jerk_budgets = tuple(None if x is None else jerk_totals(x, self.fps, self.budget_window, eps)
-                                      for x in (p_init, sole_init, body_init))
-            if JERK_BUDGET_SOURCE:     # nor the source's own there, to the target's height
-                ratio = self.h_tgt / self.h_src
-                src_tot = jerk_totals(self.src_p, self.fps, self.budget_window, eps) * ratio
-                kv, sole_b, body_b = self.jerk_budgets
-                kv = torch.minimum(kv, src_tot)
-                if body_b is not None and src_body is not None:
-                    sb = jerk_totals(src_body[0], self.fps, self.budget_window, eps) * ratio
-                    body_b = torch.where(src_body[1], torch.minimum(body_b, sb), body_b)
-                self.jerk_budgets = (kv, sole_b, body_b)
-            # a point exactly at its budget (a self-retarget) must not pay for round-off (sums in another order)
-            self.jerk_budgets = tuple(None if b is None else b * (1.0 + JERK_BUDGET_SLACK) for b in self.jerk_budgets)
+        if s.jerk_budget and T >= 4:       # copy-rotations' jerk there, nor the source's own (JERK_BUDGET_SOURCE)
+            self.jerk_budgets = jerk_budgets((p_init, sole_init, body_init), self.fps, self.budget_window,
+                                             self.jerk_eps, (self.src_p, src_body) if JERK_BUDGET_SOURCE else None,
+                                             self.h_tgt / self.h_src, JERK_BUDGET_SLACK)
             #: the budgets side by side (W, N + S + P), as ``_smooth`` sums them
             self.jerk_budget_all = torch.cat([b for b in self.jerk_budgets if b is not None], 1)
         if self.feet is not None and sole_init is not None:
@@ -378,6 +371,8 @@ class Objective:
             body = body[:, :self.body_rows]
         out = {}
         shift = root_world * self.reg_free    # what L_reg reads past: the hips' path, and their height if untied
+        if self.reg_lift is not None:         # or the rise that puts copy-rotations back on a drifting floor
+            shift = shift + self.reg_lift
         out["reg"] = reg_loss(p - shift[:, None, :], self.p_init, vs["reg"])
         if self.head is not None:
             out["head"] = self.head.loss(p)

@@ -1,12 +1,25 @@
-"""Where the solve's root starts horizontally (ReConForM leaves the start to us: docs/solver.md "The root's
-start"): a target with another stride than copy-rotations' slides; the root is moved so the source's planted feet
-stay put before the first Adam step."""
+"""Where the solve's root starts and what L_reg anchors its height to (ReConForM leaves both to us: docs/solver.md
+"The root's start" and "Terms"). Horizontally, a target with another stride than copy-rotations' slides; the root is
+moved so the source's planted feet stay put before the first Adam step. Vertically, copy-rotations places a clip
+once, so where the source's floor drifts its target sinks or floats with it; L_reg's anchor is raised by that
+drift (``floor_drift_lift``), so the floor terms' lift is not charged to the limbs."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from ..character.frame import body_alignment, foot_points, hip_height, lowest_foot_z
+from ..character.track import ClipTrack
 from ..descriptors.pose import sliding
+from ..rig.kinematics import ForwardKinematics
+from ..rig.rotations import quat_to_matrix
+from ..types import Character, Motion
+
+#: a source stands on its floor where its lowest foot point is within this share of h_c of it (copy-rotations' band)
+STAND_BAND = 0.01
+#: at most this many of those frames (evenly spread) say how high copy-rotations' target stands
+STAND_FRAMES = 256
 
 
 def root_xy_from_feet(objective, p0: torch.Tensor, fps: float) -> torch.Tensor:
@@ -29,3 +42,30 @@ def root_xy_from_feet(objective, p0: torch.Tensor, fps: float) -> torch.Tensor:
         dv = (w[..., None] * (ob.src_vel_cmp - vt)).sum(1) / wsum.clamp_min(1e-6)
         dv = torch.where(wsum > 1e-3, dv, torch.zeros_like(dv))
         return torch.cat([torch.zeros_like(dv[:1]), torch.cumsum(dv, 0) / fps], 0)   # (T, 2) metres
+
+
+def floor_drift_lift(track: ClipTrack, levels, target: Character, init: Motion, ground=0.0):
+    """(T,) metres, or None where the source's floor is one level: how far the target of ``init`` (copy-rotations)
+    would rise at each frame to stand on its ``ground`` as high above it as the source above its floor, given as
+    ``levels`` (T,) (``core.contacts.ground.ground_levels``) under the source ``track``.
+
+    Copy-rotations scales the source's hips path by the hip-height ratio r and places the clip once, so a floor
+    that drifts by L(t) moves its target by r L(t). The lift is r (L̄ − L(t)) plus what ``init`` stands too low
+    where the source stands on its floor (its lowest foot point within ``STAND_BAND`` of h_c of it; at most
+    ``STAND_FRAMES`` of those frames, evenly spread): the median over them of r × the source's height above its
+    floor − the target's above its ground, with L̄ the median of L there. None where the source never stands."""
+    L = np.asarray(levels, dtype=np.float64)
+    src = track.character
+    if L.ndim == 0 or float(np.ptp(L)) == 0.0 or target.mesh is None or not src.height:
+        return None
+    above = track.lowest_foot - L                                                             # (T,) metres
+    frames = np.flatnonzero(np.abs(above) <= STAND_BAND * float(src.height))
+    if len(frames) == 0:
+        return None
+    frames = frames[np.unique(np.linspace(0, len(frames) - 1, min(len(frames), STAND_FRAMES)).round().astype(int))]
+    _, _, qs, qt = body_alignment(src, track.motion, target, track)
+    ratio = hip_height(target, qt) / hip_height(src, qs)
+    fk = ForwardKinematics(target.skeleton, dtype=torch.float64)
+    pose = fk(torch.as_tensor(quat_to_matrix(init.rotations[frames])), torch.as_tensor(init.locations[frames]))
+    low = ratio * above[frames] - lowest_foot_z(target, pose, foot_points(target), ground)     # (F,) metres
+    return ratio * (float(np.median(L[frames])) - L) + float(np.median(low))

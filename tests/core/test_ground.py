@@ -179,3 +179,40 @@ def test_auto_ground_keeps_z0_for_a_clip_standing_on_it_and_tracks_one_that_does
         assert np.shape(level) == (m.num_frames,)
         np.testing.assert_array_equal(level, track_ground(tr))
         assert np.abs((tr.lowest_foot - level) - upright).max() < 0.006
+
+
+def test_l_reg_rises_with_a_drifting_floor_so_the_lift_is_not_charged_to_the_limbs(walk):
+    """Copy-rotations places a clip once, so where the source's floor sinks its target sinks with it. L_reg's anchor
+    rises by that drift (``root_start.floor_drift_lift``): the sinking clip's copy-rotations, lifted by it, stands on
+    z = 0 as the source stands on the floor the solve reads (its tracked level), and L_reg charges the solve nothing
+    for standing there (only what the limbs move); a clip on one floor gets no lift (docs/solver.md "Terms")."""
+    from core.character.frame import body_alignment, hip_height
+    from core.contacts.ground import ground_levels
+    from core.pipeline.copy_rotations import copy_rotations
+    from core.solver.root_start import floor_drift_lift
+
+    ch, m = walk
+    tgt = make_humanoid(scale=0.9, girth=1.3, name="tgt")
+    drift = -0.05 * np.arange(m.num_frames) / m.num_frames                 # 5 cm lower by the end
+    sunk = _shifted(ch, m, drift)
+    upright, sinking = ClipTrack(ch, m), ClipTrack(ch, sunk)
+    assert np.ndim(ground_levels(upright, "auto")) == 0                     # on z = 0: one floor
+    assert floor_drift_lift(upright, ground_levels(upright, "auto"), tgt, copy_rotations(ch, m, tgt)) is None
+    levels = ground_levels(sinking, "auto")
+    init = copy_rotations(ch, sunk, tgt, sinking)
+    lift = floor_drift_lift(sinking, levels, tgt, init)
+    # lifted, its lowest foot point stands as high above z = 0 as the source's above the floor the solve reads, × the
+    # hip-height ratio (this walk always has a foot down)
+    _, _, qs, qt = body_alignment(ch, sunk, tgt, sinking)
+    ratio = hip_height(tgt, qt) / hip_height(ch, qs)
+    stood = ClipTrack(tgt, init).lowest_foot + lift
+    err = np.abs(stood - ratio * (sinking.lowest_foot - levels)).max()
+    assert np.ptp(lift) > 0.03 and err < 0.002, (np.ptp(lift), err)
+
+    job = SolveJob(ch, sunk, tgt, init, SolverSettings(iterations=1, num_threads=1))
+    job.setup()
+    off = job.objective.reg_lift                                            # (T, 3): the lift on z
+    np.testing.assert_allclose(off[:, 2].numpy(), lift, atol=1e-6)
+    reg = job.objective.dense_terms
+    assert float(reg(job.p_init + off[:, None], 0.0, None, off)["reg"]) < 1e-9
+    assert float(reg(job.p_init, 0.0, None, off * 0.0)["reg"]) > 0.0        # copy-rotations' own place, sunk
