@@ -1,5 +1,5 @@
 """Where the solve's root starts and what L_reg anchors its height to (ReConForM leaves both to us: docs/solver.md
-"The root's start" and "Terms"). Horizontally, a target with another stride than copy-rotations' slides; the root is
+"The root's start"). Horizontally, a target with another stride than copy-rotations' slides; the root is
 moved so the source's planted feet stay put before the first Adam step. Vertically, copy-rotations places a clip
 once, so where the source's floor drifts its target sinks or floats with it; L_reg's anchor is raised by that
 drift (``floor_drift_lift``), so the floor terms' lift is not charged to the limbs."""

@@ -185,7 +185,8 @@ def test_l_reg_rises_with_a_drifting_floor_so_the_lift_is_not_charged_to_the_lim
     """Copy-rotations places a clip once, so where the source's floor sinks its target sinks with it. L_reg's anchor
     rises by that drift (``root_start.floor_drift_lift``): the sinking clip's copy-rotations, lifted by it, stands on
     z = 0 as the source stands on the floor the solve reads (its tracked level), and L_reg charges the solve nothing
-    for standing there (only what the limbs move); a clip on one floor gets no lift (docs/solver.md "Terms")."""
+    for standing there (only what the limbs move); a clip on one floor gets no lift (docs/solver.md "The root's
+    start")."""
     from core.character.frame import body_alignment, hip_height
     from core.contacts.ground import ground_levels
     from core.pipeline.copy_rotations import copy_rotations
