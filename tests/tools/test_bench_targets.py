@@ -38,6 +38,11 @@ def test_jerk_is_read_per_unit_of_height_and_nan_f1_passes():
            for t in case_targets(_metrics(jerk_mean=300.0), _metrics(jerk_mean=200.0), 1.0, 2.0)}
     assert got["jerk per unit of height ≤ 1.05 × source"][1]
     assert got["jerk per unit of height ≤ 1.05 × source"][0].startswith("1.000")
+    # at the bound's third decimal, the line prints the decimals that say which side it is on
+    for jerk, text, ok in ((105.03, "1.0503 ×", False), (104.996, "1.04996 ×", True), (105.0, "1.050 ×", True)):
+        line = {t.label: t for t in case_targets(_metrics(), _metrics(jerk_mean=jerk), 1.7, 1.7)}[
+            "jerk per unit of height ≤ 1.05 × source"]
+        assert line.measured.startswith(text) and line.passed == ok, (jerk, line)
     nan = {t.label: (t.measured, t.passed) for t in case_targets(_metrics(), _metrics(grounded_f1=math.nan), 1.7, 1.7)}
     assert nan["grounded F1 ≥ 0.95"] == ("n/a", True)
     # copy-rotations with no floor penetration: passes only with none

@@ -75,13 +75,24 @@ def _pcts(a: float, b: float) -> str:
     return f"{x} vs {y}"
 
 
+def _near(x: float, bound: float) -> str:
+    """``x`` with 3 decimals, or as many more (up to 6) as it takes not to read as ``bound`` when it differs from it: a
+    line at 1.0503 against 1.05 must not read "1.050 … FAIL"."""
+    for places in range(3, 7):
+        text = f"{x:.{places}f}"
+        if x == bound or float(text) != bound:
+            break
+    return text
+
+
 def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
     """[Target] of one case: ``init`` copy-rotations' metrics, ``ours`` ReConForM's."""
     out = [not_above_copy_rot("joint jerk ≤ copy-rot", "jerk_mean",
                               f"{ours['jerk_mean']:.1f} vs {init['jerk_mean']:.1f} m/s³", init, ours)]
     r = jerk_per_height(ours, h_src, h_tgt)
-    out.append(Target(f"jerk per unit of height ≤ {JERK_PER_HEIGHT} × source", f"{r:.3f} × (copy-rot "
-                      f"{jerk_per_height(init, h_src, h_tgt):.3f})", r <= JERK_PER_HEIGHT))
+    out.append(Target(f"jerk per unit of height ≤ {JERK_PER_HEIGHT} × source",
+                      f"{_near(r, JERK_PER_HEIGHT)} × (copy-rot {jerk_per_height(init, h_src, h_tgt):.3f})",
+                      r <= JERK_PER_HEIGHT))
     out.append(not_above_copy_rot("self-penetration ≤ copy-rot", "self_pen_mean",
                                   _pcts(ours['self_pen_mean'], init['self_pen_mean']), init, ours))
     if "mesh_pen_mean" in ours and "mesh_pen_mean" in init:
