@@ -43,6 +43,8 @@ PLANT_BAND, PLANT_SPREAD, PLANT_MAX = 0.01, 0.005, 0.02
 #: ``auto_ground``: the clip stands on z = 0 when its estimated level lies within AUTO_TOLERANCE of h_c of it and
 #: its tracked level drifts less than that (half the grounded band of docs/metrics.md, 1 %)
 AUTO_TOLERANCE = 0.005
+#: share of h_c: a source stands on its floor at a frame where its lowest foot point is this close to it
+STAND_BAND = 0.01
 #: the values ``SolverSettings.source_ground`` accepts as text
 GROUND_MODES = ("auto", "zero", "estimate", "track")
 
@@ -219,3 +221,13 @@ def ground_levels(track: ClipTrack, ground) -> float | np.ndarray:
     if not np.all(np.isfinite(levels)):
         raise CoreError(f"source_ground for '{name}' has non-finite levels.")
     return levels
+
+
+def standing_on_floor(above: np.ndarray, height: float, at_most: int) -> np.ndarray:
+    """(F,) int64, the frames where a source stands on its floor: its lowest foot point's height ``above`` it (T,)
+    within ``STAND_BAND`` of its h_c ``height``, at most ``at_most`` of them evenly spread (the first always kept);
+    where copy-rotations stands its target (``core.pipeline.copy_rotations.standing_frames``) and how L_reg's anchor
+    finds copy-rotations' height there (``core.solver.root_start.floor_drift_lift``)."""
+    standing = np.flatnonzero(np.abs(above) <= STAND_BAND * float(height))
+    return standing[np.unique(np.linspace(0, len(standing) - 1, min(len(standing), at_most)).round()
+                              .astype(np.int64))]

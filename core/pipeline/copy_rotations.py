@@ -21,7 +21,7 @@ import torch
 
 from ..character.frame import body_alignment, check_bone_map, foot_points, hip_height, lowest_foot_z
 from ..character.track import ClipTrack
-from ..contacts.ground import ground_levels
+from ..contacts.ground import ground_levels, standing_on_floor
 from ..errors import CoreError
 from ..rig.affine import inv
 from ..rig.humanoid import CANONICAL_BONES
@@ -30,8 +30,6 @@ from ..rig.rotations import matrix_to_quat, quat_make_continuous, quat_to_matrix
 from ..rig.tpose import _object_rotation, posed_global, tpose_world
 from ..types import Character, Motion, Skeleton
 
-#: share of h_c: a source stands on its floor at a frame where its lowest foot point is this close to it
-STAND_BAND = 0.01
 #: at most this many of the source's standing frames (evenly spread) place the target's feet (``standing_frames``)
 STAND_FRAMES = 256
 
@@ -40,18 +38,16 @@ def standing_frames(track: ClipTrack, source_ground="auto") -> tuple:
     """(frames (F,) int, heights (F,) metres): where ``copy_rotations`` stands the target's feet, and how high
     above its ground (before the hip-height ratio). Frame 0 at 0 when the source stands on its floor there
     (``source_ground``: a ``SolverSettings.source_ground`` value, read by ``ground.ground_levels``; "auto", its own
-    floor, ``ground.auto_ground``; stands: its lowest foot point within ``STAND_BAND`` of h_c), has no feet on a
+    floor, ``ground.auto_ground``; stands: ``ground.standing_on_floor``), has no feet on a
     mesh or never stands; otherwise (a capture's T-pose first frame, a take-off) the frames where it stands, at
     most ``STAND_FRAMES`` of them evenly spread, with its lowest foot point's height above its floor there."""
     src = track.character
     if src.mesh is None or not src.height or track.num_frames < 2 or not any(len(i) for i in track.foot_ids):
         return np.zeros(1, np.int64), np.zeros(1)
     above = track.lowest_foot - ground_levels(track, source_ground)                  # (T,) metres
-    standing = np.flatnonzero(np.abs(above) <= STAND_BAND * float(src.height))
-    if len(standing) == 0 or standing[0] == 0:
+    frames = standing_on_floor(above, float(src.height), STAND_FRAMES)
+    if len(frames) == 0 or frames[0] == 0:
         return np.zeros(1, np.int64), np.zeros(1)
-    frames = standing[np.unique(np.linspace(0, len(standing) - 1, min(len(standing), STAND_FRAMES)).round()
-                                .astype(np.int64))]
     return frames, above[frames]
 
 

@@ -11,14 +11,13 @@ import torch
 
 from ..character.frame import foot_points, lowest_foot_z
 from ..character.track import ClipTrack
+from ..contacts.ground import standing_on_floor
 from ..descriptors.pose import sliding
-from ..rig.kinematics import ForwardKinematics, Pose
+from ..rig.kinematics import ForwardKinematics
 from ..rig.rotations import quat_to_matrix
 from ..types import Character, Motion
 
-#: a source stands on its floor where its lowest foot point is within this share of h_c of it (copy-rotations' band)
-STAND_BAND = 0.01
-#: at most this many of those frames (evenly spread) say how high copy-rotations' target stands (its feet are skinned
+#: at most this many of the frames where the source stands on its floor (evenly spread) say how high copy-rotations' target stands (its feet are skinned
 #: on each: 64 take a quarter of 256's time, and on the shared drifting clips move the lift by 0.2 mm at most)
 STAND_FRAMES = 64
 
@@ -51,28 +50,26 @@ def floor_drift_lift(track: ClipTrack, levels, target: Character, init: Motion, 
     ``levels`` (T,) (``core.contacts.ground.ground_levels``) under the source ``track``.
 
     Copy-rotations scales the source's hips path by the hip-height ratio r and places the clip once, so a floor
-    that drifts by L(t) moves its target by r L(t); r is read off ``init`` (the slope of its hips' height against
-    the source's). The lift is r (L̄ − L(t)) plus what ``init`` stands too low where the source stands on its floor
-    (its lowest foot point within ``STAND_BAND`` of h_c of it; at most ``STAND_FRAMES`` of those frames, evenly
-    spread): the median over them of r × the source's height above its floor − the target's above its ground, with
-    L̄ the median of L there. None where the source never stands."""
+    that drifts by L(t) moves its target by r L(t). The lift is r (L̄ − L(t)) plus what ``init`` stands too low where
+    the source stands on its floor (``ground.standing_on_floor``; at most ``STAND_FRAMES`` of those frames): the median
+    over them of r × the source's height above its floor − the target's above its ground, with L̄ the median of L
+    there; r is read off ``init`` on the same frames (the slope of its hips' height against the source's). None where
+    the source never stands."""
     L = np.asarray(levels, dtype=np.float64)
     src = track.character
     if L.ndim == 0 or float(np.ptp(L)) == 0.0 or target.mesh is None or not src.height:
         return None
     above = track.lowest_foot - L                                                             # (T,) metres
-    frames = np.flatnonzero(np.abs(above) <= STAND_BAND * float(src.height))
+    frames = standing_on_floor(above, float(src.height), STAND_FRAMES)
     if len(frames) == 0:
         return None
-    frames = frames[np.unique(np.linspace(0, len(frames) - 1, min(len(frames), STAND_FRAMES)).round().astype(int))]
     sk = target.skeleton
-    fk = ForwardKinematics(sk, dtype=torch.float64)
-    pose = fk(torch.as_tensor(quat_to_matrix(init.rotations)), torch.as_tensor(init.locations))
-    hips = pose.positions[:, sk.index(target.bone_map["hips"])].numpy() @ sk.object_matrix[:3, :3].T     # (T, 3)
-    ratio = _slope(track.world_positions[:, src.skeleton.index(src.bone_map["hips"]), 2], hips[:, 2],
+    pose = ForwardKinematics(sk, dtype=torch.float64)(torch.as_tensor(quat_to_matrix(init.rotations[frames])),
+                                                     torch.as_tensor(init.locations[frames]))
+    hips = pose.positions[:, sk.index(target.bone_map["hips"])].numpy() @ sk.object_matrix[2, :3]   # (F,) height
+    ratio = _slope(track.world_positions[frames, src.skeleton.index(src.bone_map["hips"]), 2], hips,
                    float(target.height or 0.0) / float(src.height))
-    sub = Pose(pose.rotations[frames], pose.positions[frames])
-    low = ratio * above[frames] - lowest_foot_z(target, sub, foot_points(target), ground)      # (F,) metres
+    low = ratio * above[frames] - lowest_foot_z(target, pose, foot_points(target), ground)     # (F,) metres
     return ratio * (float(np.median(L[frames])) - L) + float(np.median(low))
 
 

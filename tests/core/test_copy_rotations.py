@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from core.bonemap import detect_bone_map
-from core.pipeline.copy_rotations import STAND_BAND, copy_rotations, standing_frames
+from core.contacts.ground import STAND_BAND
+from core.pipeline.copy_rotations import copy_rotations, standing_frames
 from core.character.frame import foot_points, hip_height, lowest_foot_z
 from core.errors import CoreError
 from core.rig.kinematics import ForwardKinematics, Pose, forward_kinematics, to_world
