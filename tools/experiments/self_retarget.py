@@ -31,11 +31,6 @@ sys.path.insert(0, str(ROOT / "tools" / "bench"))
 LISTED_DEG = 5.0
 
 
-def joint_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(T, J) degrees between two (T, J, 4) WXYZ rotation sets, whatever their signs."""
-    return 2.0 * np.degrees(np.arccos(np.clip(np.abs((a * b).sum(-1)), 0.0, 1.0)))
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--character", default="characters/mesh2motion_mannequin_ymca.glb",
@@ -43,6 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=None, help="the clip's first N frames (default: all)")
     ap.add_argument("--joints", type=int, default=6, help="worst joints listed")
     import common
+    from bench_gpu import angles_deg
     common.add_variant_options(ap)
     args = ap.parse_args(argv)
     mods, loader, settings = common.variant_start(args)
@@ -50,7 +46,7 @@ def main(argv=None) -> int:
     src, motion, _ = loader.source(args.character, 0, args.frames)
     o = common.retarget(mods, src, motion, src, settings, metrics=False)
     job = o.job
-    ang = joint_angles(o.motion.rotations, motion.rotations)
+    ang = angles_deg(o.motion.rotations, motion.rotations)
     level = np.asarray(job.source_ground_level)
     drift = f"tracked, {1000 * level.min():+.1f} to {1000 * level.max():+.1f} mm" if level.ndim else \
         f"one level, {1000 * float(level):+.1f} mm"
