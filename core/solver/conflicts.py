@@ -69,9 +69,10 @@ class Conflict:
 SHARED_PASS_FRAMES = 2000
 
 
-def term_gradients(job: SolveJob, terms=SEMANTIC_TERMS, alpha: float = 1.0) -> dict:
-    """{term: (T, Jo, 6) gradient of its weighted value w.r.t. the per-frame rotation residuals}."""
-    return drive(_term_gradients(job, terms, alpha))
+def term_gradients(job: SolveJob, terms=SEMANTIC_TERMS, alpha: float = 1.0, extra=None) -> dict:
+    """{term: (T, Jo, 6) gradient of its weighted value w.r.t. the per-frame rotation residuals}; ``extra``: as
+    ``_term_gradients``'."""
+    return drive(_term_gradients(job, terms, alpha, extra=extra))
 
 
 def _term_gradients(job: SolveJob, terms, alpha: float, shared: bool = None, extra=None):

@@ -30,19 +30,18 @@ JOINTS = ("spine", "chest", "upper_chest", "left_shoulder", "left_upper_arm", "l
 
 def term_gradients(job, frames: slice) -> tuple:
     """({term: (F, Jo, 6) gradient of the weighted term over ``frames``}, {term: value}) at ``job``'s result, with
-    respect to the per-frame 6D residuals; 'state' the contact state alone (in 'dist' too) when the job has one."""
+    respect to the per-frame 6D residuals (``core.solver.conflicts.term_gradients``); 'state' the contact state alone
+    (in 'dist' too) when the job has one."""
     import torch
+    import common
     with torch.no_grad():
-        d, r = job.param.frame_residuals()
-    d = d.detach().clone().requires_grad_(True)
-    terms = dict(job.weighted_terms(alpha=1.0, residuals=(d, r.detach())))
-    if job.objective.last_contact_state is not None:
-        terms["state"] = job.objective.last_contact_state
-    grads = {}
-    for name, value in terms.items():
-        g, = torch.autograd.grad(value, d, retain_graph=True, allow_unused=True)
-        grads[name] = (torch.zeros_like(d) if g is None else g)[frames]
-    return grads, {k: float(v.detach()) for k, v in terms.items()}
+        values = {k: float(v) for k, v in job.weighted_terms(alpha=1.0).items()}
+    state = job.objective.last_contact_state
+    if state is not None:
+        values["state"] = float(state)
+    grads = common.core("solver.conflicts").term_gradients(
+        job, tuple(values), 1.0, extra=lambda p, n: {"state": job.objective.last_contact_state})
+    return {k: g[frames] for k, g in grads.items()}, values
 
 
 def pulled_pairs(job, target, frames: slice, limbs: tuple) -> list:
