@@ -67,6 +67,9 @@ FITTED_PEN_SURFACE = True
 #: where a fitted source body holds a key vertex behind another's surface, L_dist only keeps the target's pair at
 #: least as far apart as the source's, never pulls it closer: the overlap is the fit's (docs/solver.md)
 FITTED_DIST_APART = True
+#: the same for a captured source body's overlaps (skinned). Off: hands press less into each other, but a same-body
+#: retarget drifts and reports conflicts (docs/decisions.md "A captured body's overlaps are still matched by L_dist")
+CAPTURED_DIST_APART = False
 
 
 #: the sole points' floor barrier × (1 + (SOLE_FLOOR_GAIN − 1) α²) (1: off; ramped, since at full strength from the
@@ -90,16 +93,17 @@ def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
 
 
 def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False,
-               state_margin: float = None, held: torch.Tensor = None) -> dict:
+               state_margin: float = None, held: torch.Tensor = None, apart: bool = None) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
     L_dist's weight × (1 + focus · W_src), the source's contacts matched more closely than its far pairs;
     ``surface_pen``: where the source's key vertex is behind the other's surface (a fitted source body), L_pen only
     keeps the target's from being behind it (``losses.pen_loss``) and, with ``FITTED_DIST_APART``, L_dist only
-    keeps the pair at least as far apart as the source's; ``state_margin``: also 'state', the pairs' contact state
-    at d_min with this margin (``losses.contact_state_loss``, in L_dist's units), when not None; ``held``: (E,) bool or
-    None, the entries whose contact the surfaces already hold (``SurfaceGate``), left out of the contact state."""
+    keeps the pair at least as far apart as the source's (``apart`` says whether, when not None); ``state_margin``:
+    also 'state', the pairs' contact state at d_min with this margin (``losses.contact_state_loss``, in L_dist's
+    units), when not None; ``held``: (E,) bool or None, the entries whose contact the surfaces already hold
+    (``SurfaceGate``), left out of the contact state."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -109,7 +113,7 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     pen_ji = -dot3(n_j, d.dir)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
     tgt_dist = d.dist
-    if surface_pen and FITTED_DIST_APART:       # a pair the fit overlaps: kept as far apart, not pulled closer
+    if (surface_pen and FITTED_DIST_APART) if apart is None else apart:     # an overlap: not pulled closer
         behind = (pairset.src_pen_ij < 0) | (pairset.src_pen_ji < 0)
         tgt_dist = torch.where(behind, torch.minimum(d.dist, pairset.src_dist), d.dist)
     out = {"dist": dist_loss(tgt_dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
@@ -183,6 +187,7 @@ class Objective:
         self.pairs = ActivePairs(src_p, src_n, np.full(N, self.h_src), np.full(N, self.h_tgt), mask,
                                  scale=SCALE_PAIR_TERMS)
         self.surface_pen = bool(source_fitted and FITTED_PEN_SURFACE)
+        self.apart = (self.surface_pen and FITTED_DIST_APART) or (not source_fitted and CAPTURED_DIST_APART)
         self.pairs_allowed = int(mask.sum())
         self.reg_free = torch.as_tensor([1.0, 1.0, 0.0 if REG_TIES_HIPS_HEIGHT else 1.0], dtype=dt, device=dev)
         #: (T, 3) the rise of L_reg's anchor (``reg_lift`` on z; untied, the hips' height is read past anyway), or None
@@ -414,7 +419,7 @@ class Objective:
             held = self.surface_gate.held(pairset)
         return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
                           self.contact_focus, self.surface_pen,
-                          self.contact_margin if self.settings.contact_state else None, held)
+                          self.contact_margin if self.settings.contact_state else None, held, self.apart)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier and the foot contact are reported inside 'height', the

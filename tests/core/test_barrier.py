@@ -315,6 +315,7 @@ def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch, float64):
         job = SolveJob(s, mo, s, mo, SolverSettings(iterations=1, num_threads=1))
         job.setup()
         assert job.objective.surface_pen == (fitted and on)
+        assert job.objective.apart == (fitted and on)       # a captured body's overlaps: L_dist copies them too
         ps = job.objective.init_pairs
         assert bool((ps.src_pen_ij < 0).any())                 # the source has key vertices behind a surface
         with torch.no_grad():
@@ -322,6 +323,10 @@ def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch, float64):
             pen[fitted, on] = float(job.objective._pair_terms(p, n, 0.0, ps)["pen"])
     assert pen[False, True] < 1e-12 and pen[True, False] < 1e-12    # the source's own depths copied
     assert pen[True, True] > 1e-6                                     # a fitted body's depths are not
+    monkeypatch.setattr(objective_module, "CAPTURED_DIST_APART", True)  # the experiment: captured overlaps too
+    job = SolveJob(src, mo, src, mo, SolverSettings(iterations=1, num_threads=1))
+    job.setup()
+    assert job.objective.apart and not job.objective.surface_pen
 
 
 def test_fit_body_marks_the_body_fitted():

@@ -272,7 +272,8 @@ def test_a_fitted_source_overlap_keeps_l_dist_from_pulling_closer(monkeypatch, a
     """A fitted source body (``surface_pen``) holding a key vertex behind another's surface (M_pen^src < 0): with
     ``objective.FITTED_DIST_APART`` L_dist charges the target's pair only for being closer than the source's, never
     for being farther (the overlap is the fit's); a pair the source holds in front of the surface, or a captured
-    body's, is matched both ways. Four entries at source distance 5 cm: behind / in front, target 8 cm / 3 cm."""
+    body's, is matched both ways, unless ``apart`` (the job's ``Objective.apart``) says either way. Four entries at
+    source distance 5 cm: behind / in front, target 8 cm / 3 cm."""
     from core.descriptors.weights import PairSet
     from core.solver import objective
     monkeypatch.setattr(objective, "FITTED_DIST_APART", apart)
@@ -298,3 +299,6 @@ def test_a_fitted_source_overlap_keeps_l_dist_from_pulling_closer(monkeypatch, a
     assert dist([1], True) == pytest.approx(near)                         # behind, closer: kept as far
     assert dist([2], True) == pytest.approx(far) and dist([3], True) == pytest.approx(near)   # in front: both ways
     assert dist([0], False) == pytest.approx(far)                         # a captured body: both ways
+    sub = PairSet(*(f[[0]] for f in ps))                                    # unless ``apart`` says otherwise
+    assert float(objective.pair_terms(p, n, 0.0, sub, none, apart=True)["dist"]) == pytest.approx(0.0)
+    assert float(objective.pair_terms(p, n, 0.0, sub, none, surface_pen=True, apart=False)["dist"]) == pytest.approx(far)

@@ -5,11 +5,12 @@ field of that part at that point, and whether the point's segment probes that fi
 counted by what the barrier makes of them.
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/experiments/contact_depth_sources.py [--cases 1] \\
-        [--zoo slash:big_belly] [--over 0.01] [--const core.MODULE.NAME=VALUE] [--set NAME=VALUE]
+        [--zoo slash:big_belly] [--over 0.01] [--source] [--const core.MODULE.NAME=VALUE] [--set NAME=VALUE]
 
 ``--cases``: ``tools/bench/common.py``'s CASES (indices); ``--zoo``: morphology zoo cases as clip:body
 (``tools/bench/bench_zoo.py``'s CLIPS and BODIES, the body without its ``zoo_`` prefix; the zoo's eight bodies are
-built together, as the bench builds them). Balanced preset; ../shared/assets needed.
+built together, as the bench builds them). ``--source``: the source's own clip read on its own body instead of a
+result (how deep the capture itself overlaps where it has contacts). Balanced preset; ../shared/assets needed.
 
 A frame is counted as **not probed** when the point's segment carries no probes of the barrier or does not read the
 field of the part it lies in (``surface_fields.PROBE_SEGMENTS``, the neighbours ``segment_exclusion`` leaves out),
@@ -98,6 +99,8 @@ def depth_sources(core, src, smo, tgt, motion, over: float) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--over", type=float, default=0.01, help="frames deeper than this share of the height")
+    ap.add_argument("--source", action="store_true",
+                    help="read the source's own clip on its own body (how deep the capture itself overlaps)")
     import bench_zoo
     import common
     bench_zoo.add_case_options(ap)
@@ -106,8 +109,11 @@ def main(argv=None) -> int:
     mods, loader, settings = common.variant_start(args)
     runs = bench_zoo.chosen_cases(args, mods, loader)
     for label, src, smo, tgt in runs:
-        o = common.retarget(mods, src, smo, tgt, settings, metrics=False)
-        rows = depth_sources(common.core, src, smo, tgt, o.motion, args.over)
+        if args.source:             # the source onto itself: its own contacts, its own surfaces
+            label, tgt, motion = f"{label}, the source on its own body", src, smo
+        else:
+            motion = common.retarget(mods, src, smo, tgt, settings, metrics=False).motion
+        rows = depth_sources(common.core, src, smo, tgt, motion, args.over)
         h = float(tgt.height)
         print(f"== {label}: {len(rows)} frames with a contact depth over {100 * args.over:g} % of the height")
         for t, dep, g, inside, read, status, back in rows[:12]:
