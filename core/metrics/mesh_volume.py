@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..character.memo import per_character
+from ..character.memo import module_constants, per_character
 from ..character.track import ClipTrack
 from ..rig.parts import vertex_segments
 from .measures import SELF_PEN_HOPS, segment_exclusion, vertex_areas
@@ -157,7 +157,7 @@ def surfaces(character, keyvert_ids=None) -> tuple:
     """(``setup(character, keyvert_ids)``, ``every_vertex`` of it), computed once per live character, key-vertex set
     and module settings (a retarget measures its source once and its target twice). Shared: never modify them."""
     kv = None if keyvert_ids is None else np.asarray(keyvert_ids, np.int64)
-    key = (id(character), None if kv is None else kv.tobytes(), PROBE_MAX, SURFACE_MAX, SAMPLE_CELL)
+    key = (id(character), None if kv is None else kv.tobytes()) + module_constants(globals())
 
     def compute():
         surf = setup(character, kv)

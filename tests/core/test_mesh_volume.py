@@ -225,3 +225,24 @@ def test_a_bent_elbow_s_neighbouring_parts_never_count():
     assert share(["upper", "fore"], {"left_upper_arm": "upper", "left_lower_arm": "fore"}) == 0.0
     # the same fold read as two parts far apart in the tree counts: the measure sees it
     assert share(["upper", "fore"], {"left_upper_arm": "upper", "head": "fore"}) > 1e-3
+
+
+def test_the_surface_memo_follows_every_module_constant(monkeypatch):
+    """``mesh_volume.surfaces`` and ``surface_fields.surface_fields`` are kept per character and per setting of their
+    module's constants (``memo.module_constants``): patching any of them, one the key never named included
+    (``HOPS``, which decides the parts a probe is read against), gives a new set-up; the same settings, the kept one."""
+    from core.character.memo import module_constants
+    from core.solver import surface_fields as sf
+    from tests.core.synth import make_humanoid
+    assert module_constants({"GRID": 28, "_CACHE": {}, "helper": 1, "PROBES": 48}) == (("GRID", "28"), ("PROBES", "48"))
+    ch = make_humanoid(name="memo")
+    kv = ch.keyverts.vertex_ids
+    first = mv.surfaces(ch, kv)
+    assert mv.surfaces(ch, kv) is first
+    monkeypatch.setattr(mv, "HOPS", mv.HOPS + 1)
+    wider = mv.surfaces(ch, kv)
+    assert wider is not first and (wider[0].allowed != first[0].allowed).any()
+    fields = sf.surface_fields(ch)
+    assert sf.surface_fields(ch) is fields
+    monkeypatch.setattr(sf, "GRID", sf.GRID + 2)
+    assert sf.surface_fields(ch) is not fields
