@@ -228,9 +228,10 @@ def test_a_bent_elbow_s_neighbouring_parts_never_count():
 
 
 def test_the_surface_memo_follows_every_module_constant(monkeypatch):
-    """``mesh_volume.surfaces`` and ``surface_fields.surface_fields`` are kept per character and per setting of their
-    module's constants (``memo.module_constants``): patching any of them, one the key never named included
-    (``HOPS``, which decides the parts a probe is read against), gives a new set-up; the same settings, the kept one."""
+    """The set-ups kept per character (``mesh_volume.surfaces``, ``surface_fields.surface_fields``,
+    ``partners.body_capsules``, ``bulges.bulge_points``) are kept per setting of their module's constants too
+    (``memo.module_constants``): patching any of them, one a key never named included (``HOPS``, which decides the
+    parts a probe is read against), gives a new set-up; the same settings, the kept one."""
     from core.character.memo import module_constants
     from core.solver import surface_fields as sf
     from tests.core.synth import make_humanoid
@@ -246,3 +247,12 @@ def test_the_surface_memo_follows_every_module_constant(monkeypatch):
     assert sf.surface_fields(ch) is fields
     monkeypatch.setattr(sf, "GRID", sf.GRID + 2)
     assert sf.surface_fields(ch) is not fields
+    from core.metrics import partners
+    from core.solver import bulges
+    caps = partners.body_capsules(ch)
+    points = bulges.bulge_points(ch, caps)
+    assert partners.body_capsules(ch) is caps and bulges.bulge_points(ch, caps) is points
+    monkeypatch.setattr(bulges, "BULGE_MIN", bulges.BULGE_MIN + 0.1)
+    assert bulges.bulge_points(ch, caps) is not points
+    monkeypatch.setattr(partners, "PARTNER_PEN_CORE", partners.PARTNER_PEN_CORE * 0.9)
+    assert partners.body_capsules(ch) is not caps
