@@ -1,17 +1,18 @@
 """Values computed once per character object and kept while it lives (capsules, bulge points, surface fields, the
-metrics' surface set-up): characters are immutable, so a value derived from one never goes stale. One that also
-depends on its module's constants, which an experiment may patch between solves, keys on them (``module_constants``)."""
+metrics' surface set-up): characters are immutable, so a value derived from one never goes stale. Such a value may
+also depend on the constants of the module that computes it, which an experiment may patch between solves: the cache
+keys on them too (``module_constants``)."""
 
 from __future__ import annotations
 
 import weakref
 
 
-def per_character(cache: dict, character, compute, key=None):
-    """``compute()`` once per live ``character`` (by identity), kept in ``cache`` until the character is freed;
-    ``key``: the cache key when the value depends on more than the character (default ``id(character)``).
-    Shared: callers never modify what it returns."""
-    key = id(character) if key is None else key
+def per_character(cache: dict, character, compute, *depends):
+    """``compute()`` once per live ``character`` (by identity) and setting of the public constants of the module that
+    defines ``compute`` (``module_constants``), kept in ``cache`` until the character is freed; ``depends``: what
+    else the value depends on (hashable). Shared: callers never modify what it returns."""
+    key = (id(character), *depends) + module_constants(compute.__globals__)
     hit = cache.get(key)
     if hit is not None and hit[0]() is character:
         return hit[1]

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..character.memo import module_constants, per_character
+from ..character.memo import per_character
 from ..rig.affine import inv
 from .broadphase import Groups, candidates, capsule_boxes, group_boxes, skin_rows, skinning_matrix
 from ..errors import CoreError
@@ -177,8 +177,7 @@ _SETUPS = {}
 def _surface_setup(character: Character) -> tuple:
     """((seg (V,), bones, bone_ids): ``vertex_segments``, _SurfaceSetup) of a character, computed once per
     character object and kept while it lives (shared: never modify its arrays)."""
-    return per_character(_SETUPS, character, lambda: _build_surface_setup(character),
-                         key=(id(character),) + module_constants(globals()))
+    return per_character(_SETUPS, character, lambda: _build_surface_setup(character))
 
 
 def _build_surface_setup(character: Character) -> tuple:

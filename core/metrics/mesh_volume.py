@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..character.memo import module_constants, per_character
+from ..character.memo import per_character
 from ..character.track import ClipTrack
 from ..rig.parts import vertex_segments
 from .measures import SELF_PEN_HOPS, segment_exclusion, vertex_areas
@@ -157,13 +157,12 @@ def surfaces(character, keyvert_ids=None) -> tuple:
     """(``setup(character, keyvert_ids)``, ``every_vertex`` of it), computed once per live character, key-vertex set
     and module settings (a retarget measures its source once and its target twice). Shared: never modify them."""
     kv = None if keyvert_ids is None else np.asarray(keyvert_ids, np.int64)
-    key = (id(character), None if kv is None else kv.tobytes()) + module_constants(globals())
 
     def compute():
         surf = setup(character, kv)
         mesh = character.mesh
         return surf, every_vertex(surf, mesh.rest_verts[surf.ids], mesh.rest_normals[surf.ids])
-    return per_character(_SURFACES, character, compute, key=key)
+    return per_character(_SURFACES, character, compute, None if kv is None else kv.tobytes())
 
 
 def every_vertex(surf: BodySurface, rest: np.ndarray, rest_normals: np.ndarray) -> BodySurface:

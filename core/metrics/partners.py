@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..character.memo import module_constants, per_character
+from ..character.memo import per_character
 from ..errors import CoreError
 from ..progress import drive, scaled
 from .broadphase import Groups, candidates, capsule_boxes, group_boxes, skin_rows, skinning_matrix
@@ -93,8 +93,7 @@ def body_capsules(character) -> BodyCapsules:
     """A character's capsule cores: ``core.metrics.scores``' self-penetration capsules, radius × PARTNER_PEN_CORE /
     SELF_PEN_CORE (the full median distance of a segment's vertices to its axis). Computed once per character
     object and kept while it lives: shared, so never modify its arrays."""
-    return per_character(_CAPSULES, character, lambda: _body_capsules(character),
-                         key=(id(character),) + module_constants(globals()))
+    return per_character(_CAPSULES, character, lambda: _body_capsules(character))
 
 
 def _body_capsules(character) -> BodyCapsules:

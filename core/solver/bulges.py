@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..character.memo import module_constants, per_character
+from ..character.memo import per_character
 from ..rig.affine import inv
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
@@ -40,8 +40,7 @@ def bulge_points(character, caps) -> tuple:
     """(segment (P,) index into ``caps``, bone (P,) skeleton index, local (P, 3) position in that bone's rest frame)
     of the points of ``character``'s surface that bulge out of its capsule cores ``caps``
     (``metrics_partners.body_capsules``); empty arrays where none does."""
-    return per_character(_BULGES, character, lambda: _bulge_points(character, caps),
-                         key=(id(character), id(caps)) + module_constants(globals()))
+    return per_character(_BULGES, character, lambda: _bulge_points(character, caps), id(caps))
 
 
 def _bulge_points(character, caps) -> tuple:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree   # POT's own dependency
 
-from ..character.memo import module_constants, per_character
+from ..character.memo import per_character
 from ..metrics.measures import segment_exclusion
 from ..rig.affine import inv
 from ..rig.parts import segment_weights, vertex_segments
@@ -130,8 +130,7 @@ def surface_fields(character) -> SurfaceFields:
     """``character``'s SurfaceFields (computed once per character object and setting of this module's constants, so
     that an experiment may change them between solves), or None without a mesh or without a pair of segments to
     test."""
-    key = (id(character),) + module_constants(globals())
-    return per_character(_FIELDS, character, lambda: _surface_fields(character), key=key)
+    return per_character(_FIELDS, character, lambda: _surface_fields(character))
 
 
 def _base(name: str) -> str:
