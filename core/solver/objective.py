@@ -93,14 +93,14 @@ def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
 
 
 def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False,
-               state_margin: float = None, held: torch.Tensor = None, apart: bool = None) -> dict:
+               state_margin: float = None, held: torch.Tensor = None, apart: bool = False) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
     L_dist's weight × (1 + focus · W_src), the source's contacts matched more closely than its far pairs;
     ``surface_pen``: where the source's key vertex is behind the other's surface (a fitted source body), L_pen only
-    keeps the target's from being behind it (``losses.pen_loss``) and, with ``FITTED_DIST_APART``, L_dist only
-    keeps the pair at least as far apart as the source's (``apart`` says whether, when not None); ``state_margin``:
+    keeps the target's from being behind it (``losses.pen_loss``); ``apart``: there, L_dist only keeps the pair at
+    least as far apart as the source's (``Objective.apart``: FITTED_DIST_APART, CAPTURED_DIST_APART); ``state_margin``:
     also 'state', the pairs' contact state at d_min with this margin (``losses.contact_state_loss``, in L_dist's
     units), when not None; ``held``: (E,) bool or None, the entries whose contact the surfaces already hold
     (``SurfaceGate``), left out of the contact state."""
@@ -113,7 +113,7 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     pen_ji = -dot3(n_j, d.dir)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
     tgt_dist = d.dist
-    if (surface_pen and FITTED_DIST_APART) if apart is None else apart:     # an overlap: not pulled closer
+    if apart:                                   # a pair the source overlaps: kept as far apart, not pulled closer
         behind = (pairset.src_pen_ij < 0) | (pairset.src_pen_ji < 0)
         tgt_dist = torch.where(behind, torch.minimum(d.dist, pairset.src_dist), d.dist)
     out = {"dist": dist_loss(tgt_dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}

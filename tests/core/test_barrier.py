@@ -327,6 +327,12 @@ def test_a_fitted_source_body_lends_l_pen_no_depth(monkeypatch, float64):
     job = SolveJob(src, mo, src, mo, SolverSettings(iterations=1, num_threads=1))
     job.setup()
     assert job.objective.apart and not job.objective.surface_pen
+    monkeypatch.setattr(objective_module, "FITTED_PEN_SURFACE", True)
+    monkeypatch.setattr(objective_module, "FITTED_DIST_APART", False)   # a fitted body's overlaps copied by L_dist
+    s = replace(src, mesh=replace(src.mesh, fitted=True))
+    job = SolveJob(s, mo, s, mo, SolverSettings(iterations=1, num_threads=1))
+    job.setup()
+    assert job.objective.surface_pen and not job.objective.apart
 
 
 def test_fit_body_marks_the_body_fitted():

@@ -268,15 +268,14 @@ def test_the_contact_state_leaves_a_contact_the_surfaces_hold_but_keeps_a_gap_op
 
 
 @pytest.mark.parametrize("apart", [True, False])
-def test_a_fitted_source_overlap_keeps_l_dist_from_pulling_closer(monkeypatch, apart):
-    """A fitted source body (``surface_pen``) holding a key vertex behind another's surface (M_pen^src < 0): with
-    ``objective.FITTED_DIST_APART`` L_dist charges the target's pair only for being closer than the source's, never
-    for being farther (the overlap is the fit's); a pair the source holds in front of the surface, or a captured
-    body's, is matched both ways, unless ``apart`` (the job's ``Objective.apart``) says either way. Four entries at
-    source distance 5 cm: behind / in front, target 8 cm / 3 cm."""
+def test_a_source_overlap_keeps_l_dist_from_pulling_closer_when_apart(apart):
+    """A source holding a key vertex behind another's surface (M_pen^src < 0): with ``apart`` (``Objective.apart``:
+    a fitted body with ``objective.FITTED_DIST_APART``, a captured one with ``CAPTURED_DIST_APART``) L_dist charges
+    the target's pair only for being closer than the source's, never for being farther; without it, or for a pair
+    the source holds in front of the surface, both ways. Four entries at source distance 5 cm: behind / in front,
+    target 8 cm / 3 cm."""
     from core.descriptors.weights import PairSet
     from core.solver import objective
-    monkeypatch.setattr(objective, "FITTED_DIST_APART", apart)
     p = torch.zeros((1, 8, 3), dtype=torch.float64)
     for k, d in enumerate((0.08, 0.03, 0.08, 0.03)):
         p[0, 2 * k, 1] = p[0, 2 * k + 1, 1] = 10.0 * k
@@ -293,13 +292,9 @@ def test_a_fitted_source_overlap_keeps_l_dist_from_pulling_closer(monkeypatch, a
 
     def dist(entries, surface):
         sub = PairSet(*(f[entries] for f in ps))
-        return float(objective.pair_terms(p, n, 0.0, sub, none, surface_pen=surface)["dist"])
+        return float(objective.pair_terms(p, n, 0.0, sub, none, surface_pen=surface, apart=apart)["dist"])
     far, near = 0.03 ** 2, 0.02 ** 2
-    assert dist([0], True) == pytest.approx(0.0 if apart else far)      # behind the surface, farther: free
-    assert dist([1], True) == pytest.approx(near)                         # behind, closer: kept as far
-    assert dist([2], True) == pytest.approx(far) and dist([3], True) == pytest.approx(near)   # in front: both ways
-    assert dist([0], False) == pytest.approx(far)                         # a captured body: both ways
-    sub = PairSet(*(f[[0]] for f in ps))                                    # unless ``apart`` says otherwise
-    assert float(objective.pair_terms(p, n, 0.0, sub, none, apart=True)["dist"]) == pytest.approx(0.0)
-    copied = objective.pair_terms(p, n, 0.0, sub, none, surface_pen=True, apart=False)["dist"]
-    assert float(copied) == pytest.approx(far)
+    for surface in (True, False):                                         # L_pen's rule does not enter L_dist
+        assert dist([0], surface) == pytest.approx(0.0 if apart else far)   # behind the surface, farther: free
+        assert dist([1], surface) == pytest.approx(near)                    # behind, closer: kept as far
+        assert dist([2], surface) == pytest.approx(far) and dist([3], surface) == pytest.approx(near)  # in front
