@@ -17,8 +17,9 @@ from ..rig.kinematics import ForwardKinematics
 from ..rig.rotations import quat_to_matrix
 from ..types import Character, Motion
 
-#: at most this many of the frames where the source stands on its floor (evenly spread) say how high copy-rotations' target stands (its feet are skinned
-#: on each: 64 take a quarter of 256's time, and on the shared drifting clips move the lift by 0.2 mm at most)
+#: at most this many of the frames where the source stands on its floor (evenly spread) say how high copy-rotations'
+#: target stands (its feet are skinned on each: 64 take a quarter of 256's time, and on the shared drifting clips
+#: move the lift by 0.2 mm at most)
 STAND_FRAMES = 64
 
 
