@@ -29,7 +29,8 @@ from ..character.track import ClipTrack
 from ..types import Character, Motion
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
-from .surface import own_penetration, surface_barrier, surface_gate
+from .reach import own_terms, surface_reach
+from .surface import surface_barrier, surface_gate
 from . import footing, objective, parametrisation
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
@@ -128,7 +129,7 @@ class SolveJob(StepLifecycle):
         #: optional (bones (P,), (P, 3) positions in each bone's frame): points carried by the target's bones,
         #: evaluated with the key vertices (``solver.capsules``' capsule ends); world: ``body_positions``
         self.body_points = self.body_positions = self.body_init = self.own_barrier = self._own_caps = None
-        self.surface = None              #: the surface barrier (``surface.py``): hands kept on the body's skin
+        self.surface = self.reach = None   #: hands kept out of the body (``surface.py``) and on its skin (``reach.py``)
         self.source_body = None
 
     # -- public API -------------------------------------------------------------------------------------
@@ -239,6 +240,7 @@ class SolveJob(StepLifecycle):
         self.stats["sole_points"] = int(len(self.sole_ids))
         self._own_caps = own_capsules(self)          # the self-contact barrier's (w_self_barrier > 0)
         self.surface = surface_barrier(self)         # and its surface part: points on the hands, fields
+        self.reach = surface_reach(self)             # the source's hands that rest on its body, kept there
         self.chain = VertexChain(tgt, np.concatenate([kv_ids, self.sole_ids]), dt, dev, [self.root_idx],
                                  self.body_points)
 
@@ -414,9 +416,7 @@ class SolveJob(StepLifecycle):
         dense = last[2] if last is not None and last[0] is p and last[1] == alpha else None
         out = self.objective.weighted(self.objective.raw_terms(p, n, alpha, pairset, sole, self._root_world, dense,
                                                                self.body_positions))
-        self.last_own_penetration = own_penetration(self)       # a limb inside its own body: in 'pen'
-        if self.last_own_penetration is not None:
-            out["pen"] = out["pen"] + self.last_own_penetration
+        own_terms(self, out)          # a limb inside its own body: in 'pen'; a hand off the skin it rests on: 'dist'
         return out
 
     def _adam_step(self) -> Progress:

@@ -1,0 +1,215 @@
+"""A hand that rests on the body in the source rests on it in the target: the surface contacts the key vertices miss
+(docs/solver.md "Surface contacts").
+
+The key vertices are sparse: a hand laid flat on a hip or a thigh may touch the skin while no key vertex of the hand
+is within d_min of one on the hip, so no pair term knows of the contact, and where copy-rotations sinks the hand into
+a wider target the self barrier pushes it out and nothing brings it back: it hangs centimetres off the body. Here the
+source's own surfaces say where its hands touch: on each frame, a hand whose nearest probe is within ``TOUCH`` of
+the height of a body field's surface (``surface_fields``, the source's own fields, read signed) touches that part.
+On those (frame, hand, field) entries the target's hand is pulled to the same part's skin: its nearest probe's
+distance to that part's surface, past ``GAP`` of its height, is charged as the self barrier charges a depth,
+
+    Σ relu(min_q d(q) − GAP·h)² / (T·(1 % h)²) · w_self_barrier · ``WEIGHT``,
+
+reported in 'dist' (the term of the source's contacts). d is read against ``SAMPLES`` farthest-point samples of the
+part's rest vertices, carried by the field's frame: the distance of a probe to the tangent plane of its nearest
+sample, negative inside (a field reads "far" wherever another segment's surface is nearer, a crease between a hip
+and a thigh among them, and would not pull a hand back from there). The barrier keeps the hand from sinking in; this
+keeps it from leaving. Only a captured source body says where it touches (a fitted body's surface is the fit's:
+``FITTED`` off).
+"""
+
+from __future__ import annotations
+
+import torch
+
+import numpy as np
+
+from ..character.memo import per_character
+from ..rig.affine import inv
+from ..rig.parts import vertex_segments
+from ..rig.skinning import bind_matrices
+from .surface import _frames, box_maps, field_tensor, own_penetration, read_fields
+from .surface_fields import AXIS, SurfaceFields, _farthest_points, surface_fields, world_points
+
+#: the probe segments whose contacts are kept (canonical names without the side)
+SEGMENTS = ("hand",)
+#: a source hand touches a field's part when its nearest probe is within this share of its height of the surface
+TOUCH = 0.005
+#: the target's hand is charged past this share of its height from that surface (it rests on the skin)
+GAP = 0.002
+#: samples of each field's part that the target's hand is read against
+SAMPLES = 256
+#: the term's weight, relative to ``w_self_barrier`` (0: off)
+WEIGHT = 1.0
+#: a fitted source body's touches count too (off: where a fitted body's hand meets its thigh is the fit's)
+FITTED = False
+_CHUNK = 16      #: source frames read at once
+_BLOCK = 1 << 21  #: (probe, sample) distances read at once
+_SKIN = {}
+
+
+def signed_distances(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor, t, q, f) -> torch.Tensor:
+    """(K,) the signed distance (metres, negative inside) of probe q to field f's surface at frame t (each (K,)
+    long) at ``points`` (T, 4F + Q, 3), differentiable: inside the field's box its trilinear read, outside it the
+    box's border value plus the probe's distance to the box."""
+    F = fields.num_fields
+    M, c = box_maps(fields, points)
+    at = t * F + f
+    p = points.flatten(0, 1).index_select(0, t * points.shape[1] + 4 * F + q)                     # (K, 3)
+    u = (M.flatten(0, 1).index_select(0, at) @ p[:, :, None])[:, :, 0] + c.flatten(0, 1).index_select(0, at)
+    half = 0.5 * torch.as_tensor(fields.hi - fields.lo, dtype=points.dtype, device=points.device)[f]   # (K, 3)
+    axes = _frames(fields, points)[1].flatten(0, 1).index_select(0, at)                            # (K, 3, 3)
+    per_u = half * axes.norm(dim=-1) / AXIS                                                         # world per u
+    outside = ((u.abs() - 1.0).clamp_min(0.0) * per_u).norm(dim=-1)
+    return read_fields(grid, u, f) + outside
+
+
+def _entries(fields: SurfaceFields) -> tuple:
+    """(rows (H, P) long: each kept probe segment's probes, names (H,): its segment's name, tested (H, F) bool)."""
+    rows, names = [], []
+    for name in sorted(set(fields.probe_names)):
+        if name.removeprefix("left_").removeprefix("right_") in SEGMENTS:
+            rows.append([i for i, n in enumerate(fields.probe_names) if n == name])
+            names.append(name)
+    if not rows:
+        return None, (), None
+    P = min(len(r) for r in rows)
+    idx = torch.as_tensor([r[:P] for r in rows])
+    return idx, tuple(names), torch.as_tensor(fields.tested)[idx[:, 0]]
+
+
+def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields) -> tuple:
+    """(t, s, f) each (E,) long: the frames where the source's hand s (an index into the target's kept probe
+    segments, ``_entries``) is within TOUCH·h of the surface of field f (the target's index of the same part),
+    from the source's clip (``track``, a ClipTrack) on its own fields."""
+    s_idx, s_names, s_tested = _entries(src_fields)
+    t_idx, t_names, _ = _entries(tgt_fields)
+    empty = (torch.zeros(0, dtype=torch.long),) * 3
+    if s_idx is None or t_idx is None:
+        return empty
+    with torch.no_grad():
+        pts = world_points(src_fields, track)                                                 # (T, 4F + Q, 3)
+        grid = field_tensor(src_fields, pts.dtype)
+        (H, P), F = s_idx.shape, src_fields.num_fields
+        d = []
+        for chunk in pts.split(_CHUNK):                                    # (B, H, F) each hand's nearest probe
+            B = chunk.shape[0]
+            t = torch.arange(B).repeat_interleave(H * P * F)
+            q = s_idx.flatten().repeat_interleave(F).repeat(B)
+            f = torch.arange(F).repeat(B * H * P)
+            d.append(signed_distances(src_fields, chunk, grid, t, q, f).reshape(B, H, P, F).amin(2))
+        d = torch.cat(d)                                                                      # (T, H, F)
+    touch = (d <= TOUCH * src_fields.height) & s_tested[None]
+    out = [[], [], []]
+    for h, name in enumerate(s_names):
+        if name not in t_names:
+            continue
+        for fs, field in enumerate(src_fields.field_names):
+            if field not in tgt_fields.field_names:
+                continue
+            frames = torch.nonzero(touch[:, h, fs], as_tuple=True)[0]
+            out[0].append(frames)
+            out[1].append(torch.full_like(frames, t_names.index(name)))
+            out[2].append(torch.full_like(frames, tgt_fields.field_names.index(field)))
+    return tuple(torch.cat(x) if x else torch.zeros(0, dtype=torch.long) for x in out)
+
+
+def skin_samples(character, fields: SurfaceFields) -> tuple:
+    """(local (F, S, 3), normals (F, S, 3)): ``SAMPLES`` farthest-point samples of each field's part's rest vertices and
+    their unit normals, in the field bone's bind frame (armature units; a part with fewer vertices repeats some)."""
+    def compute():
+        sk, mesh = character.skeleton, character.mesh
+        seg, names, bone_ids = vertex_segments(sk, mesh, character.bone_map)
+        G = bind_matrices(sk, mesh)
+        pos, nrm = [], []
+        for name in fields.field_names:
+            ids = np.nonzero(seg == names.index(name))[0]
+            pick = ids[_farthest_points(mesh.rest_verts[ids], SAMPLES)]
+            pick = pick[np.arange(SAMPLES) % len(pick)]
+            Binv = inv(G[bone_ids[names.index(name)]])
+            pos.append(mesh.rest_verts[pick] @ Binv[:3, :3].T + Binv[:3, 3])
+            n = mesh.rest_normals[pick] @ Binv[:3, :3].T
+            nrm.append(n / np.linalg.norm(n, axis=-1, keepdims=True).clip(1e-12))
+        return np.stack(pos), np.stack(nrm)
+    return per_character(_SKIN, character, compute, fields.field_names)
+
+
+class SurfaceReach:
+    """The term: on each (frame, hand, field) entry where the source's hand touches that part, the target's hand's
+    nearest probe past GAP·h from the part's surface (``skin_samples``), squared, / (T·(1 % h)²) · ``weight``.
+
+    Args:
+        fields: the target's SurfaceFields; samples: its ``skin_samples``.
+        touches: (t, s, f) from ``source_touches``; weight: w_self_barrier × WEIGHT.
+    """
+
+    def __init__(self, fields: SurfaceFields, samples: tuple, touches: tuple, weight: float, dtype, device):
+        self.fields, self.weight = fields, float(weight)
+        self.local, self.normals = (torch.as_tensor(x, dtype=dtype, device=device) for x in samples)
+        self.probes = _entries(fields)[0].to(device)                                               # (H, P)
+        self.t, self.s, self.f = (x.to(device) for x in touches)
+        self.unit = (0.01 * fields.height) ** 2
+        self.gap = GAP * fields.height
+
+    def _surface(self, o, axes, e, k=None):
+        """World positions and unit normals of the samples of entries ``e`` (E',): all of them (E', S, 3), or
+        sample ``k`` (E',) long of each (E', 3)."""
+        f = self.f[e]
+        local, normals = (self.local[f], self.normals[f]) if k is None else (self.local[f, k], self.normals[f, k])
+        A = axes[self.t[e], f]                                                                     # (E', 3, 3)
+        spec = "eax,esa->esx" if k is None else "eax,ea->ex"
+        x = torch.einsum(spec, A, local) / AXIS + (o[self.t[e], f][:, None] if k is None else o[self.t[e], f])
+        n = torch.einsum(spec, A, normals)
+        return x, n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+    def weighted(self, points: torch.Tensor) -> torch.Tensor:
+        """The weighted term at ``points`` (T, 4F + Q, 3) (the surface barrier's carried points)."""
+        E = len(self.t)
+        if not E:
+            return points.new_zeros(())
+        o, axes = _frames(self.fields, points)
+        probes = points[:, 4 * self.fields.num_fields:]
+        P, S = self.probes.shape[1], self.local.shape[1]
+        near_q, near_s = [], []
+        with torch.no_grad():            # each entry's probe nearest the skin, and the sample whose plane it reads
+            for e in torch.arange(E, device=points.device).split(max(1, _BLOCK // (P * S))):
+                x, n = self._surface(o, axes, e)                                                   # (E', S, 3)
+                q = probes[self.t[e][:, None], self.probes[self.s[e]]]                             # (E', P, 3)
+                k = torch.cdist(q, x).argmin(-1)[..., None].expand(-1, -1, 3)                      # (E', P, 3)
+                plane = ((q - x.gather(1, k)) * n.gather(1, k)).sum(-1)                           # (E', P)
+                best = plane.argmin(-1)
+                near_q.append(best)
+                near_s.append(k[torch.arange(len(e), device=k.device), best, 0])
+        e = torch.arange(E, device=points.device)
+        x, n = self._surface(o, axes, e, torch.cat(near_s))
+        q = probes[self.t, self.probes[self.s, torch.cat(near_q)]]
+        d = ((q - x) * n).sum(-1)
+        return self.weight * torch.relu(d - self.gap).square().sum() / (points.shape[0] * self.unit)
+
+
+def surface_reach(job) -> SurfaceReach:
+    """``job``'s SurfaceReach on its surface barrier's (``job.surface``) fields and points, or None: no barrier,
+    WEIGHT 0, a source without a captured body (``FITTED``), or no touch in the source."""
+    src, barrier = job.source, job.surface
+    if barrier is None or WEIGHT <= 0 or src.mesh is None or (src.mesh.fitted and not FITTED):
+        return None
+    src_fields = surface_fields(src)
+    if src_fields is None:
+        return None
+    touches = source_touches(src_fields, job.source_track, barrier.fields)
+    if not len(touches[0]):
+        return None
+    return SurfaceReach(barrier.fields, skin_samples(job.target, barrier.fields), touches,
+                        job.settings.w_self_barrier * WEIGHT, job.dtype, job.device)
+
+
+def own_terms(job, out: dict):
+    """Add ``job``'s own-body terms to its weighted terms ``out``: a limb inside its own body (the self barriers,
+    ``surface.own_penetration``, kept on ``job.last_own_penetration``) in 'pen', a hand off the skin that the source's
+    rests on (``job.reach``) in 'dist'."""
+    job.last_own_penetration = own_penetration(job)
+    if job.last_own_penetration is not None:
+        out["pen"] = out["pen"] + job.last_own_penetration
+    if job.reach is not None:
+        out["dist"] = out["dist"] + job.reach.weighted(job.body_positions[:, job.surface.rows])
