@@ -30,10 +30,13 @@ from ..rig.affine import inv
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
 from .surface import _frames, box_maps, field_tensor, own_penetration, read_fields
-from .surface_fields import AXIS, SurfaceFields, _farthest_points, surface_fields, world_points
+from .surface_fields import AXIS, FAR, SurfaceFields, _farthest_points, surface_fields, world_points
 
 #: the probe segments whose contacts are kept (canonical names without the side)
 SEGMENTS = ("hand",)
+#: the parts a hand is kept on (canonical names without the side): the body, not the other hand or arm, whose key
+#: vertices the pair terms already match
+PARTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg")
 #: a source hand touches a field's part when its nearest probe is within this share of its height of the surface
 TOUCH = 0.005
 #: the target's hand is charged past this share of its height from that surface (it rests on the skin)
@@ -106,7 +109,7 @@ def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields) 
         if name not in t_names:
             continue
         for fs, field in enumerate(src_fields.field_names):
-            if field not in tgt_fields.field_names:
+            if field not in tgt_fields.field_names or field.removeprefix("left_").removeprefix("right_") not in PARTS:
                 continue
             frames = torch.nonzero(touch[:, h, fs], as_tuple=True)[0]
             out[0].append(frames)
@@ -144,8 +147,9 @@ class SurfaceReach:
         touches: (t, s, f) from ``source_touches``; weight: w_self_barrier × WEIGHT.
     """
 
-    def __init__(self, fields: SurfaceFields, samples: tuple, touches: tuple, weight: float, dtype, device):
-        self.fields, self.weight = fields, float(weight)
+    def __init__(self, fields: SurfaceFields, grid: torch.Tensor, samples: tuple, touches: tuple, weight: float, dtype,
+                 device):
+        self.fields, self.grid, self.weight = fields, grid, float(weight)
         self.local, self.normals = (torch.as_tensor(x, dtype=dtype, device=device) for x in samples)
         self.probes = _entries(fields)[0].to(device)                                               # (H, P)
         self.t, self.s, self.f = (x.to(device) for x in touches)
@@ -163,6 +167,23 @@ class SurfaceReach:
         n = torch.einsum(spec, A, normals)
         return x, n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
+    def _distances(self, points, o, axes, probes, e, q, k=None):
+        """(d, k): the distance to the skin of probes ``q`` (E', P') of entries ``e`` (E',): the field's read where
+        it is the part's own (in its box and nearer than FAR), else the tangent plane of the nearest sample (or of
+        samples ``k`` (E', P') when given), and the samples read."""
+        E_, P_ = q.shape
+        t, f = self.t[e][:, None].expand(-1, P_), self.f[e][:, None].expand(-1, P_)
+        field = signed_distances(self.fields, points, self.grid, t.flatten(), q.flatten(), f.flatten()).view(E_, P_)
+        x_all, n_all = self._surface(o, axes, e)                                                   # (E', S, 3)
+        p = probes[t, q]                                                                           # (E', P', 3)
+        if k is None:
+            with torch.no_grad():
+                k = torch.cdist(p, x_all).argmin(-1)
+        kk = k[..., None].expand(-1, -1, 3)
+        plane = ((p - x_all.gather(1, kk)) * n_all.gather(1, kk)).sum(-1)
+        own = field < (FAR - 0.01) * self.fields.height
+        return torch.where(own, field, plane), k
+
     def weighted(self, points: torch.Tensor) -> torch.Tensor:
         """The weighted term at ``points`` (T, 4F + Q, 3) (the surface barrier's carried points)."""
         E = len(self.t)
@@ -171,20 +192,15 @@ class SurfaceReach:
         o, axes = _frames(self.fields, points)
         probes = points[:, 4 * self.fields.num_fields:]
         P, S = self.probes.shape[1], self.local.shape[1]
-        near_q, near_s = [], []
-        with torch.no_grad():            # each entry's probe nearest the skin, and the sample whose plane it reads
+        near_q, near_k = [], []
+        with torch.no_grad():                              # each entry's probe nearest the skin, and its sample
             for e in torch.arange(E, device=points.device).split(max(1, _BLOCK // (P * S))):
-                x, n = self._surface(o, axes, e)                                                   # (E', S, 3)
-                q = probes[self.t[e][:, None], self.probes[self.s[e]]]                             # (E', P, 3)
-                k = torch.cdist(q, x).argmin(-1)[..., None].expand(-1, -1, 3)                      # (E', P, 3)
-                plane = ((q - x.gather(1, k)) * n.gather(1, k)).sum(-1)                           # (E', P)
-                best = plane.argmin(-1)
-                near_q.append(best)
-                near_s.append(k[torch.arange(len(e), device=k.device), best, 0])
+                d, k = self._distances(points, o, axes, probes, e, self.probes[self.s[e]])
+                best = d.argmin(-1)
+                near_q.append(self.probes[self.s[e], best])
+                near_k.append(k.gather(1, best[:, None]))
         e = torch.arange(E, device=points.device)
-        x, n = self._surface(o, axes, e, torch.cat(near_s))
-        q = probes[self.t, self.probes[self.s, torch.cat(near_q)]]
-        d = ((q - x) * n).sum(-1)
+        d = self._distances(points, o, axes, probes, e, torch.cat(near_q)[:, None], torch.cat(near_k))[0][:, 0]
         return self.weight * torch.relu(d - self.gap).square().sum() / (points.shape[0] * self.unit)
 
 
@@ -200,7 +216,7 @@ def surface_reach(job) -> SurfaceReach:
     touches = source_touches(src_fields, job.source_track, barrier.fields)
     if not len(touches[0]):
         return None
-    return SurfaceReach(barrier.fields, skin_samples(job.target, barrier.fields), touches,
+    return SurfaceReach(barrier.fields, barrier.grid, skin_samples(job.target, barrier.fields), touches,
                         job.settings.w_self_barrier * WEIGHT, job.dtype, job.device)
 
 
