@@ -1,0 +1,84 @@
+"""core.solver.reach: a hand that rests on the body in the source rests on it in the target, where no key-vertex pair
+sees the contact (the demo clip's hands on the hips, onto a body with wider hips and a belly)."""
+
+import numpy as np
+import pytest
+import torch
+
+from core.body import BodyParams, make_body
+from core.character.complete import CharacterSpec, build_character
+from core.character.track import ClipTrack
+from core.metrics import mesh_volume as mv
+from core.pipeline.copy_rotations import copy_rotations
+from core.rig.parts import vertex_segments
+from core.solver import SolveJob, SolverSettings, reach
+from core.solver.surface_fields import surface_fields
+from core.types import Motion
+from tools.make_demo_scene import demo_motion
+
+#: the demo clip's hands on the hips (make_demo_scene's events: 126-150), with the frames around them
+FIRST, LAST, HELD = 110, 170, range(130, 148)
+
+
+def _character(params):
+    sk, mesh, bm = make_body(params, pose="T")
+    return build_character(CharacterSpec(sk, mesh, bm), keyvert_count=41).character
+
+
+@pytest.fixture(scope="module")
+def hands_on_hips():
+    src = _character(BodyParams(name="src"))
+    motion, _ = demo_motion(src.skeleton, src.mesh)
+    clip = Motion(motion.rotations[FIRST:LAST], motion.locations[FIRST:LAST], motion.fps)
+    tgt = _character(BodyParams(name="wide", height=1.66, hip_width=1.55, buttocks=1.55, torso_width=1.1,
+                                limb_thickness=1.15))        # the zoo's wide hips (tools/bench/bench_zoo.py)
+    return src, clip, tgt
+
+
+def _gaps(character, motion, frames):
+    """(len(frames), 2) metres: each hand's nearest vertex to the trunk's and thighs' vertices."""
+    seg, names, _ = vertex_segments(character.skeleton, character.mesh, character.bone_map)
+    track = ClipTrack(character, motion)
+    skin = mv.skinning(track, np.arange(len(character.mesh.rest_verts)))
+    body = np.isin(seg, [names.index(n) for n in ("hips", "spine", "left_upper_leg", "right_upper_leg")])
+    hands = [np.nonzero(seg == names.index(f"{s}_hand"))[0] for s in ("left", "right")]
+    out = []
+    with torch.no_grad():
+        for sl, R, t in track.skinning_chunks(track.num_frames):
+            x, _ = skin(R, t)
+            for f in frames:
+                out.append([float(torch.cdist(x[f, h], x[f, body]).min()) for h in hands])
+    return np.array(out) * character.skeleton.metres_per_unit
+
+
+@pytest.mark.slow
+def test_the_source_hands_on_the_hips_are_found_as_touches(hands_on_hips):
+    src, clip, tgt = hands_on_hips
+    t, s, f = reach.source_touches(surface_fields(src), ClipTrack(src, clip), surface_fields(tgt))
+    fields = surface_fields(tgt)
+    names = reach._entries(fields)[1]
+    held = [h - FIRST for h in HELD]
+    for side in ("left_hand", "right_hand"):
+        frames = set(t[s == names.index(side)].tolist())
+        assert set(held) <= frames, side                    # touching on every held frame
+        assert not frames & set(range(0, 8)), side           # not while the hands come from the clap (frames 110-117)
+    parts = {fields.field_names[i].removeprefix("left_").removeprefix("right_") for i in f.tolist()}
+    assert parts and parts <= set(reach.PARTS)
+
+
+@pytest.mark.slow
+def test_the_target_hands_stay_on_its_wider_hips(hands_on_hips, monkeypatch):
+    src, clip, tgt = hands_on_hips
+    init = copy_rotations(src, clip, tgt)
+    held = [h - FIRST for h in HELD]
+    gaps, default = {}, reach.WEIGHT
+    for weight in (default, 0.0):
+        monkeypatch.setattr(reach, "WEIGHT", weight)
+        job = SolveJob(src, clip, tgt, init, SolverSettings(num_threads=1))
+        res = job.run()
+        assert (job.reach is not None) == (weight > 0)
+        gaps[weight] = _gaps(tgt, res, held)
+    on, off = gaps[default], gaps[0.0]
+    h = tgt.height
+    assert np.median(on) < 0.006 * h, on                    # the hands rest on the skin
+    assert np.median(off) > 2 * np.median(on), (on, off)    # without the term they hang off it
