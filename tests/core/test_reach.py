@@ -1,19 +1,19 @@
 """core.solver.reach: a hand that rests on the body in the source rests on it in the target, where no key-vertex pair
 sees the contact (the demo clip's hands on the hips, onto a body with wider hips and a belly)."""
 
+import importlib
+
 import numpy as np
 import pytest
-import torch
 
 from core.body import BodyParams, make_body
 from core.character.complete import CharacterSpec, build_character
 from core.character.track import ClipTrack
-from core.metrics import mesh_volume as mv
 from core.pipeline.copy_rotations import copy_rotations
-from core.rig.parts import vertex_segments
 from core.solver import SolveJob, SolverSettings, reach
 from core.solver.surface_fields import surface_fields
 from core.types import Motion
+from tools.experiments.hand_gaps import hand_gaps
 from tools.make_demo_scene import demo_motion
 
 #: the demo clip's hands on the hips (make_demo_scene's events: 126-150), with the frames around them
@@ -36,19 +36,9 @@ def hands_on_hips():
 
 
 def _gaps(character, motion, frames):
-    """(len(frames), 2) metres: each hand's nearest vertex to the trunk's and thighs' vertices."""
-    seg, names, _ = vertex_segments(character.skeleton, character.mesh, character.bone_map)
-    track = ClipTrack(character, motion)
-    skin = mv.skinning(track, np.arange(len(character.mesh.rest_verts)))
-    body = np.isin(seg, [names.index(n) for n in ("hips", "spine", "left_upper_leg", "right_upper_leg")])
-    hands = [np.nonzero(seg == names.index(f"{s}_hand"))[0] for s in ("left", "right")]
-    out = []
-    with torch.no_grad():
-        for sl, R, t in track.skinning_chunks(track.num_frames):
-            x, _ = skin(R, t)
-            for f in frames:
-                out.append([float(torch.cdist(x[f, h], x[f, body]).min()) for h in hands])
-    return np.array(out) * character.skeleton.metres_per_unit
+    """(len(frames), 2) metres: each hand's nearest vertex to the trunk's and thighs' (``hand_gaps``)."""
+    gaps = hand_gaps(lambda name: importlib.import_module(f"core.{name}"), character, motion, set(frames))
+    return np.array([[d for d, _ in gaps[f]] for f in frames])
 
 
 @pytest.mark.slow
