@@ -19,8 +19,8 @@ ADVANCED_FLOATS = (
     ("w_dir", "Direction", "Key-vertex directions where the source is in contact", 1.0, 0.0, 1000.0),
     ("w_pen", "Penetration", "Signed distance along normals: avoid passing through the body", 0.5, 0.0, 1000.0),
     ("w_self_barrier", "Self Collision", "Keep each limb out of the character's own body, no deeper than in the "
-     "source or in copy rotations: the hands and arms on the body's skin, not in it (0 turns it off, a little "
-     "faster)", 5.0, 0.0, 1000.0),
+     "source or in copy rotations: the hands and arms on the body's skin, not in it; and a hand that rests on the "
+     "source's body kept on the target's (0 turns both off, a little faster)", 5.0, 0.0, 1000.0),
     ("w_head", "Head Attitude", "Keep each frame's head within 15 degrees of copy rotations' (turned as the "
      "source's): terms that reach the head (a partner's hand behind it, the gaze, a collision) cannot throw it back "
      "or down (0 turns it off)",
