@@ -11,19 +11,18 @@ distance to that part's surface, past ``GAP`` of its height, is charged as the s
 
     Σ relu(min_q d(q) − GAP·h)² / (T·(1 % h)²) · w_self_barrier · ``WEIGHT``,
 
-reported in 'dist' (the term of the source's contacts). d is read against ``SAMPLES`` farthest-point samples of the
-part's rest vertices, carried by the field's frame: the distance of a probe to the tangent plane of its nearest
-sample, negative inside (a field reads "far" wherever another segment's surface is nearer, a crease between a hip
-and a thigh among them, and would not pull a hand back from there). The barrier keeps the hand from sinking in; this
-keeps it from leaving. Only a captured source body says where it touches (a fitted body's surface is the fit's:
+reported in 'dist' (the term of the source's contacts). d is the part's field where the field is the part's own (in
+its box and nearer than ``FAR``); elsewhere the distance to the tangent plane of the nearest of ``SAMPLES``
+farthest-point samples of the part's rest skin, carried by the field's frame, negative inside: a field reads "far"
+wherever another segment's surface is nearer (the crease between a hip and a thigh) and would not pull a hand back
+from there. The barrier keeps the hand from sinking in; this keeps it from leaving. Only a captured source body says where it touches (a fitted body's surface is the fit's:
 ``FITTED`` off).
 """
 
 from __future__ import annotations
 
-import torch
-
 import numpy as np
+import torch
 
 from ..character.memo import per_character
 from ..rig.affine import inv
@@ -157,30 +156,29 @@ class SurfaceReach:
         self.gap = GAP * fields.height
 
     def _surface(self, o, axes, e, k=None):
-        """World positions and unit normals of the samples of entries ``e`` (E',): all of them (E', S, 3), or
-        sample ``k`` (E',) long of each (E', 3)."""
+        """World positions and unit normals (E', K, 3) of the samples of entries ``e`` (E',): all of them (K = S), or
+        samples ``k`` (E', K) long."""
         f = self.f[e]
-        local, normals = (self.local[f], self.normals[f]) if k is None else (self.local[f, k], self.normals[f, k])
+        local, normals = (self.local[f], self.normals[f]) if k is None else \
+            (self.local[f[:, None], k], self.normals[f[:, None], k])
         A = axes[self.t[e], f]                                                                     # (E', 3, 3)
-        spec = "eax,esa->esx" if k is None else "eax,ea->ex"
-        x = torch.einsum(spec, A, local) / AXIS + (o[self.t[e], f][:, None] if k is None else o[self.t[e], f])
-        n = torch.einsum(spec, A, normals)
+        x = torch.einsum("eax,eka->ekx", A, local) / AXIS + o[self.t[e], f][:, None]
+        n = torch.einsum("eax,eka->ekx", A, normals)
         return x, n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
     def _distances(self, points, o, axes, probes, e, q, k=None):
-        """(d, k): the distance to the skin of probes ``q`` (E', P') of entries ``e`` (E',): the field's read where
-        it is the part's own (in its box and nearer than FAR), else the tangent plane of the nearest sample (or of
-        samples ``k`` (E', P') when given), and the samples read."""
+        """(d, k) (E', P'): the distance to the skin of probes ``q`` (E', P') of entries ``e`` (E',): the field's
+        read where it is the part's own (in its box and nearer than FAR), else the tangent plane of the nearest sample
+        (or of samples ``k`` (E', P') when given); and the samples read."""
         E_, P_ = q.shape
         t, f = self.t[e][:, None].expand(-1, P_), self.f[e][:, None].expand(-1, P_)
         field = signed_distances(self.fields, points, self.grid, t.flatten(), q.flatten(), f.flatten()).view(E_, P_)
-        x_all, n_all = self._surface(o, axes, e)                                                   # (E', S, 3)
         p = probes[t, q]                                                                           # (E', P', 3)
         if k is None:
             with torch.no_grad():
-                k = torch.cdist(p, x_all).argmin(-1)
-        kk = k[..., None].expand(-1, -1, 3)
-        plane = ((p - x_all.gather(1, kk)) * n_all.gather(1, kk)).sum(-1)
+                k = torch.cdist(p, self._surface(o, axes, e)[0]).argmin(-1)
+        x, n = self._surface(o, axes, e, k)                                                        # (E', P', 3)
+        plane = ((p - x) * n).sum(-1)
         own = field < (FAR - 0.01) * self.fields.height
         return torch.where(own, field, plane), k
 
