@@ -174,12 +174,15 @@ class SurfaceReach:
         t, f = self.t[e][:, None].expand(-1, P_), self.f[e][:, None].expand(-1, P_)
         field = signed_distances(self.fields, points, self.grid, t.flatten(), q.flatten(), f.flatten()).view(E_, P_)
         p = probes[t, q]                                                                           # (E', P', 3)
-        if k is None:
+        own = field < (FAR - 0.01) * self.fields.height
+        if k is None:                    # the nearest samples, searched only for entries with a probe off the field
+            k = torch.zeros_like(q)
             with torch.no_grad():
-                k = torch.cdist(p, self._surface(o, axes, e)[0]).argmin(-1)
+                off = torch.nonzero((~own).any(1), as_tuple=True)[0]
+                if len(off):
+                    k[off] = torch.cdist(p[off], self._surface(o, axes, e[off])[0]).argmin(-1)
         x, n = self._surface(o, axes, e, k)                                                        # (E', P', 3)
         plane = ((p - x) * n).sum(-1)
-        own = field < (FAR - 0.01) * self.fields.height
         return torch.where(own, field, plane), k
 
     def weighted(self, points: torch.Tensor) -> torch.Tensor:
