@@ -15,8 +15,8 @@ reported in 'dist' (the term of the source's contacts). d is the part's field wh
 its box and nearer than ``FAR``); elsewhere the distance to the tangent plane of the nearest of ``SAMPLES``
 farthest-point samples of the part's rest skin, carried by the field's frame, negative inside: a field reads "far"
 wherever another segment's surface is nearer (the crease between a hip and a thigh) and would not pull a hand back
-from there. The barrier keeps the hand from sinking in; this keeps it from leaving. Only a captured source body says where it touches (a fitted body's surface is the fit's:
-``FITTED`` off).
+from there. The barrier keeps the hand from sinking in; this keeps it from leaving. Only a captured source body says
+where it touches (a fitted body's surface is the fit's: ``FITTED`` off).
 """
 
 from __future__ import annotations
