@@ -28,7 +28,7 @@ from ..character.memo import per_character
 from ..rig.affine import inv
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
-from .surface import _frames, box_maps, field_tensor, own_penetration, read_fields
+from .surface import _frames, box_coords, box_maps, field_tensor, own_penetration, read_fields
 from .surface_fields import AXIS, FAR, SurfaceFields, _farthest_points, surface_fields, world_points
 
 #: the probe segments whose contacts are kept (canonical names without the side)
@@ -51,18 +51,15 @@ _BLOCK = 1 << 21  #: (probe, sample) distances read at once
 _SKIN = {}
 
 
-def signed_distances(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor, t, q, f) -> torch.Tensor:
+def signed_distances(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor, t, q, f,
+                     maps: tuple = None) -> torch.Tensor:
     """(K,) the signed distance (metres, negative inside) of probe q to field f's surface at frame t (each (K,)
     long) at ``points`` (T, 4F + Q, 3), differentiable: inside the field's box its trilinear read, outside it the
-    box's border value plus the probe's distance to the box."""
-    F = fields.num_fields
-    M, c = box_maps(fields, points)
-    at = t * F + f
-    p = points.flatten(0, 1).index_select(0, t * points.shape[1] + 4 * F + q)                     # (K, 3)
-    u = (M.flatten(0, 1).index_select(0, at) @ p[:, :, None])[:, :, 0] + c.flatten(0, 1).index_select(0, at)
-    half = 0.5 * torch.as_tensor(fields.hi - fields.lo, dtype=points.dtype, device=points.device)[f]   # (K, 3)
-    axes = _frames(fields, points)[1].flatten(0, 1).index_select(0, at)                            # (K, 3, 3)
-    per_u = half * axes.norm(dim=-1) / AXIS                                                         # world per u
+    box's border value plus the probe's distance to the box. ``maps``: ``box_maps(fields, points)`` when the caller
+    has them."""
+    M, c = box_maps(fields, points) if maps is None else maps
+    u = box_coords(fields, points, t, q, f, (M, c))
+    per_u = 1.0 / M.flatten(0, 1).index_select(0, t * fields.num_fields + f).norm(dim=-1)        # world length per u
     outside = ((u.abs() - 1.0).clamp_min(0.0) * per_u).norm(dim=-1)
     return read_fields(grid, u, f) + outside
 
@@ -166,13 +163,15 @@ class SurfaceReach:
         n = torch.einsum("eax,eka->ekx", A, normals)
         return x, n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
-    def _distances(self, points, o, axes, probes, e, q, k=None):
+    def _distances(self, points, maps, o, axes, probes, e, q, k=None):
         """(d, k) (E', P'): the distance to the skin of probes ``q`` (E', P') of entries ``e`` (E',): the field's
         read where it is the part's own (in its box and nearer than FAR), else the tangent plane of the nearest sample
-        (or of samples ``k`` (E', P') when given); and the samples read."""
+        (or of samples ``k`` (E', P') when given); and the samples read. ``maps``: ``box_maps`` at ``points``; o,
+        axes: ``_frames`` there."""
         E_, P_ = q.shape
         t, f = self.t[e][:, None].expand(-1, P_), self.f[e][:, None].expand(-1, P_)
-        field = signed_distances(self.fields, points, self.grid, t.flatten(), q.flatten(), f.flatten()).view(E_, P_)
+        field = signed_distances(self.fields, points, self.grid, t.flatten(), q.flatten(), f.flatten(), maps)
+        field = field.view(E_, P_)
         p = probes[t, q]                                                                           # (E', P', 3)
         own = field < (FAR - 0.01) * self.fields.height
         if k is None:                    # the nearest samples, searched only for entries with a probe off the field
@@ -191,17 +190,18 @@ class SurfaceReach:
         if not E:
             return points.new_zeros(())
         o, axes = _frames(self.fields, points)
+        maps = box_maps(self.fields, points)
         probes = points[:, 4 * self.fields.num_fields:]
         P, S = self.probes.shape[1], self.local.shape[1]
         near_q, near_k = [], []
         with torch.no_grad():                              # each entry's probe nearest the skin, and its sample
             for e in torch.arange(E, device=points.device).split(max(1, _BLOCK // (P * S))):
-                d, k = self._distances(points, o, axes, probes, e, self.probes[self.s[e]])
+                d, k = self._distances(points, maps, o, axes, probes, e, self.probes[self.s[e]])
                 best = d.argmin(-1)
                 near_q.append(self.probes[self.s[e], best])
                 near_k.append(k.gather(1, best[:, None]))
         e = torch.arange(E, device=points.device)
-        d = self._distances(points, o, axes, probes, e, torch.cat(near_q)[:, None], torch.cat(near_k))[0][:, 0]
+        d = self._distances(points, maps, o, axes, probes, e, torch.cat(near_q)[:, None], torch.cat(near_k))[0][:, 0]
         return self.weight * torch.relu(d - self.gap).square().sum() / (points.shape[0] * self.unit)
 
 

@@ -231,15 +231,21 @@ class SurfaceBarrier:
         return self.weight * deepest.sum() / (points.shape[0] * self.unit)
 
 
+def box_coords(fields: SurfaceFields, points: torch.Tensor, t, q, f, maps: tuple = None) -> torch.Tensor:
+    """(K, 3) box coordinates of probe q in field f at frame t (each (K,) long) at ``points`` (T, 4F + Q, 3),
+    differentiable; ``maps``: ``box_maps(fields, points)`` when the caller has them."""
+    F = fields.num_fields
+    M, c = box_maps(fields, points) if maps is None else maps
+    at = t * F + f
+    p = points.flatten(0, 1).index_select(0, t * points.shape[1] + 4 * F + q)                 # (K, 3)
+    return (M.flatten(0, 1).index_select(0, at) @ p[:, :, None])[:, :, 0] + c.flatten(0, 1).index_select(0, at)
+
+
 def depths_at(fields: SurfaceFields, points: torch.Tensor, grid: torch.Tensor, t, q, f) -> torch.Tensor:
     """(K,) ``surface_depths(fields, points, grid)[t, q, f]`` for the K entries (t, q, f) (each (K,) long), read
     only there (differentiable in ``points``); 0 where the probe is out of the field's box. Entries of neighbouring
     segments (``SurfaceFields.tested`` False) must not be asked for."""
-    F = fields.num_fields
-    M, c = box_maps(fields, points)
-    at = t * F + f
-    p = points.flatten(0, 1).index_select(0, t * points.shape[1] + 4 * F + q)                 # (K, 3)
-    u = (M.flatten(0, 1).index_select(0, at) @ p[:, :, None])[:, :, 0] + c.flatten(0, 1).index_select(0, at)
+    u = box_coords(fields, points, t, q, f)
     return torch.relu(-read_fields(grid, u, f)) * (u.abs() <= 1.0).all(-1)
 
 
