@@ -40,6 +40,7 @@ import torch
 from ..character.memo import per_character
 from ..character.track import ClipTrack
 from ..rig.parts import vertex_segments
+from .hand_contacts import HANDS, REGIONS, hand_surface, region_gaps
 from .measures import SELF_PEN_HOPS, segment_exclusion, vertex_areas
 
 PROBE_MAX = 2000      #: surface vertices whose depth is read (uniform stride)
@@ -62,7 +63,8 @@ class BodySurface(NamedTuple):
     allowed (G, G) bool: a probe of part g is read against part c; rim (G, M) bool: surface vertex m of a part
     allowed for g lies beside a part that is not (an opening of g's union); rest_depth (S,) each probe's depth
     in the bind pose; volume: the body's volume (armature units³); key (N,) indices into ``ids`` of the key
-    vertices (or empty); key_hand (N,) bool: the key vertex is on a hand; scale: metres per armature unit.
+    vertices (or empty); key_hand (N,) bool: the key vertex is on a hand; scale: metres per armature unit; bones
+    (G,): the parts' canonical names.
     """
 
     ids: np.ndarray
@@ -76,6 +78,7 @@ class BodySurface(NamedTuple):
     key: np.ndarray
     key_hand: np.ndarray
     scale: float
+    bones: tuple = ()
 
 
 def mesh_volume(verts: np.ndarray, tris: np.ndarray, normals: np.ndarray = None) -> float:
@@ -143,7 +146,8 @@ def setup(character, keyvert_ids=None, probe_max: int = None, surface_max: int =
         else [None] * len(kv)
     key_hand = np.array([lb in ("left_hand", "right_hand") for lb in limbs], bool)
     surf = BodySurface(ids, part, probe, probe_area, allowed, rim, np.zeros(len(probe)),
-                       mesh_volume(mesh.rest_verts, tris, mesh.rest_normals), key, key_hand, float(A))
+                       mesh_volume(mesh.rest_verts, tris, mesh.rest_normals), key, key_hand, float(A),
+                       tuple(bones))
     rest = torch.as_tensor(mesh.rest_verts[ids], dtype=torch.float32)[None]
     rn = torch.as_tensor(mesh.rest_normals[ids], dtype=torch.float32)[None]
     return surf._replace(rest_depth=depths(surf, rest, rn, subtract_rest=False)[0].numpy())
@@ -186,12 +190,14 @@ def _boxes(x: torch.Tensor, part: torch.Tensor, G: int):
     return lo, hi
 
 
-def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = True, only=None) -> torch.Tensor:
+def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = True, only=None,
+           boxes: tuple = None) -> torch.Tensor:
     """(B, S) depth of each probe inside the union of the parts it is read against, ≥ 0 (armature units).
 
     x: (B, M, 3) the surface vertices' positions on B frames (``surf.ids``'s order); normals: (B, M, 3) their unit
     normals, or a function of (frame indices (K,), vertex indices (K,)) -> (K, 3) unit normals; only: (B, S) bool,
-    the (frame, probe) entries to read (the others read 0), or None: every entry."""
+    the (frame, probe) entries to read (the others read 0), or None: every entry; boxes: ``_boxes(x, part, G)``
+    where the caller has them."""
     if torch.is_tensor(normals):
         n_all = normals
         normals = lambda b, q: n_all[b, q]                                   # noqa: E731
@@ -205,7 +211,7 @@ def depths(surf: BodySurface, x: torch.Tensor, normals, subtract_rest: bool = Tr
     probe = torch.as_tensor(surf.probe)
     pg = part[probe]                                                          # (S,) the probes' parts
     p = x[:, probe]                                                           # (B, S, 3)
-    lo, hi = _boxes(x, part, G)
+    lo, hi = _boxes(x, part, G) if boxes is None else boxes
     allowed = torch.as_tensor(surf.allowed)
     # broad phase: probes of a part whose box meets an allowed part's box, then each of them against those boxes
     meet = ((lo[:, :, None] <= hi[:, None]) & (lo[:, None] <= hi[:, :, None])).all(-1) & allowed[None]  # (B, G, G)
@@ -259,12 +265,12 @@ def shared_volume(surf: BodySurface, d: torch.Tensor) -> torch.Tensor:
 
 
 def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor, radius: float,
-                read: torch.Tensor, also: torch.Tensor = None) -> tuple:
+                read: torch.Tensor, also: torch.Tensor = None, boxes: tuple = None) -> tuple:
     """The depth around key vertices, read on **every** vertex of ``every`` (``every_vertex``) within ``radius``
     (armature units) of a key vertex read, not only on the volume's probes (a hand sunk where no probe lies).
 
     keys: (B, N, 3) the key vertices; read: (B, N) bool, the entries read; also: (M,) bool, vertices read on every
-    frame besides (the volume's probes, so that one search serves both measures); x, normals as ``depths``'.
+    frame besides (the volume's probes, so that one search serves both measures); x, normals, boxes as ``depths``'.
     Returns (d (B, M) each vertex's depth where read, 0 elsewhere; (B, N) the deepest vertex within ``radius`` of
     each key vertex on the entries read, 0 elsewhere). The (frames, entries, M) distances: a block of frames at a
     time."""
@@ -290,7 +296,7 @@ def near_depths(every: BodySurface, x: torch.Tensor, normals, keys: torch.Tensor
         only = near.any(1)
     if also is not None:
         only |= also[None]
-    d = depths(every, x, normals, only=only)                                                       # (B, M)
+    d = depths(every, x, normals, only=only, boxes=boxes)                                          # (B, M)
     if width:
         key_depth[b, k] = torch.where(near, d[:, None], torch.zeros(())).amax(-1)[b, rank]
     return d, key_depth
@@ -302,12 +308,16 @@ class MeshMeasures(NamedTuple):
     share (T,) shared volume over the body's volume; hand_touch (T, N) bool: a hand key vertex lies within
     ``radius`` of a probe of a part that does not share a joint region with the hand (False for other key vertices);
     key_depth (T, N) the deepest surface vertex within ``radius`` of each key vertex (``near_depths``; metres) on
-    the entries read, 0 elsewhere.
+    the entries read, 0 elsewhere; hand_gap (T, 2, R) each hand's distance to each body region's surface and
+    hand_depth (T, 2, R) how deep inside it (``core.metrics.hand_contacts.region_gaps``; metres, the gap +inf
+    beyond the frame's ``hand_margin``).
     """
 
     share: np.ndarray
     hand_touch: np.ndarray
     key_depth: np.ndarray
+    hand_gap: np.ndarray
+    hand_depth: np.ndarray
 
 
 def skinning(track: ClipTrack, ids: np.ndarray):
@@ -339,7 +349,7 @@ def _digest(a: np.ndarray) -> str:
 
 
 def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read: np.ndarray = None,
-                   own_touch: bool = False):
+                   own_touch: bool = False, hand_margin: np.ndarray = None):
     """Generator yielding the share of frames done; returns the clip's MeshMeasures (kept on the track).
 
     Args:
@@ -348,11 +358,13 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read
             ``core.metrics.contact_depth.contact_entries``), or None: none.
         own_touch: read also the entries where this clip's hand key vertices touch its body (``hand_touch``; the
             source's own hand contacts, when measuring the source).
+        hand_margin: (T,) metres: how far each frame's hand gaps are read (``hand_gap``); None: none read.
     """
     kv = None if keyvert_ids is None else np.asarray(keyvert_ids, dtype=np.int64)
     wanted = None if read is None else np.array(read, bool)        # a copy: the caller may change its own
+    margin = None if hand_margin is None else np.array(hand_margin, np.float64)
     key = ("mesh_measures", None if kv is None else kv.tobytes(), float(radius), bool(own_touch),
-           None if wanted is None else _digest(wanted))
+           None if wanted is None else _digest(wanted), None if margin is None else margin.tobytes())
 
     def compute():
         surf, every = surfaces(track.character, kv)
@@ -360,6 +372,10 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read
         share = np.zeros(T)
         touch = np.zeros((T, N), bool)
         key_depth = np.zeros((T, N))
+        hand_gap = np.full((T, len(HANDS), len(REGIONS)), np.inf)
+        hand_depth = np.zeros((T, len(HANDS), len(REGIONS)))
+        hands = hand_surface(surf.part, surf.bones, surf.allowed, surf.rim)
+        part = torch.as_tensor(surf.part)
         skin = skinning(track, surf.ids)
         r = radius / surf.scale
         ok = surf.key >= 0
@@ -378,11 +394,18 @@ def mesh_measuring(track: ClipTrack, keyvert_ids=None, radius: float = 0.0, read
                 entries = np.zeros((sl.stop - sl.start, N), bool) if wanted is None else wanted[sl].copy()
                 if own_touch:
                     entries |= touch[sl]
-                d, kd = near_depths(every, x, n, x[:, kpos], r, torch.as_tensor(entries & ok), also=is_probe)
+                boxes = _boxes(x, part, surf.allowed.shape[0])               # each part's, shared by the reads
+                d, kd = near_depths(every, x, n, x[:, kpos], r, torch.as_tensor(entries & ok), also=is_probe,
+                                    boxes=boxes)
                 share[sl] = (shared_volume(surf, d[:, probe]) / max(surf.volume, 1e-30)).numpy()
                 key_depth[sl] = kd.numpy() * surf.scale
+                if margin is not None:
+                    m = torch.as_tensor(margin[sl] / surf.scale, dtype=x.dtype)
+                    gap, depth = region_gaps(hands, x, n, m, boxes)
+                    hand_gap[sl] = gap.double().numpy() * surf.scale
+                    hand_depth[sl] = depth.double().numpy() * surf.scale
                 yield sl.stop / T
-        return MeshMeasures(share, touch, key_depth)
+        return MeshMeasures(share, touch, key_depth, hand_gap, hand_depth)
     return (yield from track.memo_steps(key, compute))
 
 

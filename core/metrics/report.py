@@ -45,6 +45,7 @@ class MetricInfo(NamedTuple):
 
 _PCT_SURFACE = "% of the surface"
 _PCT_VOLUME = "% of the body volume"
+_PCT_SOURCE = "% of the source's"
 METRICS = (
     MetricInfo("grounded_f1", "Grounded feet F1", "", HIGHER, headline=True),
     MetricInfo("locked_f1", "Feet locked F1", "", HIGHER, headline=True),
@@ -76,6 +77,18 @@ METRICS = (
                noise_rel=0.05),
     MetricInfo("contact_depth_p95_height", "Contact depth, 95th percentile", "% of h", LOWER, 100.0, 2,
                noise=3e-4, noise_rel=0.05),
+    # a hand on the body in the source, on the same region's skin in the target (core.metrics.hand_contacts)
+    MetricInfo("hand_contact_held", "Hand contacts held on the skin", _PCT_SOURCE, HIGHER, 100.0, 0, True,
+               noise=0.02, contact=True),
+    MetricInfo("hand_contact_sunk", "Hand contacts sunk into the body", _PCT_SOURCE, LOWER, 100.0, 0, noise=0.02),
+    MetricInfo("hand_contact_gap_p50", "Hand contact gap, median", "mm", LOWER, 1000.0, 1, noise=5e-4,
+               noise_rel=0.05),
+    MetricInfo("hand_contact_gap_p95", "Hand contact gap, 95th percentile", "mm", LOWER, 1000.0, 1, noise=5e-4,
+               noise_rel=0.05),
+    MetricInfo("hand_contact_gap_p50_height", "Hand contact gap, median", "% of h", LOWER, 100.0, 2, noise=3e-4,
+               noise_rel=0.05),
+    MetricInfo("hand_contact_gap_p95_height", "Hand contact gap, 95th percentile", "% of h", LOWER, 100.0, 2,
+               noise=3e-4, noise_rel=0.05),
     MetricInfo("grounded_auc", "Grounded feet ROC AUC", "", HIGHER),
     MetricInfo("locked_auc", "Feet locked ROC AUC", "", HIGHER),
     MetricInfo("locked_strict_f1", "Feet locked F1 (paper's 0.1 % h/s)", "", HIGHER),
@@ -101,6 +114,7 @@ METRICS = (
     MetricInfo("source_mesh_pen_max", "Source: mesh self-penetration, worst frame", _PCT_VOLUME, "", 100.0, 3),
     MetricInfo("source_contact_frames", "Source: frames with a self-contact", "frames", "", 1.0, 0),
     MetricInfo("source_contact_depth_p95", "Source: its own contact depth, 95th percentile", "mm", "", 1000.0, 1),
+    MetricInfo("source_hand_contacts", "Source: hand contacts on the body", "hand-region-frames", "", 1.0, 0),
     # several characters retargeted together (core.metrics.partners, docs/metrics.md)
     MetricInfo("partner_contact_f1", "Contacts with partners F1", "", HIGHER, headline=True, contact=True),
     MetricInfo("partner_contact_precision", "Contacts with partners precision", "", HIGHER),
@@ -263,7 +277,7 @@ def verdict(metrics: dict, reference: dict = None, method: str = "reconform") ->
 
 #: the lines a person reads first (``summary_lines``): a topic and its metrics, in this order
 SUMMARY = (
-    ("Contacts", ("contact_f1", "partner_contact_f1", "hand_partner_error_mean")),
+    ("Contacts", ("contact_f1", "hand_contact_held", "partner_contact_f1", "hand_partner_error_mean")),
     ("Through the body", ("mesh_pen_mean", "contact_depth_p95")),
     ("Feet", ("grounded_f1", "locked_f1")),
     ("Floor", ("floor_pen_mean",)),

@@ -24,6 +24,7 @@ from ..character.track import ClipTrack
 from ..types import Character, Motion
 from ..descriptors.weights import allowed_pairs
 from .contact_depth import MeshTally, contact_entries, mesh_scores
+from .hand_contacts import TOUCH_FRACTION, WIDE_FRACTION, HandTally, hand_scores, touching
 from .mesh_volume import mesh_measuring
 
 GROUNDED_FRACTION = 0.01     #: grounded: |foot height| <= 1 % of h_c
@@ -247,6 +248,7 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
     s_tally, t_tallies = _Tally(T, source_motion.fps), [_Tally(T, m.fps) for m in target_motions]
     contacts = [_Contacts() if kv else None for _ in target_motions]
     s_mesh, t_meshes = MeshTally(T), [MeshTally(T) for _ in target_motions]   # core.metrics.contact_depth
+    s_hands, t_hands = HandTally(T), [HandTally(T) for _ in target_motions]   # core.metrics.hand_contacts
     sizes = (source.mesh.num_verts, target.mesh.num_verts)    # the passes' costs, roughly
     work = sum(stop - first for _, _, first, stop in ranges) * (sizes[0] + len(target_motions) * sizes[1])
     done = 0
@@ -267,9 +269,13 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
         if kv:
             read = np.zeros((stop - first, len(s_kv)), bool)
             read[a - first:b - first] = contact_entries(truth, (ii, jj), np.zeros((b - a, len(s_kv)), bool))
-        s_mm = yield from scaled(mesh_measuring(s_track, s_kv, CONTACT_FRACTION * hs, read, own_touch=True),
-                                 done, done)
+        s_mm = yield from scaled(mesh_measuring(s_track, s_kv, CONTACT_FRACTION * hs, read, own_touch=True,
+                                                hand_margin=np.full(stop - first, TOUCH_FRACTION * hs)), done, done)
         s_mesh.add(s_mm, a, b, first)
+        s_hands.add(s_mm.hand_gap, s_mm.hand_depth, a, b, first)
+        # the target's hands are read out to WIDE_FRACTION where the source's touch its body: their gap there
+        held = touching(s_mm.hand_gap, hs).any((1, 2))
+        t_margin = np.where(held, WIDE_FRACTION, TOUCH_FRACTION) * ht
         if kv:
             read[a - first:b - first] |= s_mm.hand_touch[a - first:b - first]
             s_mesh.add_contacts(read[a - first:b - first], s_mm.key_depth[a - first:b - first], a)
@@ -287,16 +293,18 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
             if kv:
                 contacts[k].add(truth, pairs_closer(t_m.keyverts[a - first:b - first], ii, jj,
                                                     CONTACT_FRACTION * ht))
-            t_mm = yield from scaled(mesh_measuring(t_track, t_kv, CONTACT_FRACTION * ht, read), done, done)
+            t_mm = yield from scaled(mesh_measuring(t_track, t_kv, CONTACT_FRACTION * ht, read,
+                                                    hand_margin=t_margin), done, done)
             t_meshes[k].add(t_mm, a, b, first)
+            t_hands[k].add(t_mm.hand_gap, t_mm.hand_depth, a, b, first)
             if kv:
                 t_meshes[k].add_contacts(read[a - first:b - first], t_mm.key_depth[a - first:b - first], a)
             t_track = t_m = None       # freed before the next clip's track is built
-        s_track = s_m = s_mm = truth = read = None
+        s_track = s_m = s_mm = truth = read = t_margin = None
     if series is not None:
         series.extend({"mesh_pen": tm.share.copy(), "contact_depth": tm.contact.copy()} for tm in t_meshes)
-    return [dict(_scores(s_tally, t, c, hs, ht), **mesh_scores(s_mesh, tm, ht))
-            for t, c, tm in zip(t_tallies, contacts, t_meshes)]
+    return [dict(_scores(s_tally, t, c, hs, ht), **mesh_scores(s_mesh, tm, ht), **hand_scores(s_hands, th, hs, ht))
+            for t, c, tm, th in zip(t_tallies, contacts, t_meshes, t_hands)]
 
 
 #: re-exported from ``core.metrics.measures`` for callers of the per-frame measures (the partner metrics, the bench,

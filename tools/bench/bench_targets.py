@@ -60,6 +60,13 @@ def not_above_copy_rot(label: str, key: str, measured: str, init: dict, ours: di
     return Target(label, measured + (" (within the noise margin)" if noise else ""), passed, noise)
 
 
+def not_below_copy_rot(label: str, key: str, measured: str, init: dict, ours: dict) -> Target:
+    """The line "``ours[key]`` ≥ ``init[key]``" (copy-rotations'), ``within_noise`` read when it fails."""
+    passed = ours[key] >= init[key]
+    noise = not passed and compare(key, ours[key], init[key]) == "same"
+    return Target(label, measured + (" (within the noise margin)" if noise else ""), passed, noise)
+
+
 def jerk_per_height(m: dict, h_src: float, h_tgt: float) -> float:
     """(jerk / h_tgt) / (source jerk / h_src): jerk is a length per s³, a taller character has more of it."""
     return m["jerk_mean"] / h_tgt / max(m["source_jerk_mean"] / h_src, 1e-12)
@@ -105,6 +112,13 @@ def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
         out.append(Target(f"contact depth p95 ≤ {100 * CONTACT_DEPTH_P95:g} % of height",
                           "n/a" if math.isnan(v) else f"{100 * v:.2f} % ({1000 * ours['contact_depth_p95']:.1f} mm; "
                           f"copy-rot {1000 * ref:.1f} mm)", math.isnan(v) or v <= CONTACT_DEPTH_P95))
+    if "hand_contact_held" in ours and not math.isnan(ours["hand_contact_held"]):
+        out.append(not_below_copy_rot(
+            "hand contacts held ≥ copy-rot", "hand_contact_held",
+            f"{100 * ours['hand_contact_held']:.0f} % vs {100 * init['hand_contact_held']:.0f} % of the source's "
+            f"{ours['source_hand_contacts']:.0f} (gap p95 {1000 * ours['hand_contact_gap_p95']:.1f} mm, copy-rot "
+            f"{1000 * init['hand_contact_gap_p95']:.1f}; sunk {100 * ours['hand_contact_sunk']:.0f} % vs "
+            f"{100 * init['hand_contact_sunk']:.0f} %)", init, ours))
     for key, label, thr in (("grounded_f1", "grounded F1", GROUNDED_F1), ("locked_f1", "foot-locked F1", LOCKED_F1)):
         v = ours[key]
         out.append(Target(f"{label} ≥ {thr}", "n/a" if math.isnan(v) else f"{v:.3f} (copy-rot {init[key]:.3f})",

@@ -44,7 +44,7 @@ from common import (ASSETS, CASES, MODULE, SCALING, Loader, _rss_kb, core, enabl
 
 METRICS = ("jerk_mean", "jerk_max", "floor_pen_mean", "floor_pen_max", "self_pen_mean", "self_pen_max",
            "grounded_f1", "grounded_auc", "locked_f1", "locked_auc", "locked_strict_f1", "contact_f1",
-           "head_turn_mean", "head_turn_max")
+           "hand_contact_held", "head_turn_mean", "head_turn_max")
 #: a source with at least this share of its surface under the floor on average stands partly under its floor:
 #: its grounded labels mark a sunk foot (reported next to the means, never removed from them)
 SUNK_SOURCE = 0.01
