@@ -3,15 +3,15 @@ in the target (docs/metrics.md, ``hand_contact_held``), read in ``core.metrics.m
 
 The key-vertex contacts cannot see a hand that hangs off the body: a hand a few centimetres off a hip keeps its key
 vertices within d_min of the hip's, and a hand resting flat on a hip may have none within it. This measure reads the
-mesh. A hand **touches** a body region on a frame when a vertex of the hand's surface lies within ``TOUCH_FRACTION`` of
-the character's height h_c of a vertex of that region's surface (the mesh measure's surface: one vertex per
+mesh. The source's hand **touches** a body region on a frame when a vertex of the hand's surface lies within
+``TOUCH_FRACTION`` of its height h_c of a vertex of that region's surface (the mesh measure's surface: one vertex per
 ``mesh_volume.SAMPLE_CELL`` cube), counting only the parts that do not share a joint region with the hand (its own
 forearm and upper arm never count). The entries are (frame, hand, region) with ``REGIONS``. On the source's touches, the
-target's hand is **held** when it touches the same region no deeper inside it than the source's hand is (scaled to the
-target's h_c) + ``SUNK_FRACTION`` of its h_c, **sunk** when deeper, and off the skin otherwise; the **gap**, the target
-hand's distance to the region's skin there (p50, p95), is read out to ``WIDE_FRACTION`` of h_c (beyond it the gap reads
-that). The depth is a hand vertex's below its nearest vertex of the region along that vertex's normal, as
-``mesh_volume.depths`` reads a probe's.
+target's hand is **held** when it lies within ``HELD_FRACTION`` of its h_c of the same region, no deeper inside it than
+the source's hand is (scaled to the target's h_c) + ``SUNK_FRACTION`` of its h_c, **sunk** when deeper, and off the skin
+otherwise; the **gap**, the target hand's distance to the region's skin there (p50, p95), is read out to
+``WIDE_FRACTION`` of h_c (beyond it the gap reads that). The depth is a hand vertex's below its nearest vertex of the
+region along that vertex's normal, as ``mesh_volume.depths`` reads a probe's.
 """
 
 from __future__ import annotations
@@ -32,8 +32,12 @@ REGIONS = (
     ("right_leg", ("right_upper_leg", "right_lower_leg", "right_foot", "right_toes")),
 )
 HANDS = ("left_hand", "right_hand")
-#: a hand touches a region when its skin is within this share of h_c of the region's (vertex to vertex)
-TOUCH_FRACTION = 0.01
+#: the source's hand touches a region when its skin is within this share of h_c of the region's (vertex to vertex;
+#: the solver's ``reach.TOUCH``): a hand resting on the skin, not one passing near it
+TOUCH_FRACTION = 0.005
+#: the target's hand holds that contact when its skin is within this share of its h_c of the region's (the surface's
+#: vertex spacing, 8 mm, allowed for)
+HELD_FRACTION = 0.01
 #: a hand deeper than this share of h_c inside a region it touches, beyond the source's own depth there, is sunk
 SUNK_FRACTION = 0.01
 #: the gap on the source's touches is read out to this share of the target's h_c
@@ -76,7 +80,8 @@ def region_gaps(hs: HandSurface, x: torch.Tensor, normals, margin: torch.Tensor,
     to vertex; 0 where the hand is inside it), +inf beyond ``margin`` (B,); depth (B, 2, R), how deep the hand's surface lies inside the region: the deepest
     −(p − q)·n_q of a hand vertex p and its nearest vertex q of the region, ≥ 0, 0 on the rim), armature units as
     ``x`` (B, M, 3), the surface's vertices; ``normals(frames (K,), vertices (K,))`` -> (K, 3) their unit normals;
-    ``boxes``: (B, G, 3) minima and maxima of each part's vertices on each frame.
+    ``boxes``: (B, G, 3) minima and maxima of each part's vertices on each frame. A frame whose margin is 0 is not
+    read.
 
     Broad phase: the parts whose box meets the hand's grown by the margin, and of those the vertices inside it;
     per part, each frame's candidates padded into one matrix against the hand's vertices."""
@@ -93,7 +98,7 @@ def region_gaps(hs: HandSurface, x: torch.Tensor, normals, margin: torch.Tensor,
         nearest = torch.full((R,) + hv.shape[:2], inf, dtype=x.dtype)        # each hand vertex's nearest, per region
         signed = torch.zeros_like(nearest)                                    # its depth below that vertex
         for c, r, verts, rim in parts:
-            frames = torch.nonzero(((boxes[0][:, c] <= hi) & (boxes[1][:, c] >= lo)).all(-1))[:, 0]
+            frames = torch.nonzero(((boxes[0][:, c] <= hi) & (boxes[1][:, c] >= lo)).all(-1) & (margin > 0))[:, 0]
             if len(frames) == 0:
                 continue
             verts, rim = torch.as_tensor(verts), torch.as_tensor(rim)
@@ -143,19 +148,20 @@ class HandTally:
         self.depth[a:b] = depth[a - first:b - first]
 
 
-def touching(gap: np.ndarray, height: float) -> np.ndarray:
-    """(…,) bool: the entries where a hand touches a region, from their gaps (metres) and h_c."""
-    return gap <= TOUCH_FRACTION * height
+def touching(gap: np.ndarray, height: float, fraction: float = TOUCH_FRACTION) -> np.ndarray:
+    """(…,) bool: the entries where a hand is within ``fraction`` of h_c of a region (a source's touch), from their
+    gaps (metres) and h_c."""
+    return gap <= fraction * height
 
 
 def hand_scores(source: HandTally, target: HandTally, source_height: float, target_height: float) -> dict:
     """The hand-contact keys of docs/metrics.md, over the source's touches: the share the target holds on the skin
-    (touching, no deeper inside than the source's own depth there, scaled to the target's h_c, + ``SUNK_FRACTION``
-    of it), the share sunk deeper, the gap's p50 and p95 (metres and share of the target's h_c), and how many
+    (within ``HELD_FRACTION`` of its h_c, no deeper inside than the source's own depth there, scaled to the target's
+    h_c, + ``SUNK_FRACTION`` of it), the share sunk deeper, the gap's p50 and p95 (metres and share of the target's h_c), and how many
     touches the source has (hand-region-frames)."""
     truth = touching(source.gap, source_height)
     n = int(truth.sum())
-    touch = touching(target.gap[truth], target_height)
+    touch = touching(target.gap[truth], target_height, HELD_FRACTION)
     allowance = source.depth[truth] * (target_height / source_height) + SUNK_FRACTION * target_height
     sunk = target.depth[truth] > allowance
     out = {"hand_contact_held": float(np.mean(touch & ~sunk)) if n else float("nan"),
@@ -169,5 +175,5 @@ def hand_scores(source: HandTally, target: HandTally, source_height: float, targ
     return out
 
 
-__all__ = ["HANDS", "HandSurface", "HandTally", "REGIONS", "SUNK_FRACTION", "TOUCH_FRACTION", "WIDE_FRACTION",
-           "hand_scores", "hand_surface", "region_gaps", "touching"]
+__all__ = ["HANDS", "HELD_FRACTION", "HandSurface", "HandTally", "REGIONS", "SUNK_FRACTION", "TOUCH_FRACTION",
+           "WIDE_FRACTION", "hand_scores", "hand_surface", "region_gaps", "touching"]

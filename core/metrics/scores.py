@@ -273,9 +273,9 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
                                                 hand_margin=np.full(stop - first, TOUCH_FRACTION * hs)), done, done)
         s_mesh.add(s_mm, a, b, first)
         s_hands.add(s_mm.hand_gap, s_mm.hand_depth, a, b, first)
-        # the target's hands are read out to WIDE_FRACTION where the source's touch its body: their gap there
-        held = touching(s_mm.hand_gap, hs).any((1, 2))
-        t_margin = np.where(held, WIDE_FRACTION, TOUCH_FRACTION) * ht
+        # the target's hands are read out to WIDE_FRACTION where the source's touch its body (their gap there), and
+        # nowhere else
+        t_margin = np.where(touching(s_mm.hand_gap, hs).any((1, 2)), WIDE_FRACTION * ht, 0.0)
         if kv:
             read[a - first:b - first] |= s_mm.hand_touch[a - first:b - first]
             s_mesh.add_contacts(read[a - first:b - first], s_mm.key_depth[a - first:b - first], a)

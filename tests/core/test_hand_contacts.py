@@ -53,17 +53,17 @@ def test_held_sunk_and_off_the_skin_over_the_source_s_touches(boxes):
         mm = drive(mv.mesh_measuring(placed(boxes, heights), hand_margin=np.full(len(heights), 0.1)))
         t.add(mm.hand_gap, mm.hand_depth, 0, len(heights), 0)
         return t
-    source = tally([0.05, 0.0, 0.0, 0.005])          # the hand touches the trunk on frames 1-3 (1 % of 1 m)
-    target = tally([0.0, 0.0, 0.05, -0.02])          # on, on, 5 cm off, 2 cm in
+    source = tally([0.05, 0.0, 0.0, 0.003, 0.008])   # the hand touches the trunk on frames 1-3 (within 0.5 % of 1 m)
+    target = tally([0.0, 0.008, 0.05, -0.02, 0.0])   # 8 mm off (held: within 1 %), 5 cm off, 2 cm in
     out = hand_scores(source, target, 1.0, 1.0)
     assert out["source_hand_contacts"] == 3
     assert out["hand_contact_held"] == pytest.approx(1 / 3)
     assert out["hand_contact_sunk"] == pytest.approx(1 / 3)
-    assert out["hand_contact_gap_p50"] == pytest.approx(0.0, abs=1e-4)
-    assert out["hand_contact_gap_p95"] == pytest.approx(0.045, abs=2e-4)      # 90 % of the way from 0 to 5 cm
+    assert out["hand_contact_gap_p50"] == pytest.approx(0.008, abs=1e-4)
+    assert out["hand_contact_gap_p95"] == pytest.approx(0.0458, abs=2e-4)     # 90 % of the way from 8 mm to 5 cm
     # against itself every contact is held; a target twice as tall reads its gaps in its own height
     assert hand_scores(source, source, 1.0, 1.0)["hand_contact_held"] == 1.0
-    assert hand_scores(source, target, 1.0, 2.0)["hand_contact_gap_p95_height"] == pytest.approx(0.045 / 2, abs=1e-4)
+    assert hand_scores(source, target, 1.0, 2.0)["hand_contact_gap_p95_height"] == pytest.approx(0.0458 / 2, abs=1e-4)
     # no source touch: nothing to hold
     assert np.isnan(hand_scores(tally([0.05]), tally([0.0]), 1.0, 1.0)["hand_contact_held"])
 
