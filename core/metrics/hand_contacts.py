@@ -76,15 +76,16 @@ def hand_surface(part: np.ndarray, bones: tuple, allowed: np.ndarray, rim: np.nd
 
 
 def region_gaps(hs: HandSurface, x: torch.Tensor, normals, margin: torch.Tensor, boxes: tuple) -> tuple:
-    """Each hand against each region on B frames: (gap (B, 2, R), the hand's distance to the region's surface (vertex
-    to vertex; 0 where the hand is inside it), +inf beyond ``margin`` (B,); depth (B, 2, R), how deep the hand's surface lies inside the region: the deepest
-    −(p − q)·n_q of a hand vertex p and its nearest vertex q of the region, ≥ 0, 0 on the rim), armature units as
-    ``x`` (B, M, 3), the surface's vertices; ``normals(frames (K,), vertices (K,))`` -> (K, 3) their unit normals;
-    ``boxes``: (B, G, 3) minima and maxima of each part's vertices on each frame. A frame whose margin is 0 is not
-    read.
+    """Each hand against each region on B frames: (gap (B, 2, R), the hand's distance to the region's surface (vertex to
+    vertex; 0 where the hand is inside it), +inf beyond ``margin`` (B,); depth (B, 2, R), how deep the hand's surface
+    lies inside the region: the deepest −(p − q)·n_q of a hand vertex p and its nearest vertex q of the region, ≥ 0, 0
+    on the rim), armature units as ``x`` (B, M, 3), the surface's vertices; ``normals(frames (K,), vertices (K,))`` ->
+    (K, 3) their unit normals; ``boxes``: (B, G, 3) minima and maxima of each part's vertices on each frame. A frame
+    whose margin is 0 is not read.
 
-    Broad phase: the parts whose box meets the hand's grown by the margin, and of those the vertices inside it;
-    per part, each frame's candidates padded into one matrix against the hand's vertices."""
+    Broad phase: the parts whose box meets the hand's grown by the margin, and of those the vertices inside it; per
+    part, each frame's candidates padded into one matrix against the hand's vertices.
+    """
     B, R = x.shape[0], len(REGIONS)
     gap = torch.full((B, len(HANDS), R), float("inf"), dtype=x.dtype)
     depth = torch.zeros((B, len(HANDS), R), dtype=x.dtype)
@@ -157,8 +158,9 @@ def touching(gap: np.ndarray, height: float, fraction: float = TOUCH_FRACTION) -
 def hand_scores(source: HandTally, target: HandTally, source_height: float, target_height: float) -> dict:
     """The hand-contact keys of docs/metrics.md, over the source's touches: the share the target holds on the skin
     (within ``HELD_FRACTION`` of its h_c, no deeper inside than the source's own depth there, scaled to the target's
-    h_c, + ``SUNK_FRACTION`` of it), the share sunk deeper, the gap's p50 and p95 (metres and share of the target's h_c), and how many
-    touches the source has (hand-region-frames)."""
+    h_c, + ``SUNK_FRACTION`` of it), the share sunk deeper, the gap's p50 and p95 (metres and share of the target's
+    h_c), and how many touches the source has (hand-region-frames).
+    """
     truth = touching(source.gap, source_height)
     n = int(truth.sum())
     touch = touching(target.gap[truth], target_height, HELD_FRACTION)
