@@ -41,7 +41,7 @@ HELD_FRACTION = 0.01
 #: a hand deeper than this share of h_c inside a region it touches, beyond the source's own depth there, is sunk
 SUNK_FRACTION = 0.01
 #: the gap on the source's touches is read out to this share of the target's h_c
-WIDE_FRACTION = 0.1
+WIDE_FRACTION = 0.05
 _BLOCK = 1 << 21      #: distance entries per block
 
 
