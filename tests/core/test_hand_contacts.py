@@ -76,4 +76,4 @@ def test_a_clip_holds_its_own_hand_contacts_and_loses_them_when_the_hands_part()
     assert own["hand_contact_held"] == 1.0 and own["hand_contact_sunk"] == 0.0
     apart = evaluate(ch, clap, ch, walk_motion(ch, frames=30, clap=False))
     assert apart["hand_contact_held"] == 0.0
-    assert apart["hand_contact_gap_p50_height"] > 0.05
+    assert apart["hand_contact_gap_p50_height"] > 0.03            # the hands apart by more than 3 % of the height
