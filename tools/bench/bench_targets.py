@@ -7,6 +7,8 @@ above its own floor, ``core.contacts.ground.auto_ground``):
 - self-penetration ≤ copy-rotations' (the capsule proxy), and on the mesh itself: mesh self-penetration ≤
   copy-rotations', contact depth p95 ≤ ``CONTACT_DEPTH_P95`` of the target's height (``core.metrics.mesh_volume``,
   ``core.metrics.contact_depth``; NaN, no source contact, passes "n/a");
+- hand contacts held ≥ copy-rotations' (``core.metrics.hand_contacts``: where the source's hand rests on its body,
+  the target's on the same region's skin, not sunk in; read only where the source's hands touch its body);
 - grounded-feet F1 ≥ ``GROUNDED_F1``, foot-locked F1 ≥ ``LOCKED_F1``;
 - floor penetration at least ``FLOOR_PEN_CUT`` below copy-rotations' (none where copy-rotations has none).
 
@@ -15,7 +17,7 @@ self-penetration (``MESH_PEN_MEAN``), key-vertex contact F1 mean ≥ ``CONTACT_F
 where the metrics have them. An F1 that is NaN (neither labelling has a positive: nothing to get wrong) passes, shown
 "n/a".
 
-A line "≤ copy-rot" that fails by less than the metric's noise margin (the reports' "same",
+A line "≤ copy-rot" (or "≥") that fails by less than the metric's noise margin (the reports' "same",
 ``core.metrics.report.compare``: jerk 1 m/s³ or 3 %, mesh self-penetration 0.002 % of the body volume or 5 %;
 docs/metrics.md "Reading them") still fails; it says so (``Target.within_noise``), so that a reader tells a jerk of
 82.2 against 82.0 m/s³ from one of 3918 against 3624.
