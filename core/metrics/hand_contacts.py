@@ -8,10 +8,10 @@ mesh. The source's hand **touches** a body region on a frame when a vertex of th
 ``mesh_volume.SAMPLE_CELL`` cube), counting only the parts that do not share a joint region with the hand (its own
 forearm and upper arm never count). The entries are (frame, hand, region) with ``REGIONS``. On the source's touches, the
 target's hand is **held** when it lies within ``HELD_FRACTION`` of its h_c of the same region, no deeper inside it than
-the source's hand is (scaled to the target's h_c) + ``SUNK_FRACTION`` of its h_c, **sunk** when deeper, and off the skin
-otherwise; the **gap**, the target hand's distance to the region's skin there (p50, p95), is read out to
-``WIDE_FRACTION`` of h_c (beyond it the gap reads that). The depth is a hand vertex's below its nearest vertex of the
-region along that vertex's normal, as ``mesh_volume.depths`` reads a probe's.
+the source's hand is (scaled to the target's h_c; none for a fitted body) + ``SUNK_FRACTION`` of its h_c, **sunk** when
+deeper, and off the skin otherwise; the **gap**, the target hand's distance to the region's skin there (p50, p95), is
+read out to ``WIDE_FRACTION`` of h_c (beyond it the gap reads that). The depth is a hand vertex's below its nearest
+vertex of the region along that vertex's normal, as ``mesh_volume.depths`` reads a probe's.
 """
 
 from __future__ import annotations
@@ -155,16 +155,19 @@ def touching(gap: np.ndarray, height: float, fraction: float = TOUCH_FRACTION) -
     return gap <= fraction * height
 
 
-def hand_scores(source: HandTally, target: HandTally, source_height: float, target_height: float) -> dict:
+def hand_scores(source: HandTally, target: HandTally, source_height: float, target_height: float,
+                fitted: bool = False) -> dict:
     """The hand-contact keys of docs/metrics.md, over the source's touches: the share the target holds on the skin
     (within ``HELD_FRACTION`` of its h_c, no deeper inside than the source's own depth there, scaled to the target's
     h_c, + ``SUNK_FRACTION`` of it), the share sunk deeper, the gap's p50 and p95 (metres and share of the target's
-    h_c), and how many touches the source has (hand-region-frames).
+    h_c), and how many touches the source has (hand-region-frames). ``fitted``: the source's body is a template
+    fitted to its skeleton, whose overlaps are the fit's: its depth allows nothing.
     """
     truth = touching(source.gap, source_height)
     n = int(truth.sum())
     touch = touching(target.gap[truth], target_height, HELD_FRACTION)
-    allowance = source.depth[truth] * (target_height / source_height) + SUNK_FRACTION * target_height
+    own = 0.0 if fitted else source.depth[truth] * (target_height / source_height)
+    allowance = own + SUNK_FRACTION * target_height
     sunk = target.depth[truth] > allowance
     out = {"hand_contact_held": float(np.mean(touch & ~sunk)) if n else float("nan"),
            "hand_contact_sunk": float(np.mean(sunk)) if n else float("nan"),

@@ -301,9 +301,11 @@ def evaluations(source: Character, source_motion: Motion, target: Character, tar
                 t_meshes[k].add_contacts(read[a - first:b - first], t_mm.key_depth[a - first:b - first], a)
             t_track = t_m = None       # freed before the next clip's track is built
         s_track = s_m = s_mm = truth = read = t_margin = None
+    fitted = bool(getattr(source.mesh, "fitted", False))       # its overlaps are the fit's: no depth allowed
     if series is not None:
         series.extend({"mesh_pen": tm.share.copy(), "contact_depth": tm.contact.copy()} for tm in t_meshes)
-    return [dict(_scores(s_tally, t, c, hs, ht), **mesh_scores(s_mesh, tm, ht), **hand_scores(s_hands, th, hs, ht))
+    return [dict(_scores(s_tally, t, c, hs, ht), **mesh_scores(s_mesh, tm, ht),
+                 **hand_scores(s_hands, th, hs, ht, fitted))
             for t, c, tm, th in zip(t_tallies, contacts, t_meshes, t_hands)]
 
 

@@ -64,6 +64,10 @@ def test_held_sunk_and_off_the_skin_over_the_source_s_touches(boxes):
     # against itself every contact is held; a target twice as tall reads its gaps in its own height
     assert hand_scores(source, source, 1.0, 1.0)["hand_contact_held"] == 1.0
     assert hand_scores(source, target, 1.0, 2.0)["hand_contact_gap_p95_height"] == pytest.approx(0.0458 / 2, abs=1e-4)
+    # a source hand 2 cm inside its body allows the target as deep, unless that body is a fit (its overlaps the fit's)
+    deep = tally([-0.02])
+    assert hand_scores(deep, deep, 1.0, 1.0)["hand_contact_held"] == 1.0
+    assert hand_scores(deep, deep, 1.0, 1.0, fitted=True)["hand_contact_sunk"] == 1.0
     # no source touch: nothing to hold
     assert np.isnan(hand_scores(tally([0.05]), tally([0.0]), 1.0, 1.0)["hand_contact_held"])
 
