@@ -90,6 +90,7 @@ def region_gaps(hs: HandSurface, x: torch.Tensor, normals, margin: torch.Tensor,
     gap = torch.full((B, len(HANDS), R), float("inf"), dtype=x.dtype)
     depth = torch.zeros((B, len(HANDS), R), dtype=x.dtype)
     inf = float("inf")
+    live = margin > 0                                                         # (B,) the frames read
     for h, entry in enumerate(hs.hands):
         if entry is None or len(entry[0]) == 0:
             continue
@@ -99,7 +100,7 @@ def region_gaps(hs: HandSurface, x: torch.Tensor, normals, margin: torch.Tensor,
         nearest = torch.full((R,) + hv.shape[:2], inf, dtype=x.dtype)        # each hand vertex's nearest, per region
         signed = torch.zeros_like(nearest)                                    # its depth below that vertex
         for c, r, verts, rim in parts:
-            frames = torch.nonzero(((boxes[0][:, c] <= hi) & (boxes[1][:, c] >= lo)).all(-1) & (margin > 0))[:, 0]
+            frames = torch.nonzero(((boxes[0][:, c] <= hi) & (boxes[1][:, c] >= lo)).all(-1) & live)[:, 0]
             if len(frames) == 0:
                 continue
             verts, rim = torch.as_tensor(verts), torch.as_tensor(rim)

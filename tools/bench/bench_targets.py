@@ -31,7 +31,7 @@ import sys
 from typing import NamedTuple
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from core.metrics.report import compare  # noqa: E402  (pure numpy: the reports' noise margins)
+from core.metrics.report import HIGHER, compare, info  # noqa: E402  (pure numpy: the reports' noise margins)
 
 JERK_PER_HEIGHT = 1.05
 GROUNDED_F1 = 0.95
@@ -55,16 +55,11 @@ class Target(NamedTuple):
     within_noise: bool = False
 
 
-def not_above_copy_rot(label: str, key: str, measured: str, init: dict, ours: dict) -> Target:
-    """The line "``ours[key]`` ≤ ``init[key]``" (copy-rotations'), ``within_noise`` read when it fails."""
-    passed = ours[key] <= init[key]
-    noise = not passed and compare(key, ours[key], init[key]) == "same"
-    return Target(label, measured + (" (within the noise margin)" if noise else ""), passed, noise)
-
-
-def not_below_copy_rot(label: str, key: str, measured: str, init: dict, ours: dict) -> Target:
-    """The line "``ours[key]`` ≥ ``init[key]``" (copy-rotations'), ``within_noise`` read when it fails."""
-    passed = ours[key] >= init[key]
+def no_worse_than_copy_rot(label: str, key: str, measured: str, init: dict, ours: dict) -> Target:
+    """The line "``ours[key]`` ≤ ``init[key]``" (copy-rotations'), or "≥" for a metric whose higher side is better
+    (``core.metrics.report.info(key).better``), ``within_noise`` read when it fails."""
+    higher = info(key).better == HIGHER
+    passed = ours[key] >= init[key] if higher else ours[key] <= init[key]
     noise = not passed and compare(key, ours[key], init[key]) == "same"
     return Target(label, measured + (" (within the noise margin)" if noise else ""), passed, noise)
 
@@ -96,18 +91,18 @@ def _near(x: float, bound: float) -> str:
 
 def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
     """[Target] of one case: ``init`` copy-rotations' metrics, ``ours`` ReConForM's."""
-    out = [not_above_copy_rot("joint jerk ≤ copy-rot", "jerk_mean",
-                              f"{ours['jerk_mean']:.1f} vs {init['jerk_mean']:.1f} m/s³", init, ours)]
+    out = [no_worse_than_copy_rot("joint jerk ≤ copy-rot", "jerk_mean",
+                                  f"{ours['jerk_mean']:.1f} vs {init['jerk_mean']:.1f} m/s³", init, ours)]
     r = jerk_per_height(ours, h_src, h_tgt)
     out.append(Target(f"jerk per unit of height ≤ {JERK_PER_HEIGHT} × source",
                       f"{_near(r, JERK_PER_HEIGHT)} × (copy-rot {jerk_per_height(init, h_src, h_tgt):.3f})",
                       r <= JERK_PER_HEIGHT))
-    out.append(not_above_copy_rot("self-penetration ≤ copy-rot", "self_pen_mean",
-                                  _pcts(ours['self_pen_mean'], init['self_pen_mean']), init, ours))
+    out.append(no_worse_than_copy_rot("self-penetration ≤ copy-rot", "self_pen_mean",
+                                      _pcts(ours['self_pen_mean'], init['self_pen_mean']), init, ours))
     if "mesh_pen_mean" in ours and "mesh_pen_mean" in init:
-        out.append(not_above_copy_rot("mesh self-penetration ≤ copy-rot", "mesh_pen_mean",
-                                      _pcts(ours['mesh_pen_mean'], init['mesh_pen_mean']) + " of the body volume",
-                                      init, ours))
+        out.append(no_worse_than_copy_rot("mesh self-penetration ≤ copy-rot", "mesh_pen_mean",
+                                          _pcts(ours['mesh_pen_mean'], init['mesh_pen_mean']) + " of the body volume",
+                                          init, ours))
     if "contact_depth_p95_height" in ours:
         v = ours["contact_depth_p95_height"]
         ref = init.get("contact_depth_p95", math.nan)
@@ -115,7 +110,7 @@ def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
                           "n/a" if math.isnan(v) else f"{100 * v:.2f} % ({1000 * ours['contact_depth_p95']:.1f} mm; "
                           f"copy-rot {1000 * ref:.1f} mm)", math.isnan(v) or v <= CONTACT_DEPTH_P95))
     if "hand_contact_held" in ours and not math.isnan(ours["hand_contact_held"]):
-        out.append(not_below_copy_rot(
+        out.append(no_worse_than_copy_rot(
             "hand contacts held ≥ copy-rot", "hand_contact_held",
             f"{100 * ours['hand_contact_held']:.0f} % vs {100 * init['hand_contact_held']:.0f} % of the source's "
             f"{ours['source_hand_contacts']:.0f} (gap p95 {1000 * ours['hand_contact_gap_p95']:.1f} mm, copy-rot "
