@@ -30,7 +30,7 @@ from ..types import Character, Motion
 from .barrier import own_barrier
 from .capsules import own_capsules, source_body_points
 from .reach import own_terms, surface_reach
-from .surface import surface_barrier, surface_gate
+from .surface import seen_pairs, surface_barrier, surface_gate
 from . import footing, objective, parametrisation
 from .footing import SOLE_FRAMES, FootModel, sole_points
 from .objective import Objective, start_objective
@@ -274,6 +274,8 @@ class SolveJob(StepLifecycle):
                                    reg_lift=floor_drift_lift(track, g, tgt, self.init_motion, ground))
         if self.surface is not None and objective.CONTACT_HELD_ON_SURFACE:
             self.objective.surface_gate = surface_gate(self, kv_ids)
+        if self.surface is not None and src.mesh.fitted and objective.FITTED_PEN_ON_MESH:
+            self.objective.pen_seen = seen_pairs(self, kv_ids)
 
         # variables: the mapped core bones (and fingers on request) that move a key vertex, and the hips
         yield "Setting up the variables"

@@ -67,6 +67,9 @@ FITTED_PEN_SURFACE = True
 #: where a fitted source body holds a key vertex behind another's surface, L_dist only keeps the target's pair at
 #: least as far apart as the source's, never pulls it closer: the overlap is the fit's (docs/solver.md)
 FITTED_DIST_APART = True
+#: where the surface barrier reads the two segments' mesh (``surface.seen_pairs``), a fitted source's key vertex
+#: behind another's surface puts no L_pen on the target's: the mesh's depth keeps it out, not a half-space
+FITTED_PEN_ON_MESH = True
 #: the same for a captured source body's overlaps (skinned). Off: hands press less into each other, but a same-body
 #: retarget drifts and reports conflicts (docs/decisions.md "A captured body's overlaps are still matched by L_dist")
 CAPTURED_DIST_APART = False
@@ -93,7 +96,7 @@ def focused_square(w_src: torch.Tensor, focus: float) -> torch.Tensor:
 
 
 def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, surface_pen: bool = False,
-               state_margin: float = None, held: torch.Tensor = None, apart: bool = False) -> dict:
+               state_margin: float = None, held: torch.Tensor = None, apart: bool = False, seen: tuple = None) -> dict:
     """L_dist, L_dir, L_pen summed over the E entries of ``pairset`` (a ``weights.PairSet``: frames t, key
     vertices i < j and the source's descriptors there) at positions p (T, N, 3) and normals n (T, N, 3), with
     the mixed weight W_src + α·stopgrad(W_tgt); ``scale``: {term: (E,) per-entry factor or None}; ``focus``:
@@ -113,9 +116,13 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     pen_ji = -dot3(n_j, d.dir)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
     tgt_dist = d.dist
+    # the source's key vertex behind the other's surface, read as an overlap (the surface barrier's pairs, ``seen``,
+    # are read on the mesh instead: L_pen leaves them and L_dist matches them)
+    behind = (pairset.src_pen_ij < 0, pairset.src_pen_ji < 0)
+    seen = None if seen is None or not surface_pen else (behind[0] & seen[0], behind[1] & seen[1])
+    behind = behind if seen is None else (behind[0] & ~seen[0], behind[1] & ~seen[1])
     if apart:                                   # a pair the source overlaps: kept as far apart, not pulled closer
-        behind = (pairset.src_pen_ij < 0) | (pairset.src_pen_ji < 0)
-        tgt_dist = torch.where(behind, torch.minimum(d.dist, pairset.src_dist), d.dist)
+        tgt_dist = torch.where(behind[0] | behind[1], torch.minimum(d.dist, pairset.src_dist), d.dist)
     out = {"dist": dist_loss(tgt_dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
     if state_margin is not None:
         if held is not None:     # a source contact the surfaces hold: no pull (a source gap is still kept open)
@@ -128,8 +135,9 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
     out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, scale["dir"], tgt_norm=d.dist, src_norm=pairset.src_dist)
     ps = scale["pen"]
-    out["pen"] = (pen_loss(d.pen, pairset.src_pen_ij, w, ps, surface_pen)
-                  + pen_loss(pen_ji, pairset.src_pen_ji, w, ps, surface_pen))
+    w_ij, w_ji = (w, w) if seen is None else (w * ~seen[0], w * ~seen[1])
+    out["pen"] = (pen_loss(d.pen, pairset.src_pen_ij, w_ij, ps, surface_pen)
+                  + pen_loss(pen_ji, pairset.src_pen_ji, w_ji, ps, surface_pen))
     return out
 
 
@@ -202,6 +210,8 @@ class Objective:
         self.p_init = self.jerk_ref = self.sole_jerk_init = self.body_jerk_init = self.jerk_budgets = None
         #: ``surface.SurfaceGate`` of the contact state (CONTACT_HELD_ON_SURFACE), set by a job with a surface barrier
         self.surface_gate = None
+        #: (N, N) bool ``surface.seen_pairs`` (FITTED_PEN_ON_MESH), set by a job with a surface barrier, or None
+        self.pen_seen = None
         self.scales = None
         #: the head's attitude term (``head.HeadAttitude``), or None
         self.head = head
@@ -417,9 +427,11 @@ class Objective:
         held = None
         if self.surface_gate is not None and self.settings.contact_state and len(pairset):
             held = self.surface_gate.held(pairset)
+        seen = None if self.pen_seen is None else (self.pen_seen[pairset.i, pairset.j],
+                                                   self.pen_seen[pairset.j, pairset.i])
         return pair_terms(p, n, alpha, pairset, {t: pscale(t) for t in ("dist", "dir", "pen")},
                           self.contact_focus, self.surface_pen,
-                          self.contact_margin if self.settings.contact_state else None, held, self.apart)
+                          self.contact_margin if self.settings.contact_state else None, held, self.apart, seen)
 
     def weighted(self, raw: dict) -> dict:
         """{term: weight · raw / scale}; the floor barrier and the foot contact are reported inside 'height', the

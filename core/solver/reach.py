@@ -16,7 +16,8 @@ its box and nearer than ``FAR``); elsewhere the distance to the tangent plane of
 farthest-point samples of the part's rest skin, carried by the field's frame, negative inside: a field reads "far"
 wherever another segment's surface is nearer (the crease between a hip and a thigh) and would not pull a hand back
 from there. The barrier keeps the hand from sinking in; this keeps it from leaving. Only a captured source body says
-where it touches (a fitted body's surface is the fit's: ``FITTED`` off).
+where it touches on its trunk, neck, head and thighs (``PARTS``); a fitted body, whose widths are the template's, only
+where a hand meets the other hand or forearm (``FITTED_PARTS``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,15 @@ from .surface_fields import AXIS, FAR, SurfaceFields, _farthest_points, surface_
 
 #: the probe segments whose contacts are kept (canonical names without the side)
 SEGMENTS = ("hand",)
-#: the parts a hand is kept on (canonical names without the side): the body, not the other hand or arm, whose key
-#: vertices the pair terms already match
+#: the parts a captured source body's hand is kept on (canonical names without the side): the body, not the other
+#: hand or arm, whose key vertices the pair terms already match
 PARTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg")
+#: the parts a fitted source body's hand is kept on: the other hand and forearm only. A fitted body is a template
+#: posed by the skeleton: its hands and forearms are about any performer's size, so where two of them meet the
+#: performer's did (a two-handed grip), while its trunk's and thighs' widths are the template's and a hand brushing
+#: them is the fit's. Its key vertices do not say it: two fitted hands in a grip overlap, and the target's, matched
+#: to the same distances, hang apart (docs/decisions.md "A fitted source's hands that meet are kept together")
+FITTED_PARTS = ("hand", "lower_arm")
 #: a source hand touches a field's part when its nearest probe is within this share of its height of the surface
 TOUCH = 0.005
 #: the target's hand is charged past this share of its height from that surface (it rests on the skin)
@@ -44,8 +51,6 @@ GAP = 0.002
 SAMPLES = 256
 #: the term's weight, relative to ``w_self_barrier`` (0: off)
 WEIGHT = 1.0
-#: a fitted source body's touches count too (off: where a fitted body's hand meets its thigh is the fit's)
-FITTED = False
 _CHUNK = 16      #: source frames read at once
 _BLOCK = 1 << 21  #: (probe, sample) distances read at once
 _SKIN = {}
@@ -78,10 +83,10 @@ def _entries(fields: SurfaceFields) -> tuple:
     return idx, tuple(names), torch.as_tensor(fields.tested)[idx[:, 0]]
 
 
-def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields) -> tuple:
+def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, parts: tuple = PARTS) -> tuple:
     """(t, s, f) each (E,) long: the frames where the source's hand s (an index into the target's kept probe
-    segments, ``_entries``) is within TOUCH·h of the surface of field f (the target's index of the same part),
-    from the source's clip (``track``, a ClipTrack) on its own fields."""
+    segments, ``_entries``) is within TOUCH·h of the surface of field f (the target's index of the same part, one of
+    ``parts``), from the source's clip (``track``, a ClipTrack) on its own fields."""
     s_idx, s_names, s_tested = _entries(src_fields)
     t_idx, t_names, _ = _entries(tgt_fields)
     empty = (torch.zeros(0, dtype=torch.long),) * 3
@@ -105,7 +110,7 @@ def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields) 
         if name not in t_names:
             continue
         for fs, field in enumerate(src_fields.field_names):
-            if field not in tgt_fields.field_names or field.removeprefix("left_").removeprefix("right_") not in PARTS:
+            if field not in tgt_fields.field_names or field.removeprefix("left_").removeprefix("right_") not in parts:
                 continue
             frames = torch.nonzero(touch[:, h, fs], as_tuple=True)[0]
             out[0].append(frames)
@@ -207,14 +212,15 @@ class SurfaceReach:
 
 def surface_reach(job) -> SurfaceReach:
     """``job``'s SurfaceReach on its surface barrier's (``job.surface``) fields and points, or None: no barrier,
-    WEIGHT 0, a source without a captured body (``FITTED``), or no touch in the source."""
+    WEIGHT 0, a source without a body, or no touch in the source (on ``PARTS``; a fitted body's, ``FITTED_PARTS``)."""
     src, barrier = job.source, job.surface
-    if barrier is None or WEIGHT <= 0 or src.mesh is None or (src.mesh.fitted and not FITTED):
+    if barrier is None or WEIGHT <= 0 or src.mesh is None:
         return None
     src_fields = surface_fields(src)
     if src_fields is None:
         return None
-    touches = source_touches(src_fields, job.source_track, barrier.fields)
+    parts = FITTED_PARTS if src.mesh.fitted else PARTS
+    touches = source_touches(src_fields, job.source_track, barrier.fields, parts)
     if not len(touches[0]):
         return None
     return SurfaceReach(barrier.fields, barrier.grid, skin_samples(job.target, barrier.fields), touches,

@@ -337,10 +337,8 @@ def surface_gate(job, kv_ids) -> SurfaceGate:
     order) segment among its surface barrier's fields, and the key vertices near each probe at rest; the barrier then
     records where its probes touch."""
     ch = job.target
-    seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
     fields = job.surface.fields
-    field = [fields.field_names.index(names[g]) if g >= 0 and names[g] in fields.field_names else -1
-             for g in seg[kv_ids]]
+    field = [fields.field_names.index(n) if n in fields.field_names else -1 for n in _keyvert_segments(job, kv_ids)]
     G = bind_matrices(ch.skeleton, ch.mesh)[fields.probe_bone]                       # (Q, 4, 4)
     probes = (G[:, :3, :3] @ fields.probe_local[..., None])[..., 0] + G[:, :3, 3]   # armature units, at rest
     d = np.linalg.norm(probes[:, None] - ch.mesh.rest_verts[kv_ids][None], axis=-1)      # (Q, N) armature units
@@ -353,6 +351,28 @@ def surface_gate(job, kv_ids) -> SurfaceGate:
     job.surface.record_touching = True
     return SurfaceGate(job.surface, torch.as_tensor(keys, device=job.device), torch.as_tensor(field, device=job.device),
                        job.num_frames)
+
+
+def _keyvert_segments(job, kv_ids) -> list:
+    """(N,) the target's segment name of each key vertex (``kv_ids``, mesh vertex ids in the solve's order), '' for
+    none."""
+    ch = job.target
+    seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    return [names[g] if g >= 0 else "" for g in seg[kv_ids]]
+
+
+def seen_pairs(job, kv_ids) -> torch.Tensor:
+    """(N, N) bool: [a, b] where ``job``'s surface barrier sees key vertex b's segment sink into a's: b's segment
+    carries probes, a's a field, and the barrier tests the two (``SurfaceFields.tested``). There L_pen need not keep a
+    fitted source's key vertex b out of the half-space behind a's surface (``objective.FITTED_PEN_ON_MESH``): the
+    mesh's own depth is read, and a half-space says nothing of a thin hand a few centimetres behind it."""
+    fields = job.surface.fields
+    names = _keyvert_segments(job, kv_ids)
+    field = np.asarray([fields.field_names.index(n) if n in fields.field_names else -1 for n in names])
+    probe = np.asarray([fields.probe_names.index(n) if n in fields.probe_names else -1 for n in names])
+    seen = np.asarray(fields.tested)[probe.clip(0)][:, field.clip(0)].T                   # (N a, N b)
+    seen &= (field >= 0)[:, None] & (probe >= 0)[None, :]
+    return torch.as_tensor(seen, device=job.device)
 
 
 def own_penetration_frames(job) -> torch.Tensor:
