@@ -20,6 +20,7 @@ import torch
 from ..descriptors.pose import height
 from ..contacts.feet import LOCK_WINDOW_S, SOFT_LOW, SOLE_BAND, soft_lowest, spread_sole_points, window_bounds
 from ..character.track import ClipTrack
+from ..types import Motion
 from ..descriptors.weights import MAX_FRACTION
 
 
@@ -36,6 +37,17 @@ LOCK_MIN, LOCK_MAX = 0.005, 0.01
 #: where the source foot has a lock weight λ, the target sole's windowed speed above this share of h_c per s is
 #: charged too, × (1 − λ), in the lock term (0: off; measured: docs/solver.md "A speed cap on the locked feet")
 LOCK_CAP = 0.008
+
+
+def target_soles(character, motion: Motion) -> tuple:
+    """(vertex ids (S,), foot (S,) 0 left / 1 right): ``character``'s ``SOLE_POINTS`` sole points per foot, chosen on
+    ``motion`` (copy-rotations': docs/solver.md "Ground") at ``SOLE_FRAMES`` evenly sampled frames; none at 0."""
+    if SOLE_POINTS <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    T = motion.num_frames
+    frames = np.unique(np.linspace(0, T - 1, min(T, SOLE_FRAMES)).round().astype(np.int64))
+    sampled = Motion(motion.rotations[frames], motion.locations[frames], motion.fps)
+    return sole_points(ClipTrack(character, sampled), SOLE_POINTS)[:2]
 
 
 def sole_points(track: ClipTrack, count: int, max_frames: int = None) -> tuple:

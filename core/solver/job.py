@@ -32,7 +32,7 @@ from .capsules import own_capsules, source_body_points
 from .reach import own_terms, surface_reach
 from .surface import seen_pairs, surface_barrier, surface_gate
 from . import footing, objective, parametrisation
-from .footing import SOLE_FRAMES, FootModel, sole_points
+from .footing import SOLE_FRAMES, FootModel, sole_points, target_soles
 from .objective import Objective, start_objective
 from .graphed import graphed_pose, pose_and_terms
 from .head import HeadAttitude
@@ -230,13 +230,7 @@ class SolveJob(StepLifecycle):
         self.limbs = tuple(tgt.keyverts.limbs[k] for k in self.keyvert_order)
         self.num_keyverts = len(kv_ids)
         yield "Choosing the target's soles"
-        if footing.SOLE_POINTS > 0:   # chosen on the copy-rotations motion (docs/solver.md "Ground")
-            frames = np.unique(np.linspace(0, T - 1, min(T, SOLE_FRAMES)).round().astype(np.int64))
-            sampled = Motion(self.init_motion.rotations[frames], self.init_motion.locations[frames],
-                             self.init_motion.fps)
-            self.sole_ids, self.sole_side, _ = sole_points(ClipTrack(tgt, sampled), footing.SOLE_POINTS)
-        else:
-            self.sole_ids, self.sole_side = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self.sole_ids, self.sole_side = target_soles(tgt, self.init_motion)
         self.stats["sole_points"] = int(len(self.sole_ids))
         self._own_caps = own_capsules(self)          # the self-contact barrier's (w_self_barrier > 0)
         self.surface = surface_barrier(self)         # and its surface part: points on the hands, fields

@@ -30,7 +30,7 @@ from ..rig.vec3 import dot3, norm3, sq_norm3
 from ..contacts.partners import PartnerPairs
 from ..descriptors.weights import MIN_FRACTION, refresh_due
 from . import objective
-from .objective import focused_square, pair_terms
+from .pair_terms import focused_square, pair_terms
 from .settings import PARTNER_TERM
 
 PAIR_TERMS = ("dist", "dir", "pen")

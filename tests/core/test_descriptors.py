@@ -223,7 +223,7 @@ def test_contact_focus_weighs_the_sources_contacts_by_hand():
     """L_dist with contact_focus c: each entry's weight W × (1 + c·W_src). Two entries, a contact (W_src 1) and a
     far pair (W_src 0.25), both 1 cm off: at c = 3 the contact's squared error counts (1 + 3)² = 16 times, the far
     pair's (1 + 0.75)² ≈ 3 times, and the reference-scale floor weighs them the same way (focused_square)."""
-    from core.solver.objective import focused_square, pair_terms
+    from core.solver.pair_terms import focused_square, pair_terms
     from core.descriptors.weights import PairSet
     p = torch.zeros((1, 4, 3), dtype=torch.float64)
     p[0, 1, 0], p[0, 3, 0], p[0, 2, 0] = 0.06, 5.0 + 0.13, 5.0
@@ -247,7 +247,7 @@ def test_the_contact_state_leaves_a_contact_the_surfaces_hold_but_keeps_a_gap_op
     """``pair_terms``' ``held`` (the surface gate, core.solver.surface.SurfaceGate): a source contact (r < 1) that the
     surfaces hold pays no contact state however far its key vertices are; a source gap (r > 1) still pays for being
     inside d_min, held or not; an entry not held pays as before (by hand: (W·g)² with b = clamp(r, 0.9, 1.1))."""
-    from core.solver.objective import pair_terms
+    from core.solver.pair_terms import pair_terms
     from core.descriptors.weights import PairSet
     p = torch.zeros((1, 4, 3), dtype=torch.float64)
     p[0, 1, 0], p[0, 2, 0], p[0, 3, 0] = 0.15, 5.0, 5.05   # a contact 15 cm apart, a gap 5 cm apart (d_min 10 cm)
@@ -275,7 +275,7 @@ def test_a_source_overlap_keeps_l_dist_from_pulling_closer_when_apart(apart):
     the source holds in front of the surface, both ways. Four entries at source distance 5 cm: behind / in front,
     target 8 cm / 3 cm."""
     from core.descriptors.weights import PairSet
-    from core.solver import objective
+    from core.solver import pair_terms
     p = torch.zeros((1, 8, 3), dtype=torch.float64)
     for k, d in enumerate((0.08, 0.03, 0.08, 0.03)):
         p[0, 2 * k, 1] = p[0, 2 * k + 1, 1] = 10.0 * k
@@ -292,9 +292,39 @@ def test_a_source_overlap_keeps_l_dist_from_pulling_closer_when_apart(apart):
 
     def dist(entries, surface):
         sub = PairSet(*(f[entries] for f in ps))
-        return float(objective.pair_terms(p, n, 0.0, sub, none, surface_pen=surface, apart=apart)["dist"])
+        return float(pair_terms.pair_terms(p, n, 0.0, sub, none, surface_pen=surface, apart=apart)["dist"])
     far, near = 0.03 ** 2, 0.02 ** 2
     for surface in (True, False):                                         # L_pen's rule does not enter L_dist
         assert dist([0], surface) == pytest.approx(0.0 if apart else far)   # behind the surface, farther: free
         assert dist([1], surface) == pytest.approx(near)                    # behind, closer: kept as far
         assert dist([2], surface) == pytest.approx(far) and dist([3], surface) == pytest.approx(near)  # in front
+
+
+def test_an_overlap_the_surface_barrier_reads_is_matched_and_charges_no_l_pen():
+    """A fitted source's entry behind a surface (M_pen^src < 0) on segments whose mesh the surface barrier reads
+    (``seen``, ``surface.seen_pairs``): L_pen charges nothing there however far behind the target's key vertex is, and
+    L_dist matches the source's distance both ways (the barrier, not the half-space, keeps the parts apart). The same
+    entry unseen keeps the fitted body's rules: L_pen charges the target's being behind, L_dist only its being closer.
+    Source 5 cm apart with j 1 cm behind i's surface; target 8 cm apart, j 2 cm behind."""
+    from core.descriptors.weights import PairSet
+    from core.solver.pair_terms import pair_terms
+    f64 = dict(dtype=torch.float64)
+    p = torch.zeros((1, 2, 3), **f64)
+    p[0, 1] = torch.tensor([0.0, 0.08 * (1 - 0.25 ** 2) ** 0.5, -0.02], **f64)     # |p_j − p_i| = 8 cm, 2 cm behind
+    n = torch.zeros_like(p)
+    n[..., 2] = 1.0                                    # both face up: i is 2 cm in front of j's surface
+    one = torch.ones(1, **f64)
+    ps = PairSet(torch.zeros(1, dtype=torch.long), torch.tensor([0]), torch.tensor([1]), 0.05 * one,
+                 torch.zeros((1, 3), **f64), -0.01 * one, 0.01 * one, one, 0.1 * one, 0.1 * one, 0.3 * one)
+    none = {"dist": None, "dir": None, "pen": None}
+    yes, no = torch.tensor([True]), torch.tensor([False])
+    unseen = pair_terms(p, n, 0.0, ps, none, surface_pen=True, apart=True, seen=(no, no))
+    seen = pair_terms(p, n, 0.0, ps, none, surface_pen=True, apart=True, seen=(yes, no))
+    assert float(unseen["pen"]) == pytest.approx(0.02 ** 2 + (0.01 - 0.02) ** 2)   # behind: relu(2 cm)²; ji copied
+    assert float(seen["pen"]) == pytest.approx((0.01 - 0.02) ** 2)                   # only the ji entry is left
+    assert float(unseen["dist"]) == pytest.approx(0.0)                               # farther than the source: free
+    assert float(seen["dist"]) == pytest.approx(0.03 ** 2)                           # matched: 3 cm too far
+    # without the fitted body's rules (a captured source) ``seen`` changes nothing
+    plain = [pair_terms(p, n, 0.0, ps, none, seen=s) for s in ((no, no), (yes, yes))]
+    assert float(plain[0]["pen"]) == pytest.approx(float(plain[1]["pen"]))
+    assert float(plain[0]["dist"]) == pytest.approx(float(plain[1]["dist"]))

@@ -11,7 +11,7 @@ import torch
 from core.descriptors.pose import dist_matrix
 from core.contacts.gaze import cone_weight, gaze_directions, gaze_setup, head_frames, window_mean
 from core.contacts.partners import PartnerPairs, _closer_than, box_distance
-from core.solver.objective import pair_terms
+from core.solver.pair_terms import pair_terms
 from core.rig.vec3 import sq_norm3
 from core.descriptors.weights import interaction_weight
 from tests.core.synth import make_humanoid, with_face

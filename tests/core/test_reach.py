@@ -56,6 +56,37 @@ def test_the_source_hands_on_the_hips_are_found_as_touches(hands_on_hips):
     assert parts and parts <= set(reach.PARTS)
 
 
+#: the demo clip's claps (make_demo_scene's HAND_REST_FRAMES: the hands touch at 94, 102 and 110), with frames around
+CLAPS, CLAP_FIRST, CLAP_LAST = (94, 102, 110), 88, 116
+
+
+@pytest.mark.slow
+def test_a_fitted_source_s_touches_are_its_hands_meeting(hands_on_hips, monkeypatch):
+    """A skeleton-only source (the template fitted to the demo body's skeleton) clapping: the surface reach keeps
+    its hands meeting (``FITTED_PARTS``: the other hand or forearm), found at the claps and only there, and none of
+    its trunk's or thighs' (a fitted body's widths are the template's); with no fitted parts there is no reach."""
+    from core.body import BodyParams, make_body
+    sk, mesh, bm = make_body(BodyParams(name="src"), pose="T")
+    motion, _ = demo_motion(sk, mesh)
+    clip = Motion(motion.rotations[CLAP_FIRST:CLAP_LAST], motion.locations[CLAP_FIRST:CLAP_LAST], motion.fps)
+    src = build_character(CharacterSpec(sk, None, bm, clip=clip), keyvert_count=41, fit_body=True).character
+    tgt = hands_on_hips[2]
+    assert src.mesh.fitted
+    init = copy_rotations(src, clip, tgt)
+    job = SolveJob(src, clip, tgt, init, SolverSettings(num_threads=1, iterations=2))
+    job.run()
+    assert job.reach is not None
+    fields = job.surface.fields
+    touched = {fields.field_names[i].removeprefix("left_").removeprefix("right_") for i in job.reach.f.tolist()}
+    assert touched and touched <= set(reach.FITTED_PARTS) and not touched & set(reach.PARTS)
+    frames = set((job.reach.t + CLAP_FIRST).tolist())
+    assert set(CLAPS) <= frames and all(min(abs(f - c) for c in CLAPS) <= 1 for f in frames), sorted(frames)
+    monkeypatch.setattr(reach, "FITTED_PARTS", ())
+    job = SolveJob(src, clip, tgt, init, SolverSettings(num_threads=1, iterations=2))
+    job.run()
+    assert job.reach is None
+
+
 @pytest.mark.slow
 def test_the_target_hands_stay_on_its_wider_hips(hands_on_hips, monkeypatch):
     src, clip, tgt = hands_on_hips

@@ -7,7 +7,7 @@ import torch
 from core.body import BodyParams, make_body
 from core.rig.rotations_np import quat_to_matrix
 from core.character.track import ClipTrack
-from core.solver.surface import ALLOW, SurfaceBarrier, SurfaceGate, source_allowance, surface_depths
+from core.solver.surface import ALLOW, SurfaceBarrier, SurfaceGate, seen_pairs, source_allowance, surface_depths
 from core.solver.surface_fields import surface_fields, world_points
 from core.types import Motion
 from core.types import Character
@@ -59,6 +59,27 @@ def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
     assert f.tested[hand, f.field_names.index("right_hand")]                  # hands that hold each other
     assert not f.tested[hand, f.field_names.index("left_lower_arm")]          # its own wrist: neighbours
     assert not f.tested[hand, f.field_names.index("left_hand")]
+
+
+def test_seen_pairs_are_the_probe_and_field_pairs_the_barrier_tests(body):
+    """``seen_pairs``' [a, b]: key vertex b's segment probes a field of a's segment that the barrier tests, so the
+    mesh's depth (not L_pen's half-space) keeps b out of a's part: a hand in the other hand or in the trunk, never in
+    its own hand or wrist, and nothing where b's segment carries no probes (a foot) or a's has no field (a foot)."""
+    from types import SimpleNamespace
+    from core.rig.parts import vertex_segments
+    ch, f = body
+    seg, names, _ = vertex_segments(ch.skeleton, ch.mesh, ch.bone_map)
+    parts = ["left_hand", "right_hand", "left_lower_arm", "spine", "left_foot"]
+    kv = [int(np.nonzero(seg == names.index(n))[0][0]) for n in parts]
+    job = SimpleNamespace(target=ch, surface=SimpleNamespace(fields=f), device="cpu")
+    seen = seen_pairs(job, kv).numpy()
+    k = {n: i for i, n in enumerate(parts)}
+    assert seen.shape == (len(parts), len(parts)) and seen.dtype == bool
+    assert seen[k["right_hand"], k["left_hand"]] and seen[k["left_hand"], k["right_hand"]]   # hands holding
+    assert seen[k["spine"], k["left_hand"]] and seen[k["spine"], k["left_lower_arm"]]         # a limb in the trunk
+    assert not seen[k["left_hand"], k["spine"]]                              # the trunk's surface carries no probes
+    assert not seen[k["left_hand"], k["left_hand"]] and not seen[k["left_lower_arm"], k["left_hand"]]  # neighbours
+    assert not seen[:, k["left_foot"]].any() and not seen[k["left_foot"]].any()
 
 
 def test_a_probe_pressed_into_the_belly_reads_its_depth(body):
