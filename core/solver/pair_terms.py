@@ -36,7 +36,9 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     least as far apart as the source's (``Objective.apart``: FITTED_DIST_APART, CAPTURED_DIST_APART); ``state_margin``:
     also 'state', the pairs' contact state at d_min with this margin (``losses.contact_state_loss``, in L_dist's
     units), when not None; ``held``: (E,) bool or None, the entries whose contact the surfaces already hold
-    (``SurfaceGate``), left out of the contact state."""
+    (``SurfaceGate``), left out of the contact state; ``seen``: ((E,), (E,)) bool or None, with ``surface_pen`` the
+    entries whose key vertex j (first) or i (second) behind the other's surface the surface barrier reads on the mesh
+    (``surface.seen_pairs``): L_pen leaves them."""
     if not len(pairset):
         zero = p.sum() * 0.0
         return {"dist": zero, "dir": zero, "pen": zero}
@@ -46,13 +48,9 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     pen_ji = -dot3(n_j, d.dir)
     w = pairset.w_src + alpha * interaction_weight(d.dist, pairset.tgt_dmin, pairset.tgt_dmax).detach()
     tgt_dist = d.dist
-    # the source's key vertex behind the other's surface, read as an overlap (the surface barrier's pairs, ``seen``,
-    # are read on the mesh instead: L_pen leaves them and L_dist matches them)
-    behind = (pairset.src_pen_ij < 0, pairset.src_pen_ji < 0)
-    seen = None if seen is None or not surface_pen else (behind[0] & seen[0], behind[1] & seen[1])
-    behind = behind if seen is None else (behind[0] & ~seen[0], behind[1] & ~seen[1])
     if apart:                                   # a pair the source overlaps: kept as far apart, not pulled closer
-        tgt_dist = torch.where(behind[0] | behind[1], torch.minimum(d.dist, pairset.src_dist), d.dist)
+        behind = (pairset.src_pen_ij < 0) | (pairset.src_pen_ji < 0)
+        tgt_dist = torch.where(behind, torch.minimum(d.dist, pairset.src_dist), d.dist)
     out = {"dist": dist_loss(tgt_dist, pairset.src_dist, focused(w, pairset.w_src, focus), scale["dist"])}
     if state_margin is not None:
         if held is not None:     # a source contact the surfaces hold: no pull (a source gap is still kept open)
@@ -64,8 +62,9 @@ def pair_terms(p, n, alpha: float, pairset, scale: dict, focus: float = 0.0, sur
     fade = torch.minimum(pairset.src_dist / pairset.src_dmin, d.dist.detach() / pairset.tgt_dmin)
     fade = (2.0 * fade - 1.0).clamp(0.0, 1.0)
     out["dir"] = dir_loss(d.dir, pairset.src_dir, w * fade, scale["dir"], tgt_norm=d.dist, src_norm=pairset.src_dist)
-    ps = scale["pen"]
-    w_ij, w_ji = (w, w) if seen is None else (w * ~seen[0], w * ~seen[1])
+    ps, w_ij, w_ji = scale["pen"], w, w
+    if surface_pen and seen is not None:  # a fitted source's overlap the surface barrier reads on the mesh: no L_pen
+        w_ij, w_ji = (w * ~((src < 0) & s) for src, s in zip((pairset.src_pen_ij, pairset.src_pen_ji), seen))
     out["pen"] = (pen_loss(d.pen, pairset.src_pen_ij, w_ij, ps, surface_pen)
                   + pen_loss(pen_ji, pairset.src_pen_ji, w_ji, ps, surface_pen))
     return out

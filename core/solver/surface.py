@@ -365,7 +365,7 @@ def seen_pairs(job, kv_ids) -> torch.Tensor:
     """(N, N) bool: [a, b] where ``job``'s surface barrier sees key vertex b's segment sink into a's: b's segment
     carries probes, a's a field, and the barrier tests the two (``SurfaceFields.tested``). There L_pen need not keep a
     fitted source's key vertex b out of the half-space behind a's surface (``objective.FITTED_PEN_ON_MESH``): the
-    mesh's own depth is read, and a half-space says nothing of a thin hand a few centimetres behind it."""
+    mesh's own depth is read, and a half-space says nothing of a hand a few centimetres behind the other hand."""
     fields = job.surface.fields
     names = _keyvert_segments(job, kv_ids)
     field = np.asarray([fields.field_names.index(n) if n in fields.field_names else -1 for n in names])
