@@ -34,6 +34,10 @@ ALLOW = 0.002
 #: a key vertex's neighbourhood for the contact state's SurfaceGate, share of the body's height (the contact depth's
 #: d_min, ``core.metrics.scores.CONTACT_FRACTION``)
 GATE_RADIUS = 0.05
+#: the parts thinner than a fitted source's key vertices lie behind their surface when the two overlap (canonical
+#: names without the side): behind a hand is past it, so L_pen leaves those entries to the barrier (``seen_pairs``);
+#: behind a trunk, a head or a thigh is inside it, and L_pen's half-space keeps helping the barrier there
+THIN_PARTS = ("hand",)
 #: the barrier's candidates: the entries within this share of the body's height of their allowed depth (or of a
 #: field's box) at their frame's last search (``SurfaceBarrier``)
 SLACK = 0.02
@@ -362,13 +366,15 @@ def _keyvert_segments(job, kv_ids) -> list:
 
 
 def seen_pairs(job, kv_ids) -> torch.Tensor:
-    """(N, N) bool: [a, b] where ``job``'s surface barrier sees key vertex b's segment sink into a's: b's segment
-    carries probes, a's a field, and the barrier tests the two (``SurfaceFields.tested``). There L_pen need not keep a
-    fitted source's key vertex b out of the half-space behind a's surface (``objective.FITTED_PEN_ON_MESH``): the
-    mesh's own depth is read, and a half-space says nothing of a hand a few centimetres behind the other hand."""
+    """(N, N) bool: [a, b] where a's segment is thin (``THIN_PARTS``) and ``job``'s surface barrier sees key vertex b's
+    segment sink into it: b's segment carries probes, a's a field, and the barrier tests the two
+    (``SurfaceFields.tested``). There L_pen need not keep a fitted source's key vertex b out of the half-space behind
+    a's surface (``objective.FITTED_PEN_ON_MESH``): a few centimetres behind a hand is past it, not in it, and the
+    mesh's own depth is read."""
     fields = job.surface.fields
     names = _keyvert_segments(job, kv_ids)
-    field = np.asarray([fields.field_names.index(n) if n in fields.field_names else -1 for n in names])
+    field = np.asarray([fields.field_names.index(n) if n in fields.field_names
+                        and n.removeprefix("left_").removeprefix("right_") in THIN_PARTS else -1 for n in names])
     probe = np.asarray([fields.probe_names.index(n) if n in fields.probe_names else -1 for n in names])
     seen = np.asarray(fields.tested)[probe.clip(0)][:, field.clip(0)].T                   # (N a, N b)
     seen &= (field >= 0)[:, None] & (probe >= 0)[None, :]

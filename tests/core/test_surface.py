@@ -62,9 +62,10 @@ def test_fields_cover_the_torso_and_head_and_probe_the_hands(body):
 
 
 def test_seen_pairs_are_the_probe_and_field_pairs_the_barrier_tests(body):
-    """``seen_pairs``' [a, b]: key vertex b's segment probes a field of a's segment that the barrier tests, so the
-    mesh's depth (not L_pen's half-space) keeps b out of a's part: a hand in the other hand or in the trunk, never in
-    its own hand or wrist, and nothing where b's segment carries no probes (a foot) or a's has no field (a foot)."""
+    """``seen_pairs``' [a, b]: a's segment is thin (a hand) and key vertex b's segment probes its field, which the
+    barrier tests, so the mesh's depth (not L_pen's half-space) keeps b out of a's part: the other hand or a forearm
+    in a hand, never its own hand or its own forearm; a hand in the trunk is left to both (behind a trunk's surface is
+    inside it); nothing where b's segment carries no probes (a foot) or a's has no field (a foot)."""
     from types import SimpleNamespace
     from core.rig.parts import vertex_segments
     ch, f = body
@@ -76,9 +77,10 @@ def test_seen_pairs_are_the_probe_and_field_pairs_the_barrier_tests(body):
     k = {n: i for i, n in enumerate(parts)}
     assert seen.shape == (len(parts), len(parts)) and seen.dtype == bool
     assert seen[k["right_hand"], k["left_hand"]] and seen[k["left_hand"], k["right_hand"]]   # hands holding
-    assert seen[k["spine"], k["left_hand"]] and seen[k["spine"], k["left_lower_arm"]]         # a limb in the trunk
+    assert seen[k["right_hand"], k["left_lower_arm"]]                                          # a wrist in a hand
+    assert not seen[k["spine"], k["left_hand"]] and not seen[k["left_lower_arm"], k["right_hand"]]  # thick parts
     assert not seen[k["left_hand"], k["spine"]]                              # the trunk's surface carries no probes
-    assert not seen[k["left_hand"], k["left_hand"]] and not seen[k["left_lower_arm"], k["left_hand"]]  # neighbours
+    assert not seen[k["left_hand"], k["left_hand"]] and not seen[k["left_hand"], k["left_lower_arm"]]  # neighbours
     assert not seen[:, k["left_foot"]].any() and not seen[k["left_foot"]].any()
 
 
