@@ -66,9 +66,9 @@ FITTED_PEN_SURFACE = True
 #: where a fitted source body holds a key vertex behind another's surface, L_dist only keeps the target's pair at
 #: least as far apart as the source's, never pulls it closer: the overlap is the fit's (docs/solver.md)
 FITTED_DIST_APART = True
-#: where the surface barrier reads the two segments' mesh (``surface.seen_pairs``), a fitted source's key vertex
-#: behind another's surface puts no L_pen on the target's: the mesh's depth keeps it out, not a half-space (L_dist
-#: keeps FITTED_DIST_APART's rule there; docs/solver.md "Pair terms")
+#: a fitted source's key vertex behind a hand's surface (``surface.THIN_PARTS``), where the surface barrier reads the
+#: two segments' mesh (``surface.seen_pairs``), puts no L_pen on the target's: the mesh's depth keeps it out, not a
+#: half-space that lies past the hand (L_dist keeps FITTED_DIST_APART's rule there; docs/solver.md "Pair terms")
 FITTED_PEN_ON_MESH = True
 #: the same for a captured source body's overlaps (skinned). Off: hands press less into each other, but a same-body
 #: retarget drifts and reports conflicts (docs/decisions.md "A captured body's overlaps are still matched by L_dist")
