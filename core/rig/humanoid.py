@@ -82,6 +82,11 @@ def limb_of(canonical: str) -> str:
     raise KeyError(f"'{canonical}' is not a canonical humanoid bone")
 
 
+def unsided(name: str) -> str:
+    """``left_hand`` -> ``hand``: a canonical name without its side; names without a side are returned unchanged."""
+    return name.removeprefix("left_").removeprefix("right_")
+
+
 def mirror_name(name: str) -> str:
     """``left_hand`` <-> ``right_hand``; names without a side are returned unchanged."""
     if name.startswith("left_"):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..character.memo import per_character
 from ..rig.affine import inv
+from ..rig.humanoid import unsided
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
 
@@ -50,7 +51,7 @@ def _bulge_points(character, caps) -> tuple:
     scale = sk.metres_per_unit
     segs, bone, local = [], [], []
     for s, name in enumerate(caps.names):
-        if name.removeprefix("left_").removeprefix("right_") not in BULGE_SEGMENTS:
+        if unsided(name) not in BULGE_SEGMENTS:
             continue
         ids = np.nonzero(seg == bones.index(name))[0] if name in bones else np.zeros(0, np.int64)
         if not len(ids):

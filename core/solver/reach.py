@@ -27,6 +27,7 @@ import torch
 
 from ..character.memo import per_character
 from ..rig.affine import inv
+from ..rig.humanoid import unsided
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
 from .surface import _frames, box_coords, box_maps, field_tensor, own_penetration, read_fields
@@ -73,7 +74,7 @@ def _entries(fields: SurfaceFields) -> tuple:
     """(rows (H, P) long: each kept probe segment's probes, names (H,): its segment's name, tested (H, F) bool)."""
     rows, names = [], []
     for name in sorted(set(fields.probe_names)):
-        if name.removeprefix("left_").removeprefix("right_") in SEGMENTS:
+        if unsided(name) in SEGMENTS:
             rows.append([i for i, n in enumerate(fields.probe_names) if n == name])
             names.append(name)
     if not rows:
@@ -110,7 +111,7 @@ def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, 
         if name not in t_names:
             continue
         for fs, field in enumerate(src_fields.field_names):
-            if field not in tgt_fields.field_names or field.removeprefix("left_").removeprefix("right_") not in parts:
+            if field not in tgt_fields.field_names or unsided(field) not in parts:
                 continue
             frames = torch.nonzero(touch[:, h, fs], as_tuple=True)[0]
             out[0].append(frames)

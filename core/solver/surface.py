@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..descriptors.weights import centred, largest_moves, refresh_due
+from ..rig.humanoid import unsided
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
 from .capsules import capsule_ends
@@ -374,7 +375,7 @@ def seen_pairs(job, kv_ids) -> torch.Tensor:
     fields = job.surface.fields
     names = _keyvert_segments(job, kv_ids)
     field = np.asarray([fields.field_names.index(n) if n in fields.field_names
-                        and n.removeprefix("left_").removeprefix("right_") in THIN_PARTS else -1 for n in names])
+                        and unsided(n) in THIN_PARTS else -1 for n in names])
     probe = np.asarray([fields.probe_names.index(n) if n in fields.probe_names else -1 for n in names])
     seen = np.asarray(fields.tested)[probe.clip(0)][:, field.clip(0)].T                   # (N a, N b)
     seen &= (field >= 0)[:, None] & (probe >= 0)[None, :]

@@ -24,6 +24,7 @@ from scipy.spatial import cKDTree   # POT's own dependency
 from ..character.memo import per_character
 from ..metrics.measures import segment_exclusion
 from ..rig.affine import inv
+from ..rig.humanoid import unsided
 from ..rig.parts import segment_weights, vertex_segments
 from ..rig.skinning import bind_matrices
 
@@ -133,10 +134,6 @@ def surface_fields(character) -> SurfaceFields:
     return per_character(_FIELDS, character, lambda: _surface_fields(character))
 
 
-def _base(name: str) -> str:
-    return name.removeprefix("left_").removeprefix("right_")
-
-
 def _surface_fields(character):
     sk, mesh = character.skeleton, character.mesh
     if mesh is None:
@@ -146,8 +143,8 @@ def _surface_fields(character):
     V, N = mesh.rest_verts, mesh.rest_normals
     scale = sk.metres_per_unit
     height = float(np.ptp(V[body, 2])) * scale if body.any() else 0.0
-    fields = [s for s, n in enumerate(names) if _base(n) in FIELD_SEGMENTS and (seg == s).sum() >= 20]
-    probes = [s for s, n in enumerate(names) if _base(n) in PROBE_SEGMENTS and (seg == s).sum() >= MIN_PROBES]
+    fields = [s for s, n in enumerate(names) if unsided(n) in FIELD_SEGMENTS and (seg == s).sum() >= 20]
+    probes = [s for s, n in enumerate(names) if unsided(n) in PROBE_SEGMENTS and (seg == s).sum() >= MIN_PROBES]
     if not fields or not probes:
         return None
     per_segment = min([PROBES] + [int((seg == s).sum()) for s in probes])     # a low-poly arm: fewer probes
@@ -156,8 +153,8 @@ def _surface_fields(character):
     if not tested.any():
         return None
     G = bind_matrices(sk, mesh)
-    shared = {s for s, n in enumerate(names) if _base(n) in SHARED_INTERIOR}
-    seam_parts = [s for s, n in enumerate(names) if _base(n) in SEAM_SEGMENTS] if SEAM_WEIGHT > 0 else []
+    shared = {s for s, n in enumerate(names) if unsided(n) in SHARED_INTERIOR}
+    seam_parts = [s for s, n in enumerate(names) if unsided(n) in SEAM_SEGMENTS] if SEAM_WEIGHT > 0 else []
     weights = segment_weights(sk, mesh, character.bone_map) if seam_parts else None
     lo, hi, grids = [], [], []
     lin = np.linspace(0.0, 1.0, GRID)
@@ -190,7 +187,7 @@ def _surface_fields(character):
     p_bone, p_local, p_names, counts = [], [], [], []
     for s in probes:
         ids = np.nonzero(seg == s)[0]
-        blocks = max(1, min(int(PROBE_BLOCKS.get(_base(names[s]), 1)), len(ids) // per_segment))
+        blocks = max(1, min(int(PROBE_BLOCKS.get(unsided(names[s]), 1)), len(ids) // per_segment))
         pick = ids[_farthest_points(V[ids], blocks * per_segment)]
         if blocks > 1:                                  # each block a spatial part of the segment: a tight sphere
             pick = pick[_split_order(V[pick])]
