@@ -74,10 +74,8 @@ SEAM_SEGMENTS = ("spine", "chest", "upper_chest")
 SEAM_WEIGHT = 0.3
 #: grid nodes along each axis of a field
 GRID = 28
-#: a field's box: its segment's vertices' bounds grown by this share of the body's height, the barrier's candidate
-#: band (``surface.SLACK``): the barrier reads no probe farther from a surface, and a wider box spreads the same
-#: ``GRID`` nodes thinner (docs/decisions.md "A field's box reaches as far as the barrier reads")
-MARGIN = 0.02
+#: a field's box: its segment's vertices' bounds grown by this share of the body's height
+MARGIN = 0.04
 #: the value of a field where the nearest surface is another segment's, share of the body's height
 FAR = 0.05
 #: the frame points' distance from the bone's origin, in the armature's units
