@@ -30,8 +30,8 @@ from ..rig.affine import inv
 from ..rig.humanoid import unsided
 from ..rig.parts import vertex_segments
 from ..rig.skinning import bind_matrices
-from .surface import _frames, box_coords, box_maps, field_tensor, own_penetration, read_fields
-from .surface_fields import AXIS, FAR, SurfaceFields, _farthest_points, surface_fields, world_points
+from .surface import box_coords, box_maps, field_frames, field_tensor, own_penetration, read_fields
+from .surface_fields import AXIS, FAR, SurfaceFields, farthest_points, surface_fields, world_points
 
 #: the probe segments whose contacts are kept (canonical names without the side)
 SEGMENTS = ("hand",)
@@ -130,7 +130,7 @@ def skin_samples(character, fields: SurfaceFields) -> tuple:
         pos, nrm = [], []
         for name in fields.field_names:
             ids = np.nonzero(seg == names.index(name))[0]
-            pick = ids[_farthest_points(mesh.rest_verts[ids], SAMPLES)]
+            pick = ids[farthest_points(mesh.rest_verts[ids], SAMPLES)]
             pick = pick[np.arange(SAMPLES) % len(pick)]
             Binv = inv(G[bone_ids[names.index(name)]])
             pos.append(mesh.rest_verts[pick] @ Binv[:3, :3].T + Binv[:3, 3])
@@ -195,7 +195,7 @@ class SurfaceReach:
         E = len(self.t)
         if not E:
             return points.new_zeros(())
-        o, axes = _frames(self.fields, points)
+        o, axes = field_frames(self.fields, points)
         maps = box_maps(self.fields, points)
         probes = points[:, 4 * self.fields.num_fields:]
         P, S = self.probes.shape[1], self.local.shape[1]

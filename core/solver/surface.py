@@ -44,7 +44,7 @@ THIN_PARTS = ("hand",)
 SLACK = 0.02
 
 
-def _frames(fields: SurfaceFields, points: torch.Tensor) -> tuple:
+def field_frames(fields: SurfaceFields, points: torch.Tensor) -> tuple:
     """(origins (T, F, 3), axes (T, F, 3 axes, 3)): each field's frame at ``points`` (T, 4F + Q, 3)."""
     F = fields.num_fields
     frame = points[:, :4 * F].unflatten(1, (F, 4))
@@ -55,7 +55,7 @@ def _frames(fields: SurfaceFields, points: torch.Tensor) -> tuple:
 def box_maps(fields: SurfaceFields, points: torch.Tensor) -> tuple:
     """(M (T, F, 3, 3), c (T, F, 3)): the affine map u = M p + c from a world point p to each field's box
     coordinates at ``points`` (T, 4F + Q, 3), [-1, 1] inside the box."""
-    o, axes = _frames(fields, points)
+    o, axes = field_frames(fields, points)
     lo = torch.as_tensor(fields.lo, dtype=points.dtype, device=points.device)
     hi = torch.as_tensor(fields.hi, dtype=points.dtype, device=points.device)
     half = 0.5 * (hi - lo)                                                                   # (F, 3)
@@ -109,7 +109,7 @@ def read_fields(grid: torch.Tensor, u: torch.Tensor, f: torch.Tensor) -> torch.T
 
 def _box_corners(fields: SurfaceFields, points: torch.Tensor, grow: float) -> torch.Tensor:
     """(T, F, 8, 3) world corners of each field's box grown by ``grow`` (armature units) at ``points``."""
-    o, axes = _frames(fields, points)
+    o, axes = field_frames(fields, points)
     lo = torch.as_tensor(fields.lo, dtype=o.dtype, device=o.device) - grow
     hi = torch.as_tensor(fields.hi, dtype=o.dtype, device=o.device) + grow
     pick = torch.as_tensor([[(c >> a) & 1 for a in range(3)] for c in range(8)], dtype=o.dtype, device=o.device)
@@ -197,7 +197,7 @@ class SurfaceBarrier:
         long: searched again on the frames that moved (all of them at the first call)."""
         with torch.no_grad():
             if self._grow is None:                   # the frame points are AXIS armature units apart
-                axes = _frames(self.fields, points)[1]
+                axes = field_frames(self.fields, points)[1]
                 self._grow = float(self.band * AXIS / axes[:, :, 0].norm(dim=-1).mean())
             corners = _box_corners(self.fields, points, self._grow)                              # (T, F, 8, 3)
             now = centred(torch.cat([_probes(self.fields, points), corners.flatten(1, 2)], 1))

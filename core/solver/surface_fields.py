@@ -188,7 +188,7 @@ def _surface_fields(character):
     for s in probes:
         ids = np.nonzero(seg == s)[0]
         blocks = max(1, min(int(PROBE_BLOCKS.get(unsided(names[s]), 1)), len(ids) // per_segment))
-        pick = ids[_farthest_points(V[ids], blocks * per_segment)]
+        pick = ids[farthest_points(V[ids], blocks * per_segment)]
         if blocks > 1:                                  # each block a spatial part of the segment: a tight sphere
             pick = pick[_split_order(V[pick])]
         Binv = inv(G[bone_ids[s]])
@@ -228,7 +228,7 @@ def _split_order(P: np.ndarray) -> np.ndarray:
     return np.argsort(centred @ np.linalg.svd(centred, full_matrices=False)[2][0], kind="stable")
 
 
-def _farthest_points(P: np.ndarray, k: int) -> np.ndarray:
+def farthest_points(P: np.ndarray, k: int) -> np.ndarray:
     """Indices of ``k`` farthest-point samples of points P (V, 3), starting from the point farthest from their
     centroid."""
     chosen = [int(np.argmax(((P - P.mean(0)) ** 2).sum(1)))]

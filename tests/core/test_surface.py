@@ -549,7 +549,7 @@ def test_seam_weights_read_a_probe_where_the_chest_meets_a_bent_upper_chest(monk
         tree = cKDTree(V)
         q = 4 * f.num_fields + f.probe_names.index("right_hand")
         out = []
-        for v in ring[sf._farthest_points(R[ring], 12)]:
+        for v in ring[sf.farthest_points(R[ring], 12)]:
             p = V[v] - 0.02 * N[v]
             k = tree.query(p)[1]
             exact = float(-((p - V[k]) @ N[k]))
