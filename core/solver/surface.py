@@ -32,6 +32,10 @@ from .surface_fields import AXIS, SurfaceFields, surface_fields, world_points
 
 #: depth a hand may rest at, share of the body's height (a hand on a belly presses the skin this much)
 ALLOW = 0.002
+#: the barrier lets a probe as deep as the source's own hand lies in its own body at that frame (scaled), past ALLOW
+#: (``source_allowance``). False: ALLOW alone, whatever the source (an experiment, with ``--const``: docs/decisions.md
+#: "A fitted body's overlaps pull no pair closer")
+SOURCE_ALLOWANCE = True
 #: a key vertex's neighbourhood for the contact state's SurfaceGate, share of the body's height (the contact depth's
 #: d_min, ``core.metrics.scores.CONTACT_FRACTION``)
 GATE_RADIUS = 0.05
@@ -259,10 +263,11 @@ def source_allowance(fields: SurfaceFields, source, track, scale: float) -> torc
     the source's own depth where its hand is in its own body at that frame (the deepest of the source's probes of
     the same segment into its field of the same segment, × ``scale`` = h_tgt / h_src). A fitted source body (a
     skeleton-only source, ``SkinnedMesh.fitted``) allows none of its depths: where its limbs overlap, the fit does. So
-    a character retargeted onto itself comes back as it is, and a hand never sinks deeper than the captured body's."""
+    a character retargeted onto itself comes back as it is, and a hand never sinks deeper than the captured body's.
+    ALLOW·h alone with ``SOURCE_ALLOWANCE`` False."""
     T = track.num_frames
     floor = torch.full((T, len(fields.probe_bone), fields.num_fields), ALLOW * fields.height, dtype=torch.float64)
-    src = surface_fields(source) if source.mesh is not None and not source.mesh.fitted else None
+    src = surface_fields(source) if SOURCE_ALLOWANCE and source.mesh is not None and not source.mesh.fitted else None
     if src is None:
         return floor
     with torch.no_grad():

@@ -234,6 +234,9 @@ def test_the_source_allowance_follows_the_sources_own_depth(body, monkeypatch):
     rows = [i for i, n in enumerate(f.probe_names) if n == "right_hand"]
     assert torch.all(allow[1, rows, belly] == allow[1, q, belly])          # every probe of the right hand
     assert torch.allclose(allow[0], torch.full_like(allow[0], ALLOW * f.height))
+    monkeypatch.setattr(surface, "SOURCE_ALLOWANCE", False)                # the experiment: the resting press alone
+    off = source_allowance(f, ch, Sunk(), 1.5)
+    assert torch.allclose(off, torch.full_like(off, ALLOW * f.height))
 
 
 def assert_the_dense_sum(barrier, x, allow, abs_tol=None) -> tuple:
