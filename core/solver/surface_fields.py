@@ -74,7 +74,8 @@ SEAM_SEGMENTS = ("spine", "chest", "upper_chest")
 SEAM_WEIGHT = 0.3
 #: grid nodes along each axis of a field
 GRID = 28
-#: a field's box: its segment's vertices' bounds grown by this share of the body's height
+#: a field's box: its segment's vertices' bounds grown by this share of the body's height (2 % spreads the nodes
+#: closer but leaves a bent neighbour's seam unread: docs/decisions.md "A field's box stays grown by 4 % of the height")
 MARGIN = 0.04
 #: the value of a field where the nearest surface is another segment's, share of the body's height
 FAR = 0.05
