@@ -10,6 +10,7 @@ from core.body import BodyParams, make_body
 from core.character.complete import CharacterSpec, build_character
 from core.character.track import ClipTrack
 from core.pipeline.copy_rotations import copy_rotations
+from core.rig.humanoid import unsided
 from core.solver import SolveJob, SolverSettings, reach
 from core.solver.surface_fields import surface_fields
 from core.types import Motion
@@ -52,7 +53,7 @@ def test_the_source_hands_on_the_hips_are_found_as_touches(hands_on_hips):
         frames = set(t[s == names.index(side)].tolist())
         assert set(held) <= frames, side                    # touching on every held frame
         assert not frames & set(range(0, 8)), side           # not while the hands come from the clap (frames 110-117)
-    parts = {fields.field_names[i].removeprefix("left_").removeprefix("right_") for i in f.tolist()}
+    parts = {unsided(fields.field_names[i]) for i in f.tolist()}
     assert parts and parts <= set(reach.PARTS)
 
 
@@ -77,7 +78,7 @@ def test_a_fitted_source_s_touches_are_its_hands_meeting(hands_on_hips, monkeypa
     job.run()
     assert job.reach is not None
     fields = job.surface.fields
-    touched = {fields.field_names[i].removeprefix("left_").removeprefix("right_") for i in job.reach.f.tolist()}
+    touched = {unsided(fields.field_names[i]) for i in job.reach.f.tolist()}
     assert touched and touched <= set(reach.FITTED_PARTS) and not touched & set(reach.PARTS)
     frames = set((job.reach.t + CLAP_FIRST).tolist())
     assert set(CLAPS) <= frames and all(min(abs(f - c) for c in CLAPS) <= 1 for f in frames), sorted(frames)
