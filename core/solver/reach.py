@@ -1,15 +1,16 @@
 """A hand that rests on the body in the source rests on it in the target: the surface contacts the key vertices miss
 (docs/solver.md "Surface contacts").
 
-The key vertices are sparse: a hand laid flat on a hip or a thigh may touch the skin while no key vertex of the hand
-is within d_min of one on the hip, so no pair term knows of the contact, and where copy-rotations sinks the hand into
-a wider target the self barrier pushes it out and nothing brings it back: it hangs centimetres off the body. Here the
-source's own surfaces say where its hands touch: on each frame, a hand whose nearest probe is within ``TOUCH`` of
-the height of a body field's surface (``surface_fields``, the source's own fields, read signed) touches that part.
-On those (frame, hand, field) entries the target's hand is pulled to the same part's skin: its nearest probe's
-distance to that part's surface, past ``GAP`` of its height, is charged as the self barrier charges a depth,
+The key vertices are sparse: a hand laid flat on a hip or a thigh may touch the skin while no key vertex of the hand is
+within d_min of one on the hip, so no pair term knows of the contact, and where copy-rotations sinks the hand into a
+wider target the self barrier pushes it out and nothing brings it back: it hangs centimetres off the body. Here the
+source's own surfaces say where its hands touch: on each frame, a hand whose nearest probe is within ``TOUCH`` +
+``PROBE_SPACING`` of the height of a body field's surface (``surface_fields``, the source's own fields, read signed)
+touches that part. On those (frame, hand, field) entries the target's hand is pulled to the same part's skin: its
+nearest probe's distance to that part's surface, past the source's own there (a share g of the source's height, at least
+``GAP``), is charged as the self barrier charges a depth,
 
-    Σ relu(min_q d(q) − GAP·h)² / (T·(1 % h)²) · w_self_barrier · ``WEIGHT``,
+    Σ relu(min_q d(q) − max(g, GAP)·h)² / (T·(1 % h)²) · w_self_barrier · ``WEIGHT``,
 
 reported in 'dist' (the term of the source's contacts). d is the part's field where the field is the part's own (in
 its box and nearer than ``FAR``); elsewhere the distance to the tangent plane of the nearest of ``SAMPLES``
@@ -21,6 +22,8 @@ where a hand meets the other hand or forearm (``FITTED_PARTS``).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -44,9 +47,15 @@ PARTS = ("hips", "spine", "chest", "upper_chest", "neck", "head", "upper_leg")
 #: them is the fit's. Its key vertices do not say it: two fitted hands in a grip overlap, and the target's, matched
 #: to the same distances, hang apart (docs/decisions.md "A fitted source's hands that meet are kept together")
 FITTED_PARTS = ("hand", "lower_arm")
-#: a source hand touches a field's part when its nearest probe is within this share of its height of the surface
+#: a source hand touches a field's part when its skin is within this share of its height of the surface (the mesh
+#: measure's ``hand_contacts.TOUCH_FRACTION``)
 TOUCH = 0.005
-#: the target's hand is charged past this share of its height from that surface (it rests on the skin)
+#: the probes are sparse (96 on a hand) and their nearest reads a touching hand's skin up to about this share of the
+#: height farther than the skin's nearest vertex does: a touch is read within TOUCH + this. A hand read as touching
+#: that did not quite touch is kept no farther than it was (``Touches.gap``), never pulled closer
+PROBE_SPACING = 0.0025
+#: the target's hand is charged past this share of its height from that surface, or past the source's own distance
+#: there where that is farther (it rests on the skin)
 GAP = 0.002
 #: samples of each field's part that the target's hand is read against
 SAMPLES = 256
@@ -84,13 +93,22 @@ def _entries(fields: SurfaceFields) -> tuple:
     return idx, tuple(names), torch.as_tensor(fields.tested)[idx[:, 0]]
 
 
-def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, parts: tuple = PARTS) -> tuple:
-    """(t, s, f) each (E,) long: the frames where the source's hand s (an index into the target's kept probe
-    segments, ``_entries``) is within TOUCH·h of the surface of field f (the target's index of the same part, one of
-    ``parts``), from the source's clip (``track``, a ClipTrack) on its own fields."""
+class Touches(NamedTuple):
+    """The source's hand touches, E entries: on frame t (E,) long, the hand s (E,) long (an index into the target's
+    kept probe segments, ``_entries``) touches the part of field f (E,) long (the target's index), its nearest probe
+    gap (E,) of the source's height from that part's surface (negative inside)."""
+    t: torch.Tensor
+    s: torch.Tensor
+    f: torch.Tensor
+    gap: torch.Tensor
+
+
+def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, parts: tuple = PARTS) -> Touches:
+    """The frames where a source hand's nearest probe is within (TOUCH + PROBE_SPACING)·h of the surface of one of
+    ``parts``, from the source's clip (``track``, a ClipTrack) on its own fields, indexed as the target's fields."""
     s_idx, s_names, s_tested = _entries(src_fields)
     t_idx, t_names, _ = _entries(tgt_fields)
-    empty = (torch.zeros(0, dtype=torch.long),) * 3
+    empty = Touches(*(torch.zeros(0, dtype=torch.long),) * 3, torch.zeros(0))
     if s_idx is None or t_idx is None:
         return empty
     with torch.no_grad():
@@ -105,8 +123,9 @@ def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, 
             f = torch.arange(F).repeat(B * H * P)
             d.append(signed_distances(src_fields, chunk, grid, t, q, f).reshape(B, H, P, F).amin(2))
         d = torch.cat(d)                                                                      # (T, H, F)
-    touch = (d <= TOUCH * src_fields.height) & s_tested[None]
-    out = [[], [], []]
+    d = d / src_fields.height
+    touch = (d <= TOUCH + PROBE_SPACING) & s_tested[None]
+    out = ([], [], [], [])
     for h, name in enumerate(s_names):
         if name not in t_names:
             continue
@@ -117,7 +136,8 @@ def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, 
             out[0].append(frames)
             out[1].append(torch.full_like(frames, t_names.index(name)))
             out[2].append(torch.full_like(frames, tgt_fields.field_names.index(field)))
-    return tuple(torch.cat(x) if x else torch.zeros(0, dtype=torch.long) for x in out)
+            out[3].append(d[frames, h, fs])
+    return Touches(*(torch.cat(x) for x in out)) if out[0] else empty
 
 
 def skin_samples(character, fields: SurfaceFields) -> tuple:
@@ -142,11 +162,12 @@ def skin_samples(character, fields: SurfaceFields) -> tuple:
 
 class SurfaceReach:
     """The term: on each (frame, hand, field) entry where the source's hand touches that part, the target's hand's
-    nearest probe past GAP·h from the part's surface (``skin_samples``), squared, / (T·(1 % h)²) · ``weight``.
+    nearest probe past max(the source's, GAP)·h from the part's surface (``skin_samples``), squared, / (T·(1 % h)²)
+    · ``weight``.
 
     Args:
         fields: the target's SurfaceFields; samples: its ``skin_samples``.
-        touches: (t, s, f) from ``source_touches``; weight: w_self_barrier × WEIGHT.
+        touches: ``source_touches``; weight: w_self_barrier × WEIGHT.
     """
 
     def __init__(self, fields: SurfaceFields, grid: torch.Tensor, samples: tuple, touches: tuple, weight: float, dtype,
@@ -154,9 +175,10 @@ class SurfaceReach:
         self.fields, self.grid, self.weight = fields, grid, float(weight)
         self.local, self.normals = (torch.as_tensor(x, dtype=dtype, device=device) for x in samples)
         self.probes = _entries(fields)[0].to(device)                                               # (H, P)
-        self.t, self.s, self.f = (x.to(device) for x in touches)
+        self.t, self.s, self.f = (x.to(device) for x in touches[:3])
         self.unit = (0.01 * fields.height) ** 2
-        self.gap = GAP * fields.height
+        #: (E,) how far each entry's hand may stay from the skin: the source's own distance, at least GAP (metres)
+        self.gap = touches.gap.to(device=device, dtype=dtype).clamp_min(GAP) * fields.height
 
     def _surface(self, o, axes, e, k=None):
         """World positions and unit normals (E', K, 3) of the samples of entries ``e`` (E',): all of them (K = S), or
@@ -222,7 +244,7 @@ def surface_reach(job) -> SurfaceReach:
         return None
     parts = FITTED_PARTS if src.mesh.fitted else PARTS
     touches = source_touches(src_fields, job.source_track, barrier.fields, parts)
-    if not len(touches[0]):
+    if not len(touches.t):
         return None
     return SurfaceReach(barrier.fields, barrier.grid, skin_samples(job.target, barrier.fields), touches,
                         job.settings.w_self_barrier * WEIGHT, job.dtype, job.device)

@@ -5,6 +5,7 @@ import importlib
 
 import numpy as np
 import pytest
+import torch
 
 from core.body import BodyParams, make_body
 from core.character.complete import CharacterSpec, build_character
@@ -12,7 +13,8 @@ from core.character.track import ClipTrack
 from core.pipeline.copy_rotations import copy_rotations
 from core.rig.humanoid import unsided
 from core.solver import SolveJob, SolverSettings, reach
-from core.solver.surface_fields import surface_fields
+from core.solver.surface import field_tensor
+from core.solver.surface_fields import surface_fields, world_points
 from core.types import Motion
 from tools.experiments.hand_gaps import hand_gaps
 from tools.make_demo_scene import demo_motion
@@ -45,7 +47,7 @@ def _gaps(character, motion, frames):
 @pytest.mark.slow
 def test_the_source_hands_on_the_hips_are_found_as_touches(hands_on_hips):
     src, clip, tgt = hands_on_hips
-    t, s, f = reach.source_touches(surface_fields(src), ClipTrack(src, clip), surface_fields(tgt))
+    t, s, f, _ = reach.source_touches(surface_fields(src), ClipTrack(src, clip), surface_fields(tgt))
     fields = surface_fields(tgt)
     names = reach._entries(fields)[1]
     held = [h - FIRST for h in HELD]
@@ -55,6 +57,23 @@ def test_the_source_hands_on_the_hips_are_found_as_touches(hands_on_hips):
         assert not frames & set(range(0, 8)), side           # not while the hands come from the clap (frames 110-117)
     parts = {unsided(fields.field_names[i]) for i in f.tolist()}
     assert parts and parts <= set(reach.PARTS)
+
+
+@pytest.mark.slow
+def test_a_character_retargeted_onto_itself_pays_nothing_for_its_own_touches(hands_on_hips):
+    """The touches are read a little wide for the probes' spacing (``PROBE_SPACING``), and each keeps the source's own
+    distance: the source's own pose pays nothing, where pulling every touch to ``GAP`` would draw its hands in."""
+    src, clip, _ = hands_on_hips
+    fields = surface_fields(src)
+    touches = reach.source_touches(fields, ClipTrack(src, clip), fields)
+    assert len(touches.t) and float(touches.gap.max()) <= reach.TOUCH + reach.PROBE_SPACING
+    assert bool((touches.gap > reach.GAP).any())             # some touch lies farther than GAP in the source
+    term = reach.SurfaceReach(fields, field_tensor(fields, torch.float64), reach.skin_samples(src, fields), touches,
+                              1.0, torch.float64, "cpu")
+    points = world_points(fields, ClipTrack(src, clip)).to(torch.float64)
+    assert float(term.weighted(points)) < 1e-12
+    term.gap = torch.full_like(term.gap, reach.GAP * fields.height)
+    assert float(term.weighted(points)) > 1e-6               # pulled to GAP, the source's own hands would pay
 
 
 #: the demo clip's claps (make_demo_scene's HAND_REST_FRAMES: the hands touch at 94, 102 and 110), with frames around
