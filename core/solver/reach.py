@@ -103,27 +103,37 @@ class Touches(NamedTuple):
     gap: torch.Tensor
 
 
+def hand_distances(fields: SurfaceFields, track) -> tuple:
+    """(d (T, H, F), names (H,), tested (H, F) bool): each kept probe segment's (``_entries``) nearest probe's signed
+    distance to each field's surface, a share of the height (negative inside), over the clip of ``track`` (a
+    ClipTrack of the fields' character); its names; whether the barrier reads that segment in that field. None
+    without a kept segment."""
+    idx, names, tested = _entries(fields)
+    if idx is None:
+        return None
+    with torch.no_grad():
+        pts = world_points(fields, track)                                                     # (T, 4F + Q, 3)
+        grid = field_tensor(fields, pts.dtype)
+        (H, P), F = idx.shape, fields.num_fields
+        d = []
+        for chunk in pts.split(_CHUNK):
+            B = chunk.shape[0]
+            t = torch.arange(B).repeat_interleave(H * P * F)
+            q = idx.flatten().repeat_interleave(F).repeat(B)
+            f = torch.arange(F).repeat(B * H * P)
+            d.append(signed_distances(fields, chunk, grid, t, q, f).reshape(B, H, P, F).amin(2))
+    return torch.cat(d) / fields.height, names, tested
+
+
 def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, parts: tuple = PARTS) -> Touches:
     """The frames where a source hand's nearest probe is within (TOUCH + PROBE_SPACING)·h of the surface of one of
     ``parts``, from the source's clip (``track``, a ClipTrack) on its own fields, indexed as the target's fields."""
-    s_idx, s_names, s_tested = _entries(src_fields)
-    t_idx, t_names, _ = _entries(tgt_fields)
+    t_names = _entries(tgt_fields)[1]
+    read = hand_distances(src_fields, track)
     empty = Touches(*(torch.zeros(0, dtype=torch.long),) * 3, torch.zeros(0))
-    if s_idx is None or t_idx is None:
+    if read is None or not t_names:
         return empty
-    with torch.no_grad():
-        pts = world_points(src_fields, track)                                                 # (T, 4F + Q, 3)
-        grid = field_tensor(src_fields, pts.dtype)
-        (H, P), F = s_idx.shape, src_fields.num_fields
-        d = []
-        for chunk in pts.split(_CHUNK):                                    # (B, H, F) each hand's nearest probe
-            B = chunk.shape[0]
-            t = torch.arange(B).repeat_interleave(H * P * F)
-            q = s_idx.flatten().repeat_interleave(F).repeat(B)
-            f = torch.arange(F).repeat(B * H * P)
-            d.append(signed_distances(src_fields, chunk, grid, t, q, f).reshape(B, H, P, F).amin(2))
-        d = torch.cat(d)                                                                      # (T, H, F)
-    d = d / src_fields.height
+    d, s_names, s_tested = read
     touch = (d <= TOUCH + PROBE_SPACING) & s_tested[None]
     out = ([], [], [], [])
     for h, name in enumerate(s_names):

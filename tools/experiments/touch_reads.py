@@ -27,15 +27,13 @@ sys.path.insert(0, str(ROOT / "tools" / "bench"))
 
 #: the probe thresholds read (shares of the height)
 THRESHOLDS = (0.005, 0.0075, 0.01, 0.015)
-_CHUNK = 16     #: frames read at once
 
 
 def touch_reads(core, character, motion) -> tuple:
     """(measure (T, 2, R) share of the height: each hand's gap to each of ``hand_contacts.REGIONS`` on the mesh
-    measure, probes (T, 2, R): the reach's nearest probe to the region's kept parts, +inf where it reads none) of
-    ``motion`` on ``character``. ``core``: ``common.core``."""
-    import torch
-    sf, rc, su = core("solver.surface_fields"), core("solver.reach"), core("solver.surface")
+    measure, probes (T, 2, R): the reach's nearest probe to the region's kept parts, ``reach.hand_distances``, +inf
+    where it reads none) of ``motion`` on ``character``. ``core``: ``common.core``."""
+    sf, rc = core("solver.surface_fields"), core("solver.reach")
     hc, mv = core("metrics.hand_contacts"), core("metrics.mesh_volume")
     ClipTrack = core("character.track").ClipTrack
     T = motion.rotations.shape[0]
@@ -43,19 +41,8 @@ def touch_reads(core, character, motion) -> tuple:
                                                  hand_margin=np.full(T, 0.1)))
     measure = m.hand_gap / character.height
     fields = sf.surface_fields(character)
-    idx, names, tested = rc._entries(fields)
-    pts = sf.world_points(fields, ClipTrack(character, motion))
-    grid = su.field_tensor(fields, pts.dtype)
-    (H, P), F = idx.shape, fields.num_fields
-    d = []
-    with torch.no_grad():
-        for chunk in pts.split(_CHUNK):
-            B = chunk.shape[0]
-            t = torch.arange(B).repeat_interleave(H * P * F)
-            q = idx.flatten().repeat_interleave(F).repeat(B)
-            f = torch.arange(F).repeat(B * H * P)
-            d.append(rc.signed_distances(fields, chunk, grid, t, q, f).reshape(B, H, P, F).amin(2))
-    d = (torch.cat(d) / fields.height).numpy()                                                     # (T, H, F)
+    d, names, tested = rc.hand_distances(fields, ClipTrack(character, motion))
+    d = d.numpy()                                                                                  # (T, H, F)
     kept = rc.FITTED_PARTS if character.mesh.fitted else rc.PARTS
     region = {bone: r for r, (_, bones) in enumerate(hc.REGIONS) for bone in bones}
     probes = np.full(measure.shape, np.inf)
