@@ -35,9 +35,10 @@ CONTACT_YIELDS_TO_BARRIER = True
 #: ... from this share of the steps on, where the solve settles (earlier, the pull finds the contact; a yielding step
 #: costs two more backward passes through the pose map)
 YIELD_FROM = 0.75
-#: yield per (frame, joint) block instead of per frame: each joint's 6D residual, and the hips offset, on its own
-#: (an experiment, off: docs/decisions.md "The contact state yields to the self barrier")
-YIELD_PER_JOINT = False
+#: yield per (frame, joint) block instead of per frame: each joint's 6D residual, and the hips offset, on its own (a
+#: pull against the barrier on an arm is taken out even where the frame's other joints outweigh it: docs/decisions.md
+#: "The contact state yields joint by joint")
+YIELD_PER_JOINT = True
 #: a frame's barrier gradient below this squared norm has no direction to yield along
 _TINY = 1e-30
 

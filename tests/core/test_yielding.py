@@ -20,9 +20,12 @@ def test_without_conflict_takes_out_the_pulls_component_against_the_barrier_fram
     assert float(kept_pull @ barrier[0][0]) == pytest.approx(0.0)
 
 
-def test_without_conflict_reads_a_frame_over_every_variable_of_it():
-    """The dot product of a frame runs over all its variables (the 6D residuals (T, Jo, 6) and the hips offset
-    (T, 3) together): a pull against the barrier on the rotations but with it, more, on the hips is no conflict."""
+def test_without_conflict_reads_a_frame_over_every_variable_of_it(monkeypatch):
+    """Per frame (``YIELD_PER_JOINT`` off), the dot product of a frame runs over all its variables (the 6D residuals
+    (T, Jo, 6) and the hips offset (T, 3) together): a pull against the barrier on the rotations but with it, more, on
+    the hips is no conflict."""
+    from core.solver import yielding
+    monkeypatch.setattr(yielding, "YIELD_PER_JOINT", False)
     rot_pull, rot_bar = torch.zeros((1, 2, 6)), torch.zeros((1, 2, 6))
     rot_pull[0, 0, 0], rot_bar[0, 0, 0] = 1.0, -1.0
     off_pull, off_bar = torch.tensor([[2.0, 0.0, 0.0]]), torch.tensor([[1.0, 0.0, 0.0]])
