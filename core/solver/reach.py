@@ -180,8 +180,8 @@ class SurfaceReach:
         touches: ``source_touches``; weight: w_self_barrier × WEIGHT.
     """
 
-    def __init__(self, fields: SurfaceFields, grid: torch.Tensor, samples: tuple, touches: tuple, weight: float, dtype,
-                 device):
+    def __init__(self, fields: SurfaceFields, grid: torch.Tensor, samples: tuple, touches: Touches, weight: float,
+                 dtype, device):
         self.fields, self.grid, self.weight = fields, grid, float(weight)
         self.local, self.normals = (torch.as_tensor(x, dtype=dtype, device=device) for x in samples)
         self.probes = _entries(fields)[0].to(device)                                               # (H, P)

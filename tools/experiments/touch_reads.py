@@ -37,11 +37,14 @@ def touch_reads(core, character, motion) -> tuple:
     hc, mv = core("metrics.hand_contacts"), core("metrics.mesh_volume")
     ClipTrack = core("character.track").ClipTrack
     T = motion.rotations.shape[0]
-    m = core("progress").drive(mv.mesh_measuring(ClipTrack(character, motion), None, 0.0, None,
-                                                 hand_margin=np.full(T, 0.1)))
+    margin = np.full(T, max(THRESHOLDS) * float(character.height))          # hand gaps read out to the widest threshold
+    m = core("progress").drive(mv.mesh_measuring(ClipTrack(character, motion), None, 0.0, None, hand_margin=margin))
     measure = m.hand_gap / character.height
     fields = sf.surface_fields(character)
-    d, names, tested = rc.hand_distances(fields, ClipTrack(character, motion))
+    read = None if fields is None else rc.hand_distances(fields, ClipTrack(character, motion))
+    if read is None:
+        raise SystemExit(f"{character.name}: no surface fields with hand probes to read")
+    d, names, tested = read
     d = d.numpy()                                                                                  # (T, H, F)
     kept = rc.FITTED_PARTS if character.mesh.fitted else rc.PARTS
     region = {bone: r for r, (_, bones) in enumerate(hc.REGIONS) for bone in bones}
