@@ -104,6 +104,18 @@ def test_a_failure_within_the_noise_margin_is_named_and_still_fails():
     assert every_case([("c", case_targets(init, _metrics(jerk_mean=90.0), 1.7, 1.7)[0])]) == ("1 of 1 cases", True)
 
 
+def test_hand_contacts_held_read_with_the_decimals_a_difference_takes():
+    """Whole percents, unless two shares that differ would read alike: a grip held on 333 of 334 touches against
+    copy-rotations' 334 fails within the noise margin and must not read "100 % vs 100 %"."""
+    hands = dict(source_hand_contacts=334.0, hand_contact_gap_p95=0.01, hand_contact_sunk=0.0)
+    init = _metrics(hand_contact_held=1.0, **hands)
+    line = {t.label: t for t in case_targets(init, _metrics(hand_contact_held=333 / 334, **hands), 1.7, 1.7)}
+    held = line["hand contacts held ≥ copy-rot"]
+    assert not held.passed and held.within_noise and held.measured.startswith("99.7 % vs 100.0 % of the source's 334")
+    line = {t.label: t for t in case_targets(init, _metrics(hand_contact_held=0.9, **hands), 1.7, 1.7)}
+    assert line["hand contacts held ≥ copy-rot"].measured.startswith("90 % vs 100 % of the source's 334")
+
+
 def test_case_rows_prints_each_line_of_each_case_and_groups_them_by_line():
     init = _metrics(jerk_mean=100.0)
     cases = [("a", init, _metrics(jerk_mean=90.0), 1.7, 1.7), ("b", init, _metrics(jerk_mean=110.0), 1.7, 1.7)]

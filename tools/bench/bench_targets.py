@@ -69,10 +69,10 @@ def jerk_per_height(m: dict, h_src: float, h_tgt: float) -> float:
     return m["jerk_mean"] / h_tgt / max(m["source_jerk_mean"] / h_src, 1e-12)
 
 
-def _pcts(a: float, b: float) -> str:
-    """The text "a % vs b %" of two shares, with as many decimals (3 to 6) as it takes for two values that differ to
-    read different: a line that fails must not read "0.000 % vs 0.000 %"."""
-    for places in range(3, 7):
+def _pcts(a: float, b: float, fewest: int = 3) -> str:
+    """The text "a % vs b %" of two shares, with as many decimals (``fewest`` to 6) as it takes for two values that
+    differ to read different: a line that fails must not read "0.000 % vs 0.000 %" (nor "100 % vs 100 %")."""
+    for places in range(fewest, 7):
         x, y = f"{100 * a:.{places}f} %", f"{100 * b:.{places}f} %"
         if x != y or a == b:
             break
@@ -112,7 +112,7 @@ def case_targets(init: dict, ours: dict, h_src: float, h_tgt: float) -> list:
     if "hand_contact_held" in ours and not math.isnan(ours["hand_contact_held"]):
         out.append(no_worse_than_copy_rot(
             "hand contacts held ≥ copy-rot", "hand_contact_held",
-            f"{100 * ours['hand_contact_held']:.0f} % vs {100 * init['hand_contact_held']:.0f} % of the source's "
+            f"{_pcts(ours['hand_contact_held'], init['hand_contact_held'], 0)} of the source's "
             f"{ours['source_hand_contacts']:.0f} (gap p95 {1000 * ours['hand_contact_gap_p95']:.1f} mm, copy-rot "
             f"{1000 * init['hand_contact_gap_p95']:.1f}; sunk {100 * ours['hand_contact_sunk']:.0f} % vs "
             f"{100 * init['hand_contact_sunk']:.0f} %)", init, ours))
