@@ -103,6 +103,12 @@ class Touches(NamedTuple):
     gap: torch.Tensor
 
 
+def kept_parts(source) -> tuple:
+    """The parts (canonical names without the side) a hand of ``source``'s body is kept on: ``FITTED_PARTS`` for a
+    fitted body, ``PARTS`` for a captured one."""
+    return FITTED_PARTS if source.mesh.fitted else PARTS
+
+
 def hand_distances(fields: SurfaceFields, track) -> tuple:
     """(d (T, H, F), names (H,), tested (H, F) bool): each kept probe segment's (``_entries``) nearest probe's signed
     distance to each field's surface, a share of the height (negative inside), over the clip of ``track`` (a
@@ -252,8 +258,7 @@ def surface_reach(job) -> SurfaceReach:
     src_fields = surface_fields(src)
     if src_fields is None:
         return None
-    parts = FITTED_PARTS if src.mesh.fitted else PARTS
-    touches = source_touches(src_fields, job.source_track, barrier.fields, parts)
+    touches = source_touches(src_fields, job.source_track, barrier.fields, kept_parts(src))
     if not len(touches.t):
         return None
     return SurfaceReach(barrier.fields, barrier.grid, skin_samples(job.target, barrier.fields), touches,

@@ -46,7 +46,7 @@ def touch_reads(core, character, motion) -> tuple:
         raise SystemExit(f"{character.name}: no surface fields with hand probes to read")
     d, names, tested = read
     d = d.numpy()                                                                                  # (T, H, F)
-    kept = rc.FITTED_PARTS if character.mesh.fitted else rc.PARTS
+    kept = rc.kept_parts(character)
     region = {bone: r for r, (_, bones) in enumerate(hc.REGIONS) for bone in bones}
     probes = np.full(measure.shape, np.inf)
     for h, hand in enumerate(names):
