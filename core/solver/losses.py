@@ -75,6 +75,13 @@ def jerk_budgets(inits: tuple, fps: float, window: int, eps: float, sources=None
     return tuple(None if b is None else b * (1.0 + slack) for b in out)
 
 
+def capped_gain(budget: torch.Tensor, own: torch.Tensor, gain: float) -> torch.Tensor:
+    """(W, ·) ``gain`` where a point's window ``budget`` lies below copy-rotations' jerk there (``own``, the same
+    ``jerk_budgets`` without the source's cap), 1 elsewhere: the windows the source's own jerk caps (beyond a 0.1 %
+    share of round-off)."""
+    return torch.where(budget < own * (1.0 - 1e-3), gain, 1.0).to(budget.dtype)
+
+
 def jerk_excess_loss(p: torch.Tensor, fps: float, budget: torch.Tensor, window: int, scale=None,
                      eps: float = 1e-3, j: torch.Tensor = None, knee: float = 0.0) -> torch.Tensor:
     """Σ_i Σ_w hinge(Σ_{t∈w} ||jerk(p)_{i,t}|| − budget_{w,i}): the jerk a point spends in each window beyond its

@@ -17,8 +17,8 @@ import torch
 
 from ..descriptors.pose import height, sliding
 from ..errors import CoreError
-from .losses import (floor_barrier, height_loss, jerk, jerk_budgets, jerk_excess_loss, reg_loss, sliding_loss,
-                     smooth_loss)
+from .losses import (capped_gain, floor_barrier, height_loss, jerk, jerk_budgets, jerk_excess_loss, reg_loss,
+                     sliding_loss, smooth_loss)
 from ..descriptors.weights import MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight
 from .pair_terms import focused_square, pair_terms
 from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
@@ -40,6 +40,10 @@ JERK_BUDGET_KNEE = 0.5
 #: the key vertices' and body points' jerk budgets are also at most the source's own jerk there × h_tgt / h_src
 #: (False: copy-rotations' alone)
 JERK_BUDGET_SOURCE = True
+#: the jerk budget's weight × this in a point's windows where the source's own jerk there (× h_tgt / h_src) caps its
+#: budget below copy-rotations' (JERK_BUDGET_SOURCE): where the target's proportions make copy-rotations jerkier than
+#: the source, the solve is held to the source's smoothness more firmly (1: every window alike; docs/solver.md "Jerk")
+JERK_BUDGET_CAPPED_GAIN = 1.5
 #: L_smooth's added jerk of the sole points beside the key vertices', × this (no key vertex sits on the toes)
 SMOOTH_SOLES = 1.0
 #: L_smooth's added jerk of the body points (the capsules' ends, at the joints), × this (0: off; measured, the
@@ -150,6 +154,7 @@ class Objective:
             raise CoreError(f"SMOOTH_MODE must be 'added' or 'absolute', not '{SMOOTH_MODE}'.")
         self.absolute_jerk = SMOOTH_MODE == "absolute"
         self.p_init = self.jerk_ref = self.sole_jerk_init = self.body_jerk_init = self.jerk_budgets = None
+        self.jerk_gains = None
         #: ``surface.SurfaceGate`` of the contact state (CONTACT_HELD_ON_SURFACE), set by a job with a surface barrier
         self.surface_gate = None
         #: (N, N) bool ``surface.seen_pairs`` (FITTED_PEN_ON_MESH), set by a job with a surface barrier, or None
@@ -193,13 +198,20 @@ class Objective:
         self.body_jerk_init = jerk(body_init, self.fps) if body_init is not None and read and w["body"] else None
         #: the jerk budget's windows and per point (key vertices, sole points, body points) its budget (W, ·), or None
         self.budget_window = max(1, int(round(JERK_BUDGET_S * self.fps)))
-        self.jerk_budgets = None
+        self.jerk_budgets = self.jerk_gains = None
         if s.jerk_budget and T >= 4:       # copy-rotations' jerk there, nor the source's own (JERK_BUDGET_SOURCE)
-            self.jerk_budgets = jerk_budgets((p_init, sole_init, body_init), self.fps, self.budget_window,
-                                             self.jerk_eps, (self.src_p, src_body) if JERK_BUDGET_SOURCE else None,
-                                             self.h_tgt / self.h_src, JERK_BUDGET_SLACK)
+            inits, ratio = (p_init, sole_init, body_init), self.h_tgt / self.h_src
+            self.jerk_budgets = jerk_budgets(inits, self.fps, self.budget_window, self.jerk_eps,
+                                             (self.src_p, src_body) if JERK_BUDGET_SOURCE else None, ratio,
+                                             JERK_BUDGET_SLACK)
             #: the budgets side by side (W, N + S + P), as ``_smooth`` sums them
             self.jerk_budget_all = torch.cat([b for b in self.jerk_budgets if b is not None], 1)
+            if JERK_BUDGET_SOURCE and JERK_BUDGET_CAPPED_GAIN != 1.0:
+                #: per point and window the budget's weight factor (W, ·) beside each budget, and side by side
+                own = jerk_budgets(inits, self.fps, self.budget_window, self.jerk_eps, None, ratio, JERK_BUDGET_SLACK)
+                self.jerk_gains = tuple(None if b is None else capped_gain(b, c, JERK_BUDGET_CAPPED_GAIN)
+                                        for b, c in zip(self.jerk_budgets, own))
+                self.jerk_gain_all = torch.cat([g for g in self.jerk_gains if g is not None], 1)
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)
         with torch.no_grad():
@@ -308,11 +320,16 @@ class Objective:
             have = [(j[k], b) for k, b in zip(("p", "sole", "body"), budgets) if j[k] is not None and b is not None]
             every = len(have) == len(kinds)         # (the usual case: the budgets' kinds are the points read)
             jb = j_all if every else torch.cat([x for x, _ in have], 1)
-            budget = self.jerk_budget_all if len(have) == sum(b is not None for b in budgets) else \
-                torch.cat([b for _, b in have], 1)
+            all_kinds = len(have) == sum(b is not None for b in budgets)
+            budget = self.jerk_budget_all if all_kinds else torch.cat([b for _, b in have], 1)
             scale = vs["smooth"]
             if scale is not None and jb.shape[1] > scale.shape[0]:
                 scale = torch.cat([scale, scale.new_ones(jb.shape[1] - scale.shape[0])])
+            if self.jerk_gains is not None:    # firmer where the source caps the budget (JERK_BUDGET_CAPPED_GAIN)
+                gains = zip(("p", "sole", "body"), self.jerk_gains)
+                gain = self.jerk_gain_all if all_kinds else torch.cat(
+                    [g for k, g in gains if g is not None and j[k] is not None], 1)
+                scale = gain if scale is None else gain * scale
             out = out + s.jerk_budget * jerk_excess_loss(p, self.fps, budget, self.budget_window, scale,
                                                          eps=eps, j=jb, knee=JERK_BUDGET_KNEE)
         return out

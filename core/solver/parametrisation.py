@@ -42,27 +42,34 @@ OPTIMISE_FINGERS = False
 
 #: canonical bones on the upper body's finer grid (``upper_body_bones``)
 UPPER_BODY_BONES = ("neck", "head", "left_shoulder", "right_shoulder")
-#: the optimised bone the neck hangs from takes that grid too (its rotation moves the neck and shoulder joints)
-NECK_PARENT = True
+#: which optimised bones the neck hangs from take that grid too: "spine" every one up to the hips (their rotations
+#: move the neck and the shoulder joints, and carry a capture's trunk jitter out to the hands), "nearest" only the
+#: one nearest above the neck, "" none; never the hips (docs/solver.md "The upper body's knots")
+NECK_CHAIN = "spine"
 
 
 def upper_body_bones(skeleton, opt_idx, canonical: dict) -> np.ndarray:
     """(Jo,) bool over the optimised bones ``opt_idx``: those whose residual takes the upper body's finer grid
     (UPPER_KNOTS): the neck, head and collarbones (``UPPER_BODY_BONES``; ``canonical``: bone
-    index -> canonical name) and, with ``NECK_PARENT``, the optimised bone nearest above the neck (or the head,
-    without a neck; never the hips): the bones whose rotations move the head and the shoulder joints
-    (docs/solver.md "The upper body's knots")."""
+    index -> canonical name) and, as ``NECK_CHAIN`` says, the optimised bones above the neck (or the head, without
+    a neck) up to the hips, never the hips nor the skeleton's root: the bones whose rotations move the head and the
+    shoulder joints (docs/solver.md "The upper body's knots")."""
+    if NECK_CHAIN not in ("spine", "nearest", ""):
+        raise CoreError(f"NECK_CHAIN must be 'spine', 'nearest' or '', not '{NECK_CHAIN}'.")
     parents = skeleton.parents
     opt = [int(j) for j in opt_idx]
     out = np.asarray([canonical.get(j) in UPPER_BODY_BONES for j in opt], dtype=bool)
     names = {c: j for j, c in canonical.items()}
     j = names.get("neck", names.get("head"))
-    if j is not None and NECK_PARENT:
-        j = parents[j]
-        while j >= 0 and j not in opt:
-            j = parents[j]
-        if j >= 0 and canonical.get(j) != "hips":
+    if j is None or not NECK_CHAIN:
+        return out
+    j = parents[j]
+    while j >= 0 and parents[j] >= 0 and canonical.get(j) != "hips":
+        if j in opt:
             out[opt.index(j)] = True
+            if NECK_CHAIN == "nearest":
+                break
+        j = parents[j]
     return out
 
 

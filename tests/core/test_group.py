@@ -272,7 +272,7 @@ def test_where_no_partner_term_acts_a_member_steps_at_the_single_solves_rate(gro
 
 
 def test_at_120_fps_the_upper_body_grid_takes_the_same_rates_and_the_joint_step_runs():
-    """A 120 fps couple: each member's neck, head, collarbones and chest are on the upper body's finer grid
+    """A 120 fps couple: each member's neck, head, collarbones, chest and spine are on the upper body's finer grid
     (``parametrisation.UPPER_KNOTS``), a third control tensor whose rates follow the same rule on its own controls; a
     joint step moves every control tensor."""
     a, ma, b, mb = couple(frames=60, fps=120.0)
@@ -282,7 +282,7 @@ def test_at_120_fps_the_upper_body_grid_takes_the_same_rates_and_the_joint_step_
     for m in job.members:
         assert len(m.param.groups) == 2 and len(m.param.params) == 3
         upper = sorted(m.opt_parts[k] for k in m.param.groups[1][0])
-        assert upper == ["head", "head", "left_arm", "right_arm", "torso"]     # neck, head, collarbones, chest
+        assert upper == ["head", "head", "left_arm", "right_arm", "torso", "torso"]  # neck, head, collarbones, spine
         assert m.param.groups[1][1].num_controls > m.param.basis.shape[1]      # finer
     _check_member_rates(job)
     before = [t.detach().clone() for t in job.optim.params]

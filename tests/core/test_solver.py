@@ -755,14 +755,15 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair, monkey
     JERK_BUDGET_SOURCE it adds nothing at copy-rotations (a self-retarget has no push) and a body point kicked at one
     frame adds exactly w × its windows' rounded excess; with it
     (the default) the key vertices' budget is at most the source's own jerk × h_tgt / h_src and the body points'
-    at most the source's capsule ends of the same segments, and copy-rotations pays its excess over those."""
+    at most the source's capsule ends of the same segments, and copy-rotations pays its excess over those, ×
+    JERK_BUDGET_CAPPED_GAIN in the windows where the source's cap binds."""
     from core.solver.losses import jerk_totals
     from core.metrics.partners import body_capsules
-    from core.solver.objective import JERK_BUDGET_KNEE, JERK_BUDGET_SLACK
+    from core.solver.objective import JERK_BUDGET_CAPPED_GAIN, JERK_BUDGET_KNEE, JERK_BUDGET_SLACK
 
-    def rounded(e, budget):           # the hinge by hand: e²/(2k) under k = knee · budget, e − k/2 beyond
+    def rounded(e, budget, gain=1.0):  # the hinge by hand: e²/(2k) under k = knee · budget, e − k/2 beyond
         e, k = e.clamp_min(0), JERK_BUDGET_KNEE * budget
-        return float(torch.where(e < k, e * e / (2 * k), e - k / 2).sum())
+        return float((gain * torch.where(e < k, e * e / (2 * k), e - k / 2)).sum())
     src, m, tgt, init = pair
     assert objective_module.JERK_BUDGET_SOURCE                   # the default
     jobs = []
@@ -802,8 +803,15 @@ def test_jerk_budget_charges_only_the_jerk_a_point_adds_in_a_window(pair, monkey
     assert bool(has[:2 * B].all()) and not bool(has[2 * B:].any())
     body_src = jerk_totals(sb, ob2.fps, w, eps) * (ob2.h_tgt / ob2.h_src)
     assert torch.allclose(capped.jerk_budgets[2], torch.where(has, torch.minimum(body_own, body_src), body_own) * slack)
-    over = rounded(own - capped.jerk_budgets[0], capped.jerk_budgets[0]) \
-        + rounded(body_own - capped.jerk_budgets[2], capped.jerk_budgets[2])
+    # the windows the source caps below copy-rotations' weigh JERK_BUDGET_CAPPED_GAIN, the others 1
+    assert ob2.jerk_gains is None and JERK_BUDGET_CAPPED_GAIN > 1.0
+    for g, b, o in ((capped.jerk_gains[0], capped.jerk_budgets[0], own), (capped.jerk_gains[2], capped.jerk_budgets[2],
+                                                                        body_own)):
+        binds = b < o * slack * (1 - 1e-3)
+        assert bool(binds.any()) and not bool(binds.all())
+        assert torch.equal(g, torch.where(binds, JERK_BUDGET_CAPPED_GAIN, 1.0).to(g.dtype))
+    over = rounded(own - capped.jerk_budgets[0], capped.jerk_budgets[0], capped.jerk_gains[0]) \
+        + rounded(body_own - capped.jerk_budgets[2], capped.jerk_budgets[2], capped.jerk_gains[2])
     assert over > 0.0                                                 # the caps bind somewhere on this pair
     assert smooth(capped, body) - smooth(ob0, body) == pytest.approx(2.0 * over, rel=1e-3)
 

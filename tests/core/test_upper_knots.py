@@ -22,23 +22,30 @@ def _canonical(character):
     return {names.index(b): c for c, b in character.bone_map.items()}
 
 
-def test_the_neck_head_collarbones_and_the_bone_the_neck_hangs_from_take_the_upper_grid():
+def test_the_neck_head_collarbones_and_the_spine_the_neck_hangs_from_take_the_upper_grid(monkeypatch):
     ch = make_humanoid()
     canon = _canonical(ch)
     opt = sorted(canon)
-    upper = upper_body_bones(ch.skeleton, opt, canon)
-    assert sorted(canon[j] for j, u in zip(opt, upper) if u) == ["chest", "head", "left_shoulder", "neck",
-                                                                  "right_shoulder"]
-    # the chest not optimised: the nearest optimised bone above the neck, the spine
     by_name = {c: j for j, c in canon.items()}
-    opt = [j for j in opt if j != by_name["chest"]]
-    upper = upper_body_bones(ch.skeleton, opt, canon)
-    assert sorted(canon[j] for j, u in zip(opt, upper) if u) == ["head", "left_shoulder", "neck", "right_shoulder",
-                                                                  "spine"]
-    # never the hips (the whole body hangs from them)
-    opt = [j for j in opt if canon[j] not in ("spine",)]
-    upper = upper_body_bones(ch.skeleton, opt, canon)
-    assert "hips" not in [canon[j] for j, u in zip(opt, upper) if u]
+
+    def upper(opt):
+        return sorted(canon[j] for j, u in zip(opt, upper_body_bones(ch.skeleton, opt, canon)) if u)
+    assert parametrisation.NECK_CHAIN == "spine"              # the default: every optimised bone up to the hips
+    head_and_shoulders = ["head", "left_shoulder", "neck", "right_shoulder"]
+    assert upper(opt) == sorted(head_and_shoulders + ["chest", "spine"])
+    # a bone not optimised is skipped, the others of the chain still take it; never the hips
+    assert upper([j for j in opt if j != by_name["chest"]]) == sorted(head_and_shoulders + ["spine"])
+    assert "hips" not in upper(opt)
+    # "nearest": only the optimised bone nearest above the neck
+    monkeypatch.setattr(parametrisation, "NECK_CHAIN", "nearest")
+    assert upper(opt) == sorted(head_and_shoulders + ["chest"])
+    assert upper([j for j in opt if j != by_name["chest"]]) == sorted(head_and_shoulders + ["spine"])
+    assert upper([j for j in opt if canon[j] not in ("chest", "spine")]) == head_and_shoulders
+    monkeypatch.setattr(parametrisation, "NECK_CHAIN", "")
+    assert upper(opt) == head_and_shoulders
+    monkeypatch.setattr(parametrisation, "NECK_CHAIN", "all")
+    with pytest.raises(Exception, match="NECK_CHAIN"):
+        upper(opt)
 
 
 def _param(frames, fps, fine, spacing=0.025):

@@ -95,7 +95,12 @@ def test_a_failure_within_the_noise_margin_is_named_and_still_fails():
     assert tiny["mesh self-penetration ≤ copy-rot"].startswith("0.000003 % vs 0.000000 %")
     same = {t.label: t.measured for t in case_targets(init, _metrics(mesh_pen_mean=0.0), 1.7, 1.7)}
     assert same["mesh self-penetration ≤ copy-rot"].startswith("0.000 % vs 0.000 %")
-    # passing lines and lines that are not "≤ copy-rot" never read it
+    # jerk per unit of height over its bound: within the jerk's margin (3 %) or beyond it
+    for jerk, noise in ((106.0, True), (109.0, False)):
+        line = {t.label: t for t in case_targets(init, _metrics(jerk_mean=jerk), 1.7, 1.7)}[
+            "jerk per unit of height ≤ 1.05 × source"]
+        assert not line.passed and line.within_noise == noise and ("noise" in line.measured) == noise, line
+    # passing lines and lines that are neither "≤ copy-rot" nor the jerk's bound never read it
     assert not any(t.within_noise for t in case_targets(init, _metrics(jerk_mean=99.0, locked_f1=0.929), 1.7, 1.7))
     # over the cases: every failure named, those within the margin apart
     text, passed = every_case([("a", near["joint jerk ≤ copy-rot"]), ("b", far["joint jerk ≤ copy-rot"]),
