@@ -207,8 +207,8 @@ class Objective:
             #: the budgets side by side (W, N + S + P), as ``_smooth`` sums them
             self.jerk_budget_all = torch.cat([b for b in self.jerk_budgets if b is not None], 1)
             if JERK_BUDGET_SOURCE and JERK_BUDGET_CAPPED_GAIN != 1.0:
-                #: per point and window the budget's weight factor (W, ·) beside each budget, and side by side
-                own = jerk_budgets(inits, self.fps, self.budget_window, self.jerk_eps, None, ratio, JERK_BUDGET_SLACK)
+                own = jerk_budgets(inits, self.fps, self.budget_window, self.jerk_eps, None, 1.0, JERK_BUDGET_SLACK)
+                #: per point and window the budget's weight factor (W, ·), beside each budget, and side by side
                 self.jerk_gains = tuple(None if b is None else capped_gain(b, c, JERK_BUDGET_CAPPED_GAIN)
                                         for b, c in zip(self.jerk_budgets, own))
                 self.jerk_gain_all = torch.cat([g for g in self.jerk_gains if g is not None], 1)
