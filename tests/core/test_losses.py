@@ -3,8 +3,9 @@ import math
 import pytest
 import torch
 
-from core.solver.losses import (contact_state_loss, cosine, dir_loss, dist_loss, floor_barrier, height_loss, jerk,
-                         jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss, smooth_loss)
+from core.solver.losses import (capped_gain, contact_state_loss, cosine, dir_loss, dist_loss, floor_barrier,
+                         height_loss, jerk, jerk_excess_loss, jerk_totals, pen_loss, reg_loss, sliding_loss,
+                         smooth_loss)
 
 
 def test_reg_loss_is_sum_of_squared_offsets():
@@ -58,6 +59,17 @@ def test_jerk_totals_and_excess_by_hand():
     # the first is beyond its knee of 5 and pays 20 − 2.5, the second within its knee of 30 and pays 20² / 60
     assert torch.allclose(extra[:, 0], torch.tensor([20.0, 20.0, 0.0], dtype=torch.float64))
     assert float(jerk_excess_loss(q, fps, tot, 2, eps=1e-12, knee=0.5)) == pytest.approx(17.5 + 400.0 / 60.0)
+    # the windows a source caps below copy-rotations' budget weigh the gain, a budget equal to it (or under it by
+    # round-off) 1; as the per-window scale, the capped window's excess counts × the gain
+    capped = tot.clone()
+    capped[1, 0] *= 0.5
+    capped[2, 0] *= 1.0 - 1e-5
+    gain = capped_gain(capped, tot, 3.0)
+    assert gain.dtype == tot.dtype and gain[:, 0].tolist() == [1.0, 3.0, 1.0] and gain[:, 1].tolist() == [1.0] * 3
+    plain = jerk_excess_loss(q, fps, capped, 2, eps=1e-12)
+    weighted = jerk_excess_loss(q, fps, capped, 2, gain, eps=1e-12)
+    middle = float((jerk_totals(q, fps, 2, eps=1e-12)[1, 0] - capped[1, 0]).clamp_min(0))
+    assert middle > 0 and float(weighted) == pytest.approx(float(plain) + 2.0 * middle)
     # its slope: a window of budget 10 with a knee of 5, spent e over, pays e / 5 under the knee and 1 beyond it,
     # continuous at the knee
     budget = torch.tensor([[10.0]], dtype=torch.float64)
