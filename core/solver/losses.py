@@ -59,13 +59,15 @@ def jerk_totals(p: torch.Tensor, fps: float, window: int, eps: float = 1e-3, j: 
 
 
 def jerk_budgets(inits: tuple, fps: float, window: int, eps: float, sources=None, ratio: float = 1.0,
-                 slack: float = 0.0) -> tuple:
+                 slack: float = 0.0, totals: tuple = None) -> tuple:
     """Each point's jerk budget per window, (W, ·) for each of ``inits`` (key vertices (T, N, 3), sole points
     (T, S, 3) or None, body points (T, P, 3) or None; None stays None): copy-rotations' ``jerk_totals`` there,
     capped by the source's own × ``ratio`` (its height to the target's) where ``sources`` gives them (key vertices
     (T, N, 3) and (body points (T, P, 3), (P,) bool which have one) or None), times 1 + ``slack``: a point exactly
-    at its budget (a self-retarget) must not pay for round-off (sums in another order)."""
-    out = [None if x is None else jerk_totals(x, fps, window, eps) for x in inits]
+    at its budget (a self-retarget) must not pay for round-off (sums in another order). ``totals``: ``inits``'
+    ``jerk_totals`` when the caller has them (None: read here)."""
+    out = list(totals) if totals is not None else [None if x is None else jerk_totals(x, fps, window, eps)
+                                                   for x in inits]
     if sources is not None:
         src_p, src_body = sources
         out[0] = torch.minimum(out[0], jerk_totals(src_p, fps, window, eps) * ratio)
@@ -76,9 +78,9 @@ def jerk_budgets(inits: tuple, fps: float, window: int, eps: float, sources=None
 
 
 def capped_gain(budget: torch.Tensor, own: torch.Tensor, gain: float) -> torch.Tensor:
-    """(W, ·) ``gain`` where a point's window ``budget`` lies below copy-rotations' jerk there (``own``, the same
-    ``jerk_budgets`` without the source's cap), 1 elsewhere: the windows the source's own jerk caps (beyond a 0.1 %
-    share of round-off)."""
+    """(W, ·) ``gain`` where a point's window ``budget`` lies below copy-rotations' budget there (``own``: its
+    ``jerk_totals`` with the same slack), 1 elsewhere: the windows the source's own jerk caps (beyond a 0.1 % share
+    of round-off)."""
     return torch.where(budget < own * (1.0 - 1e-3), gain, 1.0).to(budget.dtype)
 
 

@@ -17,8 +17,8 @@ import torch
 
 from ..descriptors.pose import height, sliding
 from ..errors import CoreError
-from .losses import (capped_gain, floor_barrier, height_loss, jerk, jerk_budgets, jerk_excess_loss, reg_loss,
-                     sliding_loss, smooth_loss)
+from .losses import (capped_gain, floor_barrier, height_loss, jerk, jerk_budgets, jerk_excess_loss, jerk_totals,
+                     reg_loss, sliding_loss, smooth_loss)
 from ..descriptors.weights import MAX_FRACTION, MIN_FRACTION, ActivePairs, allowed_pairs, floor_weight
 from .pair_terms import focused_square, pair_terms
 from .settings import PART_WEIGHT_TERMS, TERMS, part_weights_from
@@ -200,17 +200,18 @@ class Objective:
         self.budget_window = max(1, int(round(JERK_BUDGET_S * self.fps)))
         self.jerk_budgets = self.jerk_gains = None
         if s.jerk_budget and T >= 4:       # copy-rotations' jerk there, nor the source's own (JERK_BUDGET_SOURCE)
-            inits, ratio = (p_init, sole_init, body_init), self.h_tgt / self.h_src
+            inits = (p_init, sole_init, body_init)
+            own = [None if x is None else jerk_totals(x, self.fps, self.budget_window, self.jerk_eps) for x in inits]
             self.jerk_budgets = jerk_budgets(inits, self.fps, self.budget_window, self.jerk_eps,
-                                             (self.src_p, src_body) if JERK_BUDGET_SOURCE else None, ratio,
-                                             JERK_BUDGET_SLACK)
+                                             (self.src_p, src_body) if JERK_BUDGET_SOURCE else None,
+                                             self.h_tgt / self.h_src, JERK_BUDGET_SLACK, totals=own)
             #: the budgets side by side (W, N + S + P), as ``_smooth`` sums them
             self.jerk_budget_all = torch.cat([b for b in self.jerk_budgets if b is not None], 1)
             if JERK_BUDGET_SOURCE and JERK_BUDGET_CAPPED_GAIN != 1.0:
-                own = jerk_budgets(inits, self.fps, self.budget_window, self.jerk_eps, None, 1.0, JERK_BUDGET_SLACK)
                 #: per point and window the budget's weight factor (W, ·), beside each budget, and side by side
-                self.jerk_gains = tuple(None if b is None else capped_gain(b, c, JERK_BUDGET_CAPPED_GAIN)
-                                        for b, c in zip(self.jerk_budgets, own))
+                self.jerk_gains = tuple(None if b is None else capped_gain(b, o * (1.0 + JERK_BUDGET_SLACK),
+                                                                           JERK_BUDGET_CAPPED_GAIN)
+                                        for b, o in zip(self.jerk_budgets, own))
                 self.jerk_gain_all = torch.cat([g for g in self.jerk_gains if g is not None], 1)
         if self.feet is not None and sole_init is not None:
             self.feet.set_initial(p_init, sole_init)

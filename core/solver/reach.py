@@ -135,9 +135,9 @@ def source_touches(src_fields: SurfaceFields, track, tgt_fields: SurfaceFields, 
     """The frames where a source hand's nearest probe is within (TOUCH + PROBE_SPACING)·h of the surface of one of
     ``parts``, from the source's clip (``track``, a ClipTrack) on its own fields, indexed as the target's fields."""
     t_names = _entries(tgt_fields)[1]
-    read = hand_distances(src_fields, track)
     empty = Touches(*(torch.zeros(0, dtype=torch.long),) * 3, torch.zeros(0))
-    if read is None or not t_names:
+    read = hand_distances(src_fields, track) if t_names else None        # the source's clip read only if needed
+    if read is None:
         return empty
     d, s_names, s_tested = read
     touch = (d <= TOUCH + PROBE_SPACING) & s_tested[None]
